@@ -1,0 +1,81 @@
+//! The environment variables Squall reads, in one place. `squall run --help` and the README
+//! print this table; every crate reads its settings through these names.
+
+/// One documented environment variable.
+#[derive(Debug, Clone, Copy)]
+pub struct EnvVar {
+    pub name: &'static str,
+    pub default: &'static str,
+    pub meaning: &'static str,
+}
+
+pub const RANK: &str = "SQUALL_RANK";
+pub const SIZE: &str = "SQUALL_SIZE";
+pub const RENDEZVOUS: &str = "SQUALL_RENDEZVOUS";
+pub const JOB_ID: &str = "SQUALL_JOB_ID";
+pub const TRANSPORT: &str = "SQUALL_TRANSPORT";
+pub const NET_FAULTS: &str = "SQUALL_NET_FAULTS";
+pub const BIND_ADDR: &str = "SQUALL_BIND_ADDR";
+pub const PEER_TIMEOUT_MS: &str = "SQUALL_PEER_TIMEOUT_MS";
+pub const STATS: &str = "SQUALL_STATS";
+pub const STATS_FILE: &str = "SQUALL_STATS_FILE";
+pub const PROTOCOL: &str = "SQUALL_PROTOCOL";
+pub const HEAP_SIZE: &str = "SQUALL_HEAP_SIZE";
+pub const HEAP_BASE: &str = "SQUALL_HEAP_BASE";
+pub const PLACEMENT: &str = "SQUALL_PLACEMENT";
+pub const LOG: &str = "SQUALL_LOG";
+
+/// Every variable, with its default and meaning.
+pub const ALL: &[EnvVar] = &[
+    EnvVar { name: RANK, default: "(set by the launcher)", meaning: "this node's rank, 0..SIZE" },
+    EnvVar { name: SIZE, default: "(set by the launcher)", meaning: "number of nodes in the job" },
+    EnvVar {
+        name: RENDEZVOUS,
+        default: "(set by the launcher)",
+        meaning: "host:port where rank 0 listens for the join/hello exchange",
+    },
+    EnvVar {
+        name: JOB_ID,
+        default: "(random, chosen by rank 0)",
+        meaning: "64-bit job id in hex; packets with another id are dropped",
+    },
+    EnvVar { name: TRANSPORT, default: "tcp", meaning: "backend: tcp, udp or mpi" },
+    EnvVar {
+        name: NET_FAULTS,
+        default: "(none)",
+        meaning: "fault injection, e.g. loss=0.05,dup=0.02,reorder=0.05,delay=50us,seed=7",
+    },
+    EnvVar {
+        name: BIND_ADDR,
+        default: "127.0.0.1 (0.0.0.0 with --hosts)",
+        meaning: "IP address this node binds its transport to",
+    },
+    EnvVar {
+        name: PEER_TIMEOUT_MS,
+        default: "3000",
+        meaning: "silence after which a peer is declared lost and the job ends",
+    },
+    EnvVar { name: STATS, default: "0", meaning: "1: print per-node and total statistics at exit" },
+    EnvVar {
+        name: STATS_FILE,
+        default: "squall-stats.json",
+        meaning: "where the statistics JSON is written when STATS=1",
+    },
+    EnvVar { name: PROTOCOL, default: "hlrc", meaning: "default coherence protocol: hlrc or sc" },
+    EnvVar {
+        name: HEAP_SIZE,
+        default: "64G",
+        meaning: "size of the reserved global address range (virtual; nothing committed up front)",
+    },
+    EnvVar {
+        name: HEAP_BASE,
+        default: "0x5000_0000_0000",
+        meaning: "virtual address of the global range, identical on every node",
+    },
+    EnvVar {
+        name: PLACEMENT,
+        default: "first-touch",
+        meaning: "default home placement: first-touch, round-robin, blocked, node:N, local",
+    },
+    EnvVar { name: LOG, default: "warn", meaning: "log filter (tracing env-filter syntax)" },
+];
