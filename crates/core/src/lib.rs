@@ -6,9 +6,11 @@
 //! this one; this one depends on no other Squall crate.
 #![forbid(unsafe_code)]
 
+pub mod consistency;
 pub mod env;
 pub mod ids;
 
+pub use consistency::{Consistency, NoConsistency};
 pub use ids::{JobId, LockId, NodeId, PageId, ThreadId};
 
 /// Size of a coherence page in bytes (the host page size on every supported platform).
