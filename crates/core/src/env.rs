@@ -27,8 +27,16 @@ pub const LOG: &str = "SQUALL_LOG";
 
 /// Every variable, with its default and meaning.
 pub const ALL: &[EnvVar] = &[
-    EnvVar { name: RANK, default: "(set by the launcher)", meaning: "this node's rank, 0..SIZE" },
-    EnvVar { name: SIZE, default: "(set by the launcher)", meaning: "number of nodes in the job" },
+    EnvVar {
+        name: RANK,
+        default: "(set by the launcher)",
+        meaning: "this node's rank, 0..SIZE",
+    },
+    EnvVar {
+        name: SIZE,
+        default: "(set by the launcher)",
+        meaning: "number of nodes in the job",
+    },
     EnvVar {
         name: RENDEZVOUS,
         default: "(set by the launcher)",
@@ -39,7 +47,11 @@ pub const ALL: &[EnvVar] = &[
         default: "(random, chosen by rank 0)",
         meaning: "64-bit job id in hex; packets with another id are dropped",
     },
-    EnvVar { name: TRANSPORT, default: "tcp", meaning: "backend: tcp, udp or mpi" },
+    EnvVar {
+        name: TRANSPORT,
+        default: "tcp",
+        meaning: "backend: tcp, udp or mpi",
+    },
     EnvVar {
         name: NET_FAULTS,
         default: "(none)",
@@ -55,13 +67,21 @@ pub const ALL: &[EnvVar] = &[
         default: "3000",
         meaning: "silence after which a peer is declared lost and the job ends",
     },
-    EnvVar { name: STATS, default: "0", meaning: "1: print per-node and total statistics at exit" },
+    EnvVar {
+        name: STATS,
+        default: "0",
+        meaning: "1: print per-node and total statistics at exit",
+    },
     EnvVar {
         name: STATS_FILE,
         default: "squall-stats.json",
         meaning: "where the statistics JSON is written when STATS=1",
     },
-    EnvVar { name: PROTOCOL, default: "hlrc", meaning: "default coherence protocol: hlrc or sc" },
+    EnvVar {
+        name: PROTOCOL,
+        default: "hlrc",
+        meaning: "default coherence protocol: hlrc or sc",
+    },
     EnvVar {
         name: HEAP_SIZE,
         default: "64G",
@@ -77,5 +97,9 @@ pub const ALL: &[EnvVar] = &[
         default: "first-touch",
         meaning: "default home placement: first-touch, round-robin, blocked, node:N, local",
     },
-    EnvVar { name: LOG, default: "warn", meaning: "log filter (tracing env-filter syntax)" },
+    EnvVar {
+        name: LOG,
+        default: "warn",
+        meaning: "log filter (tracing env-filter syntax)",
+    },
 ];

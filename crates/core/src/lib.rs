@@ -9,9 +9,11 @@
 pub mod consistency;
 pub mod env;
 pub mod ids;
+pub mod memory;
 
 pub use consistency::{Consistency, NoConsistency};
 pub use ids::{JobId, LockId, NodeId, PageId, ThreadId};
+pub use memory::{Access, AllocInfo, HeapLayout, PageMemory, Placement};
 
 /// Size of a coherence page in bytes (the host page size on every supported platform).
 pub const PAGE_SIZE: usize = 4096;

@@ -1,0 +1,150 @@
+//! What coherence protocols see of memory: page access rights, page contents through a
+//! backdoor that never faults, the static layout of the global range, and placement policies.
+
+use crate::{NodeId, PageId, PAGE_SIZE};
+use serde::{Deserialize, Serialize};
+
+/// Access the application has to its node's copy of a page.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Access {
+    /// Any access faults (the copy is invalid or absent).
+    None,
+    /// Reads proceed, writes fault.
+    Read,
+    /// Reads and writes proceed.
+    ReadWrite,
+}
+
+/// A node's copy of the global pages, as the service thread sees it. Reads and writes here go
+/// through a view that never faults and never changes the application's access; only
+/// `set_access` changes what application threads may do (and wakes threads waiting on a fault
+/// of that page when it grants the access they need). Implemented by `squall-memory` in the
+/// runtime and by a plain page table in the simulator.
+pub trait PageMemory {
+    /// Copy the node's copy of `page` into `out` (`out.len() == PAGE_SIZE`).
+    fn read_page(&self, page: PageId, out: &mut [u8]);
+    /// Overwrite `len(data)` bytes of the node's copy of `page` starting at `offset`.
+    fn write_bytes(&self, page: PageId, offset: usize, data: &[u8]);
+    /// Change the application's access to `page`.
+    fn set_access(&self, page: PageId, access: Access);
+    /// The application's current access to `page`.
+    fn access(&self, page: PageId) -> Access;
+}
+
+/// Overwrite a whole page.
+pub fn write_page(mem: &dyn PageMemory, page: PageId, data: &[u8]) {
+    debug_assert_eq!(data.len(), PAGE_SIZE);
+    mem.write_bytes(page, 0, data);
+}
+
+/// Static layout of the global range: page `p` lies in node `manager_of(p)`'s arena. A node
+/// allocates only inside its own arena, so it is the manager of every page it allocated: it
+/// knows the allocation's placement and answers home look-ups for it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeapLayout {
+    /// Number of nodes in the job.
+    pub nodes: u16,
+    /// Total pages in the global range.
+    pub total_pages: u64,
+}
+
+impl HeapLayout {
+    /// Pages in each node's arena.
+    pub fn pages_per_node(&self) -> u64 {
+        self.total_pages / u64::from(self.nodes.max(1))
+    }
+    /// The node whose arena holds `page` (the page's manager).
+    pub fn manager_of(&self, page: PageId) -> NodeId {
+        let per = self.pages_per_node().max(1);
+        let n = (page.0 / per).min(u64::from(self.nodes.max(1)) - 1);
+        NodeId(n as u16)
+    }
+    /// First page of `node`'s arena.
+    pub fn arena_start(&self, node: NodeId) -> PageId {
+        PageId(u64::from(node.0) * self.pages_per_node())
+    }
+}
+
+/// Where the home of each page of an allocation is.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Placement {
+    /// The first node to touch a page becomes its home (default).
+    FirstTouch,
+    /// Pages dealt to nodes in turn, `block_pages` at a time.
+    RoundRobin { block_pages: u64 },
+    /// The allocation cut into `nodes` contiguous blocks, block i homed at node i.
+    Blocked,
+    /// Every page homed at this node.
+    Node(NodeId),
+}
+
+/// One allocation, as registered with the protocol on the allocating (manager) node.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocInfo {
+    pub first: PageId,
+    pub pages: u64,
+    pub placement: Placement,
+}
+
+impl AllocInfo {
+    /// The home this allocation's placement gives `page`, or `None` for first touch (decided
+    /// by whoever touches first) or a page outside the allocation.
+    pub fn static_home(&self, page: PageId, nodes: u16) -> Option<NodeId> {
+        if page.0 < self.first.0 || page.0 >= self.first.0 + self.pages {
+            return None;
+        }
+        let i = page.0 - self.first.0;
+        let n = u64::from(nodes.max(1));
+        match self.placement {
+            Placement::FirstTouch => None,
+            Placement::RoundRobin { block_pages } => {
+                Some(NodeId(((i / block_pages.max(1)) % n) as u16))
+            }
+            Placement::Blocked => {
+                let per = self.pages.div_ceil(n).max(1);
+                Some(NodeId((i / per).min(n - 1) as u16))
+            }
+            Placement::Node(node) => Some(node),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocked_and_round_robin_homes() {
+        let a = AllocInfo {
+            first: PageId(10),
+            pages: 8,
+            placement: Placement::Blocked,
+        };
+        let homes: Vec<u16> = (10..18)
+            .map(|p| a.static_home(PageId(p), 4).map(|n| n.0).unwrap_or(99))
+            .collect();
+        assert_eq!(homes, vec![0, 0, 1, 1, 2, 2, 3, 3]);
+        let r = AllocInfo {
+            first: PageId(0),
+            pages: 6,
+            placement: Placement::RoundRobin { block_pages: 2 },
+        };
+        let homes: Vec<u16> = (0..6)
+            .map(|p| r.static_home(PageId(p), 2).map(|n| n.0).unwrap_or(99))
+            .collect();
+        assert_eq!(homes, vec![0, 0, 1, 1, 0, 0]);
+        assert_eq!(a.static_home(PageId(18), 4), None);
+    }
+
+    #[test]
+    fn manager_partition() {
+        let l = HeapLayout {
+            nodes: 4,
+            total_pages: 400,
+        };
+        assert_eq!(l.manager_of(PageId(0)), NodeId(0));
+        assert_eq!(l.manager_of(PageId(100)), NodeId(1));
+        assert_eq!(l.manager_of(PageId(399)), NodeId(3));
+        assert_eq!(l.arena_start(NodeId(2)), PageId(200));
+    }
+}
