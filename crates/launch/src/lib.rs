@@ -1,3 +1,25 @@
-//! Starting a job: process spawning for `squall run`, and the join/hello rendezvous a node
-//! performs at start (from environment variables, so any launcher can drive it).
+//! Starting a job: process management for `squall run`.
+//!
+//! Owns: choosing the rendezvous address, building each node's command (one module per
+//! launcher kind: [`local`], [`rsh`]), spawning node processes in their own process groups,
+//! forwarding their output line by line, noticing the first node that fails, and cleaning up
+//! every process (SIGTERM, then SIGKILL after a grace period) on failure, timeout or Ctrl-C.
+//!
+//! Must not touch: the join/hello exchange itself (that is `squall_net::bootstrap`, driven by
+//! the environment variables set here), coherence, or anything inside a node.
 #![forbid(unsafe_code)]
+
+pub mod error;
+pub mod job;
+pub mod local;
+pub mod output;
+pub mod rsh;
+pub mod spec;
+
+pub use error::LaunchError;
+pub use job::{run_job, JobReport, NodeExit, NodeOutcome};
+pub use output::{ForwardSink, LineSink, Stream};
+pub use spec::{JobSpec, LauncherKind, RshOptions};
+
+/// Exit status `squall run` uses when the job hit its `--timeout` (as `timeout(1)` does).
+pub const EXIT_TIMEOUT: i32 = 124;

@@ -1,0 +1,415 @@
+//! Running a job: spawn every node in its own process group, forward its output, wait, and
+//! on the first failure, a timeout or a termination signal to the launcher, end every node
+//! (SIGTERM to its group, SIGKILL after the grace period). Owns process lifetimes and the
+//! exit report; must not know what the nodes do.
+use crate::error::LaunchError;
+use crate::output::{pump, LineSink, Stream};
+use crate::spec::{JobSpec, LauncherKind};
+use crate::{local, rsh, EXIT_TIMEOUT};
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+/// How often the supervisor looks at its children.
+const POLL: Duration = Duration::from_millis(10);
+/// How long the supervisor waits for output of exited nodes to drain.
+const DRAIN: Duration = Duration::from_secs(1);
+
+/// How one node process ended.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum NodeExit {
+    /// Exited with this status.
+    Exited(i32),
+    /// Killed by this signal number.
+    Signaled(i32),
+}
+
+impl NodeExit {
+    fn from_status(status: ExitStatus) -> NodeExit {
+        match (status.code(), status.signal()) {
+            (Some(code), _) => NodeExit::Exited(code),
+            (None, Some(sig)) => NodeExit::Signaled(sig),
+            (None, None) => NodeExit::Exited(-1),
+        }
+    }
+
+    /// Did the node end well?
+    pub fn success(self) -> bool {
+        self == NodeExit::Exited(0)
+    }
+
+    /// `exited with status 7` / `was killed by signal SIGKILL`.
+    pub fn describe(self) -> String {
+        match self {
+            NodeExit::Exited(code) => format!("exited with status {code}"),
+            NodeExit::Signaled(sig) => format!("was killed by signal {}", signal_name(sig)),
+        }
+    }
+
+    /// The shell's convention: the status, or 128 + the signal number.
+    pub fn shell_code(self) -> i32 {
+        match self {
+            NodeExit::Exited(code) => code,
+            NodeExit::Signaled(sig) => 128 + sig,
+        }
+    }
+}
+
+/// `SIGKILL` for 9, `signal 77` for numbers without a name.
+pub fn signal_name(sig: i32) -> String {
+    Signal::try_from(sig)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| format!("signal {sig}"))
+}
+
+/// One node's end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeOutcome {
+    pub rank: u16,
+    pub pid: u32,
+    pub exit: NodeExit,
+    /// The node ended after the launcher had started terminating the job.
+    pub by_launcher: bool,
+}
+
+/// How a job ended.
+#[derive(Clone, Debug)]
+pub struct JobReport {
+    /// Every node, in rank order.
+    pub nodes: Vec<NodeOutcome>,
+    /// The rank whose failure ended the job, if one did.
+    pub first_failure: Option<u16>,
+    /// The job ran past its timeout.
+    pub timed_out: bool,
+    /// The launcher received this termination signal.
+    pub interrupted: Option<i32>,
+    /// Wall time from the first spawn to the last exit.
+    pub elapsed: Duration,
+}
+
+impl JobReport {
+    /// Every node exited 0 and nothing ended the job early.
+    pub fn success(&self) -> bool {
+        self.first_failure.is_none()
+            && !self.timed_out
+            && self.interrupted.is_none()
+            && self.nodes.iter().all(|n| n.exit.success())
+    }
+
+    /// The status `squall run` exits with: 0; the first failing node's status (128 + signal
+    /// when killed); 124 on timeout; 128 + signal when the launcher was interrupted.
+    pub fn exit_code(&self) -> i32 {
+        if let Some(rank) = self.first_failure {
+            if let Some(n) = self.nodes.iter().find(|n| n.rank == rank) {
+                return n.exit.shell_code();
+            }
+        }
+        if self.timed_out {
+            return EXIT_TIMEOUT;
+        }
+        if let Some(sig) = self.interrupted {
+            return 128 + sig;
+        }
+        match self.nodes.iter().find(|n| !n.exit.success()) {
+            Some(n) => n.exit.shell_code(),
+            None => 0,
+        }
+    }
+}
+
+struct Running {
+    rank: u16,
+    child: Child,
+}
+
+/// Start the job, supervise it to the end and report. Node output goes to `sink`; the
+/// launcher's own notices (`squall: node 2 (pid 811) was killed by signal SIGKILL; ...`) go
+/// to stderr. SIGINT, SIGTERM and SIGHUP to this process end the job cleanly.
+pub fn run_job(spec: &JobSpec, sink: Arc<dyn LineSink>) -> Result<JobReport, LaunchError> {
+    spec.validate()?;
+    let job_id: u64 = rand::random();
+    let mut commands = match &spec.launcher {
+        LauncherKind::Local => local::commands(spec, job_id)?,
+        LauncherKind::Rsh(opts) => rsh::commands(spec, opts, job_id)?,
+    };
+
+    let signal = Arc::new(AtomicUsize::new(0));
+    let mut sig_ids = Vec::new();
+    for sig in [
+        libc_sig(Signal::SIGINT),
+        libc_sig(Signal::SIGTERM),
+        libc_sig(Signal::SIGHUP),
+    ] {
+        let id = signal_hook::flag::register_usize(sig, Arc::clone(&signal), sig as usize)
+            .map_err(LaunchError::Signals)?;
+        sig_ids.push(id);
+    }
+    let result = supervise(spec, &mut commands, sink, &signal);
+    for id in sig_ids {
+        signal_hook::low_level::unregister(id);
+    }
+    result
+}
+
+fn libc_sig(sig: Signal) -> i32 {
+    sig as i32
+}
+
+fn supervise(
+    spec: &JobSpec,
+    commands: &mut [std::process::Command],
+    sink: Arc<dyn LineSink>,
+    signal: &AtomicUsize,
+) -> Result<JobReport, LaunchError> {
+    let start = Instant::now();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let mut readers = 0usize;
+    let mut running: Vec<Running> = Vec::with_capacity(commands.len());
+    for (rank, cmd) in commands.iter_mut().enumerate() {
+        let rank = u16::try_from(rank).map_err(|_| LaunchError::TooManyNodes(spec.nodes))?;
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(source) => {
+                terminate_all(&mut running, spec.grace);
+                return Err(LaunchError::Spawn {
+                    rank,
+                    program: cmd.get_program().to_string_lossy().into_owned(),
+                    source,
+                });
+            }
+        };
+        if let Some(out) = child.stdout.take() {
+            readers += spawn_reader(out, rank, Stream::Stdout, &sink, &done_tx);
+        }
+        if let Some(err) = child.stderr.take() {
+            readers += spawn_reader(err, rank, Stream::Stderr, &sink, &done_tx);
+        }
+        running.push(Running { rank, child });
+    }
+    drop(done_tx);
+
+    let mut outcomes: Vec<NodeOutcome> = Vec::with_capacity(running.len());
+    let mut first_failure: Option<u16> = None;
+    let mut timed_out = false;
+    let mut interrupted: Option<i32> = None;
+    // When termination started, and whether SIGKILL has been sent.
+    let mut terminating: Option<Instant> = None;
+    let mut killed = false;
+
+    while !running.is_empty() {
+        let mut failed_now: Vec<NodeOutcome> = Vec::new();
+        let mut i = 0;
+        while i < running.len() {
+            let status = running[i]
+                .child
+                .try_wait()
+                .map_err(|source| LaunchError::Wait {
+                    rank: running[i].rank,
+                    source,
+                })?;
+            match status {
+                Some(status) => {
+                    let r = running.swap_remove(i);
+                    let outcome = NodeOutcome {
+                        rank: r.rank,
+                        pid: r.child.id(),
+                        exit: NodeExit::from_status(status),
+                        by_launcher: terminating.is_some(),
+                    };
+                    if !outcome.exit.success() && terminating.is_none() {
+                        failed_now.push(outcome.clone());
+                    }
+                    outcomes.push(outcome);
+                }
+                None => i += 1,
+            }
+        }
+        if terminating.is_none() {
+            if let Some(cause) = pick_cause(&failed_now) {
+                first_failure = Some(cause.rank);
+                eprintln!(
+                    "squall: node {} (pid {}) {}; terminating the other {} node(s)",
+                    cause.rank,
+                    cause.pid,
+                    cause.exit.describe(),
+                    running.len()
+                );
+                terminating = Some(Instant::now());
+            } else if let Some(sig) = nonzero(signal.load(Ordering::Relaxed)) {
+                interrupted = Some(sig);
+                eprintln!(
+                    "squall: received {}; terminating {} node(s)",
+                    signal_name(sig),
+                    running.len()
+                );
+                terminating = Some(Instant::now());
+            } else if spec.timeout.is_some_and(|t| start.elapsed() >= t) {
+                timed_out = true;
+                eprintln!(
+                    "squall: job timed out after {:.1} s; terminating {} node(s)",
+                    start.elapsed().as_secs_f64(),
+                    running.len()
+                );
+                terminating = Some(Instant::now());
+            }
+            if terminating.is_some() {
+                signal_groups(&running, Signal::SIGTERM);
+            }
+        } else if let Some(t0) = terminating {
+            if !killed && t0.elapsed() >= spec.grace {
+                signal_groups(&running, Signal::SIGKILL);
+                killed = true;
+            }
+        }
+        if !running.is_empty() {
+            std::thread::sleep(POLL);
+        }
+    }
+
+    // Let the readers finish the last lines; a grandchild still holding a pipe open must not
+    // hold up the launcher.
+    let deadline = Instant::now() + DRAIN;
+    for _ in 0..readers {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if done_rx.recv_timeout(left).is_err() {
+            break;
+        }
+    }
+    outcomes.sort_by_key(|o| o.rank);
+    Ok(JobReport {
+        nodes: outcomes,
+        first_failure,
+        timed_out,
+        interrupted,
+        elapsed: start.elapsed(),
+    })
+}
+
+fn nonzero(v: usize) -> Option<i32> {
+    if v == 0 {
+        None
+    } else {
+        i32::try_from(v).ok()
+    }
+}
+
+/// Among nodes found failed in one look, the likeliest cause: a node killed by a signal, then
+/// one with a status other than 3 (3 is what nodes exit with after losing a peer), then the
+/// lowest rank.
+fn pick_cause(failed: &[NodeOutcome]) -> Option<&NodeOutcome> {
+    failed.iter().min_by_key(|o| {
+        let class = match o.exit {
+            NodeExit::Signaled(_) => 0,
+            NodeExit::Exited(3) => 2,
+            NodeExit::Exited(_) => 1,
+        };
+        (class, o.rank)
+    })
+}
+
+fn spawn_reader(
+    reader: impl std::io::Read + Send + 'static,
+    rank: u16,
+    stream: Stream,
+    sink: &Arc<dyn LineSink>,
+    done: &mpsc::Sender<()>,
+) -> usize {
+    let sink = Arc::clone(sink);
+    let done = done.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("squall-out-{rank}"))
+        .spawn(move || {
+            pump(reader, rank, stream, &sink);
+            let _ = done.send(());
+        });
+    usize::from(spawned.is_ok())
+}
+
+/// Send `sig` to every running node's process group (each node leads its own group).
+fn signal_groups(running: &[Running], sig: Signal) {
+    for r in running {
+        if let Ok(pid) = i32::try_from(r.child.id()) {
+            // The group may already be gone; that is what we want anyway.
+            let _ = killpg(Pid::from_raw(pid), sig);
+        }
+    }
+}
+
+/// End every node now (used when a later node cannot be started).
+fn terminate_all(running: &mut Vec<Running>, grace: Duration) {
+    signal_groups(running, Signal::SIGTERM);
+    let deadline = Instant::now() + grace;
+    while !running.is_empty() && Instant::now() < deadline {
+        running.retain_mut(|r| matches!(r.child.try_wait(), Ok(None)));
+        std::thread::sleep(POLL);
+    }
+    signal_groups(running, Signal::SIGKILL);
+    for r in running.iter_mut() {
+        let _ = r.child.wait();
+    }
+    running.clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(rank: u16, exit: NodeExit) -> NodeOutcome {
+        NodeOutcome {
+            rank,
+            pid: 1,
+            exit,
+            by_launcher: false,
+        }
+    }
+
+    #[test]
+    fn cause_prefers_signals_over_peer_lost_exits() {
+        let failed = vec![
+            outcome(0, NodeExit::Exited(3)),
+            outcome(2, NodeExit::Signaled(9)),
+            outcome(1, NodeExit::Exited(7)),
+        ];
+        assert_eq!(pick_cause(&failed).map(|o| o.rank), Some(2));
+        let failed = vec![
+            outcome(0, NodeExit::Exited(3)),
+            outcome(3, NodeExit::Exited(7)),
+        ];
+        assert_eq!(pick_cause(&failed).map(|o| o.rank), Some(3));
+        assert!(pick_cause(&[]).is_none());
+    }
+
+    #[test]
+    fn exit_descriptions_name_the_signal() {
+        assert_eq!(
+            NodeExit::Signaled(9).describe(),
+            "was killed by signal SIGKILL"
+        );
+        assert_eq!(NodeExit::Exited(7).describe(), "exited with status 7");
+        assert_eq!(NodeExit::Signaled(9).shell_code(), 137);
+    }
+
+    #[test]
+    fn report_exit_code_follows_the_first_failure() {
+        let report = JobReport {
+            nodes: vec![
+                outcome(0, NodeExit::Signaled(15)),
+                outcome(1, NodeExit::Exited(7)),
+            ],
+            first_failure: Some(1),
+            timed_out: false,
+            interrupted: None,
+            elapsed: Duration::ZERO,
+        };
+        assert!(!report.success());
+        assert_eq!(report.exit_code(), 7);
+    }
+}

@@ -1,0 +1,58 @@
+//! The local launcher kind: every node is a child process on this machine, reaching rank 0's
+//! rendezvous listener on a free loopback port. Owns building those commands; must not spawn
+//! or supervise them (that is [`crate::job`]).
+use crate::error::LaunchError;
+use crate::spec::{resolve_program, JobSpec};
+use std::net::{Ipv4Addr, TcpListener};
+use std::process::Command;
+
+/// A TCP port on `ip` that nothing listens on right now (bound, read, released). Rank 0
+/// binds it moments later; the window for a clash is tiny on a machine not running
+/// thousands of jobs.
+pub fn free_port(ip: Ipv4Addr) -> Result<u16, LaunchError> {
+    let listener = TcpListener::bind((ip, 0)).map_err(LaunchError::Port)?;
+    let port = listener.local_addr().map_err(LaunchError::Port)?.port();
+    Ok(port)
+}
+
+/// One command per rank, with the environment of [`JobSpec::node_env`].
+pub fn commands(spec: &JobSpec, job_id: u64) -> Result<Vec<Command>, LaunchError> {
+    let program = resolve_program(&spec.program)?;
+    let port = free_port(Ipv4Addr::LOCALHOST)?;
+    let rendezvous = format!("127.0.0.1:{port}");
+    let mut out = Vec::with_capacity(spec.nodes);
+    for rank in 0..spec.nodes {
+        let rank = u16::try_from(rank).map_err(|_| LaunchError::TooManyNodes(spec.nodes))?;
+        let mut cmd = Command::new(&program);
+        cmd.args(&spec.args);
+        for (k, v) in spec.node_env(rank, &rendezvous, job_id) {
+            cmd.env(k, v);
+        }
+        out.push(cmd);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_point_every_rank_at_one_rendezvous() {
+        let spec = JobSpec::local(3, "sh", vec!["-c".into(), "true".into()]);
+        let cmds = commands(&spec, 7).expect("commands");
+        assert_eq!(cmds.len(), 3);
+        let rendezvous: Vec<String> = cmds
+            .iter()
+            .map(|c| {
+                c.get_envs()
+                    .find(|(k, _)| *k == "SQUALL_RENDEZVOUS")
+                    .and_then(|(_, v)| v)
+                    .map(|v| v.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            })
+            .collect();
+        assert!(rendezvous[0].starts_with("127.0.0.1:"));
+        assert!(rendezvous.iter().all(|r| r == &rendezvous[0]));
+    }
+}

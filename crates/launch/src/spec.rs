@@ -1,0 +1,205 @@
+//! What to run: the job description handed to [`crate::run_job`], and the launcher kinds.
+//! Owns validation of the description and the environment every node gets; must not spawn
+//! anything.
+use crate::error::LaunchError;
+use squall_core::env;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How node processes are started. One module per kind ([`crate::local`], [`crate::rsh`]);
+/// a new kind (e.g. `mpirun`) adds a variant and a module that builds its commands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LauncherKind {
+    /// Every node is a child process on this machine.
+    Local,
+    /// Node `r` runs on `hosts[r % hosts.len()]` through a remote shell (`ssh` by default).
+    Rsh(RshOptions),
+}
+
+/// Settings of the remote-shell launcher.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RshOptions {
+    /// Hosts, in rank order (reused round-robin when there are fewer hosts than nodes).
+    pub hosts: Vec<String>,
+    /// The remote shell command and its leading arguments, e.g. `["ssh", "-p", "2222"]`.
+    pub rsh: Vec<String>,
+    /// Host (name or address) the nodes use to reach rank 0's rendezvous listener. Default:
+    /// this machine's address toward the first host when that host is this machine,
+    /// otherwise the first host's address.
+    pub rendezvous_host: Option<String>,
+}
+
+impl Default for RshOptions {
+    fn default() -> Self {
+        RshOptions {
+            hosts: Vec::new(),
+            rsh: vec!["ssh".to_string()],
+            rendezvous_host: None,
+        }
+    }
+}
+
+/// A job: N copies of one program.
+#[derive(Debug, Clone)]
+pub struct JobSpec {
+    /// Number of nodes (>= 1).
+    pub nodes: usize,
+    /// The program every node runs (a path, or a name looked up in PATH).
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// `tcp`, `udp` or `mpi` (exported as `SQUALL_TRANSPORT`).
+    pub transport: String,
+    /// Fault-injection spec exported as `SQUALL_NET_FAULTS`, if any.
+    pub net_faults: Option<String>,
+    /// Export `SQUALL_STATS=1`.
+    pub stats: bool,
+    /// Kill the job after this long.
+    pub timeout: Option<Duration>,
+    /// Prefix forwarded output lines with `[rank] ` (used by [`crate::ForwardSink`]).
+    pub prefix: bool,
+    /// How to start the nodes.
+    pub launcher: LauncherKind,
+    /// Extra variables for every node, after the launcher's own.
+    pub extra_env: Vec<(String, String)>,
+    /// How long a node gets between SIGTERM and SIGKILL during cleanup.
+    pub grace: Duration,
+}
+
+impl JobSpec {
+    /// A local job of `nodes` copies of `program args` over tcp with default settings.
+    pub fn local(nodes: usize, program: impl Into<String>, args: Vec<String>) -> JobSpec {
+        JobSpec {
+            nodes,
+            program: program.into(),
+            args,
+            transport: "tcp".to_string(),
+            net_faults: None,
+            stats: false,
+            timeout: None,
+            prefix: true,
+            launcher: LauncherKind::Local,
+            extra_env: Vec::new(),
+            grace: Duration::from_secs(2),
+        }
+    }
+
+    /// Check the parts that do not depend on the launcher kind.
+    pub fn validate(&self) -> Result<(), LaunchError> {
+        if self.nodes < 1 {
+            return Err(LaunchError::NoNodes(self.nodes));
+        }
+        if self.nodes > usize::from(u16::MAX) {
+            return Err(LaunchError::TooManyNodes(self.nodes));
+        }
+        if !matches!(self.transport.as_str(), "tcp" | "udp" | "mpi") {
+            return Err(LaunchError::BadTransport(self.transport.clone()));
+        }
+        Ok(())
+    }
+
+    /// The `SQUALL_*` variables node `rank` gets (launcher kinds add their own, such as
+    /// `SQUALL_BIND_ADDR`).
+    pub fn node_env(&self, rank: u16, rendezvous: &str, job_id: u64) -> Vec<(String, String)> {
+        let mut vars = vec![
+            (env::RANK.to_string(), rank.to_string()),
+            (env::SIZE.to_string(), self.nodes.to_string()),
+            (env::RENDEZVOUS.to_string(), rendezvous.to_string()),
+            (env::JOB_ID.to_string(), format!("{job_id:016x}")),
+            (env::TRANSPORT.to_string(), self.transport.clone()),
+        ];
+        if let Some(faults) = &self.net_faults {
+            vars.push((env::NET_FAULTS.to_string(), faults.clone()));
+        }
+        if self.stats {
+            vars.push((env::STATS.to_string(), "1".to_string()));
+        }
+        vars.extend(self.extra_env.iter().cloned());
+        vars
+    }
+}
+
+/// Find `program` the way `execvp` would: a name containing `/` is a path; otherwise each
+/// PATH entry is tried. Returns the path that will be executed.
+pub fn resolve_program(program: &str) -> Result<PathBuf, LaunchError> {
+    use std::os::unix::fs::PermissionsExt;
+    let is_exec = |p: &std::path::Path| {
+        std::fs::metadata(p)
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+    };
+    if program.is_empty() {
+        return Err(LaunchError::ProgramNotFound {
+            name: program.to_string(),
+        });
+    }
+    if program.contains('/') {
+        let path = PathBuf::from(program);
+        if !path.is_file() {
+            return Err(LaunchError::ProgramNotFound {
+                name: program.to_string(),
+            });
+        }
+        if !is_exec(&path) {
+            return Err(LaunchError::NotExecutable { path });
+        }
+        return Ok(path);
+    }
+    let path_var = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path_var) {
+        let candidate = dir.join(program);
+        if is_exec(&candidate) {
+            return Ok(candidate);
+        }
+    }
+    Err(LaunchError::ProgramNotFound {
+        name: program.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validate_rejects_zero_nodes_and_bad_transport() {
+        let mut spec = JobSpec::local(0, "true", vec![]);
+        assert!(matches!(spec.validate(), Err(LaunchError::NoNodes(0))));
+        spec.nodes = 2;
+        spec.transport = "carrier-pigeon".into();
+        let err = spec.validate().expect_err("bad transport accepted");
+        assert!(err.to_string().contains("carrier-pigeon"));
+        spec.transport = "udp".into();
+        assert!(spec.validate().is_ok());
+    }
+
+    #[test]
+    fn node_env_has_every_launcher_variable() {
+        let mut spec = JobSpec::local(4, "true", vec![]);
+        spec.net_faults = Some("loss=0.1".into());
+        spec.stats = true;
+        let vars = spec.node_env(3, "127.0.0.1:5000", 0xabc);
+        let get = |k: &str| {
+            vars.iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        };
+        assert_eq!(get(env::RANK), "3");
+        assert_eq!(get(env::SIZE), "4");
+        assert_eq!(get(env::RENDEZVOUS), "127.0.0.1:5000");
+        assert_eq!(get(env::JOB_ID), "0000000000000abc");
+        assert_eq!(get(env::TRANSPORT), "tcp");
+        assert_eq!(get(env::NET_FAULTS), "loss=0.1");
+        assert_eq!(get(env::STATS), "1");
+    }
+
+    #[test]
+    fn resolve_program_finds_sh_and_names_missing_programs() {
+        assert!(resolve_program("sh").is_ok());
+        let err = resolve_program("no-such-program-squall").expect_err("found a ghost");
+        assert!(err.to_string().contains("no-such-program-squall"));
+        let err = resolve_program("./no/such/file").expect_err("found a ghost path");
+        assert!(err.to_string().contains("./no/such/file"));
+    }
+}
