@@ -1,2 +1,20 @@
-//! The global address space: reservation, page access control and fault capture (the one
-//! place that holds `unsafe` for mmap/userfaultfd), and the shared-heap allocator.
+//! The global address space: reservation at the same address on every node, page access
+//! control and fault capture through userfaultfd, and the shared-heap allocator.
+//!
+//! Owns: mmap/madvise/fallocate/userfaultfd (all `unsafe` lives in the `sys` module; the rest
+//! of the crate denies `unsafe_code`), the page access-state table, the fault thread, and the
+//! per-node arena allocator. Must not touch: the network or protocol decisions; which access a
+//! page gets is decided by the protocol and applied through [`squall_core::PageMemory`].
+#![deny(unsafe_code)]
+
+pub mod error;
+pub mod heap;
+pub mod space;
+mod sys;
+mod table;
+
+pub use error::{AllocError, MemoryError};
+pub use heap::{AllocRecord, Heap, HeapStats};
+pub use space::{
+    parse_addr, parse_size, AddressSpace, Fault, FaultThread, SpaceConfig, SpaceStats,
+};

@@ -1,0 +1,710 @@
+//! The global address space of one node: a memfd mapped twice, once at the fixed global base
+//! (the **application view**, registered with userfaultfd) and once anywhere (the **backdoor
+//! view**, which never faults and which the service thread uses to read and install page
+//! contents); page access control on the application view; the fault thread.
+//!
+//! Access states of a page in the application view:
+//! * `None`: no page-table entry (`MADV_DONTNEED`; the data stays in the memfd). The next access
+//!   raises a MINOR fault (MISSING if the page was never populated).
+//! * `Read`: mapped and userfaultfd-write-protected: writes raise a WP fault.
+//! * `ReadWrite`: mapped without write protection.
+//!
+//! No signal handler is involved: the kernel blocks a faulting thread until `set_access` grants
+//! what it needs (or `wake` tells it to retry); kernel accesses (e.g. `read(2)` into shared
+//! memory) wait the same way. The fault thread only reads fault messages and hands them to the
+//! runtime's callback; it runs no protocol code.
+//!
+//! Owns: the mappings, the page access-state table, the fault thread. Must not touch: the
+//! network or protocol decisions (which pages to grant is the caller's business).
+
+use crate::error::MemoryError;
+use crate::sys;
+use crate::table::AccessTable;
+use squall_core::{env, Access, PageId, PageMemory, PAGE_SIZE};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Default base of the global range (`SQUALL_HEAP_BASE`).
+pub const DEFAULT_BASE: usize = 0x5000_0000_0000;
+/// Default size of the global range (`SQUALL_HEAP_SIZE`): 64 GiB.
+pub const DEFAULT_SIZE: usize = 64 << 30;
+
+/// Where and how big the global range is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpaceConfig {
+    /// Virtual address of the range, identical on every node; page aligned.
+    pub base: usize,
+    /// Bytes in the range; a multiple of the page size.
+    pub size: usize,
+    /// Open userfaultfd with `UFFD_USER_MODE_ONLY` (works without privileges on kernels that
+    /// allow it; system calls touching a non-resident shared page then fail with EFAULT).
+    pub user_mode_only: bool,
+}
+
+impl Default for SpaceConfig {
+    fn default() -> Self {
+        SpaceConfig {
+            base: DEFAULT_BASE,
+            size: DEFAULT_SIZE,
+            user_mode_only: false,
+        }
+    }
+}
+
+impl SpaceConfig {
+    /// Read `SQUALL_HEAP_BASE` and `SQUALL_HEAP_SIZE` (defaults when unset).
+    pub fn from_env() -> Result<Self, MemoryError> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// As [`from_env`](Self::from_env) with an explicit variable look-up (for tests).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, MemoryError> {
+        let mut cfg = SpaceConfig::default();
+        if let Some(v) = get(env::HEAP_BASE) {
+            cfg.base = parse_addr(&v).ok_or_else(|| MemoryError::Config {
+                var: env::HEAP_BASE,
+                value: v.clone(),
+                why: "expected a hexadecimal (0x...) or decimal address".into(),
+            })?;
+        }
+        if let Some(v) = get(env::HEAP_SIZE) {
+            cfg.size = parse_size(&v).ok_or_else(|| MemoryError::Config {
+                var: env::HEAP_SIZE,
+                value: v.clone(),
+                why: "expected a byte count with optional K, M, G or T suffix, e.g. 64G".into(),
+            })?;
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    fn validate(&self) -> Result<(), MemoryError> {
+        if !self.base.is_multiple_of(PAGE_SIZE) || self.base == 0 {
+            return Err(MemoryError::Config {
+                var: env::HEAP_BASE,
+                value: format!("{:#x}", self.base),
+                why: format!("must be a non-zero multiple of the page size {PAGE_SIZE}"),
+            });
+        }
+        if !self.size.is_multiple_of(PAGE_SIZE) || self.size == 0 {
+            return Err(MemoryError::Config {
+                var: env::HEAP_SIZE,
+                value: self.size.to_string(),
+                why: format!("must be a non-zero multiple of the page size {PAGE_SIZE}"),
+            });
+        }
+        if self.base.checked_add(self.size).is_none() {
+            return Err(MemoryError::Config {
+                var: env::HEAP_SIZE,
+                value: self.size.to_string(),
+                why: format!(
+                    "base {:#x} plus size overflows the address space",
+                    self.base
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Parse `0x5000_0000_0000` or a decimal address.
+pub fn parse_addr(s: &str) -> Option<usize> {
+    let t: String = s.trim().chars().filter(|&c| c != '_').collect();
+    if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        usize::from_str_radix(h, 16).ok()
+    } else {
+        t.parse().ok()
+    }
+}
+
+/// Parse `64G`, `512M`, `1T`, `4096`, `16KiB`, ... (binary units).
+pub fn parse_size(s: &str) -> Option<usize> {
+    let t: String = s.trim().chars().filter(|&c| c != '_').collect();
+    let lower = t.to_ascii_lowercase();
+    let body = lower
+        .strip_suffix("ib")
+        .or_else(|| lower.strip_suffix('b'))
+        .unwrap_or(&lower);
+    let (num, shift) = match body.chars().last()? {
+        'k' => (&body[..body.len() - 1], 10),
+        'm' => (&body[..body.len() - 1], 20),
+        'g' => (&body[..body.len() - 1], 30),
+        't' => (&body[..body.len() - 1], 40),
+        _ => (body, 0),
+    };
+    let n: usize = num.trim().parse().ok()?;
+    n.checked_mul(1usize << shift)
+}
+
+/// One fault of an application thread on the global range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fault {
+    /// The page faulted on.
+    pub page: PageId,
+    /// The faulting address (exact if the kernel supports it, else page aligned).
+    pub addr: usize,
+    /// The access was a write.
+    pub write: bool,
+    /// Kernel thread id of the faulting thread (0 if the kernel does not report it).
+    pub tid: u32,
+}
+
+/// Counters kept by the address space.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SpaceStats {
+    /// Fault messages delivered to the callback.
+    pub faults: u64,
+    /// Of which write faults.
+    pub write_faults: u64,
+    /// `set_access` calls that changed a page's state.
+    pub transitions: u64,
+}
+
+/// The reserved global range of one node. `Send + Sync`; share it as `Arc<AddressSpace>`.
+pub struct AddressSpace {
+    cfg: SpaceConfig,
+    memfd: OwnedFd,
+    uffd: OwnedFd,
+    backdoor: usize,
+    table: AccessTable,
+    fault_thread_running: AtomicBool,
+    faults: AtomicU64,
+    write_faults: AtomicU64,
+    transitions: AtomicU64,
+}
+
+impl std::fmt::Debug for AddressSpace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AddressSpace")
+            .field("base", &format_args!("{:#x}", self.cfg.base))
+            .field("size", &self.cfg.size)
+            .finish_non_exhaustive()
+    }
+}
+
+const REQUIRED_FEATURES: &[(u64, &str)] = &[
+    (
+        sys::UFFD_FEATURE_MISSING_SHMEM,
+        "UFFD_FEATURE_MISSING_SHMEM",
+    ),
+    (sys::UFFD_FEATURE_MINOR_SHMEM, "UFFD_FEATURE_MINOR_SHMEM"),
+    (
+        sys::UFFD_FEATURE_WP_HUGETLBFS_SHMEM,
+        "UFFD_FEATURE_WP_HUGETLBFS_SHMEM",
+    ),
+];
+const OPTIONAL_FEATURES: u64 = sys::UFFD_FEATURE_THREAD_ID | sys::UFFD_FEATURE_EXACT_ADDRESS;
+
+fn errno(e: &io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(0)
+}
+
+impl AddressSpace {
+    /// Reserve the global range at `cfg.base` (never anywhere else), back it with a sparse
+    /// memfd, map the backdoor view and register the application view with userfaultfd. All
+    /// pages start with `Access::None`.
+    pub fn reserve(cfg: &SpaceConfig) -> Result<Arc<Self>, MemoryError> {
+        cfg.validate()?;
+        if sys::host_page_size() != PAGE_SIZE {
+            return Err(MemoryError::Config {
+                var: env::HEAP_BASE,
+                value: format!("{:#x}", cfg.base),
+                why: format!(
+                    "host page size {} differs from squall's page size {PAGE_SIZE}",
+                    sys::host_page_size()
+                ),
+            });
+        }
+        let supported = sys::uffd_probe_features(cfg.user_mode_only)
+            .map_err(|w| MemoryError::Userfaultfd { why: w.join("; ") })?;
+        let missing: Vec<&str> = REQUIRED_FEATURES
+            .iter()
+            .filter(|(f, _)| supported & f == 0)
+            .map(|(_, n)| *n)
+            .collect();
+        if !missing.is_empty() {
+            return Err(MemoryError::MissingFeatures {
+                missing: missing.join(", "),
+            });
+        }
+        let want =
+            REQUIRED_FEATURES.iter().fold(0, |a, (f, _)| a | f) | (OPTIONAL_FEATURES & supported);
+        let uffd = sys::userfaultfd_open(cfg.user_mode_only)
+            .map_err(|w| MemoryError::Userfaultfd { why: w.join("; ") })?;
+        sys::uffd_api(uffd.as_raw_fd(), want).map_err(|e| MemoryError::Userfaultfd {
+            why: format!("UFFDIO_API: {e}"),
+        })?;
+
+        let memfd = sys::memfd_create(c"squall-global", cfg.size).map_err(|source| {
+            MemoryError::Backing {
+                size: cfg.size,
+                source,
+            }
+        })?;
+        let reserve_err = |source| MemoryError::Reserve {
+            base: cfg.base,
+            size: cfg.size,
+            source,
+        };
+        let app =
+            sys::map_shared(memfd.as_raw_fd(), Some(cfg.base), cfg.size).map_err(reserve_err)?;
+        let backdoor = match sys::map_shared(memfd.as_raw_fd(), None, cfg.size) {
+            Ok(b) => b,
+            Err(source) => {
+                sys::unmap(app, cfg.size);
+                return Err(MemoryError::Backing {
+                    size: cfg.size,
+                    source,
+                });
+            }
+        };
+        let mode = sys::UFFDIO_REGISTER_MODE_MISSING
+            | sys::UFFDIO_REGISTER_MODE_MINOR
+            | sys::UFFDIO_REGISTER_MODE_WP;
+        if let Err(e) = sys::uffd_register(uffd.as_raw_fd(), app, cfg.size, mode) {
+            sys::unmap(app, cfg.size);
+            sys::unmap(backdoor, cfg.size);
+            return Err(MemoryError::Userfaultfd {
+                why: format!("UFFDIO_REGISTER of {:#x}+{:#x}: {e}", cfg.base, cfg.size),
+            });
+        }
+        Ok(Arc::new(AddressSpace {
+            cfg: *cfg,
+            memfd,
+            uffd,
+            backdoor,
+            table: AccessTable::new((cfg.size / PAGE_SIZE) as u64),
+            fault_thread_running: AtomicBool::new(false),
+            faults: AtomicU64::new(0),
+            write_faults: AtomicU64::new(0),
+            transitions: AtomicU64::new(0),
+        }))
+    }
+
+    /// First address of the range (the same on every node).
+    pub fn base(&self) -> usize {
+        self.cfg.base
+    }
+    /// Bytes in the range.
+    pub fn size(&self) -> usize {
+        self.cfg.size
+    }
+    /// Pages in the range.
+    pub fn total_pages(&self) -> u64 {
+        self.table.len()
+    }
+    /// Whether `addr` lies in the range.
+    pub fn contains(&self, addr: usize) -> bool {
+        addr >= self.cfg.base && addr - self.cfg.base < self.cfg.size
+    }
+    /// The page holding `addr`, if it is in the range.
+    pub fn page_of(&self, addr: usize) -> Option<PageId> {
+        self.contains(addr)
+            .then(|| PageId(((addr - self.cfg.base) / PAGE_SIZE) as u64))
+    }
+    /// Application-view address of the first byte of `page` (may lie past the range end for an
+    /// out-of-range page; check with `contains`).
+    pub fn addr_of(&self, page: PageId) -> usize {
+        self.cfg.base + page.0 as usize * PAGE_SIZE
+    }
+    /// Counters so far.
+    pub fn stats(&self) -> SpaceStats {
+        SpaceStats {
+            faults: self.faults.load(Ordering::Relaxed),
+            write_faults: self.write_faults.load(Ordering::Relaxed),
+            transitions: self.transitions.load(Ordering::Relaxed),
+        }
+    }
+
+    fn check(&self, first: PageId, count: u64) -> Result<(), MemoryError> {
+        let total = self.total_pages();
+        if first.0 >= total || count > total - first.0 {
+            return Err(MemoryError::OutOfRange {
+                page: first,
+                count,
+                total,
+            });
+        }
+        Ok(())
+    }
+
+    fn backdoor_addr(&self, page: PageId, offset: usize, len: usize) -> usize {
+        assert!(
+            page.0 < self.total_pages() && offset + len <= PAGE_SIZE,
+            "{page} offset {offset} length {len} outside the global range of {} pages",
+            self.total_pages()
+        );
+        self.backdoor + page.0 as usize * PAGE_SIZE + offset
+    }
+
+    /// Set the application's access to `count` pages from `first`, one kernel call per run of
+    /// pages sharing a previous state. Granting wakes threads blocked on those pages.
+    pub fn set_access_range(
+        &self,
+        first: PageId,
+        count: u64,
+        access: Access,
+    ) -> Result<(), MemoryError> {
+        self.check(first, count)?;
+        let mut p = first.0;
+        let end = first.0 + count;
+        while p < end {
+            let prev = self.table.get(p);
+            let mut q = p + 1;
+            while q < end && self.table.get(q) == prev {
+                q += 1;
+            }
+            self.transition(PageId(p), q - p, prev, access)?;
+            p = q;
+        }
+        Ok(())
+    }
+
+    /// Apply `prev -> next` to a run of pages all in state `prev`.
+    fn transition(
+        &self,
+        first: PageId,
+        count: u64,
+        prev: Access,
+        next: Access,
+    ) -> Result<(), MemoryError> {
+        let fd = self.uffd.as_raw_fd();
+        let start = self.addr_of(first);
+        let len = count as usize * PAGE_SIZE;
+        let kerr = |op, source| MemoryError::Kernel {
+            op,
+            page: first,
+            count,
+            source,
+        };
+        match (prev, next) {
+            (a, b) if a == b => {
+                if b != Access::None {
+                    // A thread may have faulted on a page it can already access (e.g. a
+                    // duplicate report); let it retry.
+                    retry(|| sys::uffd_wake(fd, start, len)).map_err(|e| kerr("wake", e))?;
+                }
+                return Ok(());
+            }
+            (_, Access::None) => sys::zap(start, len).map_err(|e| kerr("madvise", e))?,
+            (Access::None, grant) => self.map_run(first, count, grant == Access::Read)?,
+            (Access::Read, Access::ReadWrite) => {
+                retry(|| sys::uffd_writeprotect(fd, start, len, false))
+                    .map_err(|e| kerr("writeprotect", e))?
+            }
+            (Access::ReadWrite, Access::Read) => {
+                retry(|| sys::uffd_writeprotect(fd, start, len, true))
+                    .map_err(|e| kerr("writeprotect", e))?
+            }
+            _ => unreachable!("all state pairs are covered above"),
+        }
+        for p in first.0..first.0 + count {
+            self.table.set(p, next);
+        }
+        self.transitions.fetch_add(count, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Install page-table entries for unmapped pages (UFFDIO_CONTINUE), populating memfd pages
+    /// that were never touched; wakes waiters.
+    fn map_run(&self, first: PageId, count: u64, wp: bool) -> Result<(), MemoryError> {
+        let fd = self.uffd.as_raw_fd();
+        let mut p = first.0;
+        let end = first.0 + count;
+        let mut populated = false;
+        while p < end {
+            let start = self.addr_of(PageId(p));
+            let len = (end - p) as usize * PAGE_SIZE;
+            let kerr = |op, source| MemoryError::Kernel {
+                op,
+                page: PageId(p),
+                count: end - p,
+                source,
+            };
+            match sys::uffd_continue(fd, start, len, wp) {
+                (Ok(()), _) => return Ok(()),
+                (Err(e), mapped) => {
+                    let done = (mapped.max(0) as usize / PAGE_SIZE) as u64;
+                    if done > 0 {
+                        p += done;
+                        populated = false;
+                        continue;
+                    }
+                    match errno(&e) {
+                        libc::EAGAIN | libc::EINTR => continue,
+                        // No memfd page yet: allocate zeroed pages for the rest, then retry.
+                        libc::EFAULT | libc::ENOENT if !populated => {
+                            sys::populate(self.memfd.as_raw_fd(), start - self.cfg.base, len)
+                                .map_err(|e| kerr("fallocate", e))?;
+                            populated = true;
+                        }
+                        // Already mapped (cannot happen while the table is right, but the
+                        // right answer is simple): set its protection and wake.
+                        libc::EEXIST => {
+                            retry(|| sys::uffd_writeprotect(fd, start, PAGE_SIZE, wp))
+                                .map_err(|e| kerr("writeprotect", e))?;
+                            retry(|| sys::uffd_wake(fd, start, PAGE_SIZE))
+                                .map_err(|e| kerr("wake", e))?;
+                            p += 1;
+                            populated = false;
+                        }
+                        _ => return Err(kerr("continue", e)),
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Wake threads blocked on faults of `page` so they retry their access (the runtime calls
+    /// this on a protocol `Resume`; `set_access` already wakes on every grant).
+    pub fn wake(&self, page: PageId) -> Result<(), MemoryError> {
+        self.check(page, 1)?;
+        retry(|| sys::uffd_wake(self.uffd.as_raw_fd(), self.addr_of(page), PAGE_SIZE)).map_err(
+            |source| MemoryError::Kernel {
+                op: "wake",
+                page,
+                count: 1,
+                source,
+            },
+        )
+    }
+
+    /// Give back the physical memory of `count` pages from `first` after they were freed: the
+    /// memfd pages are punched out (both views read zeros afterwards) and the pages become
+    /// `Access::None`.
+    pub fn release_pages(&self, first: PageId, count: u64) -> Result<(), MemoryError> {
+        self.check(first, count)?;
+        if count == 0 {
+            return Ok(());
+        }
+        let start = self.addr_of(first);
+        let len = count as usize * PAGE_SIZE;
+        sys::punch_hole(self.memfd.as_raw_fd(), start - self.cfg.base, len).map_err(|source| {
+            MemoryError::Kernel {
+                op: "fallocate punch-hole",
+                page: first,
+                count,
+                source,
+            }
+        })?;
+        sys::zap(start, len).map_err(|source| MemoryError::Kernel {
+            op: "madvise",
+            page: first,
+            count,
+            source,
+        })?;
+        for p in first.0..first.0 + count {
+            self.table.set(p, Access::None);
+        }
+        Ok(())
+    }
+
+    /// Start the node's fault thread: it reads fault messages and calls `on_fault` for each (on
+    /// the fault thread; the callback should post the fault to the service thread and return).
+    /// One fault thread per address space; it stops when the returned handle is dropped.
+    pub fn start_fault_thread(
+        self: &Arc<Self>,
+        on_fault: impl Fn(Fault) + Send + Sync + 'static,
+    ) -> Result<FaultThread, MemoryError> {
+        if self.fault_thread_running.swap(true, Ordering::AcqRel) {
+            return Err(MemoryError::FaultThreadRunning);
+        }
+        let stop = match sys::eventfd() {
+            Ok(s) => Arc::new(s),
+            Err(e) => {
+                self.fault_thread_running.store(false, Ordering::Release);
+                return Err(MemoryError::Spawn(e));
+            }
+        };
+        let space = Arc::clone(self);
+        let stop2 = Arc::clone(&stop);
+        let handle = std::thread::Builder::new()
+            .name("squall-faults".into())
+            .spawn(move || space.fault_loop(&stop2, &on_fault));
+        match handle {
+            Ok(h) => Ok(FaultThread {
+                stop,
+                handle: Some(h),
+                space: Arc::clone(self),
+            }),
+            Err(e) => {
+                self.fault_thread_running.store(false, Ordering::Release);
+                Err(MemoryError::Spawn(e))
+            }
+        }
+    }
+
+    fn fault_loop(&self, stop: &OwnedFd, on_fault: &dyn Fn(Fault)) {
+        let fd = self.uffd.as_raw_fd();
+        loop {
+            let (ready, stopping) = match sys::poll2(fd, stop.as_raw_fd()) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("squall: fault thread cannot poll the userfaultfd: {e}; aborting");
+                    std::process::abort();
+                }
+            };
+            if stopping {
+                return;
+            }
+            if !ready {
+                continue;
+            }
+            loop {
+                let msg = match sys::uffd_read(fd) {
+                    Ok(Some(m)) => m,
+                    Ok(None) => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        eprintln!(
+                            "squall: fault thread cannot read the userfaultfd: {e}; aborting"
+                        );
+                        std::process::abort();
+                    }
+                };
+                if msg.event != sys::UFFD_EVENT_PAGEFAULT {
+                    continue;
+                }
+                let addr = msg.address as usize;
+                let Some(page) = self.page_of(addr) else {
+                    continue;
+                };
+                let write =
+                    msg.flags & (sys::UFFD_PAGEFAULT_FLAG_WRITE | sys::UFFD_PAGEFAULT_FLAG_WP) != 0;
+                self.faults.fetch_add(1, Ordering::Relaxed);
+                if write {
+                    self.write_faults.fetch_add(1, Ordering::Relaxed);
+                }
+                let fault = Fault {
+                    page,
+                    addr,
+                    write,
+                    tid: msg.ptid,
+                };
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| on_fault(fault)));
+                if r.is_err() {
+                    // The faulting thread would wait forever: end the process loudly instead.
+                    eprintln!(
+                        "squall: the fault callback panicked on {page} (address {addr:#x}); aborting"
+                    );
+                    std::process::abort();
+                }
+            }
+        }
+    }
+}
+
+/// Retry a userfaultfd ioctl while the kernel says the mm is changing (EAGAIN) or on EINTR.
+fn retry(mut f: impl FnMut() -> io::Result<()>) -> io::Result<()> {
+    let mut tries = 0;
+    loop {
+        match f() {
+            Err(e) if matches!(errno(&e), libc::EAGAIN | libc::EINTR) && tries < 1000 => {
+                tries += 1;
+                std::thread::yield_now();
+            }
+            r => return r,
+        }
+    }
+}
+
+impl Drop for AddressSpace {
+    fn drop(&mut self) {
+        sys::unmap(self.cfg.base, self.cfg.size);
+        sys::unmap(self.backdoor, self.cfg.size);
+    }
+}
+
+impl PageMemory for AddressSpace {
+    fn read_page(&self, page: PageId, out: &mut [u8]) {
+        let src = self.backdoor_addr(page, 0, out.len());
+        sys::copy_from_mapping(src, out);
+    }
+
+    fn write_bytes(&self, page: PageId, offset: usize, data: &[u8]) {
+        let dst = self.backdoor_addr(page, offset, data.len());
+        sys::copy_to_mapping(dst, data);
+    }
+
+    /// Panics if the kernel refuses a userfaultfd operation on a registered range (a broken
+    /// invariant, not an input error); use [`AddressSpace::set_access_range`] for a `Result`.
+    fn set_access(&self, page: PageId, access: Access) {
+        if let Err(e) = self.set_access_range(page, 1, access) {
+            panic!("cannot set {page} to {access:?}: {e}");
+        }
+    }
+
+    fn access(&self, page: PageId) -> Access {
+        self.table.get(page.0)
+    }
+}
+
+/// The running fault thread; dropping it stops and joins the thread (faulting threads stay
+/// blocked until a later `set_access`/`wake`).
+pub struct FaultThread {
+    stop: Arc<OwnedFd>,
+    handle: Option<JoinHandle<()>>,
+    space: Arc<AddressSpace>,
+}
+
+impl std::fmt::Debug for FaultThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FaultThread").finish_non_exhaustive()
+    }
+}
+
+impl Drop for FaultThread {
+    fn drop(&mut self) {
+        let _ = sys::eventfd_signal(self.stop.as_raw_fd());
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+        self.space
+            .fault_thread_running
+            .store(false, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_env_values() {
+        assert_eq!(parse_addr("0x5000_0000_0000"), Some(0x5000_0000_0000));
+        assert_eq!(parse_addr("4096"), Some(4096));
+        assert_eq!(parse_addr("zz"), None);
+        assert_eq!(parse_size("64G"), Some(64 << 30));
+        assert_eq!(parse_size("512m"), Some(512 << 20));
+        assert_eq!(parse_size("16KiB"), Some(16 << 10));
+        assert_eq!(parse_size("1T"), Some(1 << 40));
+        assert_eq!(parse_size("8192"), Some(8192));
+        assert_eq!(parse_size("G"), None);
+        assert_eq!(parse_size(""), None);
+    }
+
+    #[test]
+    fn config_from_lookup() {
+        let cfg = SpaceConfig::from_lookup(|_| None).unwrap();
+        assert_eq!(cfg, SpaceConfig::default());
+        let cfg = SpaceConfig::from_lookup(|k| match k {
+            "SQUALL_HEAP_BASE" => Some("0x6000_0000_0000".into()),
+            "SQUALL_HEAP_SIZE" => Some("1G".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(cfg.base, 0x6000_0000_0000);
+        assert_eq!(cfg.size, 1 << 30);
+        let err = SpaceConfig::from_lookup(|k| (k == "SQUALL_HEAP_SIZE").then(|| "lots".into()))
+            .unwrap_err();
+        assert!(err.to_string().contains("SQUALL_HEAP_SIZE"), "{err}");
+        let err = SpaceConfig::from_lookup(|k| (k == "SQUALL_HEAP_BASE").then(|| "0x1001".into()))
+            .unwrap_err();
+        assert!(err.to_string().contains("page size"), "{err}");
+    }
+}

@@ -1,0 +1,109 @@
+//! The page access-state table: one `AtomicU8` per page, allocated lazily in chunks so a
+//! 64 GiB range (16M pages) costs nothing until pages are used.
+//!
+//! Owns: the record of what access each page of the application view currently has.
+//! Must not touch: the mappings themselves (that is `space`). Written only by the service
+//! thread (through `AddressSpace::set_access`), readable from any thread.
+
+use squall_core::Access;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
+
+const CHUNK_PAGES: usize = 4096;
+
+fn encode(a: Access) -> u8 {
+    match a {
+        Access::None => 0,
+        Access::Read => 1,
+        Access::ReadWrite => 2,
+    }
+}
+
+fn decode(v: u8) -> Access {
+    match v {
+        1 => Access::Read,
+        2 => Access::ReadWrite,
+        _ => Access::None,
+    }
+}
+
+/// Two-level table of page access states; every page starts as `Access::None`.
+pub struct AccessTable {
+    pages: u64,
+    chunks: Box<[OnceLock<Box<[AtomicU8]>>]>,
+}
+
+impl AccessTable {
+    pub fn new(pages: u64) -> Self {
+        let n = (pages as usize).div_ceil(CHUNK_PAGES);
+        AccessTable {
+            pages,
+            chunks: (0..n).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// Pages covered.
+    pub fn len(&self) -> u64 {
+        self.pages
+    }
+
+    /// Current state of `page` (`None` for pages never set or beyond the table).
+    pub fn get(&self, page: u64) -> Access {
+        if page >= self.pages {
+            return Access::None;
+        }
+        let (c, i) = (page as usize / CHUNK_PAGES, page as usize % CHUNK_PAGES);
+        match self.chunks[c].get() {
+            Some(chunk) => decode(chunk[i].load(Ordering::Acquire)),
+            None => Access::None,
+        }
+    }
+
+    /// Record `access` for `page`; returns the previous state. Pages beyond the table are
+    /// ignored (callers check bounds first).
+    pub fn set(&self, page: u64, access: Access) -> Access {
+        if page >= self.pages {
+            return Access::None;
+        }
+        let (c, i) = (page as usize / CHUNK_PAGES, page as usize % CHUNK_PAGES);
+        if access == Access::None {
+            // Setting `None` on an untouched chunk needs no allocation.
+            return match self.chunks[c].get() {
+                Some(chunk) => decode(chunk[i].swap(0, Ordering::AcqRel)),
+                None => Access::None,
+            };
+        }
+        let chunk =
+            self.chunks[c].get_or_init(|| (0..CHUNK_PAGES).map(|_| AtomicU8::new(0)).collect());
+        decode(chunk[i].swap(encode(access), Ordering::AcqRel))
+    }
+
+    /// Number of chunks allocated so far.
+    #[cfg(test)]
+    pub fn allocated_chunks(&self) -> usize {
+        self.chunks.iter().filter(|c| c.get().is_some()).count()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lazy_and_round_trip() {
+        let t = AccessTable::new(16 << 20);
+        assert_eq!(t.allocated_chunks(), 0);
+        assert_eq!(t.get(12345), Access::None);
+        assert_eq!(t.set(12345, Access::None), Access::None);
+        assert_eq!(t.allocated_chunks(), 0);
+        assert_eq!(t.set(12345, Access::Read), Access::None);
+        assert_eq!(t.set(12345, Access::ReadWrite), Access::Read);
+        assert_eq!(t.get(12345), Access::ReadWrite);
+        assert_eq!(t.get(12346), Access::None);
+        assert_eq!(t.allocated_chunks(), 1);
+        assert_eq!(t.get(16 << 20), Access::None);
+        assert_eq!(t.set(16 << 20, Access::Read), Access::None);
+        assert_eq!(t.get(16 << 20), Access::None);
+    }
+}

@@ -1,0 +1,370 @@
+//! Fault capture and page access control, exercised across separate OS processes: each test
+//! re-runs this test binary as child processes (the environment variable `SQUALL_MEMORY_ROLE`
+//! selects the child's part) that reserve the same global base address.
+
+#![allow(clippy::unwrap_used)] // test code: a panic is the failure report
+
+use squall_core::{Access, PageId, PageMemory, PAGE_SIZE};
+use squall_memory::{AddressSpace, Fault, SpaceConfig};
+use std::io::{BufRead, Write};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+const ROLE: &str = "SQUALL_MEMORY_ROLE";
+const BASE: usize = 0x5000_0000_0000;
+
+fn space(size: usize) -> Arc<AddressSpace> {
+    AddressSpace::reserve(&SpaceConfig {
+        base: BASE,
+        size,
+        user_mode_only: false,
+    })
+    .expect("reserve the global range")
+}
+
+fn child(test: &str, role: &str) -> Command {
+    let mut c = Command::new(std::env::current_exe().expect("test binary path"));
+    c.args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(ROLE, role);
+    c
+}
+
+fn check(out: &Output, who: &str) {
+    assert!(
+        out.status.success(),
+        "{who} failed: {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn pattern(seed: u8) -> Vec<u8> {
+    (0..PAGE_SIZE)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+fn app_read(addr: usize) -> u8 {
+    // SAFETY: `addr` lies in the reserved application view; reading it blocks on a fault until
+    // the page is granted.
+    unsafe { std::ptr::read_volatile(addr as *const u8) }
+}
+
+fn app_write(addr: usize, v: u8) {
+    // SAFETY: as `app_read`; the test owns the page.
+    unsafe { std::ptr::write_volatile(addr as *mut u8, v) }
+}
+
+fn app_page(addr: usize) -> Vec<u8> {
+    (0..PAGE_SIZE).map(|i| app_read(addr + i)).collect()
+}
+
+/// Child A: fault on its own writes, grant itself ReadWrite, send the page to B on stdout.
+fn page_writer() {
+    let s = space(64 << 20);
+    let page = PageId(5);
+    let s2 = Arc::clone(&s);
+    let _ft = s
+        .start_fault_thread(move |f: Fault| {
+            assert_eq!(f.page, PageId(5), "unexpected fault {f:?}");
+            s2.set_access(f.page, Access::ReadWrite);
+        })
+        .unwrap();
+    let addr = s.addr_of(page);
+    for (i, b) in pattern(7).into_iter().enumerate() {
+        app_write(addr + i, b);
+    }
+    assert_eq!(s.access(page), Access::ReadWrite);
+    assert!(s.stats().faults >= 1);
+    let mut via_backdoor = vec![0u8; PAGE_SIZE];
+    s.read_page(page, &mut via_backdoor);
+    assert_eq!(via_backdoor, pattern(7));
+    let hex: String = via_backdoor.iter().map(|b| format!("{b:02x}")).collect();
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "SQUALL-PAGE {hex}").unwrap();
+    out.flush().unwrap();
+}
+
+/// Child B: an app thread reads the page (fault; the "service" installs A's bytes and grants
+/// Read), writes it (WP fault; granted), then after an invalidation re-reads it (fault again).
+fn page_reader() {
+    let mut bytes = None;
+    for line in std::io::stdin().lock().lines() {
+        let line = line.unwrap();
+        if let Some(at) = line.find("SQUALL-PAGE ") {
+            let hex = line[at + "SQUALL-PAGE ".len()..].trim();
+            let v: Vec<u8> = (0..hex.len() / 2)
+                .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+                .collect();
+            bytes = Some(v);
+        }
+    }
+    let bytes = bytes.expect("the page from child A");
+    assert_eq!(bytes, pattern(7));
+
+    let s = space(64 << 20);
+    let page = PageId(5);
+    let (tx, rx) = mpsc::channel::<Fault>();
+    let _ft = s.start_fault_thread(move |f| tx.send(f).unwrap()).unwrap();
+    let addr = s.addr_of(page);
+    let (step_tx, step_rx) = mpsc::channel::<()>();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let app = std::thread::spawn(move || {
+        assert_eq!(app_page(addr), pattern(7), "first read sees A's bytes");
+        app_write(addr + 10, 0xEE);
+        assert_eq!(app_read(addr + 10), 0xEE);
+        done_tx.send(()).unwrap();
+        step_rx.recv().unwrap();
+        // Invalidated now: this read faults again and sees the data kept in the memfd.
+        assert_eq!(app_read(addr + 10), 0xEE);
+        assert_eq!(app_read(addr + 11), pattern(7)[11]);
+    });
+    // Service side.
+    let f = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("read fault");
+    assert_eq!((f.page, f.write), (page, false), "{f:?}");
+    assert_eq!(s.access(page), Access::None);
+    s.write_bytes(page, 0, &bytes);
+    s.set_access(page, Access::Read);
+    let f = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("write fault");
+    assert_eq!((f.page, f.write), (page, true), "{f:?}");
+    assert_eq!(f.addr, addr + 10, "exact fault address");
+    assert_eq!(s.access(page), Access::Read);
+    s.set_access(page, Access::ReadWrite);
+    done_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("app thread wrote");
+    s.set_access(page, Access::None);
+    step_tx.send(()).unwrap();
+    let f = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("fault after invalidation");
+    assert_eq!((f.page, f.write), (page, false), "{f:?}");
+    s.set_access(page, Access::Read);
+    app.join().unwrap();
+    assert!(rx.try_recv().is_err(), "no further faults");
+    let st = s.stats();
+    assert_eq!((st.faults, st.write_faults), (3, 1), "{st:?}");
+}
+
+#[test]
+fn page_moves_between_two_processes() {
+    match std::env::var(ROLE).as_deref() {
+        Ok("writer") => return page_writer(),
+        Ok("reader") => return page_reader(),
+        _ => {}
+    }
+    let test = "page_moves_between_two_processes";
+    let mut a = child(test, "writer")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let b = child(test, "reader")
+        .stdin(a.stdout.take().unwrap())
+        .output()
+        .unwrap();
+    let a = a.wait_with_output().unwrap();
+    check(&a, "child A (writer)");
+    check(&b, "child B (reader)");
+}
+
+/// Four threads fault on one page at once; one grant resumes them all.
+fn many_waiters() {
+    let s = space(16 << 20);
+    let page = PageId(3);
+    let seen = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = mpsc::channel::<Fault>();
+    let _ft = s.start_fault_thread(move |f| tx.send(f).unwrap()).unwrap();
+    let addr = s.addr_of(page);
+    let threads: Vec<_> = (0..4)
+        .map(|i| {
+            let seen = Arc::clone(&seen);
+            std::thread::spawn(move || {
+                let v = app_read(addr + i * 100);
+                seen.fetch_add(1, Ordering::SeqCst);
+                v
+            })
+        })
+        .collect();
+    let first = rx.recv_timeout(Duration::from_secs(10)).expect("a fault");
+    assert_eq!(first.page, page);
+    // Let the others block too.
+    let deadline = Instant::now() + Duration::from_millis(300);
+    let mut reports = 1;
+    while Instant::now() < deadline {
+        if rx.recv_timeout(Duration::from_millis(20)).is_ok() {
+            reports += 1;
+        }
+    }
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        0,
+        "nobody passes before the grant"
+    );
+    s.write_bytes(page, 0, &[9u8; PAGE_SIZE]);
+    s.set_access(page, Access::Read);
+    for t in threads {
+        assert_eq!(t.join().unwrap(), 9);
+    }
+    assert_eq!(seen.load(Ordering::SeqCst), 4);
+    println!("4 waiters: {reports} fault reports before the grant");
+    assert!((1..=4).contains(&reports));
+}
+
+#[test]
+fn one_grant_resumes_all_waiters() {
+    if std::env::var(ROLE).is_ok() {
+        return many_waiters();
+    }
+    let out = child("one_grant_resumes_all_waiters", "waiters")
+        .output()
+        .unwrap();
+    check(&out, "child (waiters)");
+}
+
+/// A wild access outside the range is an ordinary segfault, even with the fault thread on.
+fn wild_access() {
+    let s = space(16 << 20);
+    let _ft = s.start_fault_thread(|_| {}).unwrap();
+    let outside = s.base() + s.size() + 64 * PAGE_SIZE;
+    assert!(!s.contains(outside));
+    app_read(outside);
+    unreachable!("the read above kills the process");
+}
+
+#[test]
+fn faults_outside_the_range_are_segfaults() {
+    use std::os::unix::process::ExitStatusExt;
+    if std::env::var(ROLE).is_ok() {
+        wild_access();
+        return;
+    }
+    let out = child("faults_outside_the_range_are_segfaults", "wild")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGSEGV),
+        "child should die of SIGSEGV: {:?}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Released pages read as zeros and fault again (MISSING path); a reservation at an occupied
+/// address names the address.
+fn release_and_errors() {
+    let s = space(16 << 20);
+    let _ft = {
+        let s2 = Arc::clone(&s);
+        s.start_fault_thread(move |f| s2.set_access(f.page, Access::ReadWrite))
+            .unwrap()
+    };
+    let addr = s.addr_of(PageId(8));
+    for i in 0..4 * PAGE_SIZE {
+        app_write(addr + i, 0x5A);
+    }
+    s.release_pages(PageId(8), 4).unwrap();
+    for p in 8..12 {
+        assert_eq!(s.access(PageId(p)), Access::None);
+    }
+    assert_eq!(
+        app_read(addr + PAGE_SIZE + 7),
+        0,
+        "released pages read as zero"
+    );
+    let mut out = vec![1u8; PAGE_SIZE];
+    s.read_page(PageId(9), &mut out);
+    assert!(out.iter().all(|&b| b == 0));
+    assert!(
+        s.start_fault_thread(|_| {}).is_err(),
+        "one fault thread per space"
+    );
+    let e = AddressSpace::reserve(&SpaceConfig {
+        base: BASE,
+        size: 16 << 20,
+        user_mode_only: false,
+    })
+    .unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("0x500000000000") && msg.contains("SQUALL_HEAP_BASE"),
+        "{msg}"
+    );
+    assert!(s.set_access_range(PageId(4090), 10, Access::Read).is_err());
+}
+
+#[test]
+fn release_gives_zeros_and_errors_name_the_address() {
+    if std::env::var(ROLE).is_ok() {
+        return release_and_errors();
+    }
+    let out = child("release_gives_zeros_and_errors_name_the_address", "release")
+        .output()
+        .unwrap();
+    check(&out, "child (release)");
+}
+
+/// 1 GiB with page states cycling None/Read/ReadWrite: the process keeps a handful of
+/// mappings (no VMA per page), and every state is what was asked.
+fn alternating_gib() {
+    let size = 1usize << 30;
+    let s = space(size);
+    let pages = s.total_pages();
+    let state = |p: u64| match p % 3 {
+        0 => Access::None,
+        1 => Access::Read,
+        _ => Access::ReadWrite,
+    };
+    let maps_before = std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .count();
+    let t = Instant::now();
+    for p in 0..pages {
+        s.set_access(PageId(p), state(p));
+    }
+    let first = t.elapsed();
+    // Rotate every page to the next state: exercises every transition kind.
+    let t = Instant::now();
+    for p in 0..pages {
+        s.set_access(PageId(p), state(p + 1));
+    }
+    let second = t.elapsed();
+    let maps_after = std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .count();
+    for p in (0..pages).step_by(997) {
+        assert_eq!(s.access(PageId(p)), state(p + 1));
+    }
+    println!(
+        "1 GiB, {pages} pages: first pass {:.2} us/page, rotation {:.2} us/page; maps {maps_before} -> {maps_after}",
+        first.as_secs_f64() * 1e6 / pages as f64,
+        second.as_secs_f64() * 1e6 / pages as f64
+    );
+    assert!(
+        maps_after <= maps_before + 4,
+        "map count grew from {maps_before} to {maps_after}"
+    );
+    s.release_pages(PageId(0), pages).unwrap();
+}
+
+#[test]
+fn gib_of_alternating_states_keeps_map_count_small() {
+    if std::env::var(ROLE).is_ok() {
+        return alternating_gib();
+    }
+    let out = child("gib_of_alternating_states_keeps_map_count_small", "gib")
+        .output()
+        .unwrap();
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+    check(&out, "child (1 GiB)");
+}
