@@ -31,6 +31,39 @@ pub trait PageMemory {
     fn access(&self, page: PageId) -> Access;
 }
 
+/// A shared handle to a page memory is a page memory (the runtime shares its address space
+/// between the protocol core and the fault thread).
+impl<T: PageMemory + ?Sized> PageMemory for std::sync::Arc<T> {
+    fn read_page(&self, page: PageId, out: &mut [u8]) {
+        (**self).read_page(page, out)
+    }
+    fn write_bytes(&self, page: PageId, offset: usize, data: &[u8]) {
+        (**self).write_bytes(page, offset, data)
+    }
+    fn set_access(&self, page: PageId, access: Access) {
+        (**self).set_access(page, access)
+    }
+    fn access(&self, page: PageId) -> Access {
+        (**self).access(page)
+    }
+}
+
+/// The simulator shares one node's memory between the core and its simulated threads.
+impl<T: PageMemory + ?Sized> PageMemory for std::rc::Rc<T> {
+    fn read_page(&self, page: PageId, out: &mut [u8]) {
+        (**self).read_page(page, out)
+    }
+    fn write_bytes(&self, page: PageId, offset: usize, data: &[u8]) {
+        (**self).write_bytes(page, offset, data)
+    }
+    fn set_access(&self, page: PageId, access: Access) {
+        (**self).set_access(page, access)
+    }
+    fn access(&self, page: PageId) -> Access {
+        (**self).access(page)
+    }
+}
+
 /// Overwrite a whole page.
 pub fn write_page(mem: &dyn PageMemory, page: PageId, data: &[u8]) {
     debug_assert_eq!(data.len(), PAGE_SIZE);
