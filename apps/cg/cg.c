@@ -1,0 +1,271 @@
+/*
+ * cg - sparse conjugate gradient with the NAS CG kernel's structure: an inverse power
+ * iteration whose every outer step solves A z = x with a fixed number (25) of unpreconditioned
+ * CG iterations on a random sparse symmetric positive definite matrix, then
+ * zeta = shift + 1 / (x . z) and x = z / ||z||.
+ *
+ * Owns: the CSR matrix, the vectors, the row partition, the reductions and the check. Must
+ * not touch: the harness beyond its API.
+ *
+ * Sharing pattern (the NAS CG pattern): rows are block-partitioned; every vector is shared.
+ * The sparse matrix-vector product q = A p reads p at the random column indices of the
+ * thread's rows, i.e. nearly all of p, written by all threads in the previous step (irregular
+ * all-to-all reads); everything else is row-local. Each dot product is a reduction: every
+ * thread writes its partial sum into its own padded slot, a barrier, then every thread adds
+ * the slots in thread order (two alternating slot arrays, so a slot is never rewritten before
+ * everyone has read it). About 3 barriers per CG iteration.
+ *
+ * Matrix: n rows; for every row i, `nzr` random partners j with a value v in [0,1) give the
+ * symmetric pair A_ij = A_ji += v; the diagonal is the row's absolute sum plus 1 (strictly
+ * diagonally dominant, hence SPD).
+ *
+ * Check: main reruns the same algorithm sequentially; zeta must agree within relative 1e-10
+ * (reductions are summed in a different order for different thread counts) and the final
+ * ||x - A z|| / ||x|| must be below 1e-6.
+ */
+#include "app.h"
+
+#define CG_ITERS 25
+#define CG_PAD 8 /* doubles per partial slot (one cache line) */
+
+typedef struct {
+    long n, nnz;
+    int niter, nthreads;
+    double shift;
+    long *rowptr;
+    int *col;
+    double *val;
+    double *x, *z, *p, *q, *r;
+    double *partial;  /* 2 * nthreads * CG_PAD */
+    double zeta, rnorm;
+    app_barrier bar;
+    double t0, t1;
+} cg_shared;
+
+typedef struct {
+    cg_shared *g;
+    int tid;
+} cg_arg;
+
+/* Per-thread reduction state: which of the two slot arrays the next reduction uses. */
+typedef struct {
+    cg_shared *g;
+    int me, buf;
+} cg_red;
+
+/* Combines each thread's partial value; every thread returns the same sum (thread order). */
+static double cg_allreduce(cg_red *rd, double mine)
+{
+    cg_shared *g = rd->g;
+    double *slots = g->partial + (size_t)rd->buf * (size_t)g->nthreads * CG_PAD;
+    slots[(size_t)rd->me * CG_PAD] = mine;
+    app_barrier_wait(&g->bar);
+    double s = 0.0;
+    for (int t = 0; t < g->nthreads; t++)
+        s += slots[(size_t)t * CG_PAD];
+    rd->buf ^= 1;
+    return s;
+}
+
+static void cg_matvec(const cg_shared *g, double *out, const double *in, long lo, long hi)
+{
+    for (long i = lo; i < hi; i++) {
+        double s = 0.0;
+        for (long k = g->rowptr[i]; k < g->rowptr[i + 1]; k++)
+            s += g->val[k] * in[g->col[k]];
+        out[i] = s;
+    }
+}
+
+/* The whole kernel for rows [lo, hi); with one thread and the full range it is the reference. */
+static void cg_run(cg_shared *g, cg_red *rd, long lo, long hi)
+{
+    double *x = g->x, *z = g->z, *p = g->p, *q = g->q, *r = g->r;
+    for (long i = lo; i < hi; i++)
+        x[i] = 1.0;
+    app_barrier_wait(&g->bar);
+    for (int it = 0; it < g->niter; it++) {
+        double rho = 0.0;
+        for (long i = lo; i < hi; i++) {
+            z[i] = 0.0;
+            r[i] = x[i];
+            p[i] = x[i];
+            rho += r[i] * r[i];
+        }
+        rho = cg_allreduce(rd, rho); /* also publishes p */
+        for (int c = 0; c < CG_ITERS; c++) {
+            cg_matvec(g, q, p, lo, hi);
+            double d = 0.0;
+            for (long i = lo; i < hi; i++)
+                d += p[i] * q[i];
+            d = cg_allreduce(rd, d);
+            double alpha = rho / d, rho0 = rho;
+            rho = 0.0;
+            for (long i = lo; i < hi; i++) {
+                z[i] += alpha * p[i];
+                r[i] -= alpha * q[i];
+                rho += r[i] * r[i];
+            }
+            rho = cg_allreduce(rd, rho);
+            double beta = rho / rho0;
+            app_barrier_wait(&g->bar); /* everyone is done reading p for q = A p */
+            for (long i = lo; i < hi; i++)
+                p[i] = r[i] + beta * p[i];
+            app_barrier_wait(&g->bar); /* p complete before the next product */
+        }
+        /* residual ||x - A z|| (q = A z) and x . z, ||z|| */
+        cg_matvec(g, q, z, lo, hi);
+        double rr = 0.0, xz = 0.0, zz = 0.0;
+        for (long i = lo; i < hi; i++) {
+            rr += (x[i] - q[i]) * (x[i] - q[i]);
+            xz += x[i] * z[i];
+            zz += z[i] * z[i];
+        }
+        rr = cg_allreduce(rd, rr);
+        xz = cg_allreduce(rd, xz);
+        zz = cg_allreduce(rd, zz);
+        double zeta = g->shift + 1.0 / xz;
+        double inv = 1.0 / sqrt(zz);
+        for (long i = lo; i < hi; i++)
+            x[i] = inv * z[i];
+        if (rd->me == 0) {
+            g->zeta = zeta;
+            g->rnorm = sqrt(rr); /* ||x|| = 1 after the first step; step 0 has ||x||^2 = n */
+            if (it == 0)
+                g->rnorm /= sqrt((double)g->n);
+        }
+        app_barrier_wait(&g->bar); /* x complete */
+    }
+}
+
+static void *cg_worker(void *p)
+{
+    cg_arg *arg = p;
+    cg_shared *g = arg->g;
+    cg_red rd = {g, arg->tid, 0};
+    long lo, hi;
+    app_block_range(g->n, g->nthreads, arg->tid, &lo, &hi);
+    app_barrier_wait(&g->bar);
+    if (arg->tid == 0)
+        g->t0 = app_now();
+    cg_run(g, &rd, lo, hi);
+    if (arg->tid == 0)
+        g->t1 = app_now();
+    return NULL;
+}
+
+/* Builds the random symmetric diagonally dominant CSR matrix. */
+static void cg_make_matrix(cg_shared *g, long nzr, unsigned long long seed)
+{
+    long n = g->n, npairs = n * nzr;
+    long *pi = app_alloc((size_t)npairs, sizeof(long), "pair rows");
+    long *pj = app_alloc((size_t)npairs, sizeof(long), "pair columns");
+    double *pv = app_alloc((size_t)npairs, sizeof(double), "pair values");
+    long *cnt = app_alloc((size_t)n + 1, sizeof(long), "row counts");
+    double *diag = app_alloc((size_t)n, sizeof(double), "diagonal");
+    app_rng r;
+    app_rng_seed(&r, seed);
+    long np = 0;
+    for (long i = 0; i < n; i++)
+        for (long k = 0; k < nzr; k++) {
+            long j = (long)app_rng_below(&r, (unsigned long long)n);
+            double v = app_rng_double(&r);
+            if (j == i)
+                continue;
+            pi[np] = i;
+            pj[np] = j;
+            pv[np] = v;
+            np++;
+            cnt[i]++;
+            cnt[j]++;
+            diag[i] += v;
+            diag[j] += v;
+        }
+    g->nnz = 2 * np + n;
+    g->rowptr = app_alloc((size_t)n + 1, sizeof(long), "row pointers");
+    g->col = app_alloc((size_t)g->nnz, sizeof(int), "column indices");
+    g->val = app_alloc((size_t)g->nnz, sizeof(double), "values");
+    for (long i = 0; i < n; i++)
+        g->rowptr[i + 1] = g->rowptr[i] + cnt[i] + 1;
+    long *fill = cnt; /* reuse as the fill cursor */
+    for (long i = 0; i < n; i++) {
+        fill[i] = g->rowptr[i] + 1;
+        g->col[g->rowptr[i]] = (int)i;
+        g->val[g->rowptr[i]] = diag[i] + 1.0;
+    }
+    for (long k = 0; k < np; k++) {
+        long a = fill[pi[k]]++, b = fill[pj[k]]++;
+        g->col[a] = (int)pj[k];
+        g->val[a] = pv[k];
+        g->col[b] = (int)pi[k];
+        g->val[b] = pv[k];
+    }
+    free(pi);
+    free(pj);
+    free(pv);
+    free(cnt);
+    free(diag);
+}
+
+int main(int argc, char **argv)
+{
+    static const char *usage = "cg: NAS-CG-style inverse power iteration with 25-step CG solves\n"
+                               "  -n N   rows\n"
+                               "  -z Z   random off-diagonal pairs per row\n"
+                               "  -i I   outer iterations";
+    static const long N[4] = {2000, 75000, 300000, 1000000};
+    static const long IT[4] = {3, 6, 12, 15};
+    app_opts o;
+    app_parse_common(argc, argv, &o, usage);
+    int si = app_size_index(&o);
+    long n = app_flag_long(argc, argv, &o, "-n", N[si], 2, 1L << 30);
+    long nzr = app_flag_long(argc, argv, &o, "-z", 8, 1, 1000);
+    long niter = app_flag_long(argc, argv, &o, "-i", IT[si], 1, 1L << 20);
+
+    cg_shared *g = app_alloc(1, sizeof *g, "cg shared state");
+    g->n = n;
+    g->niter = (int)niter;
+    g->nthreads = o.threads;
+    g->shift = 10.0;
+    cg_make_matrix(g, nzr, 2718);
+    g->x = app_alloc((size_t)n, sizeof(double), "x");
+    g->z = app_alloc((size_t)n, sizeof(double), "z");
+    g->p = app_alloc((size_t)n, sizeof(double), "p");
+    g->q = app_alloc((size_t)n, sizeof(double), "q");
+    g->r = app_alloc((size_t)n, sizeof(double), "r");
+    g->partial = app_alloc((size_t)(2 * o.threads * CG_PAD), sizeof(double), "reduction slots");
+    app_barrier_init(&g->bar, o.threads);
+
+    cg_arg *args = app_alloc((size_t)o.threads, sizeof *args, "thread args");
+    void **targs = app_alloc((size_t)o.threads, sizeof(void *), "thread arg pointers");
+    for (int t = 0; t < o.threads; t++) {
+        args[t].g = g;
+        args[t].tid = t;
+        targs[t] = &args[t];
+    }
+    app_run_team(o.threads, cg_worker, targs);
+
+    double zeta = g->zeta, rnorm = g->rnorm;
+    int ok = 0;
+    char note[260];
+    if (o.verify) {
+        /* sequential rerun on the same matrix: one "thread", full range, barrier of one */
+        int saved = g->nthreads;
+        g->nthreads = 1;
+        app_barrier_init(&g->bar, 1);
+        cg_red rd = {g, 0, 0};
+        cg_run(g, &rd, 0, n);
+        g->nthreads = saved;
+        double d = app_rel_diff(zeta, g->zeta);
+        ok = d <= 1e-10 && rnorm <= 1e-6 && isfinite(zeta);
+        snprintf(note, sizeof note,
+                 "n %ld nnz %ld outer %ld x 25 CG; zeta rel diff vs sequential %.3e (tol 1e-10); final |x-Az|/|x| "
+                 "%.3e (tol 1e-6)",
+                 n, g->nnz, niter, d, rnorm);
+    } else {
+        snprintf(note, sizeof note, "n %ld nnz %ld outer %ld; final |x-Az|/|x| %.3e; not verified", n, g->nnz, niter,
+                 rnorm);
+    }
+    app_finish("cg", &o, g->t1 - g->t0, ok, zeta, note);
+    return 0;
+}
