@@ -4,9 +4,22 @@
 //! Owns: the protocol state machines (`hlrc`, `sc`), their message encodings, the page home
 //! directory. Must not touch: sockets, clocks, threads, mmap/userfaultfd. Page contents and
 //! access rights are reached only through the `PageMemory` the core was built with.
+//!
+//! See `README.md` in this crate for the message sequence of every protocol action.
 #![forbid(unsafe_code)]
 
-use squall_core::{AllocInfo, Consistency, NodeId, PageId};
+mod codec;
+pub mod diff;
+pub mod hlrc;
+pub mod home;
+pub mod sc;
+pub mod stats;
+
+use squall_core::{AllocInfo, Consistency, HeapLayout, NodeId, PageId, PageMemory};
+
+pub use hlrc::Hlrc;
+pub use sc::Sc;
+pub use stats::{MsgCount, ProtoStats};
 
 /// What a protocol core asks its driver (the runtime or the simulator) to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +30,9 @@ pub enum Action {
     Resume { page: PageId },
     /// The release started by `Consistency::begin_release(token)` has completed.
     ReleaseDone { token: u64 },
+    /// The atomic operation started with `Protocol::atomic(.., token)` executed at the page's
+    /// home; `old` is the word's value before it.
+    AtomicDone { token: u64, old: u64 },
 }
 
 /// Errors a protocol core reports; they name the node and the page.
@@ -34,6 +50,38 @@ pub enum ProtoError {
     },
     #[error("{page} is not part of any allocation")]
     NotAllocated { page: PageId },
+    #[error("atomic operation on {page} at offset {offset}: offset must be 8-aligned and inside the page")]
+    BadAtomic { page: PageId, offset: usize },
+    #[error("unknown protocol {name:?} (expected hlrc or sc)")]
+    UnknownProtocol { name: String },
+}
+
+/// A remote atomic operation on a little-endian `u64` word, executed at the page's home.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtomicOp {
+    /// `old + v` (wrapping).
+    FetchAdd(u64),
+    /// Store `v`.
+    Swap(u64),
+    /// Store `new` if the word equals `expected`.
+    CompareSwap { expected: u64, new: u64 },
+}
+
+impl AtomicOp {
+    /// The word's new value given its old one.
+    pub fn apply(self, old: u64) -> u64 {
+        match self {
+            AtomicOp::FetchAdd(v) => old.wrapping_add(v),
+            AtomicOp::Swap(v) => v,
+            AtomicOp::CompareSwap { expected, new } => {
+                if old == expected {
+                    new
+                } else {
+                    old
+                }
+            }
+        }
+    }
 }
 
 /// A coherence protocol core. Every method runs on the node's service thread and never blocks.
@@ -49,4 +97,65 @@ pub trait Protocol: Consistency {
     fn register_allocation(&mut self, alloc: AllocInfo);
     /// Next action, or `None` when there is nothing to do until the next input.
     fn poll_action(&mut self) -> Option<Action>;
+    /// Execute `op` on the `u64` at `offset` of `page` at the page's home; completion is
+    /// reported as `Action::AtomicDone { token, old }`.
+    ///
+    /// Ordering: the atomic is sequentially consistent with every other atomic on the same
+    /// word (the home executes them one at a time). It is not a release: a caller that needs
+    /// its earlier writes visible to whoever observes the atomic calls `begin_release` first and
+    /// waits for it (the runtime does this for the C API's atomics). Under `hlrc` the home
+    /// counts the atomic as its own write, so the page appears in the home's next write notice.
+    fn atomic(
+        &mut self,
+        page: PageId,
+        offset: usize,
+        op: AtomicOp,
+        token: u64,
+    ) -> Result<(), ProtoError>;
+    /// This core's counters.
+    fn stats(&self) -> ProtoStats;
+}
+
+/// The protocols Squall offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProtocolKind {
+    /// Home-based lazy release consistency, multiple writers (default).
+    Hlrc,
+    /// Sequentially consistent single-writer invalidation with a home directory.
+    Sc,
+}
+
+impl ProtocolKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ProtocolKind::Hlrc => "hlrc",
+            ProtocolKind::Sc => "sc",
+        }
+    }
+}
+
+impl std::str::FromStr for ProtocolKind {
+    type Err = ProtoError;
+    fn from_str(s: &str) -> Result<Self, ProtoError> {
+        match s {
+            "hlrc" => Ok(ProtocolKind::Hlrc),
+            "sc" => Ok(ProtocolKind::Sc),
+            other => Err(ProtoError::UnknownProtocol {
+                name: other.to_string(),
+            }),
+        }
+    }
+}
+
+/// Build a protocol core of `kind` for node `me`.
+pub fn build<M: PageMemory + 'static>(
+    kind: ProtocolKind,
+    mem: M,
+    me: NodeId,
+    layout: HeapLayout,
+) -> Box<dyn Protocol> {
+    match kind {
+        ProtocolKind::Hlrc => Box::new(Hlrc::new(mem, me, layout)),
+        ProtocolKind::Sc => Box::new(Sc::new(mem, me, layout)),
+    }
 }

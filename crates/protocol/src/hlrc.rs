@@ -1,0 +1,1094 @@
+//! `hlrc`: home-based lazy release consistency with multiple writers (Cashmere-style homes,
+//! twins and diffs, write notices with vector timestamps, home migration to a sole writer).
+//!
+//! Owns: the per-page protocol state of one node, its write notices and vector time, the
+//! `hlrc` message encoding. Must not touch: sockets, clocks, threads; page bytes and access
+//! only through the `PageMemory` handle. The message sequences are in this crate's README.
+
+use crate::codec::{Reader, Writer};
+use crate::diff::{apply_diff, diff_payload, make_diff};
+use crate::home::{HomeDirectory, HomeRef};
+use crate::{Action, AtomicOp, ProtoError, ProtoStats, Protocol};
+use squall_core::{
+    Access, AllocInfo, Consistency, HeapLayout, NodeId, PageId, PageMemory, PAGE_SIZE,
+};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// Consecutive diffs from one sole writer (with no home write in between) after which the home
+/// migrates to that writer. 0 disables migration.
+pub const DEFAULT_MIGRATE_AFTER: u32 = 2;
+
+/// `hlrc` messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Msg {
+    /// Who is the home of `page`? (to the page's manager)
+    HomeQuery {
+        page: PageId,
+    },
+    /// The manager's answer; `None`: the page is in no allocation.
+    HomeReply {
+        page: PageId,
+        home: Option<HomeRef>,
+    },
+    /// The old home tells the manager the page moved.
+    HomeMoved {
+        page: PageId,
+        home: HomeRef,
+    },
+    /// Send me the page (`epoch`: the home epoch the requester believes the receiver has).
+    Fetch {
+        page: PageId,
+        write: bool,
+        epoch: u32,
+    },
+    /// The home's copy.
+    PageData {
+        page: PageId,
+        data: Vec<u8>,
+    },
+    /// The receiver of a fetch or atomic is no longer the home; retry at `home`.
+    Redirect {
+        page: PageId,
+        atomic_token: Option<u64>,
+        home: HomeRef,
+    },
+    /// A diff for the home (possibly forwarded by an old home; `origin` gets the ack).
+    Diff {
+        page: PageId,
+        origin: NodeId,
+        id: u64,
+        epoch: u32,
+        diff: Vec<u8>,
+    },
+    /// The diff `id` is applied; with `migrate` the receiver becomes the home at that epoch
+    /// and gets the home's copy.
+    DiffAck {
+        page: PageId,
+        id: u64,
+        migrate: Option<(u32, Vec<u8>)>,
+    },
+    /// Execute an atomic at the home.
+    Atomic {
+        page: PageId,
+        offset: u16,
+        op: AtomicOp,
+        token: u64,
+        epoch: u32,
+    },
+    AtomicReply {
+        token: u64,
+        old: u64,
+    },
+}
+
+impl Msg {
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Msg::HomeQuery { .. } => "home_query",
+            Msg::HomeReply { .. } => "home_reply",
+            Msg::HomeMoved { .. } => "home_moved",
+            Msg::Fetch { .. } => "fetch",
+            Msg::PageData { .. } => "page_data",
+            Msg::Redirect { .. } => "redirect",
+            Msg::Diff { .. } => "diff",
+            Msg::DiffAck { .. } => "diff_ack",
+            Msg::Atomic { .. } => "atomic",
+            Msg::AtomicReply { .. } => "atomic_reply",
+        }
+    }
+
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        match self {
+            Msg::HomeQuery { page } => Writer::new(1).page(*page).finish(),
+            Msg::HomeReply { page, home } => {
+                let mut w = Writer::new(2);
+                w.page(*page);
+                match home {
+                    Some(h) => w.u8(1).node(h.node).u32(h.epoch),
+                    None => w.u8(0),
+                };
+                w.finish()
+            }
+            Msg::HomeMoved { page, home } => Writer::new(3)
+                .page(*page)
+                .node(home.node)
+                .u32(home.epoch)
+                .finish(),
+            Msg::Fetch { page, write, epoch } => Writer::new(4)
+                .page(*page)
+                .u8(u8::from(*write))
+                .u32(*epoch)
+                .finish(),
+            Msg::PageData { page, data } => Writer::new(5).page(*page).bytes(data).finish(),
+            Msg::Redirect {
+                page,
+                atomic_token,
+                home,
+            } => {
+                let mut w = Writer::new(6);
+                w.page(*page);
+                match atomic_token {
+                    Some(t) => w.u8(1).u64(*t),
+                    None => w.u8(0),
+                };
+                w.node(home.node).u32(home.epoch).finish()
+            }
+            Msg::Diff {
+                page,
+                origin,
+                id,
+                epoch,
+                diff,
+            } => Writer::new(7)
+                .page(*page)
+                .node(*origin)
+                .u64(*id)
+                .u32(*epoch)
+                .bytes(diff)
+                .finish(),
+            Msg::DiffAck { page, id, migrate } => {
+                let mut w = Writer::new(8);
+                w.page(*page).u64(*id);
+                match migrate {
+                    Some((e, d)) => w.u8(1).u32(*e).bytes(d),
+                    None => w.u8(0),
+                };
+                w.finish()
+            }
+            Msg::Atomic {
+                page,
+                offset,
+                op,
+                token,
+                epoch,
+            } => {
+                let mut w = Writer::new(9);
+                w.page(*page).u16(*offset);
+                encode_op(&mut w, *op);
+                w.u64(*token).u32(*epoch).finish()
+            }
+            Msg::AtomicReply { token, old } => Writer::new(10).u64(*token).u64(*old).finish(),
+        }
+    }
+
+    pub(crate) fn decode(from: NodeId, layout: HeapLayout, b: &[u8]) -> Result<Msg, ProtoError> {
+        let mut r = Reader::new(from, b);
+        let n = layout.nodes;
+        let t = layout.total_pages;
+        let m = match r.u8()? {
+            1 => Msg::HomeQuery { page: r.page(t)? },
+            2 => {
+                let page = r.page(t)?;
+                let home = if r.bool()? {
+                    Some(HomeRef {
+                        node: r.node(n)?,
+                        epoch: r.u32()?,
+                    })
+                } else {
+                    None
+                };
+                Msg::HomeReply { page, home }
+            }
+            3 => Msg::HomeMoved {
+                page: r.page(t)?,
+                home: HomeRef {
+                    node: r.node(n)?,
+                    epoch: r.u32()?,
+                },
+            },
+            4 => Msg::Fetch {
+                page: r.page(t)?,
+                write: r.bool()?,
+                epoch: r.u32()?,
+            },
+            5 => Msg::PageData {
+                page: r.page(t)?,
+                data: r.page_data()?.to_vec(),
+            },
+            6 => {
+                let page = r.page(t)?;
+                let atomic_token = if r.bool()? { Some(r.u64()?) } else { None };
+                Msg::Redirect {
+                    page,
+                    atomic_token,
+                    home: HomeRef {
+                        node: r.node(n)?,
+                        epoch: r.u32()?,
+                    },
+                }
+            }
+            7 => Msg::Diff {
+                page: r.page(t)?,
+                origin: r.node(n)?,
+                id: r.u64()?,
+                epoch: r.u32()?,
+                diff: r.bytes()?.to_vec(),
+            },
+            8 => {
+                let page = r.page(t)?;
+                let id = r.u64()?;
+                let migrate = if r.bool()? {
+                    Some((r.u32()?, r.page_data()?.to_vec()))
+                } else {
+                    None
+                };
+                Msg::DiffAck { page, id, migrate }
+            }
+            9 => Msg::Atomic {
+                page: r.page(t)?,
+                offset: r.u16()?,
+                op: decode_op(&mut r)?,
+                token: r.u64()?,
+                epoch: r.u32()?,
+            },
+            10 => Msg::AtomicReply {
+                token: r.u64()?,
+                old: r.u64()?,
+            },
+            tag => return Err(r.err(format!("unknown hlrc message tag {tag}"))),
+        };
+        r.end()?;
+        Ok(m)
+    }
+}
+
+pub(crate) fn encode_op(w: &mut Writer, op: AtomicOp) {
+    match op {
+        AtomicOp::FetchAdd(v) => w.u8(0).u64(v),
+        AtomicOp::Swap(v) => w.u8(1).u64(v),
+        AtomicOp::CompareSwap { expected, new } => w.u8(2).u64(expected).u64(new),
+    };
+}
+
+pub(crate) fn decode_op(r: &mut Reader<'_>) -> Result<AtomicOp, ProtoError> {
+    Ok(match r.u8()? {
+        0 => AtomicOp::FetchAdd(r.u64()?),
+        1 => AtomicOp::Swap(r.u64()?),
+        2 => AtomicOp::CompareSwap {
+            expected: r.u64()?,
+            new: r.u64()?,
+        },
+        b => return Err(r.err(format!("unknown atomic op {b}"))),
+    })
+}
+
+/// Execute an atomic on the node's copy through the backdoor; returns the old value.
+pub(crate) fn exec_atomic(mem: &dyn PageMemory, page: PageId, offset: usize, op: AtomicOp) -> u64 {
+    let mut buf = vec![0u8; PAGE_SIZE];
+    mem.read_page(page, &mut buf);
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&buf[offset..offset + 8]);
+    let old = u64::from_le_bytes(w);
+    mem.write_bytes(page, offset, &op.apply(old).to_le_bytes());
+    old
+}
+
+pub(crate) fn check_atomic(page: PageId, offset: usize) -> Result<(), ProtoError> {
+    if offset % 8 != 0 || offset + 8 > PAGE_SIZE {
+        return Err(ProtoError::BadAtomic { page, offset });
+    }
+    Ok(())
+}
+
+/// Work waiting for a home look-up.
+#[derive(Debug, Clone, Copy)]
+enum Deferred {
+    Fault {
+        write: bool,
+    },
+    Atomic {
+        offset: usize,
+        op: AtomicOp,
+        token: u64,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct FetchState {
+    write: bool,
+    /// A write notice arrived while the fetch was out: the reply may predate the diff.
+    stale: bool,
+}
+
+#[derive(Debug, Default)]
+struct PageState {
+    twin: Option<Vec<u8>>,
+    fetch: Option<FetchState>,
+    /// Home side: where the home went when it migrated away from this node.
+    forward: Option<HomeRef>,
+    /// Home side: consecutive diffs from one writer with no home write in between.
+    streak: Option<(NodeId, u32)>,
+}
+
+enum HomeStatus {
+    Serve,
+    Redirect(HomeRef),
+    Park,
+}
+
+/// The `hlrc` core of one node.
+pub struct Hlrc<M: PageMemory> {
+    mem: M,
+    me: NodeId,
+    layout: HeapLayout,
+    dir: HomeDirectory,
+    pages: BTreeMap<PageId, PageState>,
+    actions: VecDeque<Action>,
+    stats: ProtoStats,
+    /// Vector time: last interval of each node whose notices this node has applied.
+    vt: Vec<u32>,
+    /// Known write notices by (node, interval), kept for transitive propagation until a barrier.
+    notices: BTreeMap<(u16, u32), Vec<PageId>>,
+    /// Pages written in the current interval.
+    dirty: BTreeSet<PageId>,
+    next_diff: u64,
+    outstanding: BTreeSet<u64>,
+    /// Releases waiting for acks: (token, diff ids below this must be acked).
+    releases: VecDeque<(u64, u64)>,
+    resolving: BTreeMap<PageId, Vec<Deferred>>,
+    /// Home requests that arrived before this node became the home (migration in flight).
+    parked: BTreeMap<PageId, Vec<(NodeId, Msg)>>,
+    atomics_out: BTreeMap<u64, (PageId, usize, AtomicOp)>,
+    migrate_after: u32,
+}
+
+impl<M: PageMemory> Hlrc<M> {
+    pub fn new(mem: M, me: NodeId, layout: HeapLayout) -> Self {
+        Hlrc {
+            mem,
+            me,
+            layout,
+            dir: HomeDirectory::new(me, layout),
+            pages: BTreeMap::new(),
+            actions: VecDeque::new(),
+            stats: ProtoStats::default(),
+            vt: vec![0; usize::from(layout.nodes)],
+            notices: BTreeMap::new(),
+            dirty: BTreeSet::new(),
+            next_diff: 0,
+            outstanding: BTreeSet::new(),
+            releases: VecDeque::new(),
+            resolving: BTreeMap::new(),
+            parked: BTreeMap::new(),
+            atomics_out: BTreeMap::new(),
+            migrate_after: DEFAULT_MIGRATE_AFTER,
+        }
+    }
+
+    /// Set the migration threshold (consecutive sole-writer diffs); 0 disables migration.
+    pub fn set_migrate_after(&mut self, n: u32) {
+        self.migrate_after = n;
+    }
+
+    /// Write notices currently held (bounded: cleared at every barrier).
+    pub fn notices_held(&self) -> usize {
+        self.notices.len()
+    }
+
+    /// The home this node currently believes `page` has.
+    pub fn home_of(&self, page: PageId) -> Option<NodeId> {
+        self.dir.cached(page).map(|h| h.node)
+    }
+
+    fn send(&mut self, to: NodeId, msg: Msg) {
+        let bytes = msg.encode();
+        self.stats.count_send(msg.kind(), bytes.len());
+        self.actions.push_back(Action::Send { to, msg: bytes });
+    }
+
+    fn st(&mut self, page: PageId) -> &mut PageState {
+        self.pages.entry(page).or_default()
+    }
+
+    fn is_home(&self, page: PageId) -> bool {
+        self.dir.cached(page).is_some_and(|h| h.node == self.me)
+    }
+
+    fn read(&self, page: PageId) -> Vec<u8> {
+        let mut buf = vec![0u8; PAGE_SIZE];
+        self.mem.read_page(page, &mut buf);
+        buf
+    }
+
+    fn check_page(&self, page: PageId) -> Result<(), ProtoError> {
+        if page.0 >= self.layout.total_pages {
+            return Err(ProtoError::NotAllocated { page });
+        }
+        Ok(())
+    }
+
+    /// Find the home of `page`, or start looking it up (`work` waits for the answer).
+    fn resolve(&mut self, page: PageId, work: Deferred) -> Result<Option<HomeRef>, ProtoError> {
+        if let Some(h) = self.dir.cached(page) {
+            return Ok(Some(h));
+        }
+        if let Some(list) = self.resolving.get_mut(&page) {
+            list.push(work);
+            return Ok(None);
+        }
+        if self.dir.is_manager(page) {
+            let h = self
+                .dir
+                .manager_lookup(page, self.me)
+                .ok_or(ProtoError::NotAllocated { page })?;
+            self.dir.learn(page, h);
+            return Ok(self.dir.cached(page));
+        }
+        self.resolving.insert(page, vec![work]);
+        let mgr = self.dir.manager_of(page);
+        self.send(mgr, Msg::HomeQuery { page });
+        Ok(None)
+    }
+
+    fn fault(&mut self, page: PageId, write: bool) -> Result<(), ProtoError> {
+        let acc = self.mem.access(page);
+        if acc == Access::ReadWrite || (acc == Access::Read && !write) {
+            self.actions.push_back(Action::Resume { page });
+            return Ok(());
+        }
+        if let Some(f) = self.st(page).fetch.as_mut() {
+            f.write |= write;
+            return Ok(());
+        }
+        let Some(home) = self.resolve(page, Deferred::Fault { write })? else {
+            return Ok(());
+        };
+        if home.node == self.me {
+            if write {
+                self.dirty.insert(page);
+                self.mem.set_access(page, Access::ReadWrite);
+            } else {
+                self.mem.set_access(page, Access::Read);
+            }
+            self.actions.push_back(Action::Resume { page });
+        } else if write && acc == Access::Read {
+            let twin = self.read(page);
+            self.st(page).twin = Some(twin);
+            self.stats.twins += 1;
+            self.dirty.insert(page);
+            self.mem.set_access(page, Access::ReadWrite);
+            self.actions.push_back(Action::Resume { page });
+        } else {
+            self.st(page).fetch = Some(FetchState {
+                write,
+                stale: false,
+            });
+            self.stats.page_fetches += 1;
+            self.send(
+                home.node,
+                Msg::Fetch {
+                    page,
+                    write,
+                    epoch: home.epoch,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    fn start_atomic(
+        &mut self,
+        page: PageId,
+        offset: usize,
+        op: AtomicOp,
+        token: u64,
+    ) -> Result<(), ProtoError> {
+        let Some(home) = self.resolve(page, Deferred::Atomic { offset, op, token })? else {
+            return Ok(());
+        };
+        if home.node == self.me {
+            let old = self.home_atomic(page, offset, op);
+            self.actions.push_back(Action::AtomicDone { token, old });
+        } else {
+            self.atomics_out.insert(token, (page, offset, op));
+            self.send(
+                home.node,
+                Msg::Atomic {
+                    page,
+                    offset: offset as u16,
+                    op,
+                    token,
+                    epoch: home.epoch,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// The home executes an atomic: its own write (noticed at its next release).
+    fn home_atomic(&mut self, page: PageId, offset: usize, op: AtomicOp) -> u64 {
+        let old = exec_atomic(&self.mem, page, offset, op);
+        self.dirty.insert(page);
+        self.st(page).streak = None;
+        old
+    }
+
+    fn home_status(&mut self, page: PageId, epoch: u32) -> HomeStatus {
+        if self.is_home(page) {
+            return HomeStatus::Serve;
+        }
+        let fwd = self.pages.get(&page).and_then(|s| s.forward);
+        match fwd {
+            Some(f) if f.epoch > epoch => HomeStatus::Redirect(f),
+            None if epoch == 0 => {
+                // The requester learned from the manager that this node is the page's first
+                // home; this node just has not looked it up itself yet.
+                self.dir.learn(
+                    page,
+                    HomeRef {
+                        node: self.me,
+                        epoch: 0,
+                    },
+                );
+                HomeStatus::Serve
+            }
+            _ => HomeStatus::Park,
+        }
+    }
+
+    fn park(&mut self, page: PageId, from: NodeId, msg: Msg) {
+        self.parked.entry(page).or_default().push((from, msg));
+    }
+
+    fn send_diff(&mut self, page: PageId, diff: Vec<u8>) -> Result<(), ProtoError> {
+        let home = self.dir.cached(page).ok_or(ProtoError::Unexpected {
+            from: self.me,
+            page,
+            why: "dirty page with unknown home".into(),
+        })?;
+        let id = self.next_diff;
+        self.next_diff += 1;
+        self.outstanding.insert(id);
+        self.stats.diffs_created += 1;
+        self.stats.diff_bytes += diff_payload(&diff).unwrap_or(0) as u64;
+        self.send(
+            home.node,
+            Msg::Diff {
+                page,
+                origin: self.me,
+                id,
+                epoch: home.epoch,
+                diff,
+            },
+        );
+        Ok(())
+    }
+
+    fn check_releases(&mut self) {
+        while let Some(&(token, below)) = self.releases.front() {
+            if self.outstanding.first().is_some_and(|&id| id < below) {
+                break;
+            }
+            self.releases.pop_front();
+            self.actions.push_back(Action::ReleaseDone { token });
+        }
+    }
+
+    /// A write notice names `page`: drop this node's copy (keeping its own modifications).
+    fn invalidate(&mut self, page: PageId) {
+        if self.is_home(page) {
+            return;
+        }
+        let st = self.st(page);
+        if let Some(f) = st.fetch.as_mut() {
+            f.stale = true;
+        }
+        let twin = st.twin.take();
+        if let Some(twin) = twin {
+            // Own writes of the current interval go to the home first; the next fetch is FIFO
+            // behind this diff, so it comes back with them.
+            self.mem.set_access(page, Access::None);
+            let cur = self.read(page);
+            let d = make_diff(&twin, &cur);
+            if !d.is_empty() {
+                // The home is known for a dirty page, so this cannot fail.
+                let _ = self.send_diff(page, d);
+            }
+            self.stats.invalidations += 1;
+        } else if self.mem.access(page) != Access::None {
+            self.mem.set_access(page, Access::None);
+            self.stats.invalidations += 1;
+        }
+    }
+
+    /// Apply notices; returns the vector time they carried.
+    fn apply_notices(&mut self, info: &[u8]) -> Option<Vec<u32>> {
+        let (their_vt, notices) = decode_sync(self.me, self.layout.nodes, info)?;
+        for ((n, i), pages) in notices {
+            if i <= self.vt[usize::from(n)] || self.notices.contains_key(&(n, i)) {
+                continue;
+            }
+            for &p in &pages {
+                self.invalidate(p);
+            }
+            self.notices.insert((n, i), pages);
+        }
+        Some(their_vt)
+    }
+
+    fn on_message(&mut self, from: NodeId, msg: Msg) -> Result<(), ProtoError> {
+        match msg {
+            Msg::HomeQuery { page } => {
+                let home = self.dir.manager_lookup(page, from);
+                self.send(from, Msg::HomeReply { page, home });
+            }
+            Msg::HomeReply { page, home } => {
+                let work = self.resolving.remove(&page).unwrap_or_default();
+                let Some(h) = home else {
+                    return Err(ProtoError::NotAllocated { page });
+                };
+                self.dir.learn(page, h);
+                for w in work {
+                    match w {
+                        Deferred::Fault { write } => self.fault(page, write)?,
+                        Deferred::Atomic { offset, op, token } => {
+                            self.start_atomic(page, offset, op, token)?
+                        }
+                    }
+                }
+            }
+            Msg::HomeMoved { page, home } => self.dir.manager_moved(page, home),
+            Msg::Fetch { page, write, epoch } => match self.home_status(page, epoch) {
+                HomeStatus::Serve => {
+                    let data = self.read(page);
+                    self.send(from, Msg::PageData { page, data });
+                }
+                HomeStatus::Redirect(home) => self.send(
+                    from,
+                    Msg::Redirect {
+                        page,
+                        atomic_token: None,
+                        home,
+                    },
+                ),
+                HomeStatus::Park => self.park(page, from, Msg::Fetch { page, write, epoch }),
+            },
+            Msg::PageData { page, data } => {
+                let Some(f) = self.st(page).fetch.take() else {
+                    return Err(ProtoError::Unexpected {
+                        from,
+                        page,
+                        why: "page data without a fetch".into(),
+                    });
+                };
+                if f.stale {
+                    // A notice overtook this copy: fetch again (FIFO behind the notice's diff).
+                    self.fault(page, f.write)?;
+                    return Ok(());
+                }
+                self.mem.write_bytes(page, 0, &data);
+                if f.write {
+                    self.st(page).twin = Some(data);
+                    self.stats.twins += 1;
+                    self.dirty.insert(page);
+                    self.mem.set_access(page, Access::ReadWrite);
+                } else {
+                    self.mem.set_access(page, Access::Read);
+                }
+                self.actions.push_back(Action::Resume { page });
+            }
+            Msg::Redirect {
+                page,
+                atomic_token,
+                home,
+            } => {
+                self.dir.learn(page, home);
+                match atomic_token {
+                    Some(token) => {
+                        let (p, offset, op) = self.atomics_out.remove(&token).ok_or_else(|| {
+                            ProtoError::Unexpected {
+                                from,
+                                page,
+                                why: format!("redirect of unknown atomic {token}"),
+                            }
+                        })?;
+                        self.start_atomic(p, offset, op, token)?;
+                    }
+                    None => {
+                        if let Some(f) = self.st(page).fetch.take() {
+                            self.fault(page, f.write)?;
+                        }
+                    }
+                }
+            }
+            Msg::Diff {
+                page,
+                origin,
+                id,
+                epoch,
+                diff,
+            } => match self.home_status(page, epoch) {
+                HomeStatus::Serve => self.home_apply_diff(from, page, origin, id, &diff)?,
+                HomeStatus::Redirect(home) => {
+                    let fwd = Msg::Diff {
+                        page,
+                        origin,
+                        id,
+                        epoch: home.epoch,
+                        diff,
+                    };
+                    self.send(home.node, fwd);
+                }
+                HomeStatus::Park => self.park(
+                    page,
+                    from,
+                    Msg::Diff {
+                        page,
+                        origin,
+                        id,
+                        epoch,
+                        diff,
+                    },
+                ),
+            },
+            Msg::DiffAck { page, id, migrate } => self.on_diff_ack(page, id, migrate)?,
+            Msg::Atomic {
+                page,
+                offset,
+                op,
+                token,
+                epoch,
+            } => {
+                check_atomic(page, usize::from(offset))?;
+                match self.home_status(page, epoch) {
+                    HomeStatus::Serve => {
+                        let old = self.home_atomic(page, usize::from(offset), op);
+                        self.send(from, Msg::AtomicReply { token, old });
+                    }
+                    HomeStatus::Redirect(home) => self.send(
+                        from,
+                        Msg::Redirect {
+                            page,
+                            atomic_token: Some(token),
+                            home,
+                        },
+                    ),
+                    HomeStatus::Park => self.park(
+                        page,
+                        from,
+                        Msg::Atomic {
+                            page,
+                            offset,
+                            op,
+                            token,
+                            epoch,
+                        },
+                    ),
+                }
+            }
+            Msg::AtomicReply { token, old } => {
+                if self.atomics_out.remove(&token).is_none() {
+                    return Err(ProtoError::Malformed {
+                        from,
+                        why: format!("reply to unknown atomic {token}"),
+                    });
+                }
+                self.actions.push_back(Action::AtomicDone { token, old });
+            }
+        }
+        Ok(())
+    }
+
+    fn home_apply_diff(
+        &mut self,
+        from: NodeId,
+        page: PageId,
+        origin: NodeId,
+        id: u64,
+        diff: &[u8],
+    ) -> Result<(), ProtoError> {
+        let mut buf = self.read(page);
+        apply_diff(&mut buf, diff).ok_or_else(|| ProtoError::Malformed {
+            from,
+            why: format!("bad diff for {page}"),
+        })?;
+        self.mem.write_bytes(page, 0, &buf);
+        self.stats.diffs_applied += 1;
+        let st = self.st(page);
+        let streak = match st.streak {
+            Some((n, c)) if n == origin => c + 1,
+            _ => 1,
+        };
+        st.streak = Some((origin, streak));
+        let migrate = origin != self.me
+            && self.migrate_after > 0
+            && streak >= self.migrate_after
+            && !self.dirty.contains(&page)
+            && !self.parked.contains_key(&page);
+        let migrate = if migrate {
+            let cur = self.dir.cached(page).map_or(0, |h| h.epoch);
+            let new = HomeRef {
+                node: origin,
+                epoch: cur + 1,
+            };
+            self.dir.learn(page, new);
+            let st = self.st(page);
+            st.forward = Some(new);
+            st.streak = None;
+            self.stats.home_migrations += 1;
+            let mgr = self.dir.manager_of(page);
+            if mgr == self.me {
+                self.dir.manager_moved(page, new);
+            } else if mgr != origin {
+                self.send(mgr, Msg::HomeMoved { page, home: new });
+            }
+            // This node keeps a valid read-only copy (or none) like any other sharer.
+            if self.mem.access(page) == Access::ReadWrite {
+                self.mem.set_access(page, Access::Read);
+            }
+            Some((new.epoch, buf))
+        } else {
+            None
+        };
+        if origin == self.me {
+            // A diff of ours came back through a forwarding chain: this node is the home now.
+            self.on_diff_ack(page, id, None)
+        } else {
+            self.send(origin, Msg::DiffAck { page, id, migrate });
+            Ok(())
+        }
+    }
+
+    fn on_diff_ack(
+        &mut self,
+        page: PageId,
+        id: u64,
+        migrate: Option<(u32, Vec<u8>)>,
+    ) -> Result<(), ProtoError> {
+        self.outstanding.remove(&id);
+        if let Some((epoch, data)) = migrate {
+            self.become_home(page, epoch, data)?;
+        }
+        self.check_releases();
+        Ok(())
+    }
+
+    /// The old home handed this node the page (Cashmere home migration).
+    fn become_home(
+        &mut self,
+        page: PageId,
+        epoch: u32,
+        mut data: Vec<u8>,
+    ) -> Result<(), ProtoError> {
+        let twin = self.st(page).twin.take();
+        if let Some(twin) = twin {
+            // Written again since the release: merge our new writes over the home's copy.
+            self.mem.set_access(page, Access::Read);
+            let cur = self.read(page);
+            let local = make_diff(&twin, &cur);
+            // A diff we just made is well formed.
+            let _ = apply_diff(&mut data, &local);
+            self.mem.write_bytes(page, 0, &data);
+            self.mem.set_access(page, Access::ReadWrite);
+        } else {
+            self.mem.write_bytes(page, 0, &data);
+        }
+        let me = HomeRef {
+            node: self.me,
+            epoch,
+        };
+        self.dir.learn(page, me);
+        if self.dir.is_manager(page) {
+            self.dir.manager_moved(page, me);
+        }
+        let st = self.st(page);
+        st.forward = None;
+        st.streak = None;
+        if let Some(parked) = self.parked.remove(&page) {
+            for (from, msg) in parked {
+                self.on_message(from, msg)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Sync info: vector time, then notices `(node, interval, pages)`.
+type Notices = Vec<((u16, u32), Vec<PageId>)>;
+
+fn encode_sync(vt: &[u32], notices: &[(&(u16, u32), &Vec<PageId>)]) -> Vec<u8> {
+    let mut w = Writer::new(0x5a);
+    w.u16(vt.len() as u16);
+    for &v in vt {
+        w.u32(v);
+    }
+    w.u32(notices.len() as u32);
+    for ((n, i), pages) in notices {
+        w.u16(*n).u32(*i).u32(pages.len() as u32);
+        for p in pages.iter() {
+            w.page(*p);
+        }
+    }
+    w.finish()
+}
+
+fn decode_sync(me: NodeId, nodes: u16, b: &[u8]) -> Option<(Vec<u32>, Notices)> {
+    let mut r = Reader::new(me, b);
+    if r.u8().ok()? != 0x5a {
+        return None;
+    }
+    let n = r.u16().ok()?;
+    if n != nodes {
+        return None;
+    }
+    let mut vt = Vec::with_capacity(usize::from(n));
+    for _ in 0..n {
+        vt.push(r.u32().ok()?);
+    }
+    let count = r.u32().ok()?;
+    let mut notices = Vec::new();
+    for _ in 0..count {
+        let node = r.node(nodes).ok()?;
+        let i = r.u32().ok()?;
+        let np = r.u32().ok()? as usize;
+        let mut pages = Vec::with_capacity(np.min(b.len() / 8));
+        for _ in 0..np {
+            pages.push(PageId(r.u64().ok()?));
+        }
+        notices.push(((node.0, i), pages));
+    }
+    r.end().ok()?;
+    Some((vt, notices))
+}
+
+impl<M: PageMemory> Consistency for Hlrc<M> {
+    fn acquire_info(&mut self) -> Vec<u8> {
+        encode_sync(&self.vt, &[])
+    }
+
+    fn grant_info(&mut self, acquirer_info: &[u8]) -> Vec<u8> {
+        let theirs = decode_sync(self.me, self.layout.nodes, acquirer_info)
+            .map(|(vt, _)| vt)
+            .unwrap_or_else(|| vec![0; self.vt.len()]);
+        let lacking: Vec<_> = self
+            .notices
+            .iter()
+            .filter(|((n, i), _)| *i > theirs[usize::from(*n)])
+            .collect();
+        encode_sync(&self.vt, &lacking)
+    }
+
+    fn apply_grant(&mut self, grant_info: &[u8]) {
+        match self.apply_notices(grant_info) {
+            Some(theirs) => {
+                for (mine, t) in self.vt.iter_mut().zip(theirs) {
+                    *mine = (*mine).max(t);
+                }
+            }
+            None => self.stats.malformed_sync_info += 1,
+        }
+    }
+
+    fn begin_release(&mut self, token: u64) -> bool {
+        let dirty = std::mem::take(&mut self.dirty);
+        let mut written = Vec::new();
+        for page in dirty {
+            if self.is_home(page) {
+                if self.mem.access(page) == Access::ReadWrite {
+                    self.mem.set_access(page, Access::Read);
+                }
+                self.st(page).streak = None;
+                written.push(page);
+                continue;
+            }
+            let twin = self.st(page).twin.take();
+            match twin {
+                Some(twin) => {
+                    // Write-protect first so no thread writes while the diff is taken.
+                    self.mem.set_access(page, Access::Read);
+                    let cur = self.read(page);
+                    let d = make_diff(&twin, &cur);
+                    if !d.is_empty() {
+                        let _ = self.send_diff(page, d);
+                        written.push(page);
+                    }
+                }
+                // Flushed early by an invalidation during this interval.
+                None => written.push(page),
+            }
+        }
+        if !written.is_empty() {
+            let me = self.me.index();
+            self.vt[me] += 1;
+            self.notices.insert((self.me.0, self.vt[me]), written);
+        }
+        if self
+            .outstanding
+            .first()
+            .is_some_and(|&id| id < self.next_diff)
+        {
+            self.releases.push_back((token, self.next_diff));
+            false
+        } else {
+            true
+        }
+    }
+
+    fn barrier_info(&mut self) -> Vec<u8> {
+        let all: Vec<_> = self.notices.iter().collect();
+        encode_sync(&self.vt, &all)
+    }
+
+    fn apply_barrier(&mut self, all: &[Vec<u8>]) {
+        let mut max = self.vt.clone();
+        for info in all {
+            match self.apply_notices(info) {
+                Some(theirs) => {
+                    for (m, t) in max.iter_mut().zip(theirs) {
+                        *m = (*m).max(t);
+                    }
+                }
+                None => self.stats.malformed_sync_info += 1,
+            }
+        }
+        self.vt = max;
+        // Every node has now seen every notice up to the barrier: none is needed again.
+        self.notices.clear();
+    }
+}
+
+impl<M: PageMemory> Protocol for Hlrc<M> {
+    fn name(&self) -> &'static str {
+        "hlrc"
+    }
+
+    fn handle_fault(&mut self, page: PageId, write: bool) -> Result<(), ProtoError> {
+        self.check_page(page)?;
+        if write {
+            self.stats.write_faults += 1;
+        } else {
+            self.stats.read_faults += 1;
+        }
+        self.fault(page, write)
+    }
+
+    fn handle_message(&mut self, from: NodeId, msg: &[u8]) -> Result<(), ProtoError> {
+        let m = Msg::decode(from, self.layout, msg)?;
+        self.on_message(from, m)
+    }
+
+    fn register_allocation(&mut self, alloc: AllocInfo) {
+        self.dir.register(alloc);
+    }
+
+    fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    fn atomic(
+        &mut self,
+        page: PageId,
+        offset: usize,
+        op: AtomicOp,
+        token: u64,
+    ) -> Result<(), ProtoError> {
+        self.check_page(page)?;
+        check_atomic(page, offset)?;
+        self.stats.atomics += 1;
+        self.start_atomic(page, offset, op, token)
+    }
+
+    fn stats(&self) -> ProtoStats {
+        self.stats.clone()
+    }
+}

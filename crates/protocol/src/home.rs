@@ -1,0 +1,176 @@
+//! The page home directory: who is the home of each page, as far as this node knows.
+//!
+//! Owns: the allocations registered on this (manager) node, the manager's authoritative record
+//! of first-touch and migrated homes, and this node's cache of homes with their migration epoch.
+//! Must not touch: page contents, access rights, messages (callers do the sending).
+//!
+//! A home is always named with an epoch: the number of migrations the page had when that node
+//! became its home. Newer epochs win, so stale information is never taken over fresh.
+
+use squall_core::{AllocInfo, HeapLayout, NodeId, PageId};
+use std::collections::BTreeMap;
+
+/// A page's home and the migration epoch at which it became home.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct HomeRef {
+    pub node: NodeId,
+    pub epoch: u32,
+}
+
+/// Home knowledge of one node.
+#[derive(Debug)]
+pub struct HomeDirectory {
+    me: NodeId,
+    layout: HeapLayout,
+    allocs: Vec<AllocInfo>,
+    /// Manager side: homes decided by first touch or moved by migration.
+    assigned: BTreeMap<PageId, HomeRef>,
+    /// This node's cache of homes.
+    cache: BTreeMap<PageId, HomeRef>,
+}
+
+impl HomeDirectory {
+    pub fn new(me: NodeId, layout: HeapLayout) -> Self {
+        HomeDirectory {
+            me,
+            layout,
+            allocs: Vec::new(),
+            assigned: BTreeMap::new(),
+            cache: BTreeMap::new(),
+        }
+    }
+
+    pub fn layout(&self) -> HeapLayout {
+        self.layout
+    }
+
+    /// The node that answers home look-ups for `page`.
+    pub fn manager_of(&self, page: PageId) -> NodeId {
+        self.layout.manager_of(page)
+    }
+
+    pub fn register(&mut self, alloc: AllocInfo) {
+        self.allocs.push(alloc);
+    }
+
+    /// Cached home of `page`, if known.
+    pub fn cached(&self, page: PageId) -> Option<HomeRef> {
+        self.cache.get(&page).copied()
+    }
+
+    /// Learn a home; ignored if the cache already holds a newer epoch.
+    pub fn learn(&mut self, page: PageId, home: HomeRef) {
+        match self.cache.get(&page) {
+            Some(old) if old.epoch > home.epoch => {}
+            _ => {
+                self.cache.insert(page, home);
+            }
+        }
+    }
+
+    /// Manager side: the home of `page` for a node asking about it; first touch assigns the
+    /// asker. `None` when the page is in no allocation registered here.
+    pub fn manager_lookup(&mut self, page: PageId, asker: NodeId) -> Option<HomeRef> {
+        if let Some(h) = self.assigned.get(&page) {
+            return Some(*h);
+        }
+        let alloc = self
+            .allocs
+            .iter()
+            .find(|a| page.0 >= a.first.0 && page.0 < a.first.0 + a.pages)?;
+        let node = alloc.static_home(page, self.layout.nodes).unwrap_or(asker);
+        let h = HomeRef { node, epoch: 0 };
+        self.assigned.insert(page, h);
+        Some(h)
+    }
+
+    /// Manager side: a migration moved the home (ignored if older than what is recorded).
+    pub fn manager_moved(&mut self, page: PageId, home: HomeRef) {
+        match self.assigned.get(&page) {
+            Some(old) if old.epoch >= home.epoch => {}
+            _ => {
+                self.assigned.insert(page, home);
+            }
+        }
+    }
+
+    /// Whether this node is the manager of `page`.
+    pub fn is_manager(&self, page: PageId) -> bool {
+        self.manager_of(page) == self.me
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use squall_core::Placement;
+
+    #[test]
+    fn first_touch_assigns_first_asker_and_epochs_order_updates() {
+        let layout = HeapLayout {
+            nodes: 2,
+            total_pages: 8,
+        };
+        let mut d = HomeDirectory::new(NodeId(0), layout);
+        d.register(AllocInfo {
+            first: PageId(0),
+            pages: 2,
+            placement: Placement::FirstTouch,
+        });
+        d.register(AllocInfo {
+            first: PageId(2),
+            pages: 2,
+            placement: Placement::Node(NodeId(1)),
+        });
+        assert_eq!(
+            d.manager_lookup(PageId(1), NodeId(1)).map(|h| h.node),
+            Some(NodeId(1))
+        );
+        assert_eq!(
+            d.manager_lookup(PageId(1), NodeId(0)).map(|h| h.node),
+            Some(NodeId(1))
+        );
+        assert_eq!(
+            d.manager_lookup(PageId(2), NodeId(0)).map(|h| h.node),
+            Some(NodeId(1))
+        );
+        assert_eq!(
+            d.manager_lookup(PageId(3), NodeId(0)).map(|h| h.node),
+            Some(NodeId(1))
+        );
+        assert_eq!(d.manager_lookup(PageId(5), NodeId(0)), None);
+        d.manager_moved(
+            PageId(1),
+            HomeRef {
+                node: NodeId(0),
+                epoch: 1,
+            },
+        );
+        d.manager_moved(
+            PageId(1),
+            HomeRef {
+                node: NodeId(1),
+                epoch: 0,
+            },
+        );
+        assert_eq!(
+            d.manager_lookup(PageId(1), NodeId(1)).map(|h| h.node),
+            Some(NodeId(0))
+        );
+        d.learn(
+            PageId(1),
+            HomeRef {
+                node: NodeId(0),
+                epoch: 2,
+            },
+        );
+        d.learn(
+            PageId(1),
+            HomeRef {
+                node: NodeId(1),
+                epoch: 1,
+            },
+        );
+        assert_eq!(d.cached(PageId(1)).map(|h| h.node), Some(NodeId(0)));
+    }
+}

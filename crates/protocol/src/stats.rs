@@ -1,0 +1,108 @@
+//! Protocol statistics, per node, serializable and summable over nodes.
+//!
+//! Owns: the counters a core keeps. Must not touch: protocol decisions.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::ops::AddAssign;
+
+/// Messages and bytes sent of one message type.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MsgCount {
+    pub messages: u64,
+    pub bytes: u64,
+}
+
+/// Counters of one protocol core (or their sum over nodes, see `merge`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProtoStats {
+    pub read_faults: u64,
+    pub write_faults: u64,
+    pub twins: u64,
+    pub diffs_created: u64,
+    pub diff_bytes: u64,
+    pub diffs_applied: u64,
+    pub page_fetches: u64,
+    pub invalidations: u64,
+    pub home_migrations: u64,
+    pub atomics: u64,
+    /// Synchronization info bytes that could not be decoded (a bug in a peer).
+    pub malformed_sync_info: u64,
+    /// Per message type (its name in the protocol docs).
+    pub sent: BTreeMap<String, MsgCount>,
+}
+
+impl ProtoStats {
+    /// Add another node's counters to these.
+    pub fn merge(&mut self, other: &ProtoStats) {
+        self.read_faults += other.read_faults;
+        self.write_faults += other.write_faults;
+        self.twins += other.twins;
+        self.diffs_created += other.diffs_created;
+        self.diff_bytes += other.diff_bytes;
+        self.diffs_applied += other.diffs_applied;
+        self.page_fetches += other.page_fetches;
+        self.invalidations += other.invalidations;
+        self.home_migrations += other.home_migrations;
+        self.atomics += other.atomics;
+        self.malformed_sync_info += other.malformed_sync_info;
+        for (k, v) in &other.sent {
+            let e = self.sent.entry(k.clone()).or_default();
+            e.messages += v.messages;
+            e.bytes += v.bytes;
+        }
+    }
+    /// Record one message sent.
+    pub fn count_send(&mut self, kind: &str, bytes: usize) {
+        let e = self.sent.entry(kind.to_string()).or_default();
+        e.messages += 1;
+        e.bytes += bytes as u64;
+    }
+    /// Total messages sent (all types).
+    pub fn messages(&self) -> u64 {
+        self.sent.values().map(|c| c.messages).sum()
+    }
+    /// Total bytes sent (all types).
+    pub fn bytes(&self) -> u64 {
+        self.sent.values().map(|c| c.bytes).sum()
+    }
+    /// Messages of one type.
+    pub fn messages_of(&self, kind: &str) -> u64 {
+        self.sent.get(kind).map_or(0, |c| c.messages)
+    }
+}
+
+impl AddAssign<&ProtoStats> for ProtoStats {
+    fn add_assign(&mut self, rhs: &ProtoStats) {
+        self.merge(rhs);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_sums_and_serializes() {
+        let mut a = ProtoStats {
+            read_faults: 2,
+            ..Default::default()
+        };
+        a.count_send("fetch", 10);
+        let mut b = ProtoStats {
+            read_faults: 3,
+            twins: 1,
+            ..Default::default()
+        };
+        b.count_send("fetch", 5);
+        b.count_send("diff", 7);
+        a += &b;
+        assert_eq!(a.read_faults, 5);
+        assert_eq!(a.twins, 1);
+        assert_eq!(a.messages_of("fetch"), 2);
+        assert_eq!(a.bytes(), 22);
+        let json = serde_json::to_string(&a).expect("serializable");
+        let back: ProtoStats = serde_json::from_str(&json).expect("deserializable");
+        assert_eq!(back, a);
+    }
+}
