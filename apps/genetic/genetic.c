@@ -1,0 +1,265 @@
+/*
+ * genetic - iterative genetic algorithm over a shared population (DSM/IP's `genetic` workload,
+ * seed 004 §4.2).
+ *
+ * Owns: the population, breeding (selection, crossover, mutation), the fitness metric, the
+ * replacement of the least fit, and the check against a serial recomputation.
+ * Must not touch: apps/common (the harness) or other apps.
+ *
+ * The algorithm "breeds" a specific 64-bit integer (the target) from a random population.
+ * Fitness of a genome x: for every base b = 2..B, the number of the target's base-b digit
+ * positions where x has the same digit. Only x == target reaches the maximum. Evaluating it
+ * is the workload's "think time": private computation, no shared access.
+ *
+ * Each generation has two phases separated by barriers, and the reader/writer roles change:
+ *   phase 1 (breed): every thread READS the shared population (kept sorted, fittest first) to
+ *     pick parents, and WRITES the offspring slots of its own block; it then sorts its block;
+ *   phase 2 (remove the least fit): thread 0 READS all offspring blocks and WRITES the new
+ *     population: the fitter half of the old one merged with the offspring (the old less fit
+ *     half is removed). Everyone then reads it in the next phase 1.
+ * Offspring k of generation g uses a PRNG seeded by (seed, g, k), and the population order is
+ * a total order (fitness, then genome), so the result does not depend on the thread count.
+ *
+ * Check: a serial recomputation (same breeding function, qsort instead of block sorts and a
+ * merge) must give the identical final population (exact compare of genomes and fitnesses).
+ */
+#include "app.h"
+
+typedef struct {
+    unsigned long long genome;
+    long long fitness;
+} ga_ind;
+
+typedef struct {
+    long pop;          /* population size (even) */
+    int gens;          /* generations */
+    int bmax;          /* fitness uses bases 2..bmax */
+    int nthreads;
+    unsigned long long target;
+    unsigned long long seed;
+    ga_ind *cur, *next; /* population buffers (cur is read in phase 1, next written in phase 2) */
+    ga_ind *off;       /* offspring, pop/2 slots, blocks owned by threads */
+    long *found;       /* first generation whose best genome is the target (-1: never) */
+    app_barrier bar;
+    double t0, t1;
+} ga_shared;
+
+typedef struct {
+    ga_shared *g;
+    int tid;
+} ga_arg;
+
+static long long ga_fitness(unsigned long long x, unsigned long long t, int bmax)
+{
+    long long f = 0;
+    for (unsigned long long b = 2; b <= (unsigned long long)bmax; b++) {
+        unsigned long long u = x, v = t;
+        while (v) {
+            f += (u % b) == (v % b);
+            u /= b;
+            v /= b;
+        }
+    }
+    return f;
+}
+
+/* Fittest first; ties broken by genome so the order is total. */
+static int ga_before(const ga_ind *a, const ga_ind *b)
+{
+    if (a->fitness != b->fitness)
+        return a->fitness > b->fitness;
+    return a->genome < b->genome;
+}
+
+static int ga_cmp(const void *pa, const void *pb)
+{
+    const ga_ind *a = pa, *b = pb;
+    if (ga_before(a, b))
+        return -1;
+    if (ga_before(b, a))
+        return 1;
+    return 0;
+}
+
+/* Offspring k of generation gen, bred from the sorted population cur[0..pop). */
+static ga_ind ga_breed(const ga_ind *cur, long pop, unsigned long long target, int bmax, unsigned long long seed,
+                       int gen, long k)
+{
+    app_rng r;
+    app_rng_seed(&r, seed ^ ((unsigned long long)gen << 40) ^ (unsigned long long)k * 0x9E3779B97F4A7C15ULL);
+    /* rank-biased selection: the smaller of two uniform ranks */
+    long i1 = (long)app_rng_below(&r, (unsigned long long)pop), i2 = (long)app_rng_below(&r, (unsigned long long)pop);
+    long j1 = (long)app_rng_below(&r, (unsigned long long)pop), j2 = (long)app_rng_below(&r, (unsigned long long)pop);
+    unsigned long long pa = cur[i1 < i2 ? i1 : i2].genome;
+    unsigned long long pb = cur[j1 < j2 ? j1 : j2].genome;
+    unsigned long long mask = app_rng_next(&r);
+    ga_ind c;
+    c.genome = (pa & mask) | (pb & ~mask);
+    for (int m = 0; m < 2; m++)
+        if (app_rng_below(&r, 2))
+            c.genome ^= 1ULL << app_rng_below(&r, 64);
+    c.fitness = ga_fitness(c.genome, target, bmax);
+    return c;
+}
+
+static void ga_sort_block(ga_ind *a, long n)
+{
+    qsort(a, (size_t)n, sizeof(ga_ind), ga_cmp);
+}
+
+/* next[0..pop) = fittest pop of (cur[0..pop/2) U the T sorted offspring blocks). */
+static void ga_merge(ga_shared *g)
+{
+    long half = g->pop / 2;
+    int T = g->nthreads;
+    long pos[T + 1], end[T + 1];
+    pos[0] = 0;
+    end[0] = half; /* source 0: the fitter half of cur */
+    for (int t = 0; t < T; t++)
+        app_block_range(half, T, t, &pos[t + 1], &end[t + 1]);
+    for (long out = 0; out < g->pop; out++) {
+        int bs = -1;
+        const ga_ind *best = NULL;
+        for (int s = 0; s <= T; s++) {
+            if (pos[s] >= end[s])
+                continue;
+            const ga_ind *c = s == 0 ? &g->cur[pos[0]] : &g->off[pos[s]];
+            if (best == NULL || ga_before(c, best)) {
+                best = c;
+                bs = s;
+            }
+        }
+        g->next[out] = *best;
+        pos[bs]++;
+    }
+}
+
+static void *ga_worker(void *p)
+{
+    ga_arg *a = p;
+    ga_shared *g = a->g;
+    long half = g->pop / 2, lo, hi;
+    app_block_range(half, g->nthreads, a->tid, &lo, &hi);
+
+    app_barrier_wait(&g->bar);
+    if (a->tid == 0)
+        g->t0 = app_now();
+    for (int gen = 0; gen < g->gens; gen++) {
+        /* Both buffers are swapped by every thread identically, so each knows which is current. */
+        for (long k = lo; k < hi; k++)
+            g->off[k] = ga_breed(g->cur, g->pop, g->target, g->bmax, g->seed, gen, k);
+        ga_sort_block(&g->off[lo], hi - lo);
+        app_barrier_wait(&g->bar);
+        if (a->tid == 0) {
+            ga_merge(g);
+            ga_ind *t = g->cur;
+            g->cur = g->next;
+            g->next = t;
+            if (*g->found < 0 && g->cur[0].genome == g->target)
+                *g->found = gen;
+        }
+        app_barrier_wait(&g->bar);
+    }
+    if (a->tid == 0)
+        g->t1 = app_now();
+    return NULL;
+}
+
+static void ga_init_pop(ga_ind *pop, long n, unsigned long long target, int bmax, unsigned long long seed)
+{
+    app_rng r;
+    app_rng_seed(&r, seed * 31 + 7);
+    for (long i = 0; i < n; i++) {
+        pop[i].genome = app_rng_next(&r);
+        pop[i].fitness = ga_fitness(pop[i].genome, target, bmax);
+    }
+    qsort(pop, (size_t)n, sizeof(ga_ind), ga_cmp);
+}
+
+static const char *USAGE =
+    "genetic: genetic algorithm breeding a 64-bit target integer over a shared population\n"
+    "  -p P      population size, even (default by size: tiny 512, small 4096, medium 16384, large 32768)\n"
+    "  -g G      generations (default by size: tiny 10, small 150, medium 250, large 600)\n"
+    "  -b B      fitness compares digits in bases 2..B, the think time (default 40)\n"
+    "  --seed S  seed of the population, target and breeding (default 1)";
+
+int main(int argc, char **argv)
+{
+    app_opts o;
+    app_parse_common(argc, argv, &o, USAGE);
+    static const long PP[4] = {512, 4096, 16384, 32768};
+    static const long GG[4] = {10, 150, 250, 600};
+    int si = app_size_index(&o);
+    long pop = app_flag_long(argc, argv, &o, "-p", PP[si], 2, 100000000L);
+    int gens = (int)app_flag_long(argc, argv, &o, "-g", GG[si], 1, 1000000);
+    int bmax = (int)app_flag_long(argc, argv, &o, "-b", 40, 2, 1000000);
+    long seed = app_flag_long(argc, argv, NULL, "--seed", 1, 0, 0x7fffffffffffffffL);
+    if (pop % 2)
+        pop++;
+    int T = o.threads;
+
+    ga_shared *g = app_alloc(1, sizeof *g, "genetic shared state");
+    g->pop = pop;
+    g->gens = gens;
+    g->bmax = bmax;
+    g->nthreads = T;
+    g->seed = (unsigned long long)seed;
+    app_rng tr;
+    app_rng_seed(&tr, g->seed + 1000003);
+    g->target = app_rng_next(&tr) | (1ULL << 63);
+    g->cur = app_alloc((size_t)pop, sizeof(ga_ind), "population");
+    g->next = app_alloc((size_t)pop, sizeof(ga_ind), "next population");
+    g->off = app_alloc((size_t)(pop / 2), sizeof(ga_ind), "offspring");
+    g->found = app_alloc(1, sizeof(long), "found generation");
+    *g->found = -1;
+    ga_init_pop(g->cur, pop, g->target, bmax, g->seed);
+    app_barrier_init(&g->bar, T);
+    ga_arg *args = app_alloc((size_t)T, sizeof *args, "thread arguments");
+    void **targs = app_alloc((size_t)T, sizeof(void *), "thread argument pointers");
+    for (int i = 0; i < T; i++) {
+        args[i].g = g;
+        args[i].tid = i;
+        targs[i] = &args[i];
+    }
+
+    app_run_team(T, ga_worker, targs);
+    double time_s = g->t1 - g->t0;
+
+    long long maxfit = ga_fitness(g->target, g->target, bmax);
+    double total = 0.0;
+    for (long i = 0; i < pop; i++)
+        total += (double)g->cur[i].fitness;
+
+    int ok = 0;
+    char note[320];
+    if (o.verify) {
+        ga_ind *ref = app_alloc((size_t)pop, sizeof(ga_ind), "reference population");
+        ga_ind *tmp = app_alloc((size_t)pop, sizeof(ga_ind), "reference scratch");
+        ga_init_pop(ref, pop, g->target, bmax, g->seed);
+        long half = pop / 2;
+        for (int gen = 0; gen < gens; gen++) {
+            memcpy(tmp, ref, sizeof(ga_ind) * (size_t)half);
+            for (long k = 0; k < half; k++)
+                tmp[half + k] = ga_breed(ref, pop, g->target, bmax, g->seed, gen, k);
+            qsort(tmp, (size_t)pop, sizeof(ga_ind), ga_cmp);
+            memcpy(ref, tmp, sizeof(ga_ind) * (size_t)pop);
+        }
+        long diff = 0, badfit = 0;
+        for (long i = 0; i < pop; i++) {
+            if (ref[i].genome != g->cur[i].genome || ref[i].fitness != g->cur[i].fitness)
+                diff++;
+            if (g->cur[i].fitness != ga_fitness(g->cur[i].genome, g->target, bmax))
+                badfit++;
+        }
+        ok = diff == 0 && badfit == 0;
+        snprintf(note, sizeof note,
+                 "P=%ld G=%d B=%d best=%lld max=%lld found_gen=%ld differing=%ld bad_fitness=%ld (exact compare)", pop,
+                 gens, bmax, g->cur[0].fitness, maxfit, *g->found, diff, badfit);
+        free(ref);
+        free(tmp);
+    } else {
+        snprintf(note, sizeof note, "P=%ld G=%d B=%d best=%lld max=%lld found_gen=%ld (not verified)", pop, gens,
+                 bmax, g->cur[0].fitness, maxfit, *g->found);
+    }
+    app_finish("genetic", &o, time_s, ok, total, note);
+}
