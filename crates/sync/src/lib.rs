@@ -1,3 +1,88 @@
-//! Synchronization managers (sans-IO): queue locks, barriers, condition variables, flags and
-//! remote atomics, carrying the coherence protocol's consistency information.
+//! Synchronization managers (sans-IO): distributed queue locks, barriers, condition variables
+//! and flags, carrying the coherence protocol's consistency information.
+//!
+//! One [`SyncCore`] runs per node, on the node's service thread. Application threads' operations
+//! come in as calls naming an opaque [`Waiter`]; messages from other nodes' cores come in through
+//! [`SyncCore::handle_message`]; completions of releases started with
+//! `Consistency::begin_release` come in through [`SyncCore::release_done`]. Everything the core
+//! wants done comes out of [`SyncCore::poll_action`]: [`Action::Send`] and [`Action::Wake`].
+//! **Every operation produces exactly one `Wake` for its waiter** (immediately for unlock,
+//! signal, clear and misuse errors; later for operations that block).
+//!
+//! Owns: lock, barrier, condition and flag state of this node and of the ids this node manages
+//! (manager of id `x` is node `x % nodes`), and the message encoding between cores.
+//! Must not touch: sockets, clocks, threads, page memory (pages are the protocol's business,
+//! reached only through `squall_core::Consistency`).
 #![forbid(unsafe_code)]
+
+mod barrier;
+mod cond;
+mod core;
+pub mod error;
+mod flag;
+pub mod ids;
+mod lock;
+pub mod message;
+pub mod stats;
+
+pub use crate::core::SyncCore;
+pub use error::SyncError;
+pub use ids::{BarrierId, CondId, FlagId, Waiter};
+pub use stats::SyncStats;
+
+use serde::{Deserialize, Serialize};
+use squall_core::NodeId;
+
+/// What a [`SyncCore`] asks its driver (the runtime or the simulator) to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Send these sync-encoded bytes to another node's SyncCore (exactly once, FIFO per pair).
+    Send { to: NodeId, msg: Vec<u8> },
+    /// The operation of `waiter` finished with `result`; resume the thread.
+    Wake {
+        waiter: Waiter,
+        result: Result<Outcome, SyncError>,
+    },
+}
+
+/// How a successful operation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// Done: the lock is held, the barrier passed, the flag is set, the signal is sent, ...
+    Done,
+    /// `trylock` only: the lock was not free on this node; nothing is held.
+    Busy,
+    /// `barrier` only: done, and this is the one thread of the whole job chosen for
+    /// `PTHREAD_BARRIER_SERIAL_THREAD` in this episode.
+    Serial,
+}
+
+/// Who takes part in a barrier episode. All threads of one episode on one node must pass the
+/// same value (else `SyncError::BarrierMismatch`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BarrierCount {
+    /// Every node of the job takes part, this node with `local` threads (counts may differ
+    /// between nodes). One arrival per node and one departure per node: 2(N−1) messages.
+    /// This is the SPMD / `BARRIER` macro barrier.
+    PerNode { local: u32 },
+    /// `total` threads anywhere in the job take part (`pthread_barrier_init` count). Costs one
+    /// count message per arriving thread not on the manager node, then a collect round
+    /// (N−1 collects, N−1 infos) and N−1 departures. More than `total` threads arriving at one
+    /// episode is misuse (the extra thread belongs to the next episode only if it arrives after
+    /// its node left the previous one).
+    Total { total: u32 },
+}
+
+impl std::fmt::Display for BarrierCount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BarrierCount::PerNode { local } => write!(f, "{local} threads on every node"),
+            BarrierCount::Total { total } => write!(f, "{total} threads in total"),
+        }
+    }
+}
+
+/// The node that manages (queues, counts) synchronization object `id` in a job of `nodes`.
+pub fn manager_of(id: u64, nodes: u16) -> NodeId {
+    NodeId((id % u64::from(nodes.max(1))) as u16)
+}

@@ -1,0 +1,279 @@
+//! `SyncCore`: the per-node state machine that the lock, condition, barrier and flag modules
+//! extend; message dispatch, release-token bookkeeping and the action queue.
+//!
+//! Owns: the action queue, statistics, release tokens, and dispatch of decoded messages.
+//! Must not touch: sockets, clocks, threads; the meaning of consistency bytes.
+use crate::barrier::{MgrBarrier, NodeBarrier};
+use crate::cond::NodeCond;
+use crate::error::SyncError;
+use crate::flag::{MgrFlag, NodeFlag};
+use crate::ids::{FlagId, Waiter};
+use crate::lock::NodeLock;
+use crate::message::Msg;
+use crate::stats::SyncStats;
+use crate::{manager_of, Action, Outcome};
+use squall_core::{Consistency, NodeId};
+use std::collections::{HashMap, VecDeque};
+
+/// What a release started with `Consistency::begin_release(token)` was for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum PendingRelease {
+    /// The lock token leaves this node once the release is complete.
+    LockHandoff(u64),
+    /// This node's barrier arrival (or collect answer) is sent once the release is complete.
+    Barrier(u64),
+    /// The flag is set once the release is complete; then `waiter` resumes.
+    FlagSet(u64, Waiter),
+}
+
+/// One node's synchronization core. See the crate documentation for the contract.
+///
+/// Locks: a distributed queue lock per `LockId` whose manager (`manager_of`) keeps only the
+/// queue's tail node. A request goes to the manager, which forwards it to the previous tail;
+/// that node grants the token directly to the requester when its threads are done
+/// (request → forward → grant: at most 3 messages per remote acquire, and none for the unlock;
+/// none at all when the token is already on this node and nobody else asked for it).
+/// Fairness: nodes are served in the order the manager received their requests (FIFO across
+/// nodes); on one node threads are served in the order they called `lock`. When a successor
+/// node is known, the threads that were already queued on this node when the successor's
+/// forward arrived are served first, then the token leaves and later local threads queue again
+/// at the manager (so no node can starve another).
+#[derive(Debug)]
+pub struct SyncCore {
+    pub(crate) me: NodeId,
+    pub(crate) nodes: u16,
+    actions: VecDeque<Action>,
+    pub(crate) stats: SyncStats,
+    next_token: u64,
+    pub(crate) releases: HashMap<u64, PendingRelease>,
+    pub(crate) locks: HashMap<u64, NodeLock>,
+    /// Manager side: the tail node of each managed lock's queue.
+    pub(crate) lock_tails: HashMap<u64, NodeId>,
+    pub(crate) conds: HashMap<u64, NodeCond>,
+    /// Manager side: one entry per registered waiting thread, in registration order.
+    pub(crate) cond_queues: HashMap<u64, VecDeque<NodeId>>,
+    pub(crate) barriers: HashMap<u64, NodeBarrier>,
+    pub(crate) barrier_mgr: HashMap<u64, MgrBarrier>,
+    pub(crate) flags: HashMap<u64, NodeFlag>,
+    pub(crate) flag_mgr: HashMap<u64, MgrFlag>,
+}
+
+impl SyncCore {
+    /// The core of node `me` in a job of `nodes` nodes (`me.0 < nodes`).
+    pub fn new(me: NodeId, nodes: u16) -> Self {
+        SyncCore {
+            me,
+            nodes: nodes.max(1),
+            actions: VecDeque::new(),
+            stats: SyncStats::default(),
+            next_token: 1,
+            releases: HashMap::new(),
+            locks: HashMap::new(),
+            lock_tails: HashMap::new(),
+            conds: HashMap::new(),
+            cond_queues: HashMap::new(),
+            barriers: HashMap::new(),
+            barrier_mgr: HashMap::new(),
+            flags: HashMap::new(),
+            flag_mgr: HashMap::new(),
+        }
+    }
+
+    /// This node's id.
+    pub fn node(&self) -> NodeId {
+        self.me
+    }
+
+    /// Number of nodes in the job.
+    pub fn nodes(&self) -> u16 {
+        self.nodes
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &SyncStats {
+        &self.stats
+    }
+
+    /// Next action, or `None` when there is nothing to do until the next input.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// A message another node's SyncCore sent. Errors name the sender; the core's state is
+    /// unchanged by a message that is malformed or that it cannot accept.
+    pub fn handle_message(
+        &mut self,
+        cons: &mut dyn Consistency,
+        from: NodeId,
+        msg: &[u8],
+    ) -> Result<(), SyncError> {
+        if from.0 >= self.nodes || from == self.me {
+            return Err(SyncError::Malformed {
+                from,
+                why: format!(
+                    "sender is not another node of this job of {} nodes ({} is this node)",
+                    self.nodes, self.me
+                ),
+            });
+        }
+        match Msg::decode(from, msg)? {
+            Msg::LockRequest { lock, info } => {
+                self.expect_manager(from, lock, "lock")?;
+                self.mgr_lock_request(cons, lock, from, info)
+            }
+            Msg::LockForward {
+                lock,
+                requester,
+                info,
+            } => self.on_lock_forward(cons, from, lock, requester, info),
+            Msg::LockGrant { lock, info } => self.on_lock_grant(cons, from, lock, info),
+            Msg::CondRegister { cond } => {
+                self.expect_manager(from, cond, "condition")?;
+                self.mgr_cond_register(cons, cond, from)
+            }
+            Msg::CondRegistered { cond } => self.on_cond_registered(cons, from, cond),
+            Msg::CondSignal { cond, all } => {
+                self.expect_manager(from, cond, "condition")?;
+                self.mgr_cond_signal(cons, cond, all)
+            }
+            Msg::CondWake { cond, count } => self.on_cond_wake(cons, from, cond, count),
+            Msg::BarrierArrive {
+                barrier,
+                epoch,
+                info,
+            } => {
+                self.expect_manager(from, barrier, "barrier")?;
+                self.mgr_barrier_info(cons, from, barrier, epoch, info, true)
+            }
+            Msg::BarrierCount {
+                barrier,
+                epoch,
+                total,
+                count,
+            } => {
+                self.expect_manager(from, barrier, "barrier")?;
+                self.mgr_barrier_count(cons, from, barrier, epoch, total, count)
+            }
+            Msg::BarrierCollect { barrier, epoch } => {
+                self.on_barrier_collect(cons, from, barrier, epoch)
+            }
+            Msg::BarrierInfo {
+                barrier,
+                epoch,
+                info,
+            } => {
+                self.expect_manager(from, barrier, "barrier")?;
+                self.mgr_barrier_info(cons, from, barrier, epoch, info, false)
+            }
+            Msg::BarrierDepart {
+                barrier,
+                epoch,
+                serial,
+                infos,
+            } => self.on_barrier_depart(cons, from, barrier, epoch, serial, infos),
+            Msg::FlagSet { flag, info } => {
+                self.expect_manager(from, flag, "flag")?;
+                self.mgr_flag_set(cons, flag, from, info);
+                Ok(())
+            }
+            Msg::FlagClear { flag } => {
+                self.expect_manager(from, flag, "flag")?;
+                self.flag_mgr.entry(flag).or_default().set = None;
+                Ok(())
+            }
+            Msg::FlagWait { flag } => {
+                self.expect_manager(from, flag, "flag")?;
+                self.mgr_flag_wait(cons, flag, from);
+                Ok(())
+            }
+            Msg::FlagReady { flag, setter, info } => {
+                self.on_flag_ready(cons, Some(from), FlagId(flag), setter, info)
+            }
+        }
+    }
+
+    /// The coherence protocol completed the release this core started with
+    /// `begin_release(token)`.
+    pub fn release_done(
+        &mut self,
+        cons: &mut dyn Consistency,
+        token: u64,
+    ) -> Result<(), SyncError> {
+        match self.releases.remove(&token) {
+            None => Err(SyncError::UnknownRelease {
+                node: self.me,
+                token,
+            }),
+            Some(PendingRelease::LockHandoff(lock)) => {
+                self.finish_handoff(cons, lock);
+                Ok(())
+            }
+            Some(PendingRelease::Barrier(b)) => {
+                self.finish_barrier_release(cons, b);
+                Ok(())
+            }
+            Some(PendingRelease::FlagSet(flag, waiter)) => {
+                self.finish_flag_set(cons, flag, waiter);
+                Ok(())
+            }
+        }
+    }
+
+    /// Start a release for `what`; returns `true` if it completed at once (the caller then
+    /// finishes the operation itself), `false` if `release_done` will report it.
+    pub(crate) fn begin_release(
+        &mut self,
+        cons: &mut dyn Consistency,
+        what: PendingRelease,
+    ) -> bool {
+        let token = self.next_token;
+        self.next_token += 1;
+        if cons.begin_release(token) {
+            true
+        } else {
+            self.releases.insert(token, what);
+            false
+        }
+    }
+
+    pub(crate) fn manager(&self, id: u64) -> NodeId {
+        manager_of(id, self.nodes)
+    }
+
+    fn expect_manager(&self, from: NodeId, id: u64, what: &str) -> Result<(), SyncError> {
+        if self.manager(id) == self.me {
+            Ok(())
+        } else {
+            Err(self.unexpected(
+                from,
+                format!("{what} {id}"),
+                format!("this node is not its manager ({} is)", self.manager(id)),
+            ))
+        }
+    }
+
+    pub(crate) fn unexpected(&self, from: NodeId, what: String, why: String) -> SyncError {
+        SyncError::Unexpected {
+            node: self.me,
+            from,
+            what,
+            why,
+        }
+    }
+
+    pub(crate) fn send(&mut self, to: NodeId, msg: Msg) {
+        debug_assert_ne!(to, self.me, "sync core sending to itself");
+        let bytes = msg.encode();
+        self.stats.messages_sent[msg.kind()] += 1;
+        self.stats.bytes_sent += bytes.len() as u64;
+        self.actions.push_back(Action::Send { to, msg: bytes });
+    }
+
+    pub(crate) fn wake(&mut self, waiter: Waiter, result: Result<Outcome, SyncError>) {
+        self.actions.push_back(Action::Wake { waiter, result });
+    }
+
+    pub(crate) fn wake_ok(&mut self, waiter: Waiter) {
+        self.wake(waiter, Ok(Outcome::Done));
+    }
+}

@@ -1,0 +1,43 @@
+//! Counters of one node's synchronization activity (time is measured by the runtime, not here).
+//!
+//! Owns: `SyncStats`. Must not touch: clocks, core state.
+use crate::message::KIND_NAMES;
+use serde::{Deserialize, Serialize};
+
+/// What one SyncCore did. Serializable so the runtime can print it with its other statistics.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyncStats {
+    /// Lock acquisitions served without any message (the token was on this node).
+    pub lock_acquires_local: u64,
+    /// Lock acquisitions that needed the token to come from another node.
+    pub lock_acquires_remote: u64,
+    /// `trylock` calls that returned `Outcome::Busy`.
+    pub trylock_busy: u64,
+    /// Barrier episodes this node took part in (completed).
+    pub barrier_episodes: u64,
+    /// Condition waits completed (signalled and lock re-acquired).
+    pub cond_waits: u64,
+    /// Condition signals and broadcasts issued by this node's threads.
+    pub cond_signals: u64,
+    /// Flag waits completed.
+    pub flag_waits: u64,
+    /// Messages sent, indexed like `message::KIND_NAMES`.
+    pub messages_sent: [u64; 16],
+    /// Bytes of sync messages sent.
+    pub bytes_sent: u64,
+}
+
+impl SyncStats {
+    /// Total number of messages sent.
+    pub fn messages_total(&self) -> u64 {
+        self.messages_sent.iter().sum()
+    }
+
+    /// Messages sent of the kind named `name` (see `message::KIND_NAMES`); 0 for unknown names.
+    pub fn messages_of(&self, name: &str) -> u64 {
+        KIND_NAMES
+            .iter()
+            .position(|k| *k == name)
+            .map_or(0, |i| self.messages_sent[i])
+    }
+}
