@@ -368,3 +368,100 @@ fn gib_of_alternating_states_keeps_map_count_small() {
     print!("{}", String::from_utf8_lossy(&out.stdout));
     check(&out, "child (1 GiB)");
 }
+
+/// System calls that touch a non-resident shared page wait for the grant like threads do
+/// (write(2) reading from the application view), and mixed-state ranges change in one call.
+fn kernel_access_and_ranges() {
+    let s = space(16 << 20);
+    let (tx, rx) = mpsc::channel::<Fault>();
+    let _ft = s.start_fault_thread(move |f| tx.send(f).unwrap()).unwrap();
+    let page = PageId(2);
+    let addr = s.addr_of(page);
+    s.write_bytes(page, 0, &pattern(3));
+    let writer = std::thread::spawn(move || {
+        let (r, mut w) = std::io::pipe().unwrap();
+        // SAFETY: the slice lies in the reserved range; the kernel's copy of it from user
+        // memory faults and waits for the grant.
+        let src = unsafe { std::slice::from_raw_parts(addr as *const u8, PAGE_SIZE) };
+        w.write_all(src).unwrap();
+        drop(w);
+        let mut got = Vec::new();
+        std::io::Read::read_to_end(&mut &r, &mut got).unwrap();
+        got
+    });
+    let f = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("kernel-mode fault");
+    assert_eq!((f.page, f.write), (page, false), "{f:?}");
+    s.set_access(page, Access::Read);
+    assert_eq!(writer.join().unwrap(), pattern(3));
+
+    // Pages 0..8 in mixed states, then one call grants ReadWrite to all of them.
+    s.set_access(PageId(0), Access::ReadWrite);
+    s.set_access(PageId(5), Access::Read);
+    s.set_access_range(PageId(0), 8, Access::ReadWrite).unwrap();
+    for p in 0..8 {
+        assert_eq!(s.access(PageId(p)), Access::ReadWrite);
+        app_write(s.addr_of(PageId(p)) + 1, p as u8);
+    }
+    assert!(rx.try_recv().is_err(), "granted pages do not fault");
+    let mut out = vec![0u8; PAGE_SIZE];
+    s.read_page(PageId(2), &mut out);
+    assert_eq!(out[1], 2);
+    assert_eq!(out[2], pattern(3)[2]);
+    s.set_access_range(PageId(0), 8, Access::None).unwrap();
+    assert_eq!(s.access(PageId(5)), Access::None);
+    let reader = std::thread::spawn(move || app_read(addr + 1));
+    let f = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("fault after range invalidation");
+    assert_eq!(f.page, page);
+    s.set_access(page, Access::Read);
+    assert_eq!(reader.join().unwrap(), 2);
+}
+
+#[test]
+fn kernel_accesses_wait_and_ranges_change_at_once() {
+    if std::env::var(ROLE).is_ok() {
+        return kernel_access_and_ranges();
+    }
+    let out = child("kernel_accesses_wait_and_ranges_change_at_once", "kernel")
+        .output()
+        .unwrap();
+    check(&out, "child (kernel access)");
+}
+
+/// The default configuration reserves 64 GiB at the default base without committing memory.
+fn default_range() {
+    let cfg = SpaceConfig::default();
+    let s = AddressSpace::reserve(&cfg).unwrap();
+    assert_eq!((s.base(), s.size()), (0x5000_0000_0000, 64 << 30));
+    assert_eq!(s.total_pages(), 16 << 20);
+    let last = PageId(s.total_pages() - 1);
+    s.write_bytes(last, PAGE_SIZE - 1, &[42]);
+    s.set_access(last, Access::Read);
+    assert_eq!(app_read(s.addr_of(last) + PAGE_SIZE - 1), 42);
+    assert_eq!(s.page_of(s.base() + s.size()), None);
+    assert_eq!(s.page_of(s.addr_of(last) + 5), Some(last));
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let rss_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    assert!(
+        rss_kib < 200 * 1024,
+        "resident set {rss_kib} KiB after reserving 64 GiB"
+    );
+}
+
+#[test]
+fn default_64_gib_range_commits_nothing_up_front() {
+    if std::env::var(ROLE).is_ok() {
+        return default_range();
+    }
+    let out = child("default_64_gib_range_commits_nothing_up_front", "default")
+        .output()
+        .unwrap();
+    check(&out, "child (default range)");
+}
