@@ -38,7 +38,7 @@ typedef struct {
     double *x, *z, *p, *q, *r;
     double *partial;  /* 2 * nthreads * CG_PAD */
     double zeta, rnorm;
-    app_barrier bar;
+    app_barrier *bar; /* the team's barrier (a barrier of one for the reference rerun) */
     double t0, t1;
 } cg_shared;
 
@@ -59,7 +59,7 @@ static double cg_allreduce(cg_red *rd, double mine)
     cg_shared *g = rd->g;
     double *slots = g->partial + (size_t)rd->buf * (size_t)g->nthreads * CG_PAD;
     slots[(size_t)rd->me * CG_PAD] = mine;
-    app_barrier_wait(&g->bar);
+    app_barrier_wait(g->bar);
     double s = 0.0;
     for (int t = 0; t < g->nthreads; t++)
         s += slots[(size_t)t * CG_PAD];
@@ -83,7 +83,7 @@ static void cg_run(cg_shared *g, cg_red *rd, long lo, long hi)
     double *x = g->x, *z = g->z, *p = g->p, *q = g->q, *r = g->r;
     for (long i = lo; i < hi; i++)
         x[i] = 1.0;
-    app_barrier_wait(&g->bar);
+    app_barrier_wait(g->bar);
     for (int it = 0; it < g->niter; it++) {
         double rho = 0.0;
         for (long i = lo; i < hi; i++) {
@@ -108,10 +108,10 @@ static void cg_run(cg_shared *g, cg_red *rd, long lo, long hi)
             }
             rho = cg_allreduce(rd, rho);
             double beta = rho / rho0;
-            app_barrier_wait(&g->bar); /* everyone is done reading p for q = A p */
+            app_barrier_wait(g->bar); /* everyone is done reading p for q = A p */
             for (long i = lo; i < hi; i++)
                 p[i] = r[i] + beta * p[i];
-            app_barrier_wait(&g->bar); /* p complete before the next product */
+            app_barrier_wait(g->bar); /* p complete before the next product */
         }
         /* residual ||x - A z|| (q = A z) and x . z, ||z|| */
         cg_matvec(g, q, z, lo, hi);
@@ -134,7 +134,7 @@ static void cg_run(cg_shared *g, cg_red *rd, long lo, long hi)
             if (it == 0)
                 g->rnorm /= sqrt((double)g->n);
         }
-        app_barrier_wait(&g->bar); /* x complete */
+        app_barrier_wait(g->bar); /* x complete */
     }
 }
 
@@ -145,7 +145,7 @@ static void *cg_worker(void *p)
     cg_red rd = {g, arg->tid, 0};
     long lo, hi;
     app_block_range(g->n, g->nthreads, arg->tid, &lo, &hi);
-    app_barrier_wait(&g->bar);
+    app_barrier_wait(g->bar);
     if (arg->tid == 0)
         g->t0 = app_now();
     cg_run(g, &rd, lo, hi);
@@ -234,7 +234,8 @@ int main(int argc, char **argv)
     g->q = app_alloc((size_t)n, sizeof(double), "q");
     g->r = app_alloc((size_t)n, sizeof(double), "r");
     g->partial = app_alloc((size_t)(2 * o.threads * CG_PAD), sizeof(double), "reduction slots");
-    app_barrier_init(&g->bar, o.threads);
+    g->bar = app_alloc(1, sizeof *g->bar, "team barrier");
+    app_barrier_init(g->bar, o.threads);
 
     cg_arg *args = app_alloc((size_t)o.threads, sizeof *args, "thread args");
     void **targs = app_alloc((size_t)o.threads, sizeof(void *), "thread arg pointers");
@@ -250,12 +251,13 @@ int main(int argc, char **argv)
     char note[260];
     if (o.verify) {
         /* sequential rerun on the same matrix: one "thread", full range, barrier of one */
-        int saved = g->nthreads;
+        app_barrier *solo = app_alloc(1, sizeof *solo, "reference barrier");
+        app_barrier_init(solo, 1);
+        g->bar = solo;
         g->nthreads = 1;
-        app_barrier_init(&g->bar, 1);
         cg_red rd = {g, 0, 0};
         cg_run(g, &rd, 0, n);
-        g->nthreads = saved;
+        g->nthreads = o.threads;
         double d = app_rel_diff(zeta, g->zeta);
         ok = d <= 1e-10 && rnorm <= 1e-6 && isfinite(zeta);
         snprintf(note, sizeof note,
