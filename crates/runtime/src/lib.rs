@@ -1,2 +1,31 @@
-//! The node runtime: one service thread per node composing the transport, the address
-//! space, the coherence protocol and the synchronization managers; the public Rust API.
+//! Squall: software distributed shared memory.
+//!
+//! A Squall job is N node processes (started by `squall run`, by `mpirun`/`srun`, or by any
+//! launcher that sets the `SQUALL_*` variables) sharing one address range mapped at the same
+//! virtual address on every node. Ordinary loads and stores to memory from [`Node::alloc`]
+//! are kept coherent page by page by the chosen protocol (`hlrc` by default, or `sc`);
+//! locks, barriers, conditions and flags carry the consistency information.
+//!
+//! ```no_run
+//! let node = squall::init()?;
+//! let data = node.alloc_collective(4096 * 8, squall::Placement::FirstTouch)? as *mut u64;
+//! // ... every node writes its part, then:
+//! node.barrier()?;
+//! node.finalize()?;
+//! # Ok::<(), squall::SquallError>(())
+//! ```
+//!
+//! This crate owns the node runtime: one service thread per node (the transport's) that runs
+//! the protocol and synchronization cores; application threads reach it through [`Node`].
+pub mod config;
+pub mod error;
+mod msg;
+mod node;
+mod service;
+pub mod stats;
+
+pub use config::{PlacementSpec, ProtocolKind, RuntimeConfig};
+pub use error::{Result, SquallError};
+pub use node::{init, node, parse_placement, Node};
+pub use squall_core::{LockId, NodeId, PageId, Placement, PAGE_SIZE};
+pub use squall_sync::{BarrierCount, BarrierId, CondId, FlagId};

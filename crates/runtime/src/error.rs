@@ -1,0 +1,35 @@
+//! The runtime's error type: what a Squall call can fail with. Messages are lowercase and name
+//! the node, the address or the id involved, and say what to do where there is something to do.
+use squall_core::NodeId;
+
+/// Errors of the public API.
+#[derive(Debug, thiserror::Error)]
+pub enum SquallError {
+    #[error("squall is not initialised: call squall::init() first (or start the program with `squall run`)")]
+    NotInitialised,
+    #[error("transport: {0}")]
+    Net(#[from] squall_net::NetError),
+    #[error("address space: {0}")]
+    Memory(#[from] squall_memory::MemoryError),
+    #[error("allocation on {node}: {source}")]
+    Alloc {
+        node: NodeId,
+        #[source]
+        source: squall_memory::AllocError,
+    },
+    #[error("{0:#x} is not a squall address (the global range is {1:#x}..{2:#x})")]
+    NotSquall(usize, usize, usize),
+    #[error("synchronization: {0}")]
+    Sync(#[from] squall_sync::SyncError),
+    #[error("configuration: {0}")]
+    Config(String),
+    #[error("{0} must not be called from a message handler (the service thread would wait on itself)")]
+    OnServiceThread(&'static str),
+    #[error("the node is shutting down")]
+    ShuttingDown,
+    #[error("{0}")]
+    Remote(String),
+}
+
+/// Result alias of the public API.
+pub type Result<T, E = SquallError> = std::result::Result<T, E>;

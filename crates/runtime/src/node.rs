@@ -1,0 +1,572 @@
+//! The node handle and the public Rust API: start-up (transport, address space, fault thread,
+//! protocol and sync cores), allocation, synchronization, collectives, statistics, shutdown.
+//!
+//! Application threads call these methods; each posts a closure to the service thread and
+//! waits for its reply, so no protocol state is ever touched off the service thread. Owns the
+//! composition of the layers; must not touch sockets or page protections itself.
+use crate::config::{PlacementSpec, ProtocolKind, RuntimeConfig};
+use crate::error::{Result, SquallError};
+use crate::msg;
+use crate::service::{fatal, BoxedProtocol, Reply, Service};
+use crate::stats::{self, Breakdown, NodeStats};
+use crossbeam_channel::bounded;
+use parking_lot::{Condvar, Mutex};
+use serde_json::{Map, Value};
+use squall_core::{HeapLayout, LockId, NodeId, PageId, Placement};
+use squall_memory::{AddressSpace, FaultThread, Heap, SpaceConfig};
+use squall_net::{bootstrap, Endpoint, NetConfig};
+use squall_protocol::Protocol;
+use squall_sync::{BarrierCount, BarrierId, CondId, FlagId, Outcome, SyncCore, Waiter};
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+static NODE: OnceLock<Node> = OnceLock::new();
+static NEXT_WAITER: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    static WAITER: Cell<u64> = const { Cell::new(0) };
+}
+
+/// This thread's waiter id (stable for the thread's life: locks are held by threads).
+fn my_waiter() -> Waiter {
+    WAITER.with(|w| {
+        if w.get() == 0 {
+            w.set(NEXT_WAITER.fetch_add(1, Ordering::Relaxed));
+        }
+        Waiter(w.get())
+    })
+}
+
+/// A mailbox of values keyed by sequence number, filled by a handler and waited on by
+/// application threads.
+#[derive(Default)]
+struct Mailbox<T> {
+    items: Mutex<HashMap<u64, T>>,
+    cv: Condvar,
+}
+
+impl<T> Mailbox<T> {
+    fn put(&self, key: u64, v: T) {
+        self.items.lock().insert(key, v);
+        self.cv.notify_all();
+    }
+    fn take(&self, key: u64) -> T {
+        let mut g = self.items.lock();
+        loop {
+            if let Some(v) = g.remove(&key) {
+                return v;
+            }
+            self.cv.wait(&mut g);
+        }
+    }
+}
+
+struct Inner {
+    ep: Endpoint,
+    space: Arc<AddressSpace>,
+    svc: Arc<Mutex<Service>>,
+    cfg: RuntimeConfig,
+    layout: HeapLayout,
+    fault_thread: Mutex<Option<FaultThread>>,
+    coll_seq: AtomicU64,
+    coll: Arc<Mailbox<u64>>,
+    stats_in: Arc<Mailbox<NodeStats>>,
+    started: Instant,
+    sync_ns: AtomicU64,
+    finalized: AtomicBool,
+}
+
+/// One node of a Squall job. Cheap to clone; every clone is the same node.
+#[derive(Clone)]
+pub struct Node {
+    inner: Arc<Inner>,
+}
+
+/// Start this node from the `SQUALL_*` environment (what `squall run` sets), once per process;
+/// later calls return the same node.
+pub fn init() -> Result<Node> {
+    if let Some(n) = NODE.get() {
+        return Ok(n.clone());
+    }
+    let node = Node::start(NetConfig::from_env()?, RuntimeConfig::from_env()?)?;
+    Ok(NODE.get_or_init(|| node).clone())
+}
+
+/// The node started by [`init`].
+pub fn node() -> Result<Node> {
+    NODE.get().cloned().ok_or(SquallError::NotInitialised)
+}
+
+fn make_protocol(
+    kind: ProtocolKind,
+    space: Arc<AddressSpace>,
+    me: NodeId,
+    layout: HeapLayout,
+) -> BoxedProtocol {
+    match kind {
+        ProtocolKind::Hlrc => Box::new(squall_protocol::hlrc::Hlrc::new(space, me, layout)),
+        ProtocolKind::Sc => Box::new(squall_protocol::sc::Sc::new(space, me, layout)),
+    }
+}
+
+impl Node {
+    /// Start a node with explicit settings (tests and embedders; `init` reads the environment).
+    pub fn start(net: NetConfig, cfg: RuntimeConfig) -> Result<Node> {
+        let me = net.rank;
+        let nodes = net.size;
+        let space = AddressSpace::reserve(&SpaceConfig::from_env()?)?;
+        let layout = HeapLayout { nodes, total_pages: space.total_pages() };
+        let heap = Heap::new(layout, me, space.base());
+        let protocol = make_protocol(cfg.protocol, space.clone(), me, layout);
+        let svc = Arc::new(Mutex::new(Service::new(
+            me,
+            protocol,
+            SyncCore::new(me, nodes),
+            heap,
+            space.clone(),
+        )));
+        let coll: Arc<Mailbox<u64>> = Arc::default();
+        let stats_in: Arc<Mailbox<NodeStats>> = Arc::default();
+        let (s, c, st) = (svc.clone(), coll.clone(), stats_in.clone());
+        let ep = bootstrap::start_with(net, move |ep| register_handlers(ep, s, c, st))?;
+        let node = Node {
+            inner: Arc::new(Inner {
+                ep: ep.clone(),
+                space: space.clone(),
+                svc: svc.clone(),
+                cfg,
+                layout,
+                fault_thread: Mutex::new(None),
+                coll_seq: AtomicU64::new(0),
+                coll,
+                stats_in,
+                started: Instant::now(),
+                sync_ns: AtomicU64::new(0),
+                finalized: AtomicBool::new(false),
+            }),
+        };
+        let ft = space.start_fault_thread(move |f| {
+            let svc = svc.clone();
+            ep.post(move |ep| svc.lock().on_fault(ep, f.page, f.write));
+        })?;
+        *node.inner.fault_thread.lock() = Some(ft);
+        // Everyone's fault thread and handlers are up before anyone touches shared memory.
+        node.barrier()?;
+        Ok(node)
+    }
+
+    /// This node's rank.
+    pub fn rank(&self) -> NodeId {
+        self.inner.ep.rank()
+    }
+
+    /// Number of nodes in the job.
+    pub fn size(&self) -> u16 {
+        self.inner.ep.size()
+    }
+
+    /// The transport endpoint (for explicit messaging beside shared memory).
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.inner.ep
+    }
+
+    /// The protocol this run uses.
+    pub fn protocol(&self) -> ProtocolKind {
+        self.inner.cfg.protocol
+    }
+
+    /// The global address range `(base, size)`: the same on every node.
+    pub fn range(&self) -> (usize, usize) {
+        (self.inner.space.base(), self.inner.space.size())
+    }
+
+    /// The home placement of allocations that do not name one.
+    pub fn default_placement(&self) -> Placement {
+        self.inner.cfg.placement.resolve(self.rank())
+    }
+
+    /// Run `f` on the service thread with this thread's waiter; wait for its reply.
+    fn call(
+        &self,
+        what: &'static str,
+        f: impl FnOnce(&mut Service, Waiter) + Send + 'static,
+    ) -> Result<Reply> {
+        if self.inner.ep.is_service_thread() {
+            return Err(SquallError::OnServiceThread(what));
+        }
+        let (tx, rx) = bounded(1);
+        let w = my_waiter();
+        let svc = self.inner.svc.clone();
+        self.inner.ep.post(move |ep| {
+            let mut s = svc.lock();
+            s.park(w, tx);
+            f(&mut s, w);
+            s.drain(ep);
+        });
+        rx.recv().map_err(|_| SquallError::ShuttingDown)
+    }
+
+    /// A synchronization call: time it as sync time and map its outcome.
+    fn sync_call(
+        &self,
+        what: &'static str,
+        f: impl FnOnce(&mut Service, Waiter) + Send + 'static,
+    ) -> Result<Outcome> {
+        let t = Instant::now();
+        let r = self.call(what, f);
+        self.inner.sync_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        match r? {
+            Reply::Sync(r) => Ok(r?),
+            Reply::Value(_) => Ok(Outcome::Done),
+            Reply::Failed(e) => Err(SquallError::Remote(e)),
+        }
+    }
+
+    fn page_of(&self, addr: usize) -> Result<PageId> {
+        self.inner.space.page_of(addr).ok_or(SquallError::NotSquall(
+            addr,
+            self.inner.space.base(),
+            self.inner.space.base() + self.inner.space.size(),
+        ))
+    }
+
+    // ----- allocation -------------------------------------------------------------------
+
+    /// Allocate `size` bytes of shared memory aligned to `align` (0: 16) with this placement
+    /// for its pages. Any thread, any node, any time.
+    pub fn alloc_with(&self, size: usize, align: usize, placement: Placement) -> Result<*mut u8> {
+        let me = self.rank();
+        let r = self.call("alloc", move |s, w| match s.heap.alloc(size, align, placement) {
+            Ok(a) => {
+                if let Some(info) = a.new_pages {
+                    s.register(info);
+                }
+                s.wake(w, Reply::Value(a.addr as u64))
+            }
+            Err(e) => s.wake(w, Reply::Failed(format!("allocation on {me}: {e}"))),
+        })?;
+        match r {
+            Reply::Value(a) => Ok(a as usize as *mut u8),
+            Reply::Failed(e) => Err(SquallError::Remote(e)),
+            Reply::Sync(_) => Err(SquallError::Remote("unexpected reply to alloc".into())),
+        }
+    }
+
+    /// Allocate with the default placement (`SQUALL_PLACEMENT`, first touch unless set).
+    pub fn alloc(&self, size: usize) -> Result<*mut u8> {
+        self.alloc_with(size, 0, self.default_placement())
+    }
+
+    /// Allocate zeroed memory.
+    pub fn calloc(&self, count: usize, size: usize) -> Result<*mut u8> {
+        let bytes = count.checked_mul(size).ok_or_else(|| {
+            SquallError::Config(format!("calloc({count}, {size}) overflows"))
+        })?;
+        let p = self.alloc(bytes)?;
+        // Fresh pages are zero on every node, but a reused small chunk is not: zero through the
+        // application view (an ordinary write, coherent like any other).
+        // SAFETY: `p` was just allocated with at least `bytes` usable bytes.
+        unsafe { std::ptr::write_bytes(p, 0, bytes) };
+        Ok(p)
+    }
+
+    /// Free memory from any `alloc` on any node.
+    pub fn free(&self, ptr: *mut u8) -> Result<()> {
+        let addr = ptr as usize;
+        let page = self.page_of(addr)?;
+        let manager = self.inner.layout.manager_of(page);
+        if manager == self.rank() {
+            match self.call("free", move |s, w| {
+                let r = free_local(s, addr);
+                s.wake(w, r)
+            })? {
+                Reply::Failed(e) => Err(SquallError::Remote(e)),
+                _ => Ok(()),
+            }
+        } else {
+            let mut p = vec![0u8];
+            p.extend_from_slice(&(addr as u64).to_le_bytes());
+            let r = self.inner.ep.request(manager, msg::HEAP, p)?;
+            if r.is_empty() {
+                Ok(())
+            } else {
+                Err(SquallError::Remote(String::from_utf8_lossy(&r).into_owned()))
+            }
+        }
+    }
+
+    /// Usable size of the allocation at `ptr`.
+    pub fn usable_size(&self, ptr: *mut u8) -> Result<usize> {
+        let addr = ptr as usize;
+        let page = self.page_of(addr)?;
+        let manager = self.inner.layout.manager_of(page);
+        let bad = || SquallError::Remote(format!("{addr:#x} is not the start of a live squall allocation"));
+        if manager == self.rank() {
+            match self.call("usable_size", move |s, w| {
+                let v = s.heap.size_of(addr).map(|n| n as u64).unwrap_or(u64::MAX);
+                s.wake(w, Reply::Value(v))
+            })? {
+                Reply::Value(v) if v != u64::MAX => Ok(v as usize),
+                _ => Err(bad()),
+            }
+        } else {
+            let mut p = vec![1u8];
+            p.extend_from_slice(&(addr as u64).to_le_bytes());
+            let r = self.inner.ep.request(manager, msg::HEAP, p)?;
+            let b: [u8; 8] = r.as_ref().try_into().map_err(|_| bad())?;
+            match u64::from_le_bytes(b) {
+                u64::MAX => Err(bad()),
+                v => Ok(v as usize),
+            }
+        }
+    }
+
+    /// Resize an allocation (the contents up to the smaller size are kept).
+    pub fn realloc(&self, ptr: *mut u8, size: usize) -> Result<*mut u8> {
+        if ptr.is_null() {
+            return self.alloc(size);
+        }
+        let old = self.usable_size(ptr)?;
+        if size <= old {
+            return Ok(ptr);
+        }
+        let new = self.alloc(size)?;
+        // SAFETY: both ranges are live squall allocations of at least `old` bytes, disjoint.
+        unsafe { std::ptr::copy_nonoverlapping(ptr, new, old) };
+        self.free(ptr)?;
+        Ok(new)
+    }
+
+    /// Collective: every node calls this in the same order; rank 0 allocates and every node
+    /// gets the same address.
+    pub fn alloc_collective(&self, size: usize, placement: Placement) -> Result<*mut u8> {
+        let v = if self.rank() == NodeId(0) {
+            Some(self.alloc_with(size, 0, placement)? as u64)
+        } else {
+            None
+        };
+        Ok(self.broadcast(v)? as usize as *mut u8)
+    }
+
+    /// Collective: rank 0 passes `Some(value)`, everyone gets it back. All nodes must make the
+    /// same sequence of collective calls.
+    pub fn broadcast(&self, value: Option<u64>) -> Result<u64> {
+        let seq = self.inner.coll_seq.fetch_add(1, Ordering::Relaxed);
+        if self.rank() == NodeId(0) {
+            let v = value.ok_or_else(|| {
+                SquallError::Config("broadcast: rank 0 must supply the value".into())
+            })?;
+            let mut p = seq.to_le_bytes().to_vec();
+            p.extend_from_slice(&v.to_le_bytes());
+            for n in 1..self.size() {
+                self.inner.ep.send(NodeId(n), msg::COLLECTIVE, p.clone())?;
+            }
+            Ok(v)
+        } else {
+            Ok(self.inner.coll.take(seq))
+        }
+    }
+
+    // ----- synchronization --------------------------------------------------------------
+
+    /// Barrier of every node, with one participating thread per node.
+    pub fn barrier(&self) -> Result<()> {
+        self.barrier_with(BarrierId(0), BarrierCount::PerNode { local: 1 }).map(|_| ())
+    }
+
+    /// A barrier with an explicit id and participant count. Returns `true` in exactly one
+    /// thread of the job per episode.
+    pub fn barrier_with(&self, id: BarrierId, count: BarrierCount) -> Result<bool> {
+        let o = self.sync_call("barrier", move |s, w| {
+            s.sync.barrier(&mut *s.protocol, id, w, count)
+        })?;
+        Ok(o == Outcome::Serial)
+    }
+
+    /// Acquire a global lock (FIFO across nodes).
+    pub fn lock(&self, lock: LockId) -> Result<()> {
+        self.sync_call("lock", move |s, w| s.sync.lock(&mut *s.protocol, lock, w)).map(|_| ())
+    }
+
+    /// Try to acquire a global lock without waiting; `true` if it is now held.
+    pub fn trylock(&self, lock: LockId) -> Result<bool> {
+        let o = self.sync_call("trylock", move |s, w| s.sync.trylock(&mut *s.protocol, lock, w))?;
+        Ok(o != Outcome::Busy)
+    }
+
+    /// Release a global lock held by this thread.
+    pub fn unlock(&self, lock: LockId) -> Result<()> {
+        self.sync_call("unlock", move |s, w| s.sync.unlock(&mut *s.protocol, lock, w)).map(|_| ())
+    }
+
+    /// Wait on a condition variable bound to `lock` (held by this thread); Mesa semantics.
+    pub fn cond_wait(&self, cond: CondId, lock: LockId) -> Result<()> {
+        self.sync_call("cond_wait", move |s, w| s.sync.cond_wait(&mut *s.protocol, cond, lock, w))
+            .map(|_| ())
+    }
+
+    /// Wake one waiter of `cond`.
+    pub fn cond_signal(&self, cond: CondId) -> Result<()> {
+        self.sync_call("cond_signal", move |s, w| s.sync.cond_signal(&mut *s.protocol, cond, w))
+            .map(|_| ())
+    }
+
+    /// Wake every waiter of `cond`.
+    pub fn cond_broadcast(&self, cond: CondId) -> Result<()> {
+        self.sync_call("cond_broadcast", move |s, w| {
+            s.sync.cond_broadcast(&mut *s.protocol, cond, w)
+        })
+        .map(|_| ())
+    }
+
+    /// Set a flag (a release); wakes every waiter.
+    pub fn flag_set(&self, flag: FlagId) -> Result<()> {
+        self.sync_call("flag_set", move |s, w| s.sync.flag_set(&mut *s.protocol, flag, w)).map(|_| ())
+    }
+
+    /// Wait until a flag is set (an acquire), without spinning on shared memory.
+    pub fn flag_wait(&self, flag: FlagId) -> Result<()> {
+        self.sync_call("flag_wait", move |s, w| s.sync.flag_wait(&mut *s.protocol, flag, w)).map(|_| ())
+    }
+
+    /// Clear a flag.
+    pub fn flag_clear(&self, flag: FlagId) -> Result<()> {
+        self.sync_call("flag_clear", move |s, w| s.sync.flag_clear(&mut *s.protocol, flag, w))
+            .map(|_| ())
+    }
+
+    // ----- statistics and shutdown ------------------------------------------------------
+
+    /// This node's statistics so far.
+    pub fn stats(&self) -> NodeStats {
+        let wall = self.inner.started.elapsed().as_secs_f64();
+        let sync_s = self.inner.sync_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        let s = self.inner.svc.lock();
+        let stall_s = s.times.stall_ns as f64 / 1e9;
+        let mut counts = Map::new();
+        counts.insert("protocol".into(), serde_json::to_value(s.protocol.stats()).unwrap_or(Value::Null));
+        counts.insert("sync".into(), serde_json::to_value(s.sync.stats()).unwrap_or(Value::Null));
+        drop(s);
+        counts.insert("net".into(), net_counts(&self.inner.ep));
+        let sp = self.inner.space.stats();
+        counts.insert(
+            "memory".into(),
+            serde_json::json!({"faults": sp.faults, "write_faults": sp.write_faults, "transitions": sp.transitions}),
+        );
+        let s = self.inner.svc.lock();
+        NodeStats {
+            node: Some(self.rank().0),
+            protocol: self.inner.cfg.protocol.name().into(),
+            breakdown: Breakdown {
+                task_s: (wall - sync_s - stall_s).max(0.0),
+                sync_s,
+                data_stall_s: stall_s,
+                messaging_s: s.times.messaging_ns as f64 / 1e9,
+                protocol_s: s.times.protocol_ns as f64 / 1e9,
+            },
+            counts,
+        }
+    }
+
+    /// Collective: end this node's part of the job. Waits for every node, prints and writes
+    /// the statistics if asked (`SQUALL_STATS=1`), says goodbye to the peers.
+    pub fn finalize(&self) -> Result<()> {
+        if self.inner.finalized.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.barrier()?;
+        if self.inner.cfg.stats {
+            let mine = self.stats();
+            if self.rank() == NodeId(0) {
+                let mut all = vec![mine];
+                for n in 1..self.size() {
+                    all.push(self.inner.stats_in.take(u64::from(n)));
+                }
+                eprint!("{}", stats::table(&all));
+                let doc = serde_json::json!({"nodes": all, "total": stats::total(&all)});
+                if let Err(e) = std::fs::write(&self.inner.cfg.stats_file, doc.to_string()) {
+                    eprintln!("squall: could not write {}: {e}", self.inner.cfg.stats_file);
+                }
+            } else {
+                let j = serde_json::to_vec(&mine).unwrap_or_default();
+                self.inner.ep.send(NodeId(0), msg::STATS, j)?;
+            }
+        }
+        self.barrier()?;
+        self.inner.ep.shutdown()?;
+        // Give the fault thread back; nothing may touch shared memory after this.
+        self.inner.fault_thread.lock().take();
+        Ok(())
+    }
+}
+
+fn net_counts(ep: &Endpoint) -> Value {
+    serde_json::to_value(ep.stats()).unwrap_or(Value::Null)
+}
+
+fn free_local(s: &mut Service, addr: usize) -> Reply {
+    match s.heap.free(addr) {
+        Ok(rec) => {
+            if let Some(info) = rec.released {
+                if let Err(e) = s.space.release_pages(info.first, info.pages) {
+                    return Reply::Failed(format!("{e}"));
+                }
+            }
+            Reply::Value(0)
+        }
+        Err(e) => Reply::Failed(format!("free on {}: {e}", s.me)),
+    }
+}
+
+fn register_handlers(
+    ep: &Endpoint,
+    svc: Arc<Mutex<Service>>,
+    coll: Arc<Mailbox<u64>>,
+    stats_in: Arc<Mailbox<NodeStats>>,
+) {
+    let s = svc.clone();
+    ep.register(msg::PROTO, move |ep, m| s.lock().on_protocol_message(ep, m.src, &m.payload));
+    let s = svc.clone();
+    ep.register(msg::SYNC, move |ep, m| s.lock().on_sync_message(ep, m.src, &m.payload));
+    ep.register(msg::COLLECTIVE, move |ep, m| {
+        let p = &m.payload;
+        if p.len() != 16 {
+            fatal(ep.rank(), &format!("malformed collective message from {}", m.src));
+        }
+        let seq = u64::from_le_bytes(p[0..8].try_into().unwrap_or([0; 8]));
+        let v = u64::from_le_bytes(p[8..16].try_into().unwrap_or([0; 8]));
+        coll.put(seq, v);
+    });
+    ep.register(msg::STATS, move |ep, m| match serde_json::from_slice::<NodeStats>(&m.payload) {
+        Ok(st) => stats_in.put(u64::from(m.src.0), st),
+        Err(e) => eprintln!("squall: {}: bad statistics from {}: {e}", ep.rank(), m.src),
+    });
+    let s = svc;
+    ep.register(msg::HEAP, move |ep, m| {
+        let p = &m.payload;
+        let reply: Vec<u8> = if p.len() != 9 {
+            format!("malformed heap request from {}", m.src).into_bytes()
+        } else {
+            let addr = u64::from_le_bytes(p[1..9].try_into().unwrap_or([0; 8])) as usize;
+            let mut g = s.lock();
+            match p[0] {
+                0 => match free_local(&mut g, addr) {
+                    Reply::Failed(e) => e.into_bytes(),
+                    _ => Vec::new(),
+                },
+                _ => g.heap.size_of(addr).map(|n| n as u64).unwrap_or(u64::MAX).to_le_bytes().to_vec(),
+            }
+        };
+        if let Err(e) = ep.reply(&m, reply) {
+            eprintln!("squall: {}: could not answer {}: {e}", ep.rank(), m.src);
+        }
+    });
+}
+
+/// Convenience: the placement spec parser for command lines.
+pub fn parse_placement(s: &str, me: NodeId) -> Result<Placement> {
+    PlacementSpec::parse(s).map(|p| p.resolve(me))
+}
