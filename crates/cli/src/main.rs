@@ -1,5 +1,63 @@
-//! The `squall` command: `squall run` launches jobs, `squall bench` runs benchmarks.
+//! The `squall` command: `squall run` launches jobs, `squall bench` runs benchmarks,
+//! `squall demo` runs the quick-start demo, `squall env` prints the environment table.
+//!
+//! Owns argument parsing and the node programs the benches and tests re-execute (hidden
+//! `squall __node ...`); must not touch protocol internals.
+#![forbid(unsafe_code)]
+
+mod bench;
+mod demo;
+mod envtable;
+mod node;
+mod run;
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "squall",
+    version,
+    about = "Squall: a software distributed shared memory system",
+    long_about = "Squall runs one program as N cooperating node processes that share memory \
+                  and talk over a message backbone (tcp or reliable udp)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Start N node processes of PROGRAM and supervise them until they all end.
+    Run(run::RunArgs),
+    /// Run a benchmark of the communication backbone.
+    #[command(subcommand)]
+    Bench(bench::BenchCmd),
+    /// Run the quick-start demo on N local nodes (default 4).
+    Demo(demo::DemoArgs),
+    /// Print the environment variables Squall reads.
+    Env,
+    /// A node program run by the launcher on behalf of `bench`, `demo` and the tests.
+    #[command(name = "__node", hide = true, subcommand)]
+    Node(node::NodeCmd),
+}
+
 fn main() {
-    eprintln!("squall: no subcommand yet");
-    std::process::exit(2);
+    let cmd = Cli::command().mut_subcommand("run", |c| c.after_help(run::after_help()));
+    let matches = cmd.get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    let code = match cli.command {
+        Cmd::Run(args) => run::main(args),
+        Cmd::Bench(b) => bench::main(b),
+        Cmd::Demo(args) => demo::main(args),
+        Cmd::Env => {
+            print!("{}", envtable::table());
+            0
+        }
+        Cmd::Node(n) => node::main(n),
+    };
+    std::process::exit(code);
 }

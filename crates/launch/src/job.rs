@@ -235,12 +235,22 @@ fn supervise(
         if terminating.is_none() {
             if let Some(cause) = pick_cause(&failed_now) {
                 first_failure = Some(cause.rank);
+                let others = failed_now.len() - 1;
+                let also = if others > 0 {
+                    format!(" ({others} other node(s) failed at the same moment)")
+                } else {
+                    String::new()
+                };
+                let rest = if running.is_empty() {
+                    String::new()
+                } else {
+                    format!("; terminating the other {} node(s)", running.len())
+                };
                 eprintln!(
-                    "squall: node {} (pid {}) {}; terminating the other {} node(s)",
+                    "squall: node {} (pid {}) {}{also}{rest}",
                     cause.rank,
                     cause.pid,
                     cause.exit.describe(),
-                    running.len()
                 );
                 terminating = Some(Instant::now());
             } else if let Some(sig) = nonzero(signal.load(Ordering::Relaxed)) {

@@ -1,0 +1,79 @@
+//! `squall bench ...`: backbone benchmarks. Each driver starts its node programs (this same
+//! binary as `squall __node bench-...`) through `squall_launch`, measures the raw-socket
+//! baseline itself, and prints a table; with `--json` the last stdout line is one JSON
+//! object. Shared helpers live in [`report`]; raw baselines in [`raw`]. Owns measurement
+//! drivers; must not touch protocol internals.
+pub mod bandwidth;
+pub mod message;
+pub mod pingpong;
+pub mod raw;
+pub mod report;
+
+use clap::{Subcommand, ValueEnum};
+
+/// Which transports a bench runs over.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TransportChoice {
+    Tcp,
+    Udp,
+    All,
+}
+
+impl TransportChoice {
+    pub fn names(self) -> Vec<&'static str> {
+        match self {
+            TransportChoice::Tcp => vec!["tcp"],
+            TransportChoice::Udp => vec!["udp"],
+            TransportChoice::All => vec!["tcp", "udp"],
+        }
+    }
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCmd {
+    /// Round-trip latency between 2 nodes per message size, against a raw socket ping-pong.
+    Pingpong(pingpong::PingpongArgs),
+    /// Bulk transfer throughput (MiB/s) between 2 nodes per message size, against raw TCP.
+    Bandwidth(bandwidth::BandwidthArgs),
+    /// The DSM/IP message_test: every node floods the next rank; checks exactly-once, in order.
+    Message(message::MessageArgs),
+}
+
+pub fn main(cmd: BenchCmd) -> i32 {
+    let result = match cmd {
+        BenchCmd::Pingpong(a) => pingpong::main(a),
+        BenchCmd::Bandwidth(a) => bandwidth::main(a),
+        BenchCmd::Message(a) => message::main(a),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(msg) => {
+            eprintln!("squall bench: {msg}");
+            1
+        }
+    }
+}
+
+/// Parse a comma-separated size list; accepts suffixes k/K (KiB) and m/M (MiB).
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let (num, mul) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1024),
+        Some((i, 'm' | 'M')) => (&t[..i], 1024 * 1024),
+        _ => (t, 1),
+    };
+    num.parse::<usize>()
+        .map(|n| n * mul)
+        .map_err(|_| format!("bad size {s:?} (use bytes, or a k/m suffix)"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sizes_with_suffixes() {
+        assert_eq!(super::parse_size("64"), Ok(64));
+        assert_eq!(super::parse_size("4k"), Ok(4096));
+        assert_eq!(super::parse_size("16M"), Ok(16 << 20));
+        assert!(super::parse_size("lots").is_err());
+    }
+}

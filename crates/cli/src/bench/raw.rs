@@ -1,0 +1,180 @@
+//! Raw-socket baselines the benches compare Squall against: blocking TCP (TCP_NODELAY) and UDP
+//! sockets on loopback, an echo thread on one end and the measuring thread on the other.
+//! Owns only these sockets; must not use the Squall backbone.
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpListener, TcpStream, UdpSocket};
+use std::time::{Duration, Instant};
+
+/// Largest UDP payload sent as one datagram; bigger messages go as several datagrams.
+const UDP_CHUNK: usize = 60_000;
+/// A raw UDP ping-pong gives up after this long without an answer (loopback loses nothing
+/// unless buffers overflow, which one message in flight cannot cause).
+const UDP_TIMEOUT: Duration = Duration::from_secs(2);
+
+fn io_err(what: &str, e: std::io::Error) -> String {
+    format!("raw {what}: {e}")
+}
+
+/// Round-trip times in microseconds, one per iteration, over a TCP_NODELAY loopback pair.
+/// `warmup` round trips are run first and not recorded.
+pub fn tcp_pingpong(size: usize, iters: usize, warmup: usize) -> Result<Vec<f64>, String> {
+    let listener =
+        TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| io_err("tcp bind", e))?;
+    let addr = listener.local_addr().map_err(|e| io_err("tcp addr", e))?;
+    let echo = std::thread::spawn(move || -> Result<(), String> {
+        let (mut s, _) = listener.accept().map_err(|e| io_err("tcp accept", e))?;
+        s.set_nodelay(true).map_err(|e| io_err("tcp nodelay", e))?;
+        let mut buf = vec![0u8; size.max(1)];
+        loop {
+            match s.read_exact(&mut buf[..size]) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+                Err(e) => return Err(io_err("tcp echo read", e)),
+            }
+            s.write_all(&buf[..size])
+                .map_err(|e| io_err("tcp echo write", e))?;
+        }
+    });
+    let mut s = TcpStream::connect(addr).map_err(|e| io_err("tcp connect", e))?;
+    s.set_nodelay(true).map_err(|e| io_err("tcp nodelay", e))?;
+    let out = vec![0x5au8; size];
+    let mut back = vec![0u8; size];
+    let mut samples = Vec::with_capacity(iters);
+    for i in 0..warmup + iters {
+        let t0 = Instant::now();
+        s.write_all(&out).map_err(|e| io_err("tcp write", e))?;
+        s.read_exact(&mut back).map_err(|e| io_err("tcp read", e))?;
+        if i >= warmup {
+            samples.push(t0.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    drop(s);
+    echo.join()
+        .map_err(|_| "raw tcp echo thread panicked".to_string())??;
+    Ok(samples)
+}
+
+/// Round-trip times in microseconds over blocking UDP sockets on loopback; messages above
+/// 60 000 bytes go as several datagrams, echoed one by one.
+pub fn udp_pingpong(size: usize, iters: usize, warmup: usize) -> Result<Vec<f64>, String> {
+    let a = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| io_err("udp bind", e))?;
+    let b = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| io_err("udp bind", e))?;
+    let b_addr = b.local_addr().map_err(|e| io_err("udp addr", e))?;
+    a.connect(b_addr).map_err(|e| io_err("udp connect", e))?;
+    a.set_read_timeout(Some(UDP_TIMEOUT))
+        .map_err(|e| io_err("udp timeout", e))?;
+    b.set_read_timeout(Some(UDP_TIMEOUT))
+        .map_err(|e| io_err("udp timeout", e))?;
+    let chunks: Vec<usize> = if size == 0 {
+        vec![0]
+    } else {
+        (0..size)
+            .step_by(UDP_CHUNK)
+            .map(|off| UDP_CHUNK.min(size - off))
+            .collect()
+    };
+    let total = warmup + iters;
+    let n_chunks = chunks.len();
+    let echo = std::thread::spawn(move || -> Result<(), String> {
+        let mut buf = vec![0u8; 65_536];
+        for _ in 0..total * n_chunks {
+            let (n, from) = b
+                .recv_from(&mut buf)
+                .map_err(|e| io_err("udp echo recv", e))?;
+            b.send_to(&buf[..n], from)
+                .map_err(|e| io_err("udp echo send", e))?;
+        }
+        Ok(())
+    });
+    let out = vec![0x5au8; UDP_CHUNK];
+    let mut back = vec![0u8; 65_536];
+    let mut samples = Vec::with_capacity(iters);
+    for i in 0..total {
+        let t0 = Instant::now();
+        for &len in &chunks {
+            a.send(&out[..len]).map_err(|e| io_err("udp send", e))?;
+            a.recv(&mut back).map_err(|e| io_err("udp recv", e))?;
+        }
+        if i >= warmup {
+            samples.push(t0.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    echo.join()
+        .map_err(|_| "raw udp echo thread panicked".to_string())??;
+    Ok(samples)
+}
+
+/// Seconds to stream `count` messages of `size` bytes over a TCP_NODELAY loopback pair and get
+/// a one-byte acknowledgement of the last, once per rep (plus one unrecorded warm-up).
+pub fn tcp_bulk(size: usize, count: usize, reps: usize) -> Result<Vec<f64>, String> {
+    let listener =
+        TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| io_err("tcp bind", e))?;
+    let addr = listener.local_addr().map_err(|e| io_err("tcp addr", e))?;
+    let total_bytes = size * count;
+    let rounds = reps + 1;
+    let sink = std::thread::spawn(move || -> Result<(), String> {
+        let (mut s, _) = listener.accept().map_err(|e| io_err("tcp accept", e))?;
+        s.set_nodelay(true).map_err(|e| io_err("tcp nodelay", e))?;
+        let mut buf = vec![0u8; 1 << 20];
+        for _ in 0..rounds {
+            let mut left = total_bytes;
+            while left > 0 {
+                let want = left.min(buf.len());
+                let n = s
+                    .read(&mut buf[..want])
+                    .map_err(|e| io_err("tcp sink read", e))?;
+                if n == 0 {
+                    return Err("raw tcp sink: sender closed early".into());
+                }
+                left -= n;
+            }
+            s.write_all(&[1]).map_err(|e| io_err("tcp ack", e))?;
+        }
+        Ok(())
+    });
+    let mut s = TcpStream::connect(addr).map_err(|e| io_err("tcp connect", e))?;
+    s.set_nodelay(true).map_err(|e| io_err("tcp nodelay", e))?;
+    let msg = vec![0xa5u8; size];
+    let mut ack = [0u8; 1];
+    let mut secs = Vec::with_capacity(reps);
+    for r in 0..rounds {
+        let t0 = Instant::now();
+        for _ in 0..count {
+            s.write_all(&msg).map_err(|e| io_err("tcp write", e))?;
+        }
+        s.read_exact(&mut ack)
+            .map_err(|e| io_err("tcp ack read", e))?;
+        if r > 0 {
+            secs.push(t0.elapsed().as_secs_f64());
+        }
+    }
+    sink.join()
+        .map_err(|_| "raw tcp sink thread panicked".to_string())??;
+    Ok(secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tcp_pingpong_measures_every_iteration() {
+        let s = tcp_pingpong(64, 20, 2).expect("tcp pingpong");
+        assert_eq!(s.len(), 20);
+        assert!(s.iter().all(|&x| x > 0.0));
+    }
+
+    #[test]
+    fn udp_pingpong_handles_messages_above_one_datagram() {
+        let s = udp_pingpong(130_000, 5, 1).expect("udp pingpong");
+        assert_eq!(s.len(), 5);
+        assert!(s.iter().all(|&x| x > 0.0));
+    }
+
+    #[test]
+    fn tcp_bulk_times_each_rep() {
+        let s = tcp_bulk(4096, 16, 3).expect("tcp bulk");
+        assert_eq!(s.len(), 3);
+        assert!(s.iter().all(|&x| x > 0.0));
+    }
+}

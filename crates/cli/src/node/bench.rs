@@ -1,0 +1,300 @@
+//! Node sides of the backbone benches. Node 0 measures and prints one result line
+//! (`@squall-result {json}`); node 1 (or every node, for the message test) serves. Owns
+//! these programs only; timing is done here, presentation in `crate::bench`.
+use super::{channel, finish, join, notify, read_u64, ring_neighbours, ty, Barrier, NodeError};
+use crate::bench::report::{emit_result, median};
+use bytes::Bytes;
+use clap::Args;
+use serde_json::json;
+use squall_core::NodeId;
+use squall_net::Endpoint;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long node 0 waits for one measured run before declaring the bench stuck.
+const RUN_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[derive(Args, Debug)]
+pub struct PingpongNodeArgs {
+    #[arg(long, value_delimiter = ',')]
+    pub sizes: Vec<usize>,
+    #[arg(long)]
+    pub iters: usize,
+    #[arg(long)]
+    pub reps: usize,
+    #[arg(long, default_value_t = 10)]
+    pub warmup: usize,
+}
+
+/// State of one active-message ping-pong chain, touched only on the service thread.
+struct Chain {
+    payload: Bytes,
+    left: usize,
+    warmup: usize,
+    last: Instant,
+    samples: Vec<f64>,
+}
+
+fn need_two(ep: &Endpoint) -> Result<(), NodeError> {
+    if ep.size() != 2 {
+        return Err(NodeError::Check(format!(
+            "this bench runs on exactly 2 nodes (job has {})",
+            ep.size()
+        )));
+    }
+    Ok(())
+}
+
+pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
+    let ep = join()?;
+    let barrier = Barrier::install(&ep);
+    need_two(&ep)?;
+    // Node 1 answers pings with pongs and echoes requests; node 0 measures.
+    ep.register(ty::PING, |ep, inc| {
+        if let Err(e) = ep.send(inc.src, ty::PONG, inc.payload) {
+            eprintln!("pong to {} failed: {e}", inc.src);
+        }
+    });
+    ep.register(ty::ECHO, |ep, inc| {
+        if let Err(e) = ep.reply(&inc, inc.payload.clone()) {
+            eprintln!("echo reply to {} failed: {e}", inc.src);
+        }
+    });
+    if ep.rank() == NodeId(1) {
+        return finish(&ep, &barrier);
+    }
+    let peer = NodeId(1);
+    let chain: Arc<Mutex<Option<Chain>>> = Arc::new(Mutex::new(None));
+    let (done_tx, done_rx) = channel::<Vec<f64>>();
+    {
+        let chain = Arc::clone(&chain);
+        // The pong handler records the round trip and sends the next ping itself, from the
+        // service thread: no thread hop on the measured path.
+        ep.register(ty::PONG, move |ep, _inc| {
+            let Ok(mut guard) = chain.lock() else { return };
+            let Some(c) = guard.as_mut() else { return };
+            let now = Instant::now();
+            if c.warmup > 0 {
+                c.warmup -= 1;
+            } else {
+                c.samples
+                    .push(now.duration_since(c.last).as_secs_f64() * 1e6);
+                c.left -= 1;
+            }
+            if c.left == 0 {
+                if let Some(done) = guard.take() {
+                    notify(&done_tx, done.samples);
+                }
+                return;
+            }
+            c.last = Instant::now();
+            if let Err(e) = ep.send(peer, ty::PING, c.payload.clone()) {
+                eprintln!("ping to {peer} failed: {e}");
+            }
+        });
+    }
+    let mut rows = Vec::new();
+    for &size in &a.sizes {
+        let payload = Bytes::from(vec![0x5au8; size]);
+        let mut am = Vec::with_capacity(a.reps);
+        let mut req = Vec::with_capacity(a.reps);
+        for _ in 0..a.reps {
+            let start_chain = Arc::clone(&chain);
+            let p = payload.clone();
+            let (iters, warmup) = (a.iters, a.warmup);
+            ep.post(move |ep| {
+                if let Ok(mut g) = start_chain.lock() {
+                    *g = Some(Chain {
+                        payload: p.clone(),
+                        left: iters,
+                        warmup,
+                        last: Instant::now(),
+                        samples: Vec::with_capacity(iters),
+                    });
+                }
+                if let Err(e) = ep.send(peer, ty::PING, p) {
+                    eprintln!("ping to {peer} failed: {e}");
+                }
+            });
+            let samples = done_rx.recv_timeout(RUN_TIMEOUT).map_err(|_| {
+                NodeError::Check(format!(
+                    "ping-pong of {size} bytes with {peer} did not finish"
+                ))
+            })?;
+            am.push(median(&samples));
+
+            let mut s = Vec::with_capacity(a.iters);
+            for i in 0..a.warmup + a.iters {
+                let t0 = Instant::now();
+                let back = ep.request(peer, ty::ECHO, payload.clone())?;
+                let dt = t0.elapsed().as_secs_f64() * 1e6;
+                if back.len() != size {
+                    return Err(NodeError::Check(format!(
+                        "{peer} echoed {} bytes for a {size}-byte request",
+                        back.len()
+                    )));
+                }
+                if i >= a.warmup {
+                    s.push(dt);
+                }
+            }
+            req.push(median(&s));
+        }
+        rows.push(json!({"size": size, "am_rtt_us": am, "req_rtt_us": req}));
+    }
+    emit_result(&json!({ "rows": rows }));
+    finish(&ep, &barrier)
+}
+
+#[derive(Args, Debug)]
+pub struct BandwidthNodeArgs {
+    #[arg(long, value_delimiter = ',')]
+    pub sizes: Vec<usize>,
+    #[arg(long)]
+    pub bytes: usize,
+    #[arg(long)]
+    pub reps: usize,
+}
+
+pub fn bandwidth(a: BandwidthNodeArgs) -> Result<(), NodeError> {
+    let ep = join()?;
+    let barrier = Barrier::install(&ep);
+    need_two(&ep)?;
+    // Node 1 acknowledges each message whose first byte is 0 (the last of a burst).
+    ep.register(ty::BULK, |ep, inc| {
+        if inc.payload.first() == Some(&0) {
+            if let Err(e) = ep.send(inc.src, ty::BULK_ACK, Bytes::new()) {
+                eprintln!("bulk ack to {} failed: {e}", inc.src);
+            }
+        }
+    });
+    if ep.rank() == NodeId(1) {
+        return finish(&ep, &barrier);
+    }
+    let peer = NodeId(1);
+    let (ack_tx, ack_rx) = channel::<()>();
+    ep.register(ty::BULK_ACK, move |_, _| notify(&ack_tx, ()));
+    let mut rows = Vec::new();
+    for &size in &a.sizes {
+        let size = size.max(1);
+        let count = crate::bench::bandwidth::count_for(size, a.bytes);
+        let mut body = vec![0xa5u8; size];
+        body[0] = 1;
+        let body = Bytes::from(body);
+        let mut last = vec![0xa5u8; size];
+        last[0] = 0;
+        let last = Bytes::from(last);
+        let mut secs = Vec::with_capacity(a.reps);
+        for rep in 0..=a.reps {
+            let t0 = Instant::now();
+            for i in 0..count {
+                let p = if i + 1 == count {
+                    last.clone()
+                } else {
+                    body.clone()
+                };
+                ep.send(peer, ty::BULK, p)?;
+            }
+            ack_rx.recv_timeout(RUN_TIMEOUT).map_err(|_| {
+                NodeError::Check(format!(
+                    "{peer} did not acknowledge {count} messages of {size} bytes"
+                ))
+            })?;
+            if rep > 0 {
+                secs.push(t0.elapsed().as_secs_f64());
+            }
+        }
+        rows.push(json!({"size": size, "count": count, "secs": secs}));
+    }
+    emit_result(&json!({ "rows": rows }));
+    finish(&ep, &barrier)
+}
+
+#[derive(Args, Debug)]
+pub struct MessageNodeArgs {
+    #[arg(long)]
+    pub messages: u64,
+    #[arg(long, default_value_t = 8)]
+    pub size: usize,
+    #[arg(long)]
+    pub reps: usize,
+}
+
+/// What a receiver saw from its predecessor.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    received: u64,
+    in_order: bool,
+}
+
+pub fn message(a: MessageNodeArgs) -> Result<(), NodeError> {
+    let ep = join()?;
+    let barrier = Barrier::install(&ep);
+    let (prev, next) = ring_neighbours(&ep);
+    let rank = ep.rank();
+    let m = a.messages;
+    let (tx, rx) = channel::<Seen>();
+    let mut seen = Seen {
+        received: 0,
+        in_order: true,
+    };
+    let mut next_report = m;
+    ep.register(ty::FLOOD, move |_, inc| {
+        let seq = read_u64(&inc.payload);
+        if inc.src != prev || seq != Some(seen.received) {
+            if seen.in_order {
+                eprintln!(
+                    "{rank}: message {:?} from {} arrived when {} from {prev} was due",
+                    seq, inc.src, seen.received
+                );
+            }
+            seen.in_order = false;
+        }
+        seen.received += 1;
+        if seen.received == next_report || !seen.in_order {
+            next_report += m;
+            notify(&tx, seen);
+        }
+    });
+    let size = a.size.max(8);
+    let mut send_rate = Vec::with_capacity(a.reps);
+    let mut recv_rate = Vec::with_capacity(a.reps);
+    let mut seq = 0u64;
+    let mut last = Seen {
+        received: 0,
+        in_order: true,
+    };
+    for rep in 1..=a.reps as u64 {
+        barrier.wait()?;
+        let t0 = Instant::now();
+        for _ in 0..m {
+            let mut p = vec![0u8; size];
+            p[..8].copy_from_slice(&seq.to_le_bytes());
+            ep.send(next, ty::FLOOD, Bytes::from(p))?;
+            seq += 1;
+        }
+        let sent = t0.elapsed().as_secs_f64();
+        while last.received < rep * m && last.in_order {
+            last = rx.recv_timeout(RUN_TIMEOUT).map_err(|_| {
+                NodeError::Check(format!(
+                    "{rank}: received {} of {} messages from {prev}",
+                    last.received,
+                    rep * m
+                ))
+            })?;
+        }
+        let done = t0.elapsed().as_secs_f64();
+        send_rate.push(m as f64 / sent);
+        recv_rate.push(m as f64 / done);
+        if !last.in_order {
+            break;
+        }
+    }
+    emit_result(&json!({
+        "send_rate": send_rate,
+        "recv_rate": recv_rate,
+        "received": last.received,
+        "in_order": last.in_order,
+    }));
+    finish(&ep, &barrier)
+}
