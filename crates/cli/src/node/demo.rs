@@ -95,7 +95,7 @@ pub fn run(a: DemoNodeArgs) -> Result<(), NodeError> {
     );
     finish(&ep, &barrier)?;
     if rank == NodeId(0) {
-        println!("demo ok: {n} nodes, job {}", ep.job_id());
+        println!("demo ok: {n} nodes, {}", ep.job_id());
     }
     Ok(())
 }

@@ -32,6 +32,8 @@ pub mod ty {
 pub enum NodeCmd {
     /// Ring exchange with checks (the launcher tests run this).
     Selftest(selftest::SelftestArgs),
+    /// Join, print this process's pid, then wait (the launcher's failure tests kill one).
+    Hold(HoldArgs),
     /// The `squall demo` node.
     Demo(demo::DemoNodeArgs),
     /// Node side of `squall bench pingpong`.
@@ -55,6 +57,7 @@ pub fn main(cmd: NodeCmd) -> i32 {
     let result = match cmd {
         NodeCmd::Selftest(a) => selftest::run(a),
         NodeCmd::Demo(a) => demo::run(a),
+        NodeCmd::Hold(a) => hold(a),
         NodeCmd::BenchPingpong(a) => bench::pingpong(a),
         NodeCmd::BenchBandwidth(a) => bench::bandwidth(a),
         NodeCmd::BenchMessage(a) => bench::message(a),
@@ -67,6 +70,24 @@ pub fn main(cmd: NodeCmd) -> i32 {
             1
         }
     }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct HoldArgs {
+    /// How long to wait before finishing normally.
+    #[arg(long, default_value_t = 30.0)]
+    pub secs: f64,
+}
+
+/// Join, print `pid N`, sleep, finish. A peer that dies meanwhile ends this node through the
+/// endpoint's peer-lost policy (or the launcher's cleanup, whichever comes first).
+fn hold(a: HoldArgs) -> Result<(), NodeError> {
+    let ep = join()?;
+    let barrier = Barrier::install(&ep);
+    barrier.wait()?;
+    println!("pid {}", std::process::id());
+    std::thread::sleep(std::time::Duration::from_secs_f64(a.secs.max(0.0)));
+    finish(&ep, &barrier)
 }
 
 /// Join the job described by the environment.

@@ -1,0 +1,135 @@
+//! `squall bench ...` end to end at tiny sizes: each runs its 2+ node processes, prints a
+//! table, and with `--json` ends stdout with one JSON object of the documented shape.
+use serde_json::Value;
+use std::process::{Command, Stdio};
+
+const SQUALL: &str = env!("CARGO_BIN_EXE_squall");
+
+fn bench_json(args: &[&str]) -> Value {
+    let out = Command::new(SQUALL)
+        .arg("bench")
+        .args(args)
+        .arg("--json")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run squall bench");
+    let so = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "bench {args:?} failed:\n{so}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = so.lines().last().expect("no output");
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("last line is not JSON ({e}): {last}"))
+}
+
+fn positive(row: &Value, key: &str) -> f64 {
+    let v = row[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} missing in {row}"));
+    assert!(v > 0.0 && v.is_finite(), "{key} = {v} in {row}");
+    v
+}
+
+#[test]
+fn pingpong_json_has_the_documented_shape() {
+    let v = bench_json(&[
+        "pingpong",
+        "--transport",
+        "tcp",
+        "--sizes",
+        "8,4096",
+        "--iters",
+        "20",
+        "--reps",
+        "3",
+    ]);
+    let obj = v.as_object().expect("object");
+    let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+    keys.sort();
+    assert_eq!(keys, ["bench", "rows", "transport"]);
+    assert_eq!(v["bench"], "pingpong");
+    assert_eq!(v["transport"], "tcp");
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["size"], 8);
+    assert_eq!(rows[1]["size"], 4096);
+    for r in rows {
+        let s = positive(r, "squall_rtt_us");
+        let raw = positive(r, "raw_rtt_us");
+        positive(r, "squall_req_rtt_us");
+        let ratio = positive(r, "ratio");
+        assert!(
+            (ratio - s / raw).abs() / ratio < 0.05,
+            "ratio {ratio} vs {s}/{raw}"
+        );
+    }
+}
+
+#[test]
+fn pingpong_all_transports_tags_rows() {
+    let v = bench_json(&[
+        "pingpong",
+        "--transport",
+        "all",
+        "--sizes",
+        "64",
+        "--iters",
+        "10",
+        "--reps",
+        "1",
+    ]);
+    assert_eq!(v["bench"], "pingpong");
+    let rows = v["rows"].as_array().expect("rows");
+    let tags: Vec<&str> = rows
+        .iter()
+        .filter_map(|r| r["transport"].as_str())
+        .collect();
+    assert_eq!(tags, ["tcp", "udp"]);
+}
+
+#[test]
+fn bandwidth_json_reports_both_rates() {
+    let v = bench_json(&[
+        "bandwidth",
+        "--sizes",
+        "4k,64k",
+        "--bytes",
+        "256k",
+        "--reps",
+        "2",
+    ]);
+    assert_eq!(v["bench"], "bandwidth");
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["count"], 64);
+    for r in rows {
+        positive(r, "squall_mib_s");
+        positive(r, "raw_mib_s");
+        positive(r, "ratio");
+    }
+}
+
+#[test]
+fn message_test_checks_every_message() {
+    let v = bench_json(&[
+        "message",
+        "-n",
+        "3",
+        "--transport",
+        "udp",
+        "--messages",
+        "2000",
+        "--reps",
+        "2",
+    ]);
+    assert_eq!(v["bench"], "message");
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 4, "3 nodes and a total");
+    for r in &rows[..3] {
+        assert_eq!(r["received"], 4000);
+        assert_eq!(r["in_order"], true);
+        positive(r, "recv_msgs_s");
+    }
+    assert_eq!(rows[3]["node"], "total");
+}

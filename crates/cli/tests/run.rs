@@ -1,0 +1,380 @@
+//! `squall run` end to end: real node processes (this binary's `__node` programs, or `sh`)
+//! started by the launcher, over tcp and udp, locally and through a fake remote shell; exit
+//! status propagation, a node killed mid-run, timeouts and signals to the launcher.
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const SQUALL: &str = env!("CARGO_BIN_EXE_squall");
+
+fn squall(args: &[&str]) -> Output {
+    Command::new(SQUALL)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run squall")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn selftest(nodes: &str, transport: &str) {
+    let out = squall(&[
+        "run",
+        "-n",
+        nodes,
+        "--transport",
+        transport,
+        "--timeout",
+        "60",
+        SQUALL,
+        "__node",
+        "selftest",
+    ]);
+    let (so, se) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "selftest failed: {so}\n{se}");
+    let n: usize = nodes.parse().expect("nodes");
+    for r in 0..n {
+        let line = format!("[{r}] selftest ok: node {r} of {n}");
+        assert!(so.contains(&line), "missing {line:?} in:\n{so}\n{se}");
+    }
+}
+
+#[test]
+fn selftest_2_nodes_tcp() {
+    selftest("2", "tcp");
+}
+
+#[test]
+fn selftest_4_nodes_tcp() {
+    selftest("4", "tcp");
+}
+
+#[test]
+fn selftest_2_nodes_udp() {
+    selftest("2", "udp");
+}
+
+#[test]
+fn selftest_4_nodes_udp() {
+    selftest("4", "udp");
+}
+
+#[test]
+fn selftest_through_a_remote_shell() {
+    let out = squall(&[
+        "run",
+        "-n",
+        "2",
+        "--hosts",
+        "localhost,localhost",
+        "--rsh",
+        "./tests/fake-rsh.sh",
+        "--timeout",
+        "60",
+        SQUALL,
+        "__node",
+        "selftest",
+    ]);
+    let (so, se) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "rsh selftest failed: {so}\n{se}");
+    assert!(so.contains("[0] selftest ok: node 0 of 2"), "{so}");
+    assert!(so.contains("[1] selftest ok: node 1 of 2"), "{so}");
+}
+
+#[test]
+fn remote_shell_gets_the_environment_on_its_command_line() {
+    let out = squall(&[
+        "run",
+        "-n",
+        "3",
+        "--hosts",
+        "localhost",
+        "--rsh",
+        "./tests/fake-rsh.sh",
+        "--net-faults",
+        "loss=0.1",
+        "sh",
+        "-c",
+        "echo \"$SQUALL_RANK/$SQUALL_SIZE $SQUALL_BIND_ADDR $SQUALL_NET_FAULTS $SQUALL_RENDEZVOUS\"",
+    ]);
+    let so = text(&out.stdout);
+    assert!(out.status.success(), "{so}{}", text(&out.stderr));
+    for r in 0..3 {
+        let want = format!("[{r}] {r}/3 0.0.0.0 loss=0.1 127.0.0.1:");
+        assert!(so.contains(&want), "missing {want:?} in:\n{so}");
+    }
+}
+
+#[test]
+fn every_node_gets_the_launcher_environment() {
+    let out = squall(&[
+        "run",
+        "-n",
+        "3",
+        "--transport",
+        "udp",
+        "--stats",
+        "--no-prefix",
+        "sh",
+        "-c",
+        "echo \"$SQUALL_RANK $SQUALL_SIZE $SQUALL_TRANSPORT $SQUALL_STATS $SQUALL_JOB_ID $SQUALL_RENDEZVOUS\"",
+    ]);
+    let so = text(&out.stdout);
+    assert!(out.status.success(), "{so}{}", text(&out.stderr));
+    let mut lines: Vec<&str> = so.lines().collect();
+    lines.sort();
+    assert_eq!(lines.len(), 3, "{so}");
+    let job = lines[0].split(' ').nth(4).expect("job id");
+    assert_eq!(job.len(), 16, "job id {job:?} is not 16 hex digits");
+    assert!(u64::from_str_radix(job, 16).is_ok());
+    for (r, l) in lines.iter().enumerate() {
+        let f: Vec<&str> = l.split(' ').collect();
+        assert_eq!(f[..4], [r.to_string().as_str(), "3", "udp", "1"], "{l}");
+        assert_eq!(f[4], job, "nodes disagree on the job id");
+        assert!(f[5].starts_with("127.0.0.1:"), "{l}");
+    }
+}
+
+#[test]
+fn a_failing_node_is_named_and_its_status_propagates() {
+    let t0 = Instant::now();
+    let out = squall(&[
+        "run",
+        "-n",
+        "3",
+        "sh",
+        "-c",
+        "if [ \"$SQUALL_RANK\" = 1 ]; then exit 7; fi; exec sleep 30",
+    ]);
+    let se = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{se}");
+    assert!(se.contains("node 1 (pid"), "{se}");
+    assert!(se.contains("exited with status 7"), "{se}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "the other nodes were not ended promptly ({:?})",
+        t0.elapsed()
+    );
+}
+
+/// Start `squall run ARGS` with stdout piped; read lines `[r] pid N` until `n` are seen.
+fn start_with_pids(args: &[&str], n: usize) -> (std::process::Child, Vec<u32>, Instant) {
+    let mut child = Command::new(SQUALL)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn squall");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut pids = vec![0u32; n];
+    let mut seen = 0;
+    let mut lines = BufReader::new(stdout).lines();
+    while seen < n {
+        let line = match lines.next() {
+            Some(Ok(l)) => l,
+            _ => break,
+        };
+        if let Some((rank, pid)) = line.strip_prefix('[').and_then(|l| l.split_once("] pid ")) {
+            let rank: usize = rank.parse().expect("rank");
+            pids[rank] = pid.trim().parse().expect("pid");
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, n, "not every node printed its pid");
+    // Keep draining stdout so nodes never block on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (child, pids, Instant::now())
+}
+
+fn alive(pid: u32) -> bool {
+    Command::new("kill")
+        .args(["-0", &pid.to_string()])
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+fn wait_with_deadline(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> std::process::ExitStatus {
+    let t0 = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            return st;
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            panic!("squall run did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_node_killed_mid_run_ends_the_job_within_5_seconds() {
+    let (mut child, pids, _) = start_with_pids(
+        &[
+            "run",
+            "-n",
+            "3",
+            "--timeout",
+            "60",
+            SQUALL,
+            "__node",
+            "hold",
+            "--secs",
+            "30",
+        ],
+        3,
+    );
+    let killed_at = Instant::now();
+    let st = Command::new("kill")
+        .args(["-KILL", &pids[1].to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+    let status = wait_with_deadline(&mut child, Duration::from_secs(5));
+    let elapsed = killed_at.elapsed();
+    let mut se = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut se);
+    }
+    assert!(!status.success(), "{se}");
+    assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
+    assert!(
+        se.contains(&format!(
+            "node 1 (pid {}) was killed by signal SIGKILL",
+            pids[1]
+        )),
+        "{se}"
+    );
+    for pid in pids {
+        assert!(!alive(pid), "node pid {pid} survived the job");
+    }
+}
+
+#[test]
+fn sigterm_to_the_launcher_ends_every_node() {
+    let (mut child, pids, _) = start_with_pids(
+        &[
+            "run",
+            "-n",
+            "2",
+            "sh",
+            "-c",
+            "echo \"pid $$\"; exec sleep 30",
+        ],
+        2,
+    );
+    let st = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+    let status = wait_with_deadline(&mut child, Duration::from_secs(5));
+    assert_eq!(status.code(), Some(128 + 15));
+    for pid in pids {
+        assert!(
+            !alive(pid),
+            "node pid {pid} survived the launcher's SIGTERM"
+        );
+    }
+}
+
+#[test]
+fn a_node_ignoring_sigterm_is_killed_after_the_grace_period() {
+    let t0 = Instant::now();
+    let out = squall(&[
+        "run",
+        "-n",
+        "2",
+        "sh",
+        "-c",
+        "if [ \"$SQUALL_RANK\" = 0 ]; then exit 5; fi; trap '' TERM; while :; do sleep 0.1; done",
+    ]);
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    let took = t0.elapsed();
+    assert!(
+        took >= Duration::from_millis(1900),
+        "SIGKILL came early: {took:?}"
+    );
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+}
+
+#[test]
+fn timeout_ends_the_job_with_124() {
+    let t0 = Instant::now();
+    let out = squall(&["run", "-n", "2", "--timeout", "0.5", "sleep", "30"]);
+    assert_eq!(out.status.code(), Some(124));
+    assert!(text(&out.stderr).contains("timed out"));
+    assert!(t0.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn output_is_prefixed_unless_asked_not_to() {
+    let out = squall(&["run", "-n", "2", "sh", "-c", "echo hi; echo err >&2"]);
+    let (so, se) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success());
+    assert!(so.contains("[0] hi") && so.contains("[1] hi"), "{so}");
+    assert!(se.contains("[0] err") && se.contains("[1] err"), "{se}");
+    let out = squall(&["run", "-n", "2", "--no-prefix", "echo", "hi"]);
+    assert_eq!(text(&out.stdout), "hi\nhi\n");
+}
+
+#[test]
+fn helpful_errors_for_bad_invocations() {
+    let out = squall(&["run", "-n", "2", "no-such-program-xyz"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("program not found: no-such-program-xyz"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = squall(&["run", "-n", "0", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("at least 1 node"));
+    let out = squall(&["run", "-n", "2"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = squall(&["run", "-n", "1", "--launcher", "rsh", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--hosts"));
+}
+
+#[test]
+fn help_and_env_list_every_variable() {
+    let help = text(&squall(&["run", "--help"]).stdout);
+    let env = text(&squall(&["env"]).stdout);
+    for v in [
+        "SQUALL_RANK",
+        "SQUALL_SIZE",
+        "SQUALL_RENDEZVOUS",
+        "SQUALL_JOB_ID",
+        "SQUALL_TRANSPORT",
+        "SQUALL_NET_FAULTS",
+        "SQUALL_PEER_TIMEOUT_MS",
+    ] {
+        assert!(help.contains(v), "--help lacks {v}");
+        assert!(env.contains(v), "squall env lacks {v}");
+    }
+    assert!(help.contains("Examples:"));
+}
+
+#[test]
+fn demo_runs_on_4_nodes() {
+    let out = squall(&["demo"]);
+    let so = text(&out.stdout);
+    assert!(out.status.success(), "{so}{}", text(&out.stderr));
+    assert!(so.contains("[0] demo ok: 4 nodes"), "{so}");
+    assert!(so.contains("rank sum 18 correct"), "{so}");
+    for r in 0..4 {
+        assert!(
+            so.contains(&format!("[{r}] node {r}: received 20000 messages")),
+            "{so}"
+        );
+    }
+}
