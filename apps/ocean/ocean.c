@@ -15,17 +15,23 @@
  * neighbours' tiles (row and column direction), and adds its tile's sum of |next - cur| of
  * field 0 to a shared accumulator under a lock (the global residual Ocean checks).
  *
+ * `--sea` switches to DSM/IP's integer `sea`: int32 grids, each new point is the integer
+ * average (sum / 5) of its four neighbours and the next field's point; residuals are exact.
+ *
  * Jacobi updates read only the previous buffer, so grids are independent of the partition:
  * main recomputes sequentially and compares every point exactly. The residual sum differs
- * between thread counts only by summation order (relative tolerance 1e-9).
+ * between thread counts only by summation order (relative tolerance 1e-9; exact for --sea).
  */
 #include "app.h"
+
+#include <stdint.h>
 
 typedef struct {
     long n, w;          /* interior size, row width n+2 */
     int nf, steps, nthreads, pr, pc;
-    double c;           /* coupling */
-    double *buf[2];     /* each nf * w * w */
+    int sea;            /* 1: int32 grids (DSM/IP sea), 0: double grids */
+    double c;           /* coupling (double grids) */
+    void *buf[2];       /* each nf * w * w elements */
     double *resid;      /* per step, accumulated under lock */
     app_lock_t lock;
     app_barrier bar;
@@ -81,6 +87,50 @@ static double ocean_relax(const double *cur, double *nxt, long n, long w, int nf
     return err;
 }
 
+static void ocean_init_int(int32_t *a, long n, long w, int nf)
+{
+    for (int f = 0; f < nf; f++)
+        for (long i = 0; i < w; i++)
+            for (long j = 0; j < w; j++) {
+                int32_t v = 0;
+                if (i == 0)
+                    v = 1000000 / (f + 1);
+                else if (j == 0 || j == n + 1)
+                    v = 250000 * f;
+                a[((size_t)f * (size_t)w + (size_t)i) * (size_t)w + (size_t)j] = v;
+            }
+}
+
+/* Integer (sea) relaxation of rows [r0,r1) x cols [c0,c1); returns sum |d| of field 0. */
+static double ocean_relax_int(const int32_t *cur, int32_t *nxt, long w, int nf, long r0, long r1, long c0, long c1)
+{
+    long long err = 0;
+    size_t fs = (size_t)w * (size_t)w;
+    for (int f = 0; f < nf; f++) {
+        const int32_t *a = cur + (size_t)f * fs;
+        const int32_t *b = cur + (size_t)((f + 1) % nf) * fs;
+        int32_t *o = nxt + (size_t)f * fs;
+        for (long i = r0; i < r1; i++)
+            for (long j = c0; j < c1; j++) {
+                size_t k = (size_t)i * (size_t)w + (size_t)j;
+                int64_t sum = (int64_t)a[k - (size_t)w] + a[k + (size_t)w] + a[k - 1] + a[k + 1] + b[k];
+                int32_t v = (int32_t)(sum / 5);
+                if (f == 0)
+                    err += v > a[k] ? v - a[k] : a[k] - v;
+                o[k] = v;
+            }
+    }
+    return (double)err;
+}
+
+/* One step on the given rows/cols in either representation. */
+static double ocean_step(const ocean_shared *g, const void *cur, void *nxt, long r0, long r1, long c0, long c1)
+{
+    if (g->sea)
+        return ocean_relax_int(cur, nxt, g->w, g->nf, r0, r1, c0, c1);
+    return ocean_relax(cur, nxt, g->n, g->w, g->nf, g->c, r0, r1, c0, c1);
+}
+
 static void *ocean_worker(void *p)
 {
     ocean_arg *a = p;
@@ -93,9 +143,7 @@ static void *ocean_worker(void *p)
     if (a->tid == 0)
         g->t0 = app_now();
     for (int s = 0; s < g->steps; s++) {
-        const double *cur = g->buf[s & 1];
-        double *nxt = g->buf[(s + 1) & 1];
-        double e = ocean_relax(cur, nxt, g->n, g->w, g->nf, g->c, r0 + 1, r1 + 1, c0 + 1, c1 + 1);
+        double e = ocean_step(g, g->buf[s & 1], g->buf[(s + 1) & 1], r0 + 1, r1 + 1, c0 + 1, c1 + 1);
         app_lock(&g->lock);
         g->resid[s] += e;
         app_unlock(&g->lock);
@@ -111,7 +159,8 @@ int main(int argc, char **argv)
     static const char *usage = "ocean: Jacobi relaxation of several coupled grids, tiled\n"
                                "  -n N   interior grid size (N x N per field)\n"
                                "  -f F   number of fields (grids)\n"
-                               "  -i I   time steps";
+                               "  -i I   time steps\n"
+                               "  --sea  integer grids and integer averaging (DSM/IP's sea)";
     static const long N[4] = {130, 1026, 2050, 3074};
     static const long ST[4] = {10, 140, 250, 700};
     app_opts o;
@@ -128,6 +177,8 @@ int main(int argc, char **argv)
     g->steps = (int)steps;
     g->nthreads = o.threads;
     g->c = 0.05;
+    g->sea = app_flag_present(argc, argv, "--sea");
+    size_t esz = g->sea ? sizeof(int32_t) : sizeof(double);
     /* tile grid: pr x pc = threads, pr the largest divisor <= sqrt */
     g->pr = 1;
     for (int d = 1; d * d <= o.threads; d++)
@@ -140,11 +191,15 @@ int main(int argc, char **argv)
         return 2;
     }
     size_t cells = (size_t)nf * (size_t)g->w * (size_t)g->w;
-    g->buf[0] = app_alloc(cells, sizeof(double), "ocean grid 0");
-    g->buf[1] = app_alloc(cells, sizeof(double), "ocean grid 1");
+    g->buf[0] = app_alloc(cells, esz, "ocean grid 0");
+    g->buf[1] = app_alloc(cells, esz, "ocean grid 1");
     g->resid = app_alloc((size_t)steps, sizeof(double), "residual per step");
-    ocean_init(g->buf[0], n, g->w, g->nf);
-    ocean_init(g->buf[1], n, g->w, g->nf);
+    for (int k = 0; k < 2; k++) {
+        if (g->sea)
+            ocean_init_int(g->buf[k], n, g->w, g->nf);
+        else
+            ocean_init(g->buf[k], n, g->w, g->nf);
+    }
     app_lock_init(&g->lock);
     app_barrier_init(&g->bar, o.threads);
 
@@ -157,40 +212,44 @@ int main(int argc, char **argv)
     }
     app_run_team(o.threads, ocean_worker, targs);
 
-    const double *res = g->buf[steps & 1];
+    const void *res = g->buf[steps & 1];
     double check = 0.0;
     for (size_t k = 0; k < cells; k++)
-        check += res[k];
+        check += g->sea ? (double)((const int32_t *)res)[k] : ((const double *)res)[k];
     double last_resid = g->resid[steps - 1];
     int ok = 0;
     char note[240];
     if (o.verify) {
-        double *r[2];
-        r[0] = app_alloc(cells, sizeof(double), "reference grid 0");
-        r[1] = app_alloc(cells, sizeof(double), "reference grid 1");
-        ocean_init(r[0], n, g->w, g->nf);
-        ocean_init(r[1], n, g->w, g->nf);
+        void *r[2];
+        for (int k = 0; k < 2; k++) {
+            r[k] = app_alloc(cells, esz, "reference grid");
+            if (g->sea)
+                ocean_init_int(r[k], n, g->w, g->nf);
+            else
+                ocean_init(r[k], n, g->w, g->nf);
+        }
         double worst = 0.0;
         for (long s = 0; s < steps; s++) {
-            double e = ocean_relax(r[s & 1], r[(s + 1) & 1], n, g->w, g->nf, g->c, 1, n + 1, 1, n + 1);
+            double e = ocean_step(g, r[s & 1], r[(s + 1) & 1], 1, n + 1, 1, n + 1);
             double d = app_rel_diff(e, g->resid[s]);
             if (d > worst)
                 worst = d;
         }
-        const double *ref = r[steps & 1];
+        const char *ref = r[steps & 1];
         long bad = 0;
         for (size_t k = 0; k < cells; k++)
-            bad += ref[k] != res[k];
-        ok = bad == 0 && worst <= 1e-9;
+            bad += memcmp(ref + k * esz, (const char *)res + k * esz, esz) != 0;
+        double tol = g->sea ? 0.0 : 1e-9;
+        ok = bad == 0 && worst <= tol;
         snprintf(note, sizeof note,
-                 "%ld fields %ldx%ld steps %ld tiles %dx%d; exact grid compare: %ld mismatches; residual rel diff "
-                 "%.2e (tol 1e-9); final residual %.6e",
-                 nf, n, n, steps, g->pr, g->pc, bad, worst, last_resid);
+                 "%s %ld fields %ldx%ld steps %ld tiles %dx%d; exact grid compare: %ld mismatches; residual rel diff "
+                 "%.2e (tol %g); final residual %.6e",
+                 g->sea ? "sea int32" : "double", nf, n, n, steps, g->pr, g->pc, bad, worst, tol, last_resid);
         free(r[0]);
         free(r[1]);
     } else {
-        snprintf(note, sizeof note, "%ld fields %ldx%ld steps %ld tiles %dx%d; not verified", nf, n, n, steps,
-                 g->pr, g->pc);
+        snprintf(note, sizeof note, "%s %ld fields %ldx%ld steps %ld tiles %dx%d; not verified",
+                 g->sea ? "sea int32" : "double", nf, n, n, steps, g->pr, g->pc);
     }
     app_finish("ocean", &o, g->t1 - g->t0, ok, check, note);
     return 0;
