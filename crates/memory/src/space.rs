@@ -380,29 +380,32 @@ impl AddressSpace {
             count,
             source,
         };
-        match (prev, next) {
-            (a, b) if a == b => {
-                if b != Access::None {
-                    // A thread may have faulted on a page it can already access (e.g. a
-                    // duplicate report); let it retry.
-                    retry(|| sys::uffd_wake(fd, start, len)).map_err(|e| kerr("wake", e))?;
-                }
-                return Ok(());
+        if prev == next {
+            if next != Access::None {
+                // A thread may have faulted on a page it can already access (e.g. a duplicate
+                // report); let it retry.
+                retry(|| sys::uffd_wake(fd, start, len)).map_err(|e| kerr("wake", e))?;
             }
-            (_, Access::None) => sys::zap(start, len).map_err(|e| kerr("madvise", e))?,
-            (Access::None, grant) => self.map_run(first, count, grant == Access::Read)?,
-            (Access::Read, Access::ReadWrite) => {
-                retry(|| sys::uffd_writeprotect(fd, start, len, false))
-                    .map_err(|e| kerr("writeprotect", e))?
-            }
-            (Access::ReadWrite, Access::Read) => {
-                retry(|| sys::uffd_writeprotect(fd, start, len, true))
-                    .map_err(|e| kerr("writeprotect", e))?
-            }
-            _ => unreachable!("all state pairs are covered above"),
+            return Ok(());
         }
+        // The table changes first, so a thread woken by the kernel call below already sees
+        // its new access; it is restored if the kernel refuses.
         for p in first.0..first.0 + count {
             self.table.set(p, next);
+        }
+        let done = match (prev, next) {
+            (_, Access::None) => sys::zap(start, len).map_err(|e| kerr("madvise", e)),
+            (Access::None, grant) => self.map_run(first, count, grant == Access::Read),
+            (Access::Read, _) => retry(|| sys::uffd_writeprotect(fd, start, len, false))
+                .map_err(|e| kerr("writeprotect", e)),
+            (Access::ReadWrite, _) => retry(|| sys::uffd_writeprotect(fd, start, len, true))
+                .map_err(|e| kerr("writeprotect", e)),
+        };
+        if let Err(e) = done {
+            for p in first.0..first.0 + count {
+                self.table.set(p, prev);
+            }
+            return Err(e);
         }
         self.transitions.fetch_add(count, Ordering::Relaxed);
         Ok(())
