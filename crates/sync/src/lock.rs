@@ -127,8 +127,8 @@ impl SyncCore {
             self.wake(waiter, Err(e));
             return;
         }
-        self.release_lock(cons, lock.0);
         self.wake_ok(waiter);
+        self.release_lock(cons, lock.0);
     }
 
     /// Check that `lock` may be destroyed: no thread of this node holds it, waits for it, or
