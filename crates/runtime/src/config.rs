@@ -103,7 +103,12 @@ impl RuntimeConfig {
             "1" | "true" | "yes" | "on"
         );
         let stats_file = get(env::STATS_FILE).unwrap_or_else(|| "squall-stats.json".into());
-        Ok(RuntimeConfig { protocol, placement, stats, stats_file })
+        Ok(RuntimeConfig {
+            protocol,
+            placement,
+            stats,
+            stats_file,
+        })
     }
 }
 
@@ -113,16 +118,26 @@ mod tests {
 
     #[test]
     fn parses_placements_and_protocols() {
-        assert_eq!(PlacementSpec::parse("blocked").ok(), Some(PlacementSpec::Fixed(Placement::Blocked)));
+        assert_eq!(
+            PlacementSpec::parse("blocked").ok(),
+            Some(PlacementSpec::Fixed(Placement::Blocked))
+        );
         assert_eq!(
             PlacementSpec::parse("round-robin:4").ok(),
-            Some(PlacementSpec::Fixed(Placement::RoundRobin { block_pages: 4 }))
+            Some(PlacementSpec::Fixed(Placement::RoundRobin {
+                block_pages: 4
+            }))
         );
         assert_eq!(
             PlacementSpec::parse("node:3").ok(),
             Some(PlacementSpec::Fixed(Placement::Node(NodeId(3))))
         );
-        assert_eq!(PlacementSpec::parse("local").ok().map(|p| p.resolve(NodeId(2))), Some(Placement::Node(NodeId(2))));
+        assert_eq!(
+            PlacementSpec::parse("local")
+                .ok()
+                .map(|p| p.resolve(NodeId(2))),
+            Some(Placement::Node(NodeId(2)))
+        );
         assert!(PlacementSpec::parse("everywhere").is_err());
         assert_eq!(ProtocolKind::parse("SC").ok(), Some(ProtocolKind::Sc));
         assert!(ProtocolKind::parse("mesi").is_err());

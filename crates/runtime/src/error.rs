@@ -23,7 +23,9 @@ pub enum SquallError {
     Sync(#[from] squall_sync::SyncError),
     #[error("configuration: {0}")]
     Config(String),
-    #[error("{0} must not be called from a message handler (the service thread would wait on itself)")]
+    #[error(
+        "{0} must not be called from a message handler (the service thread would wait on itself)"
+    )]
     OnServiceThread(&'static str),
     #[error("the node is shutting down")]
     ShuttingDown,

@@ -3,17 +3,32 @@
 use squall_net::MsgType;
 
 /// Coherence protocol traffic (payload: the protocol core's own encoding).
-pub const PROTO: MsgType = 64;
+pub const PROTO: MsgType = MsgType(64);
 /// Synchronization traffic (payload: the sync core's own encoding).
-pub const SYNC: MsgType = 65;
+pub const SYNC: MsgType = MsgType(65);
 /// A value broadcast by rank 0 to every node for a collective call (`u64` sequence, `u64` value).
-pub const COLLECTIVE: MsgType = 66;
+pub const COLLECTIVE: MsgType = MsgType(66);
 /// Heap operation on memory another node allocated (payload: op `u8` — 0 free, 1 usable
 /// size — then the `u64` address); request/reply.
-pub const HEAP: MsgType = 67;
+pub const HEAP: MsgType = MsgType(67);
 /// Statistics of one node sent to rank 0 at finalize (payload: JSON).
-pub const STATS: MsgType = 68;
+pub const STATS: MsgType = MsgType(68);
 /// Run a function on this node: thread creation (payload: see `threads`); request/reply.
-pub const SPAWN: MsgType = 69;
+pub const SPAWN: MsgType = MsgType(69);
 /// A thread finished (payload: global thread id, return value).
-pub const JOINED: MsgType = 70;
+pub const JOINED: MsgType = MsgType(70);
+
+/// A readable name for a message type in statistics.
+pub fn name(ty: u16) -> String {
+    match ty {
+        64 => "protocol".into(),
+        65 => "sync".into(),
+        66 => "collective".into(),
+        67 => "heap".into(),
+        68 => "stats".into(),
+        69 => "spawn".into(),
+        70 => "joined".into(),
+        t if t < MsgType::FIRST_USER => format!("transport_{t}"),
+        t => format!("type_{t}"),
+    }
+}

@@ -15,7 +15,6 @@ use serde_json::{Map, Value};
 use squall_core::{HeapLayout, LockId, NodeId, PageId, Placement};
 use squall_memory::{AddressSpace, FaultThread, Heap, SpaceConfig};
 use squall_net::{bootstrap, Endpoint, NetConfig};
-use squall_protocol::Protocol;
 use squall_sync::{BarrierCount, BarrierId, CondId, FlagId, Outcome, SyncCore, Waiter};
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -42,10 +41,18 @@ fn my_waiter() -> Waiter {
 
 /// A mailbox of values keyed by sequence number, filled by a handler and waited on by
 /// application threads.
-#[derive(Default)]
 struct Mailbox<T> {
     items: Mutex<HashMap<u64, T>>,
     cv: Condvar,
+}
+
+impl<T> Default for Mailbox<T> {
+    fn default() -> Self {
+        Mailbox {
+            items: Mutex::new(HashMap::new()),
+            cv: Condvar::new(),
+        }
+    }
 }
 
 impl<T> Mailbox<T> {
@@ -118,7 +125,10 @@ impl Node {
         let me = net.rank;
         let nodes = net.size;
         let space = AddressSpace::reserve(&SpaceConfig::from_env()?)?;
-        let layout = HeapLayout { nodes, total_pages: space.total_pages() };
+        let layout = HeapLayout {
+            nodes,
+            total_pages: space.total_pages(),
+        };
         let heap = Heap::new(layout, me, space.base());
         let protocol = make_protocol(cfg.protocol, space.clone(), me, layout);
         let svc = Arc::new(Mutex::new(Service::new(
@@ -217,7 +227,9 @@ impl Node {
     ) -> Result<Outcome> {
         let t = Instant::now();
         let r = self.call(what, f);
-        self.inner.sync_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.inner
+            .sync_ns
+            .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
         match r? {
             Reply::Sync(r) => Ok(r?),
             Reply::Value(_) => Ok(Outcome::Done),
@@ -239,14 +251,16 @@ impl Node {
     /// for its pages. Any thread, any node, any time.
     pub fn alloc_with(&self, size: usize, align: usize, placement: Placement) -> Result<*mut u8> {
         let me = self.rank();
-        let r = self.call("alloc", move |s, w| match s.heap.alloc(size, align, placement) {
-            Ok(a) => {
-                if let Some(info) = a.new_pages {
-                    s.register(info);
+        let r = self.call("alloc", move |s, w| {
+            match s.heap.alloc(size, align, placement) {
+                Ok(a) => {
+                    if let Some(info) = a.new_pages {
+                        s.register(info);
+                    }
+                    s.wake(w, Reply::Value(a.addr as u64))
                 }
-                s.wake(w, Reply::Value(a.addr as u64))
+                Err(e) => s.wake(w, Reply::Failed(format!("allocation on {me}: {e}"))),
             }
-            Err(e) => s.wake(w, Reply::Failed(format!("allocation on {me}: {e}"))),
         })?;
         match r {
             Reply::Value(a) => Ok(a as usize as *mut u8),
@@ -262,9 +276,9 @@ impl Node {
 
     /// Allocate zeroed memory.
     pub fn calloc(&self, count: usize, size: usize) -> Result<*mut u8> {
-        let bytes = count.checked_mul(size).ok_or_else(|| {
-            SquallError::Config(format!("calloc({count}, {size}) overflows"))
-        })?;
+        let bytes = count
+            .checked_mul(size)
+            .ok_or_else(|| SquallError::Config(format!("calloc({count}, {size}) overflows")))?;
         let p = self.alloc(bytes)?;
         // Fresh pages are zero on every node, but a reused small chunk is not: zero through the
         // application view (an ordinary write, coherent like any other).
@@ -293,7 +307,9 @@ impl Node {
             if r.is_empty() {
                 Ok(())
             } else {
-                Err(SquallError::Remote(String::from_utf8_lossy(&r).into_owned()))
+                Err(SquallError::Remote(
+                    String::from_utf8_lossy(&r).into_owned(),
+                ))
             }
         }
     }
@@ -303,7 +319,11 @@ impl Node {
         let addr = ptr as usize;
         let page = self.page_of(addr)?;
         let manager = self.inner.layout.manager_of(page);
-        let bad = || SquallError::Remote(format!("{addr:#x} is not the start of a live squall allocation"));
+        let bad = || {
+            SquallError::Remote(format!(
+                "{addr:#x} is not the start of a live squall allocation"
+            ))
+        };
         if manager == self.rank() {
             match self.call("usable_size", move |s, w| {
                 let v = s.heap.size_of(addr).map(|n| n as u64).unwrap_or(u64::MAX);
@@ -374,7 +394,8 @@ impl Node {
 
     /// Barrier of every node, with one participating thread per node.
     pub fn barrier(&self) -> Result<()> {
-        self.barrier_with(BarrierId(0), BarrierCount::PerNode { local: 1 }).map(|_| ())
+        self.barrier_with(BarrierId(0), BarrierCount::PerNode { local: 1 })
+            .map(|_| ())
     }
 
     /// A barrier with an explicit id and participant count. Returns `true` in exactly one
@@ -388,30 +409,40 @@ impl Node {
 
     /// Acquire a global lock (FIFO across nodes).
     pub fn lock(&self, lock: LockId) -> Result<()> {
-        self.sync_call("lock", move |s, w| s.sync.lock(&mut *s.protocol, lock, w)).map(|_| ())
+        self.sync_call("lock", move |s, w| s.sync.lock(&mut *s.protocol, lock, w))
+            .map(|_| ())
     }
 
     /// Try to acquire a global lock without waiting; `true` if it is now held.
     pub fn trylock(&self, lock: LockId) -> Result<bool> {
-        let o = self.sync_call("trylock", move |s, w| s.sync.trylock(&mut *s.protocol, lock, w))?;
+        let o = self.sync_call("trylock", move |s, w| {
+            s.sync.trylock(&mut *s.protocol, lock, w)
+        })?;
         Ok(o != Outcome::Busy)
     }
 
     /// Release a global lock held by this thread.
     pub fn unlock(&self, lock: LockId) -> Result<()> {
-        self.sync_call("unlock", move |s, w| s.sync.unlock(&mut *s.protocol, lock, w)).map(|_| ())
+        self.sync_call("unlock", move |s, w| {
+            s.sync.unlock(&mut *s.protocol, lock, w)
+        })
+        .map(|_| ())
     }
 
     /// Wait on a condition variable bound to `lock` (held by this thread); Mesa semantics.
     pub fn cond_wait(&self, cond: CondId, lock: LockId) -> Result<()> {
-        self.sync_call("cond_wait", move |s, w| s.sync.cond_wait(&mut *s.protocol, cond, lock, w))
-            .map(|_| ())
+        self.sync_call("cond_wait", move |s, w| {
+            s.sync.cond_wait(&mut *s.protocol, cond, lock, w)
+        })
+        .map(|_| ())
     }
 
     /// Wake one waiter of `cond`.
     pub fn cond_signal(&self, cond: CondId) -> Result<()> {
-        self.sync_call("cond_signal", move |s, w| s.sync.cond_signal(&mut *s.protocol, cond, w))
-            .map(|_| ())
+        self.sync_call("cond_signal", move |s, w| {
+            s.sync.cond_signal(&mut *s.protocol, cond, w)
+        })
+        .map(|_| ())
     }
 
     /// Wake every waiter of `cond`.
@@ -424,17 +455,23 @@ impl Node {
 
     /// Set a flag (a release); wakes every waiter.
     pub fn flag_set(&self, flag: FlagId) -> Result<()> {
-        self.sync_call("flag_set", move |s, w| s.sync.flag_set(&mut *s.protocol, flag, w)).map(|_| ())
+        self.sync_call("flag_set", move |s, w| {
+            s.sync.flag_set(&mut *s.protocol, flag, w)
+        })
+        .map(|_| ())
     }
 
     /// Wait until a flag is set (an acquire), without spinning on shared memory.
     pub fn flag_wait(&self, flag: FlagId) -> Result<()> {
-        self.sync_call("flag_wait", move |s, w| s.sync.flag_wait(&mut *s.protocol, flag, w)).map(|_| ())
+        self.sync_call("flag_wait", move |s, w| {
+            s.sync.flag_wait(&mut *s.protocol, flag, w)
+        })
+        .map(|_| ())
     }
 
     /// Clear a flag.
     pub fn flag_clear(&self, flag: FlagId) -> Result<()> {
-        self.sync_call("flag_clear", move |s, w| s.sync.flag_clear(&mut *s.protocol, flag, w))
+        self.sync_call("flag_clear", move |s, w| s.sync.flag_clear(flag, w))
             .map(|_| ())
     }
 
@@ -447,8 +484,14 @@ impl Node {
         let s = self.inner.svc.lock();
         let stall_s = s.times.stall_ns as f64 / 1e9;
         let mut counts = Map::new();
-        counts.insert("protocol".into(), serde_json::to_value(s.protocol.stats()).unwrap_or(Value::Null));
-        counts.insert("sync".into(), serde_json::to_value(s.sync.stats()).unwrap_or(Value::Null));
+        counts.insert(
+            "protocol".into(),
+            serde_json::to_value(s.protocol.stats()).unwrap_or(Value::Null),
+        );
+        counts.insert(
+            "sync".into(),
+            serde_json::to_value(s.sync.stats()).unwrap_or(Value::Null),
+        );
         drop(s);
         counts.insert("net".into(), net_counts(&self.inner.ep));
         let sp = self.inner.space.stats();
@@ -504,7 +547,26 @@ impl Node {
 }
 
 fn net_counts(ep: &Endpoint) -> Value {
-    serde_json::to_value(ep.stats()).unwrap_or(Value::Null)
+    let st = ep.stats();
+    let mut by_type = Map::new();
+    for (ty, c) in &st.by_type {
+        let name = msg::name(*ty);
+        by_type.insert(
+            name,
+            serde_json::json!({"sent": c.sent, "sent_bytes": c.sent_bytes,
+                               "received": c.received, "received_bytes": c.received_bytes}),
+        );
+    }
+    let drops: u64 = st.drops.values().sum();
+    serde_json::json!({
+        "messages_sent": st.messages_sent(),
+        "messages_received": st.messages_received(),
+        "bytes_sent": st.by_type.values().map(|c| c.sent_bytes).sum::<u64>(),
+        "packets_sent": st.packets_sent,
+        "retransmissions": st.retransmissions,
+        "dropped": drops,
+        "per_type": by_type,
+    })
 }
 
 fn free_local(s: &mut Service, addr: usize) -> Reply {
@@ -528,21 +590,30 @@ fn register_handlers(
     stats_in: Arc<Mailbox<NodeStats>>,
 ) {
     let s = svc.clone();
-    ep.register(msg::PROTO, move |ep, m| s.lock().on_protocol_message(ep, m.src, &m.payload));
+    ep.register(msg::PROTO, move |ep, m| {
+        s.lock().on_protocol_message(ep, m.src, &m.payload)
+    });
     let s = svc.clone();
-    ep.register(msg::SYNC, move |ep, m| s.lock().on_sync_message(ep, m.src, &m.payload));
+    ep.register(msg::SYNC, move |ep, m| {
+        s.lock().on_sync_message(ep, m.src, &m.payload)
+    });
     ep.register(msg::COLLECTIVE, move |ep, m| {
         let p = &m.payload;
         if p.len() != 16 {
-            fatal(ep.rank(), &format!("malformed collective message from {}", m.src));
+            fatal(
+                ep.rank(),
+                &format!("malformed collective message from {}", m.src),
+            );
         }
         let seq = u64::from_le_bytes(p[0..8].try_into().unwrap_or([0; 8]));
         let v = u64::from_le_bytes(p[8..16].try_into().unwrap_or([0; 8]));
         coll.put(seq, v);
     });
-    ep.register(msg::STATS, move |ep, m| match serde_json::from_slice::<NodeStats>(&m.payload) {
-        Ok(st) => stats_in.put(u64::from(m.src.0), st),
-        Err(e) => eprintln!("squall: {}: bad statistics from {}: {e}", ep.rank(), m.src),
+    ep.register(msg::STATS, move |ep, m| {
+        match serde_json::from_slice::<NodeStats>(&m.payload) {
+            Ok(st) => stats_in.put(u64::from(m.src.0), st),
+            Err(e) => eprintln!("squall: {}: bad statistics from {}: {e}", ep.rank(), m.src),
+        }
     });
     let s = svc;
     ep.register(msg::HEAP, move |ep, m| {
@@ -557,7 +628,13 @@ fn register_handlers(
                     Reply::Failed(e) => e.into_bytes(),
                     _ => Vec::new(),
                 },
-                _ => g.heap.size_of(addr).map(|n| n as u64).unwrap_or(u64::MAX).to_le_bytes().to_vec(),
+                _ => g
+                    .heap
+                    .size_of(addr)
+                    .map(|n| n as u64)
+                    .unwrap_or(u64::MAX)
+                    .to_le_bytes()
+                    .to_vec(),
             }
         };
         if let Err(e) = ep.reply(&m, reply) {

@@ -79,7 +79,10 @@ impl Service {
 
     /// An application thread faulted on `page`.
     pub fn on_fault(&mut self, ep: &Endpoint, page: PageId, write: bool) {
-        self.pending_faults.entry(page).or_default().push(Instant::now());
+        self.pending_faults
+            .entry(page)
+            .or_default()
+            .push(Instant::now());
         let t = Instant::now();
         let r = self.protocol.handle_fault(page, write);
         self.times.protocol_ns += t.elapsed().as_nanos() as u64;
@@ -146,7 +149,9 @@ impl Service {
                             fatal(self.me, &format!("synchronization: {e}"));
                         }
                     }
-                    PAction::AtomicDone { token, old } => self.wake(Waiter(token), Reply::Value(old)),
+                    PAction::AtomicDone { token, old } => {
+                        self.wake(Waiter(token), Reply::Value(old))
+                    }
                 }
             }
             while let Some(a) = self.sync.poll_action() {

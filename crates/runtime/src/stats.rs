@@ -2,7 +2,7 @@
 //! acquires, barriers) and the time breakdown the seeds report (task, synchronization, data
 //! stall, messaging, protocol). Owns collection into one serialisable record per node, the
 //! sum over nodes, and the stderr table; must not touch protocol state (it reads snapshots).
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::fmt::Write as _;
 
@@ -18,7 +18,7 @@ pub struct ServiceTimes {
 }
 
 /// Time breakdown of one node, in seconds.
-#[derive(Debug, Default, Clone, Copy, Serialize)]
+#[derive(Debug, Default, Clone, Copy, Serialize, Deserialize)]
 pub struct Breakdown {
     /// Application threads' time minus sync and stall.
     pub task_s: f64,
@@ -33,7 +33,7 @@ pub struct Breakdown {
 }
 
 /// Statistics of one node (or the sum over nodes, with `node = None`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NodeStats {
     pub node: Option<u16>,
     pub protocol: String,
@@ -82,7 +82,10 @@ pub fn total(nodes: &[NodeStats]) -> NodeStats {
     }
     NodeStats {
         node: None,
-        protocol: nodes.first().map(|n| n.protocol.clone()).unwrap_or_default(),
+        protocol: nodes
+            .first()
+            .map(|n| n.protocol.clone())
+            .unwrap_or_default(),
         breakdown: b,
         counts: match counts {
             Value::Object(m) => m,
@@ -97,7 +100,11 @@ fn flat(prefix: &str, v: &Value, out: &mut Vec<(String, f64)>) {
         Value::Number(n) => out.push((prefix.to_string(), n.as_f64().unwrap_or(0.0))),
         Value::Object(m) => {
             for (k, v) in m {
-                let p = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                let p = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
                 flat(&p, v, out);
             }
         }
@@ -159,11 +166,17 @@ mod tests {
 
     fn node(n: u16, faults: u64) -> NodeStats {
         let mut counts = Map::new();
-        counts.insert("protocol".into(), serde_json::json!({"read_faults": faults, "per_type": {"fetch": 2}}));
+        counts.insert(
+            "protocol".into(),
+            serde_json::json!({"read_faults": faults, "per_type": {"fetch": 2}}),
+        );
         NodeStats {
             node: Some(n),
             protocol: "hlrc".into(),
-            breakdown: Breakdown { task_s: 1.0, ..Default::default() },
+            breakdown: Breakdown {
+                task_s: 1.0,
+                ..Default::default()
+            },
             counts,
         }
     }

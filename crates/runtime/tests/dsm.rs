@@ -1,0 +1,371 @@
+//! Multi-node tests of the shared address space through the public API: every scenario runs
+//! as 2 or 4 separate node processes (this test binary re-executed by the launcher library),
+//! over the real transport and the real fault path.
+//!
+//! Run: `cargo test -p squall --test dsm` (add `-- NAME` to run the scenarios whose name
+//! contains NAME).
+use squall::{BarrierCount, BarrierId, LockId, Node, Placement, PAGE_SIZE};
+use squall_launch::{run_job, ForwardSink, JobSpec};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+type Scenario = fn(&Node) -> Result<(), String>;
+
+fn check(cond: bool, what: impl FnOnce() -> String) -> Result<(), String> {
+    if cond {
+        Ok(())
+    } else {
+        Err(what())
+    }
+}
+
+/// Every node writes its block of a shared array, a barrier, every node reads all of it.
+fn array(node: &Node) -> Result<(), String> {
+    let n = node.size() as usize;
+    let me = node.rank().0 as usize;
+    let words_per_node = 3 * PAGE_SIZE / 8 + 17; // blocks straddle page boundaries
+    let total = words_per_node * n;
+    let a = node
+        .alloc_collective(total * 8, Placement::FirstTouch)
+        .map_err(|e| e.to_string())? as *mut u64;
+    for round in 0..3u64 {
+        for i in me * words_per_node..(me + 1) * words_per_node {
+            // SAFETY: `a` points to `total` u64 of shared memory; i < total.
+            unsafe { a.add(i).write_volatile(round * 1_000_000 + i as u64) };
+        }
+        node.barrier().map_err(|e| e.to_string())?;
+        for i in 0..total {
+            // SAFETY: as above.
+            let v = unsafe { a.add(i).read_volatile() };
+            check(v == round * 1_000_000 + i as u64, || {
+                format!(
+                    "round {round}: word {i} is {v}, expected {}",
+                    round * 1_000_000 + i as u64
+                )
+            })?;
+        }
+        node.barrier().map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Two (or more) nodes write different words of the same page at the same time; after a
+/// barrier every node sees all the writes (multiple-writer merge).
+fn false_sharing(node: &Node) -> Result<(), String> {
+    let n = node.size() as usize;
+    let me = node.rank().0 as usize;
+    let p = node
+        .alloc_collective(PAGE_SIZE, Placement::Node(squall::NodeId(0)))
+        .map_err(|e| e.to_string())? as *mut u64;
+    let words = PAGE_SIZE / 8;
+    for round in 1..=5u64 {
+        for i in (me..words).step_by(n) {
+            // SAFETY: p points to one page of shared memory; i < words.
+            unsafe { p.add(i).write_volatile(round * 10_000 + i as u64) };
+        }
+        node.barrier().map_err(|e| e.to_string())?;
+        for i in 0..words {
+            // SAFETY: as above.
+            let v = unsafe { p.add(i).read_volatile() };
+            check(v == round * 10_000 + i as u64, || {
+                format!("round {round}: word {i} = {v}")
+            })?;
+        }
+        node.barrier().map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Under first touch a node that first touched its block is that block's home: touching it
+/// again after others have read it costs no page fetch.
+fn first_touch(node: &Node) -> Result<(), String> {
+    let n = node.size() as usize;
+    let me = node.rank().0 as usize;
+    let pages_per_node = 4;
+    let a = node
+        .alloc_collective(n * pages_per_node * PAGE_SIZE, Placement::FirstTouch)
+        .map_err(|e| e.to_string())?;
+    let mine = |i: usize| unsafe { a.add(me * pages_per_node * PAGE_SIZE + i) };
+    for pg in 0..pages_per_node {
+        // SAFETY: inside this node's block of the allocation.
+        unsafe { mine(pg * PAGE_SIZE).write_volatile(me as u8 + 1) };
+    }
+    node.barrier().map_err(|e| e.to_string())?;
+    // Everybody reads everybody's block.
+    for r in 0..n {
+        for pg in 0..pages_per_node {
+            // SAFETY: inside the allocation.
+            let v = unsafe { a.add((r * pages_per_node + pg) * PAGE_SIZE).read_volatile() };
+            check(v == r as u8 + 1, || format!("node {r} page {pg}: {v}"))?;
+        }
+    }
+    node.barrier().map_err(|e| e.to_string())?;
+    let before = fetches(node);
+    for pg in 0..pages_per_node {
+        // SAFETY: inside this node's block.
+        unsafe { mine(pg * PAGE_SIZE + 8).write_volatile(7) };
+        let v = unsafe { mine(pg * PAGE_SIZE).read_volatile() };
+        check(v == me as u8 + 1, || format!("own page {pg}: {v}"))?;
+    }
+    let after = fetches(node);
+    check(after == before, || {
+        format!(
+            "node {me} fetched {} pages of its own first-touched block",
+            after - before
+        )
+    })?;
+    node.barrier().map_err(|e| e.to_string())
+}
+
+fn fetches(node: &Node) -> u64 {
+    node.stats()
+        .counts
+        .get("protocol")
+        .and_then(|p| p.get("page_fetches"))
+        .and_then(|v| v.as_u64())
+        .unwrap_or(0)
+}
+
+/// 4 threads per node share the node's copy; all threads of all nodes write disjoint words of
+/// shared pages, meet at a barrier and check everything.
+fn threads(node: &Node) -> Result<(), String> {
+    const T: usize = 4;
+    let n = node.size() as usize;
+    let me = node.rank().0 as usize;
+    let words = 2 * PAGE_SIZE / 8 * n;
+    let a = node
+        .alloc_collective(words * 8, Placement::RoundRobin { block_pages: 1 })
+        .map_err(|e| e.to_string())? as usize;
+    let mut hs = Vec::new();
+    for t in 0..T {
+        let node = node.clone();
+        hs.push(std::thread::spawn(move || -> Result<(), String> {
+            let a = a as *mut u64;
+            let gid = me * T + t;
+            for round in 0..3u64 {
+                for i in (gid..words).step_by(n * T) {
+                    // SAFETY: a points to `words` u64 of shared memory.
+                    unsafe { a.add(i).write_volatile(round + 3 * i as u64) };
+                }
+                node.barrier_with(BarrierId(1), BarrierCount::PerNode { local: T as u32 })
+                    .map_err(|e| e.to_string())?;
+                for i in 0..words {
+                    // SAFETY: as above.
+                    let v = unsafe { a.add(i).read_volatile() };
+                    check(v == round + 3 * i as u64, || {
+                        format!("thread {gid} round {round} word {i}: {v}")
+                    })?;
+                }
+                node.barrier_with(BarrierId(1), BarrierCount::PerNode { local: T as u32 })
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        }));
+    }
+    for h in hs {
+        h.join().map_err(|_| "thread panicked".to_string())??;
+    }
+    Ok(())
+}
+
+/// DSM/IP lock_test: every thread of every node increments one shared counter under one lock.
+fn lock_counter(node: &Node) -> Result<(), String> {
+    const T: usize = 2;
+    const ITERS: u64 = 200;
+    let c = node
+        .alloc_collective(8, Placement::Node(squall::NodeId(0)))
+        .map_err(|e| e.to_string())? as usize;
+    let mut hs = Vec::new();
+    for _ in 0..T {
+        let node = node.clone();
+        hs.push(std::thread::spawn(move || -> Result<(), String> {
+            for _ in 0..ITERS {
+                node.lock(LockId(5)).map_err(|e| e.to_string())?;
+                // SAFETY: c is 8 bytes of shared memory; the lock orders the accesses.
+                unsafe {
+                    let p = c as *mut u64;
+                    p.write_volatile(p.read_volatile() + 1);
+                }
+                node.unlock(LockId(5)).map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        }));
+    }
+    for h in hs {
+        h.join().map_err(|_| "thread panicked".to_string())??;
+    }
+    node.barrier().map_err(|e| e.to_string())?;
+    // SAFETY: as above, after the barrier.
+    let v = unsafe { (c as *const u64).read_volatile() };
+    let want = ITERS * T as u64 * node.size() as u64;
+    check(v == want, || format!("counter is {v}, expected {want}"))
+}
+
+/// A racy flag handoff (no locks): node 0 writes data then a flag; the others spin on the flag
+/// with plain loads, must then see the data, and answer with a plain store to their ack word.
+/// Correct only under `sc`.
+fn sc_flag_handoff(node: &Node) -> Result<(), String> {
+    let n = node.size() as usize;
+    let base = node
+        .alloc_collective(3 * PAGE_SIZE, Placement::Node(squall::NodeId(0)))
+        .map_err(|e| e.to_string())? as usize;
+    let flag = base as *mut u64;
+    let data = (base + PAGE_SIZE) as *mut u64;
+    let acks = (base + 2 * PAGE_SIZE) as *mut u64;
+    let spin_until = |p: *mut u64, v: u64, what: &str| -> Result<(), String> {
+        let t = Instant::now();
+        // SAFETY: p is a word of the allocation.
+        while unsafe { p.read_volatile() } < v {
+            if t.elapsed() > Duration::from_secs(10) {
+                return Err(format!("{what} never reached {v}"));
+            }
+            std::hint::spin_loop();
+        }
+        Ok(())
+    };
+    for round in 1..=20u64 {
+        if node.rank().0 == 0 {
+            for i in 0..64 {
+                // SAFETY: data page of the allocation.
+                unsafe { data.add(i).write_volatile(round * 100 + i as u64) };
+            }
+            // SAFETY: flag word of the allocation.
+            unsafe { flag.write_volatile(round) };
+            for r in 1..n {
+                // SAFETY: ack words of the allocation.
+                spin_until(unsafe { acks.add(r) }, round, &format!("ack of node {r}"))?;
+            }
+        } else {
+            spin_until(flag, round, "the flag")?;
+            for i in 0..64 {
+                // SAFETY: data page of the allocation.
+                let v = unsafe { data.add(i).read_volatile() };
+                check(v == round * 100 + i as u64, || {
+                    format!("round {round}: data[{i}] = {v} after the flag")
+                })?;
+            }
+            // SAFETY: this node's ack word.
+            unsafe { acks.add(node.rank().0 as usize).write_volatile(round) };
+        }
+    }
+    node.barrier().map_err(|e| e.to_string())
+}
+
+/// Allocation and free from any node: each node allocates, another node frees; a double
+/// free is a clear error.
+fn alloc_free(node: &Node) -> Result<(), String> {
+    let n = node.size();
+    let me = node.rank().0;
+    let slots = node
+        .alloc_collective(8 * n as usize, Placement::Node(squall::NodeId(0)))
+        .map_err(|e| e.to_string())? as *mut u64;
+    let p = node.alloc(1000).map_err(|e| e.to_string())?;
+    // SAFETY: 1000 bytes just allocated.
+    unsafe { std::ptr::write_bytes(p, me as u8 + 1, 1000) };
+    // SAFETY: slot `me` of the shared table.
+    unsafe { slots.add(me as usize).write_volatile(p as u64) };
+    node.barrier().map_err(|e| e.to_string())?;
+    let victim = (me + 1) % n;
+    // SAFETY: slot of another node, published before the barrier.
+    let q = unsafe { slots.add(victim as usize).read_volatile() } as *mut u8;
+    // SAFETY: the other node's 1000-byte allocation, written before the barrier.
+    let b = unsafe { q.add(999).read_volatile() };
+    check(b == victim as u8 + 1, || {
+        format!("byte of node {victim}'s block is {b}")
+    })?;
+    node.barrier().map_err(|e| e.to_string())?;
+    node.free(q)
+        .map_err(|e| format!("free of node {victim}'s block: {e}"))?;
+    let again = node.free(q);
+    check(again.is_err(), || "double free was accepted".into())?;
+    let mut local = 7u64;
+    check(
+        node.free(&mut local as *mut u64 as *mut u8).is_err(),
+        || "free of a stack pointer accepted".into(),
+    )?;
+    node.barrier().map_err(|e| e.to_string())
+}
+
+const SCENARIOS: &[(&str, Scenario, &[&str])] = &[
+    ("array", array, &["hlrc", "sc"]),
+    ("false_sharing", false_sharing, &["hlrc", "sc"]),
+    ("first_touch", first_touch, &["hlrc"]),
+    ("threads", threads, &["hlrc", "sc"]),
+    ("lock_counter", lock_counter, &["hlrc", "sc"]),
+    ("sc_flag_handoff", sc_flag_handoff, &["sc"]),
+    ("alloc_free", alloc_free, &["hlrc"]),
+];
+
+fn node_main(name: &str) -> i32 {
+    let node = match squall::init() {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("init failed: {e}");
+            return 2;
+        }
+    };
+    let Some((_, f, _)) = SCENARIOS.iter().find(|(n, _, _)| *n == name) else {
+        eprintln!("no scenario {name}");
+        return 2;
+    };
+    let r = f(&node);
+    if let Err(e) = &r {
+        eprintln!("{}: scenario {name} failed: {e}", node.rank());
+    }
+    if let Err(e) = node.finalize() {
+        eprintln!("finalize: {e}");
+        return 3;
+    }
+    i32::from(r.is_err())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if std::env::var_os(squall_core_env_rank()).is_some() {
+        std::process::exit(node_main(args.get(1).map(String::as_str).unwrap_or("")));
+    }
+    let filter: Option<String> = args.iter().skip(1).find(|a| !a.starts_with('-')).cloned();
+    let exe = std::env::current_exe().expect("own path");
+    let (mut passed, mut failed) = (0, 0);
+    for (name, _, protocols) in SCENARIOS {
+        for proto in *protocols {
+            for nodes in [2usize, 4] {
+                let label = format!("{name}/{proto}/{nodes} nodes");
+                if filter.as_ref().is_some_and(|f| !label.contains(f.as_str())) {
+                    continue;
+                }
+                let mut spec =
+                    JobSpec::local(nodes, exe.display().to_string(), vec![name.to_string()]);
+                spec.timeout = Some(Duration::from_secs(60));
+                spec.extra_env
+                    .push(("SQUALL_PROTOCOL".into(), proto.to_string()));
+                spec.extra_env
+                    .push(("SQUALL_HEAP_SIZE".into(), "4G".into()));
+                let t = Instant::now();
+                let ok = match run_job(&spec, Arc::new(ForwardSink { prefix: true })) {
+                    Ok(r) => r.success(),
+                    Err(e) => {
+                        eprintln!("launch failed: {e}");
+                        false
+                    }
+                };
+                println!(
+                    "test {label} ... {} ({:.2}s)",
+                    if ok { "ok" } else { "FAILED" },
+                    t.elapsed().as_secs_f64()
+                );
+                if ok {
+                    passed += 1
+                } else {
+                    failed += 1
+                }
+            }
+        }
+    }
+    println!("{passed} passed, {failed} failed");
+    std::process::exit(i32::from(failed > 0));
+}
+
+fn squall_core_env_rank() -> &'static str {
+    "SQUALL_RANK"
+}
