@@ -16,6 +16,18 @@ pub fn table() -> String {
     out
 }
 
+/// The environment table as Markdown (docs/env.md and the README hold this).
+pub fn markdown() -> String {
+    let mut out = String::from("| variable | default | meaning |\n|---|---|---|\n");
+    for v in ALL {
+        out.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            v.name, v.default, v.meaning
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -25,5 +37,8 @@ mod tests {
             assert!(t.contains(v.name), "{} missing", v.name);
         }
         assert_eq!(t.lines().count(), squall_core::env::ALL.len() + 1);
+        let m = super::markdown();
+        assert_eq!(m.lines().count(), squall_core::env::ALL.len() + 2);
+        assert!(m.contains("| `SQUALL_RANK` |"));
     }
 }

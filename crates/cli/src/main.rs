@@ -36,7 +36,11 @@ enum Cmd {
     /// Run the quick-start demo on N local nodes (default 4).
     Demo(demo::DemoArgs),
     /// Print the environment variables Squall reads.
-    Env,
+    Env {
+        /// As a Markdown table (what docs/env.md and the README hold).
+        #[arg(long)]
+        markdown: bool,
+    },
     /// A node program run by the launcher on behalf of `bench`, `demo` and the tests.
     #[command(name = "__node", hide = true, subcommand)]
     Node(node::NodeCmd),
@@ -53,8 +57,12 @@ fn main() {
         Cmd::Run(args) => run::main(args),
         Cmd::Bench(b) => bench::main(b),
         Cmd::Demo(args) => demo::main(args),
-        Cmd::Env => {
-            print!("{}", envtable::table());
+        Cmd::Env { markdown } => {
+            if markdown {
+                print!("{}", envtable::markdown());
+            } else {
+                print!("{}", envtable::table());
+            }
             0
         }
         Cmd::Node(n) => node::main(n),
