@@ -108,6 +108,32 @@ fn remote_shell_gets_the_environment_on_its_command_line() {
 }
 
 #[test]
+fn hostfile_slots_place_ranks_in_order() {
+    let dir = std::env::temp_dir().join(format!("squall-hostfile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let file = dir.join("hosts");
+    std::fs::write(&file, "# two slots here\nlocalhost slots=2\n127.0.0.1\n").expect("write");
+    let out = squall(&[
+        "run",
+        "-n",
+        "3",
+        "--hostfile",
+        file.to_str().expect("utf-8 path"),
+        "--rsh",
+        "./tests/fake-rsh.sh",
+        "sh",
+        "-c",
+        "echo rank $SQUALL_RANK",
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    let so = text(&out.stdout);
+    assert!(out.status.success(), "{so}{}", text(&out.stderr));
+    for r in 0..3 {
+        assert!(so.contains(&format!("[{r}] rank {r}")), "{so}");
+    }
+}
+
+#[test]
 fn every_node_gets_the_launcher_environment() {
     let out = squall(&[
         "run",
