@@ -229,18 +229,6 @@ static long tsp_held_karp(const int *dist, int n)
     return best;
 }
 
-static const int *tsp_sort_dist; /* comparator context (main thread only, before the team) */
-static int tsp_sort_from;
-static int tsp_cmp_near(const void *pa, const void *pb)
-{
-    int a = *(const unsigned char *)pa, b = *(const unsigned char *)pb;
-    int n = tsp_sort_from >> 8, c = tsp_sort_from & 0xff;
-    int da = tsp_sort_dist[c * n + a], db = tsp_sort_dist[c * n + b];
-    if (da != db)
-        return da < db ? -1 : 1;
-    return a - b;
-}
-
 static void tsp_setup(tsp_shared *g, int n, unsigned long long seed)
 {
     g->n = n;
@@ -263,14 +251,21 @@ static void tsp_setup(tsp_shared *g, int n, unsigned long long seed)
                 me = g->dist[i * n + j];
         }
         g->minedge[i] = n > 1 ? me : 0;
-        /* neighbours of i other than i itself, nearest first */
+    }
+    for (int i = 0; i < n; i++) {
+        /* neighbours of i other than i itself, nearest first (ties by index): insertion sort */
+        unsigned char *ord = &g->order[i * n];
         int k = 0;
-        for (int j = 0; j < n; j++)
-            if (j != i)
-                g->order[i * n + k++] = (unsigned char)j;
-        tsp_sort_dist = g->dist;
-        tsp_sort_from = (n << 8) | i;
-        qsort(&g->order[i * n], (size_t)(n - 1), 1, tsp_cmp_near);
+        for (int j = 0; j < n; j++) {
+            if (j == i)
+                continue;
+            int pos = k++;
+            while (pos > 0 && g->dist[i * n + ord[pos - 1]] > g->dist[i * n + j]) {
+                ord[pos] = ord[pos - 1];
+                pos--;
+            }
+            ord[pos] = (unsigned char)j;
+        }
     }
 }
 
