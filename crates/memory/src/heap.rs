@@ -112,6 +112,7 @@ struct Large {
 pub struct Heap {
     node: NodeId,
     base: usize,
+    arena_start: u64,
     next_page: u64,
     end_page: u64,
     large: BTreeMap<usize, Large>,
@@ -142,6 +143,7 @@ impl Heap {
         Heap {
             node,
             base,
+            arena_start: start,
             next_page: start,
             end_page: end.max(start),
             large: BTreeMap::new(),
@@ -155,6 +157,14 @@ impl Heap {
     /// The node whose arena this is.
     pub fn node(&self) -> NodeId {
         self.node
+    }
+
+    /// Whether `addr` lies in this node's arena (frees of other addresses belong to the node
+    /// whose arena holds them: `HeapLayout::manager_of`).
+    pub fn arena_contains(&self, addr: usize) -> bool {
+        addr >= self.base
+            && ((addr - self.base) / PAGE_SIZE) as u64 >= self.arena_start
+            && (((addr - self.base) / PAGE_SIZE) as u64) < self.end_page
     }
 
     /// Counters so far.
@@ -458,6 +468,10 @@ mod tests {
     #[test]
     fn page_allocations_are_aligned_and_never_reused() {
         let mut h = Heap::new(layout(), NodeId(2), BASE);
+        assert!(h.arena_contains(BASE + 2048 * PAGE_SIZE));
+        assert!(h.arena_contains(BASE + 3072 * PAGE_SIZE - 1));
+        assert!(!h.arena_contains(BASE + 3072 * PAGE_SIZE));
+        assert!(!h.arena_contains(BASE + 2047 * PAGE_SIZE));
         let a = h.alloc(3 * PAGE_SIZE + 1, 0, Placement::Blocked).unwrap();
         assert_eq!(a.addr % PAGE_SIZE, 0);
         assert_eq!(a.usable, 4 * PAGE_SIZE);

@@ -20,7 +20,7 @@
 use crate::error::MemoryError;
 use crate::sys;
 use crate::table::AccessTable;
-use squall_core::{env, Access, PageId, PageMemory, PAGE_SIZE};
+use squall_core::{env, Access, HeapLayout, PageId, PageMemory, PAGE_SIZE};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -309,6 +309,14 @@ impl AddressSpace {
     /// out-of-range page; check with `contains`).
     pub fn addr_of(&self, page: PageId) -> usize {
         self.cfg.base + page.0 as usize * PAGE_SIZE
+    }
+    /// The static layout of this range split among `nodes` arenas (for [`crate::Heap::new`]
+    /// and the protocol's manager look-ups).
+    pub fn layout(&self, nodes: u16) -> HeapLayout {
+        HeapLayout {
+            nodes,
+            total_pages: self.total_pages(),
+        }
     }
     /// Counters so far.
     pub fn stats(&self) -> SpaceStats {
