@@ -604,3 +604,52 @@ fn random_invalidations_lose_no_writes_and_hang_no_thread() {
     print!("{}", String::from_utf8_lossy(&out.stdout));
     check(&out, "child (churn)");
 }
+
+/// Without privileges, opening userfaultfd fails with an error that says what to do, and the
+/// suggested user-mode-only reservation works.
+fn unprivileged() {
+    // SAFETY: setuid has no memory-safety preconditions; failure (not root) leaves us
+    // unprivileged already, which is what the test wants.
+    let _ = unsafe { libc::setuid(65534) };
+    let sysctl =
+        std::fs::read_to_string("/proc/sys/vm/unprivileged_userfaultfd").unwrap_or_default();
+    let cfg = SpaceConfig {
+        base: BASE,
+        size: 1 << 20,
+        user_mode_only: false,
+    };
+    match AddressSpace::reserve(&cfg) {
+        Ok(_) => assert_eq!(sysctl.trim(), "1", "unprivileged open should have failed"),
+        Err(e) => {
+            let msg = e.to_string();
+            println!("unprivileged reserve: {msg}");
+            assert!(
+                msg.contains("run as root") && msg.contains("vm.unprivileged_userfaultfd=1"),
+                "{msg}"
+            );
+        }
+    }
+    let s = AddressSpace::reserve(&SpaceConfig {
+        user_mode_only: true,
+        ..cfg
+    })
+    .unwrap();
+    let s2 = Arc::clone(&s);
+    let _ft = s
+        .start_fault_thread(move |f| s2.set_access(f.page, Access::Read))
+        .unwrap();
+    assert_eq!(app_read(s.addr_of(PageId(1))), 0);
+}
+
+#[test]
+fn unprivileged_open_explains_what_to_do() {
+    if std::env::var(ROLE).is_ok() {
+        return unprivileged();
+    }
+    let out = run(
+        child("unprivileged_open_explains_what_to_do", "nobody"),
+        "nobody",
+    );
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+    check(&out, "child (unprivileged)");
+}
