@@ -1,0 +1,448 @@
+//! Simulated programs: random data-race-free programs (every shared word protected by a lock,
+//! or written in a barrier phase by one thread) and racy litmus programs for `sc`, with the set
+//! of sequentially consistent outcomes computed by enumerating interleavings.
+//!
+//! Owns: program generation from a seeded RNG and the SC outcome oracle. Must not touch:
+//! protocol cores or the network.
+
+use rand::seq::SliceRandom;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use squall_core::{AllocInfo, HeapLayout, NodeId, PageId, Placement};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A shared word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Var {
+    pub page: PageId,
+    pub offset: usize,
+}
+
+/// One operation of a simulated thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// Read a var; the value is checked against the reference execution.
+    Read(usize),
+    /// Write a var.
+    Write(usize, u64),
+    Lock(u64),
+    Unlock(u64),
+    /// Wait for all threads.
+    Barrier,
+    /// Remote fetch-and-add of 1 at the var's home.
+    FetchAdd(usize),
+    /// Racy read whose value is recorded as an outcome (litmus).
+    Observe(usize),
+    /// Racy read that is neither checked nor recorded (warm-up).
+    Peek(usize),
+    /// Racy spin until the var holds the value.
+    SpinUntil(usize, u64),
+}
+
+/// What the run is checked against.
+#[derive(Debug, Clone)]
+pub enum Check {
+    /// Data-race-free: every `Read` equals the reference memory at that moment.
+    Reference,
+    /// Racy litmus: the observed outcome must be one of these (sequentially consistent) ones.
+    Outcomes {
+        name: &'static str,
+        allowed: BTreeSet<Vec<u64>>,
+    },
+}
+
+/// A whole simulated program and its placement in the global range.
+#[derive(Debug, Clone)]
+pub struct Program {
+    pub layout: HeapLayout,
+    /// `(manager, allocation)`: registered on the manager node.
+    pub allocs: Vec<(NodeId, AllocInfo)>,
+    pub vars: Vec<Var>,
+    /// Node of each thread.
+    pub threads: Vec<NodeId>,
+    pub ops: Vec<Vec<Op>>,
+    pub check: Check,
+}
+
+const SLOTS: &[usize] = &[0, 8, 16, 24, 64, 2048, 4088];
+const PAGES_PER_NODE: u64 = 8;
+
+fn random_placement(rng: &mut ChaCha8Rng, nodes: u16) -> Placement {
+    match rng.gen_range(0..5) {
+        0 | 1 => Placement::FirstTouch,
+        2 => Placement::RoundRobin {
+            block_pages: rng.gen_range(1..=2),
+        },
+        3 => Placement::Blocked,
+        _ => Placement::Node(NodeId(rng.gen_range(0..nodes))),
+    }
+}
+
+/// Allocations and `count` distinct vars on their pages.
+fn layout_vars(
+    rng: &mut ChaCha8Rng,
+    nodes: u16,
+    count: usize,
+) -> (HeapLayout, Vec<(NodeId, AllocInfo)>, Vec<Var>) {
+    let layout = HeapLayout {
+        nodes,
+        total_pages: u64::from(nodes) * PAGES_PER_NODE,
+    };
+    let mut allocs = Vec::new();
+    for n in 0..nodes {
+        if allocs.is_empty() && n + 1 == nodes || rng.gen_bool(0.6) {
+            let node = NodeId(n);
+            allocs.push((
+                node,
+                AllocInfo {
+                    first: layout.arena_start(node),
+                    pages: rng.gen_range(1..=3),
+                    placement: random_placement(rng, nodes),
+                },
+            ));
+        }
+    }
+    let mut cells: Vec<Var> = Vec::new();
+    for (_, a) in &allocs {
+        for p in 0..a.pages {
+            for &offset in SLOTS {
+                cells.push(Var {
+                    page: PageId(a.first.0 + p),
+                    offset,
+                });
+            }
+        }
+    }
+    cells.shuffle(rng);
+    // Cluster vars on few pages now and then (false sharing).
+    if rng.gen_bool(0.5) {
+        cells.sort_by_key(|v| v.page);
+    }
+    cells.truncate(count.max(1));
+    (layout, allocs, cells)
+}
+
+/// Thread → node map: every node gets at least one thread.
+fn place_threads(rng: &mut ChaCha8Rng, nodes: u16, threads: usize) -> Vec<NodeId> {
+    (0..threads)
+        .map(|t| {
+            if t < usize::from(nodes) {
+                NodeId(t as u16)
+            } else {
+                NodeId(rng.gen_range(0..nodes))
+            }
+        })
+        .collect()
+}
+
+/// A random data-race-free program.
+pub fn random_drf(rng: &mut ChaCha8Rng) -> Program {
+    let nodes: u16 = rng.gen_range(2..=4);
+    let threads = if rng.gen_bool(0.3) {
+        usize::from(nodes) + rng.gen_range(1..=usize::from(nodes))
+    } else {
+        usize::from(nodes)
+    };
+    let nvars = rng.gen_range(3..=8);
+    let with_atomic = rng.gen_bool(0.4);
+    let (layout, allocs, vars) = layout_vars(rng, nodes, nvars + usize::from(with_atomic));
+    let atomic = if with_atomic && vars.len() > 1 {
+        Some(vars.len() - 1)
+    } else {
+        None
+    };
+    let plain: Vec<usize> = (0..vars.len()).filter(|v| Some(*v) != atomic).collect();
+    let nlocks: u64 = rng.gen_range(1..=3);
+    // Guard of each plain var: Some(lock) or None (barrier-phase var).
+    let guard: BTreeMap<usize, Option<u64>> = plain
+        .iter()
+        .map(|&v| {
+            let g = if rng.gen_bool(0.55) {
+                Some(rng.gen_range(0..nlocks))
+            } else {
+                None
+            };
+            (v, g)
+        })
+        .collect();
+    let tmap = place_threads(rng, nodes, threads);
+    let mut ops: Vec<Vec<Op>> = vec![Vec::new(); threads];
+    let mut counter = vec![0u64; threads];
+    let phases = rng.gen_range(1..=3);
+    for _ in 0..phases {
+        // Per phase, a barrier var is owned by one thread (only it touches the var) or read-only.
+        let owner: BTreeMap<usize, Option<usize>> = guard
+            .iter()
+            .filter(|(_, g)| g.is_none())
+            .map(|(&v, _)| {
+                let o = if rng.gen_bool(0.3) {
+                    None
+                } else {
+                    Some(rng.gen_range(0..threads))
+                };
+                (v, o)
+            })
+            .collect();
+        for (t, list) in ops.iter_mut().enumerate() {
+            for _ in 0..rng.gen_range(1..=5) {
+                match rng.gen_range(0..10) {
+                    0..=4 => {
+                        let l = rng.gen_range(0..nlocks);
+                        let mine: Vec<usize> = guard
+                            .iter()
+                            .filter(|(_, g)| **g == Some(l))
+                            .map(|(&v, _)| v)
+                            .collect();
+                        if mine.is_empty() {
+                            continue;
+                        }
+                        list.push(Op::Lock(l));
+                        for _ in 0..rng.gen_range(1..=3) {
+                            let v = mine[rng.gen_range(0..mine.len())];
+                            if rng.gen_bool(0.5) {
+                                counter[t] += 1;
+                                list.push(Op::Write(v, ((t as u64 + 1) << 32) | counter[t]));
+                            } else {
+                                list.push(Op::Read(v));
+                            }
+                        }
+                        list.push(Op::Unlock(l));
+                    }
+                    5..=8 => {
+                        let cands: Vec<(usize, bool)> = owner
+                            .iter()
+                            .filter_map(|(&v, o)| match o {
+                                Some(o) if *o == t => Some((v, true)),
+                                None => Some((v, false)),
+                                _ => None,
+                            })
+                            .collect();
+                        if cands.is_empty() {
+                            continue;
+                        }
+                        let (v, may_write) = cands[rng.gen_range(0..cands.len())];
+                        if may_write && rng.gen_bool(0.6) {
+                            counter[t] += 1;
+                            list.push(Op::Write(v, ((t as u64 + 1) << 32) | counter[t]));
+                        } else {
+                            list.push(Op::Read(v));
+                        }
+                    }
+                    _ => {
+                        if let Some(a) = atomic {
+                            list.push(Op::FetchAdd(a));
+                        }
+                    }
+                }
+            }
+            list.push(Op::Barrier);
+        }
+    }
+    // Final phase: everybody reads everything it likes.
+    for list in ops.iter_mut() {
+        for &v in &plain {
+            if rng.gen_bool(0.7) {
+                list.push(Op::Read(v));
+            }
+        }
+    }
+    Program {
+        layout,
+        allocs,
+        vars,
+        threads: tmap,
+        ops,
+        check: Check::Reference,
+    }
+}
+
+/// A racy litmus program (for `sc`): message passing, store buffering, IRIW, a flag handoff,
+/// or a small random racy program.
+pub fn random_litmus(rng: &mut ChaCha8Rng) -> Program {
+    let which = rng.gen_range(0..5);
+    let (name, nvars, body): (&'static str, usize, Vec<Vec<Op>>) = match which {
+        0 => (
+            "message-passing",
+            2,
+            vec![
+                vec![Op::Write(0, 1), Op::Write(1, 1)],
+                vec![Op::Observe(1), Op::Observe(0)],
+            ],
+        ),
+        1 => (
+            "store-buffering",
+            2,
+            vec![
+                vec![Op::Write(0, 1), Op::Observe(1)],
+                vec![Op::Write(1, 1), Op::Observe(0)],
+            ],
+        ),
+        2 => (
+            "iriw",
+            2,
+            vec![
+                vec![Op::Write(0, 1)],
+                vec![Op::Write(1, 1)],
+                vec![Op::Observe(0), Op::Observe(1)],
+                vec![Op::Observe(1), Op::Observe(0)],
+            ],
+        ),
+        3 => (
+            "flag-handoff",
+            2,
+            vec![
+                vec![Op::Write(0, 42), Op::Write(1, 1)],
+                vec![Op::SpinUntil(1, 1), Op::Observe(0)],
+            ],
+        ),
+        _ => {
+            let threads = rng.gen_range(2..=3);
+            let nv = rng.gen_range(1..=3);
+            let mut body = Vec::new();
+            let mut val = 0u64;
+            for _ in 0..threads {
+                let mut t = Vec::new();
+                for _ in 0..rng.gen_range(1..=3) {
+                    let v = rng.gen_range(0..nv);
+                    if rng.gen_bool(0.5) {
+                        val += 1;
+                        t.push(Op::Write(v, val));
+                    } else {
+                        t.push(Op::Observe(v));
+                    }
+                }
+                body.push(t);
+            }
+            ("random-racy", nv, body)
+        }
+    };
+    let threads = body.len();
+    let nodes = rng.gen_range(2..=4).min(threads as u16).max(2);
+    let (layout, allocs, vars) = layout_vars(rng, nodes, nvars);
+    // Several vars may share a page; spread them when there are enough cells.
+    let nvars_real = vars.len();
+    let remap = |v: usize| v % nvars_real;
+    let body: Vec<Vec<Op>> = body
+        .into_iter()
+        .map(|t| {
+            t.into_iter()
+                .map(|op| match op {
+                    Op::Write(v, x) => Op::Write(remap(v), x),
+                    Op::Observe(v) => Op::Observe(remap(v)),
+                    Op::SpinUntil(v, x) => Op::SpinUntil(remap(v), x),
+                    other => other,
+                })
+                .collect()
+        })
+        .collect();
+    let allowed = sc_outcomes(&body, nvars_real);
+    let tmap = place_threads(rng, nodes, threads);
+    let ops = body
+        .into_iter()
+        .map(|t| {
+            let mut list = Vec::new();
+            // Warm-up: put copies of the vars' pages in random states first.
+            for v in 0..nvars_real {
+                if rng.gen_bool(0.4) {
+                    list.push(Op::Peek(v));
+                }
+            }
+            list.push(Op::Barrier);
+            list.extend(t);
+            list
+        })
+        .collect();
+    Program {
+        layout,
+        allocs,
+        vars,
+        threads: tmap,
+        ops,
+        check: Check::Outcomes { name, allowed },
+    }
+}
+
+/// Every outcome (observed values in thread order, then op order) of a sequentially
+/// consistent execution of `body`, by enumerating interleavings.
+pub fn sc_outcomes(body: &[Vec<Op>], nvars: usize) -> BTreeSet<Vec<u64>> {
+    let mut out = BTreeSet::new();
+    let mut pcs = vec![0usize; body.len()];
+    let mut mem = vec![0u64; nvars];
+    let mut obs: Vec<Vec<u64>> = vec![Vec::new(); body.len()];
+    explore(body, &mut pcs, &mut mem, &mut obs, &mut out);
+    out
+}
+
+fn explore(
+    body: &[Vec<Op>],
+    pcs: &mut [usize],
+    mem: &mut [u64],
+    obs: &mut [Vec<u64>],
+    out: &mut BTreeSet<Vec<u64>>,
+) {
+    let mut any = false;
+    for t in 0..body.len() {
+        let Some(&op) = body[t].get(pcs[t]) else {
+            continue;
+        };
+        match op {
+            Op::Write(v, x) => {
+                let old = mem[v];
+                mem[v] = x;
+                pcs[t] += 1;
+                explore(body, pcs, mem, obs, out);
+                pcs[t] -= 1;
+                mem[v] = old;
+                any = true;
+            }
+            Op::Observe(v) => {
+                obs[t].push(mem[v]);
+                pcs[t] += 1;
+                explore(body, pcs, mem, obs, out);
+                pcs[t] -= 1;
+                obs[t].pop();
+                any = true;
+            }
+            Op::SpinUntil(v, x) => {
+                if mem[v] == x {
+                    pcs[t] += 1;
+                    explore(body, pcs, mem, obs, out);
+                    pcs[t] -= 1;
+                    any = true;
+                }
+            }
+            _ => {
+                pcs[t] += 1;
+                explore(body, pcs, mem, obs, out);
+                pcs[t] -= 1;
+                any = true;
+            }
+        }
+    }
+    if !any {
+        out.insert(obs.concat());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sc_oracle_forbids_the_classic_relaxed_outcomes() {
+        let sb = vec![
+            vec![Op::Write(0, 1), Op::Observe(1)],
+            vec![Op::Write(1, 1), Op::Observe(0)],
+        ];
+        let o = sc_outcomes(&sb, 2);
+        assert!(!o.contains(&vec![0, 0]));
+        assert_eq!(o.len(), 3);
+        let mp = vec![
+            vec![Op::Write(0, 1), Op::Write(1, 1)],
+            vec![Op::Observe(1), Op::Observe(0)],
+        ];
+        let o = sc_outcomes(&mp, 2);
+        assert!(!o.contains(&vec![1, 0]));
+        assert!(o.contains(&vec![1, 1]));
+    }
+}

@@ -1,0 +1,547 @@
+//! The simulated world: N nodes (protocol core + page table), simulated application threads,
+//! a seeded virtual network and the synchronization oracle, driven by one event queue in
+//! virtual time.
+//!
+//! Owns: the event loop, thread execution, the reference memory and the checks. Must not touch:
+//! real I/O, clocks or threads; protocol internals (cores are driven only through `Protocol`).
+
+use crate::memory::SimMemory;
+use crate::oracle::{BarrierOracle, LockOracle};
+use crate::program::{Check, Op, Program};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use squall_core::{Access, NodeId, PageId, PageMemory};
+use squall_protocol::{Action, AtomicOp, Hlrc, ProtoStats, Protocol, ProtocolKind, Sc};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+/// Why a simulated run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("thread {thread} on {node} read {got:#x} from page {page:#x}+{offset}, the reference execution has {want:#x} (op {pc})")]
+    WrongRead {
+        thread: usize,
+        node: NodeId,
+        page: u64,
+        offset: usize,
+        got: u64,
+        want: u64,
+        pc: usize,
+    },
+    #[error("litmus {name}: outcome {got:?} is not sequentially consistent (allowed: {allowed:?})")]
+    NotSc {
+        name: &'static str,
+        got: Vec<u64>,
+        allowed: Vec<Vec<u64>>,
+    },
+    #[error("atomic fetch-add on var {var} returned {got:?}, expected each of 0..{n} once")]
+    Atomic { var: usize, got: Vec<u64>, n: usize },
+    #[error("deadlock: no event pending but threads {0:?} are not done")]
+    Deadlock(Vec<usize>),
+    #[error("livelock: {0} events without finishing")]
+    Livelock(u64),
+    #[error("protocol error on {node}: {err}")]
+    Protocol {
+        node: NodeId,
+        err: squall_protocol::ProtoError,
+    },
+    #[error("final copies differ: {node} has {got:#x} at page {page:#x}+{offset}, expected {want:#x}")]
+    FinalMemory {
+        node: NodeId,
+        page: u64,
+        offset: usize,
+        got: u64,
+        want: u64,
+    },
+}
+
+/// Settings of one run.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    pub protocol: ProtocolKind,
+    pub seed: u64,
+    pub trace: bool,
+    pub max_events: u64,
+}
+
+/// What a finished run reports.
+#[derive(Debug, Clone, Default)]
+pub struct SimReport {
+    pub events: u64,
+    pub end_time: u64,
+    pub stats: ProtoStats,
+    pub program_kind: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TState {
+    Ready,
+    Fault(PageId),
+    WaitLock,
+    WaitRelease,
+    WaitBarrier,
+    WaitAtomic,
+    Done,
+}
+
+#[derive(Debug)]
+pub(crate) enum Event {
+    Step(usize),
+    Deliver { from: NodeId, to: NodeId, msg: Vec<u8> },
+    LockRequest { lock: u64, thread: usize, info: Vec<u8> },
+    LockGrant { thread: usize, info: Option<Vec<u8>> },
+    BarrierArrive { node: NodeId, info: Vec<u8> },
+    BarrierDepart { node: NodeId, all: Vec<Vec<u8>> },
+}
+
+/// Completion of a release started by `begin_release`.
+#[derive(Debug, Clone, Copy)]
+enum ReleaseFor {
+    Unlock { thread: usize, lock: u64 },
+    Barrier { node: NodeId },
+}
+
+pub struct World {
+    cfg: SimConfig,
+    rng: ChaCha8Rng,
+    prog: Program,
+    cores: Vec<Box<dyn Protocol>>,
+    mems: Vec<SimMemory>,
+    now: u64,
+    seq: u64,
+    queue: BinaryHeap<Reverse<(u64, u64)>>,
+    events: BTreeMap<u64, Event>,
+    /// Per-pair FIFO: last delivery time scheduled from → to.
+    last_delivery: BTreeMap<(NodeId, NodeId), u64>,
+    pcs: Vec<usize>,
+    states: Vec<TState>,
+    reference: Vec<u64>,
+    observed: Vec<Vec<u64>>,
+    atomic_olds: BTreeMap<usize, Vec<u64>>,
+    next_token: u64,
+    releases: BTreeMap<u64, ReleaseFor>,
+    atomics: BTreeMap<u64, (usize, usize)>,
+    locks: LockOracle,
+    barrier: BarrierOracle,
+    /// Threads of each node waiting at the current barrier.
+    at_barrier: Vec<usize>,
+    events_run: u64,
+}
+
+impl World {
+    pub fn new(cfg: SimConfig, prog: Program, rng: ChaCha8Rng) -> Self {
+        let nodes = prog.layout.nodes;
+        let mut mems = Vec::new();
+        let mut cores: Vec<Box<dyn Protocol>> = Vec::new();
+        let mut r2 = rng.clone();
+        for n in 0..nodes {
+            let mem = SimMemory::new(prog.layout.total_pages);
+            let core: Box<dyn Protocol> = match cfg.protocol {
+                ProtocolKind::Hlrc => {
+                    let mut h = Hlrc::new(mem.clone(), NodeId(n), prog.layout);
+                    h.set_migrate_after(r2.gen_range(0..=3));
+                    Box::new(h)
+                }
+                ProtocolKind::Sc => Box::new(Sc::new(mem.clone(), NodeId(n), prog.layout)),
+            };
+            mems.push(mem);
+            cores.push(core);
+        }
+        for (node, a) in &prog.allocs {
+            cores[node.index()].register_allocation(*a);
+        }
+        let threads = prog.ops.len();
+        World {
+            rng: r2,
+            cores,
+            mems,
+            now: 0,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            events: BTreeMap::new(),
+            last_delivery: BTreeMap::new(),
+            pcs: vec![0; threads],
+            states: vec![TState::Ready; threads],
+            reference: vec![0; prog.vars.len()],
+            observed: vec![Vec::new(); threads],
+            atomic_olds: BTreeMap::new(),
+            next_token: 1,
+            releases: BTreeMap::new(),
+            atomics: BTreeMap::new(),
+            locks: LockOracle::default(),
+            barrier: BarrierOracle::new(nodes),
+            at_barrier: vec![0; usize::from(nodes)],
+            events_run: 0,
+            prog,
+            cfg,
+        }
+    }
+
+    fn trace(&self, what: impl FnOnce() -> String) {
+        if self.cfg.trace {
+            println!("[t={:>6}] {}", self.now, what());
+        }
+    }
+
+    pub(crate) fn schedule(&mut self, delay: u64, ev: Event) {
+        self.seq += 1;
+        self.queue.push(Reverse((self.now + delay, self.seq)));
+        self.events.insert(self.seq, ev);
+    }
+
+    fn net_delay(&mut self) -> u64 {
+        if self.rng.gen_bool(0.05) {
+            self.rng.gen_range(50..200)
+        } else {
+            self.rng.gen_range(1..20)
+        }
+    }
+
+    /// Sync messages travel like any other message (no FIFO needed: the oracle orders them).
+    pub(crate) fn sync_delay(&mut self) -> u64 {
+        self.rng.gen_range(1..25)
+    }
+
+    fn send(&mut self, from: NodeId, to: NodeId, msg: Vec<u8>) {
+        let d = self.net_delay();
+        let at = self.now + d;
+        let last = self.last_delivery.get(&(from, to)).copied().unwrap_or(0);
+        let at = at.max(last + 1);
+        self.last_delivery.insert((from, to), at);
+        self.seq += 1;
+        self.queue.push(Reverse((at, self.seq)));
+        self.events.insert(self.seq, Event::Deliver { from, to, msg });
+    }
+
+    fn step_delay(&mut self) -> u64 {
+        self.rng.gen_range(1..4)
+    }
+
+    /// Run to completion and check the outcome.
+    pub fn run(mut self) -> Result<SimReport, SimError> {
+        for t in 0..self.prog.ops.len() {
+            let d = self.step_delay();
+            self.schedule(d, Event::Step(t));
+        }
+        while let Some(Reverse((time, seq))) = self.queue.pop() {
+            self.events_run += 1;
+            if self.events_run > self.cfg.max_events {
+                return Err(SimError::Livelock(self.events_run));
+            }
+            self.now = time;
+            let Some(ev) = self.events.remove(&seq) else {
+                continue;
+            };
+            self.handle(ev)?;
+        }
+        let undone: Vec<usize> = (0..self.states.len())
+            .filter(|&t| self.states[t] != TState::Done)
+            .collect();
+        if !undone.is_empty() {
+            return Err(SimError::Deadlock(undone));
+        }
+        self.final_checks()?;
+        let mut stats = ProtoStats::default();
+        for c in &self.cores {
+            stats.merge(&c.stats());
+        }
+        Ok(SimReport {
+            events: self.events_run,
+            end_time: self.now,
+            stats,
+            program_kind: match &self.prog.check {
+                Check::Reference => "drf".to_string(),
+                Check::Outcomes { name, .. } => name.to_string(),
+            },
+        })
+    }
+
+    fn final_checks(&self) -> Result<(), SimError> {
+        match &self.prog.check {
+            Check::Reference => {}
+            Check::Outcomes { name, allowed } => {
+                let got: Vec<u64> = self.observed.concat();
+                if !allowed.contains(&got) {
+                    return Err(SimError::NotSc {
+                        name,
+                        got,
+                        allowed: allowed.iter().cloned().collect(),
+                    });
+                }
+            }
+        }
+        for (&var, olds) in &self.atomic_olds {
+            let mut sorted = olds.clone();
+            sorted.sort_unstable();
+            if sorted.iter().enumerate().any(|(i, &v)| v != i as u64) {
+                return Err(SimError::Atomic {
+                    var,
+                    got: olds.clone(),
+                    n: olds.len(),
+                });
+            }
+        }
+        // Every node that can still read a var sees the reference value (no stale valid copy).
+        if matches!(self.prog.check, Check::Reference) {
+            for (n, mem) in self.mems.iter().enumerate() {
+                for (v, var) in self.prog.vars.iter().enumerate() {
+                    if self.atomic_olds.contains_key(&v) {
+                        continue;
+                    }
+                    if mem.access(var.page) != Access::None
+                        && self.cfg.protocol == ProtocolKind::Sc
+                    {
+                        let got = mem.load(var.page, var.offset);
+                        if got != self.reference[v] {
+                            return Err(SimError::FinalMemory {
+                                node: NodeId(n as u16),
+                                page: var.page.0,
+                                offset: var.offset,
+                                got,
+                                want: self.reference[v],
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn handle(&mut self, ev: Event) -> Result<(), SimError> {
+        match ev {
+            Event::Step(t) => self.step(t)?,
+            Event::Deliver { from, to, msg } => {
+                self.trace(|| format!("{from} -> {to}: {} bytes, tag {}", msg.len(), msg.first().copied().unwrap_or(0)));
+                self.cores[to.index()]
+                    .handle_message(from, &msg)
+                    .map_err(|err| SimError::Protocol { node: to, err })?;
+                self.drain(to)?;
+            }
+            Event::LockRequest { lock, thread, info } => {
+                self.trace(|| format!("lock {lock} requested by thread {thread}"));
+                if let Some((t, grant)) = self.locks.request(lock, thread, info, &mut self.cores) {
+                    let d = self.sync_delay();
+                    self.schedule(d, Event::LockGrant { thread: t, info: grant });
+                }
+            }
+            Event::LockGrant { thread, info } => {
+                let node = self.prog.threads[thread];
+                self.trace(|| format!("lock granted to thread {thread} on {node}"));
+                if let Some(info) = info {
+                    self.cores[node.index()].apply_grant(&info);
+                }
+                self.drain(node)?;
+                self.resume(thread);
+            }
+            Event::BarrierArrive { node, info } => {
+                self.trace(|| format!("barrier arrival of {node}"));
+                if let Some(all) = self.barrier.arrive(node, info) {
+                    for n in 0..self.prog.layout.nodes {
+                        let d = self.sync_delay();
+                        self.schedule(
+                            d,
+                            Event::BarrierDepart {
+                                node: NodeId(n),
+                                all: all.clone(),
+                            },
+                        );
+                    }
+                }
+            }
+            Event::BarrierDepart { node, all } => {
+                self.trace(|| format!("barrier departure at {node}"));
+                self.cores[node.index()].apply_barrier(&all);
+                self.drain(node)?;
+                self.at_barrier[node.index()] = 0;
+                for t in 0..self.states.len() {
+                    if self.prog.threads[t] == node && self.states[t] == TState::WaitBarrier {
+                        self.resume(t);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn resume(&mut self, t: usize) {
+        self.pcs[t] += 1;
+        self.states[t] = TState::Ready;
+        let d = self.step_delay();
+        self.schedule(d, Event::Step(t));
+    }
+
+    /// Carry out a core's actions.
+    fn drain(&mut self, node: NodeId) -> Result<(), SimError> {
+        while let Some(a) = self.cores[node.index()].poll_action() {
+            match a {
+                Action::Send { to, msg } => self.send(node, to, msg),
+                Action::Resume { page } => {
+                    for t in 0..self.states.len() {
+                        if self.prog.threads[t] == node && self.states[t] == TState::Fault(page) {
+                            // Retry the same op.
+                            self.states[t] = TState::Ready;
+                            let d = self.step_delay();
+                            self.schedule(d, Event::Step(t));
+                        }
+                    }
+                }
+                Action::ReleaseDone { token } => {
+                    let Some(r) = self.releases.remove(&token) else {
+                        continue;
+                    };
+                    self.release_done(r)?;
+                }
+                Action::AtomicDone { token, old } => {
+                    if let Some((t, var)) = self.atomics.remove(&token) {
+                        self.atomic_olds.entry(var).or_default().push(old);
+                        self.resume(t);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn release_done(&mut self, r: ReleaseFor) -> Result<(), SimError> {
+        match r {
+            ReleaseFor::Unlock { thread, lock } => {
+                let node = self.prog.threads[thread];
+                self.trace(|| format!("thread {thread} released lock {lock}"));
+                if let Some((t, grant)) = self.locks.release(lock, node, &mut self.cores) {
+                    let d = self.sync_delay();
+                    self.schedule(d, Event::LockGrant { thread: t, info: grant });
+                }
+                self.resume(thread);
+            }
+            ReleaseFor::Barrier { node } => {
+                let info = self.cores[node.index()].barrier_info();
+                let d = self.sync_delay();
+                self.schedule(d, Event::BarrierArrive { node, info });
+            }
+        }
+        Ok(())
+    }
+
+    fn fault(&mut self, t: usize, page: PageId, write: bool) -> Result<(), SimError> {
+        let node = self.prog.threads[t];
+        self.trace(|| format!("thread {t} on {node} {} fault on {page}", if write { "write" } else { "read" }));
+        self.states[t] = TState::Fault(page);
+        self.cores[node.index()]
+            .handle_fault(page, write)
+            .map_err(|err| SimError::Protocol { node, err })?;
+        self.drain(node)
+    }
+
+    fn step(&mut self, t: usize) -> Result<(), SimError> {
+        if self.states[t] != TState::Ready {
+            return Ok(());
+        }
+        let node = self.prog.threads[t];
+        let Some(&op) = self.prog.ops[t].get(self.pcs[t]) else {
+            self.states[t] = TState::Done;
+            return Ok(());
+        };
+        let mem = self.mems[node.index()].clone();
+        match op {
+            Op::Read(v) | Op::Observe(v) | Op::Peek(v) | Op::SpinUntil(v, _) => {
+                let var = self.prog.vars[v];
+                if mem.access(var.page) == Access::None {
+                    return self.fault(t, var.page, false);
+                }
+                let got = mem.load(var.page, var.offset);
+                self.trace(|| format!("thread {t} on {node} reads {got:#x} from var {v}"));
+                match op {
+                    Op::Read(_) => {
+                        if matches!(self.prog.check, Check::Reference) && got != self.reference[v] {
+                            return Err(SimError::WrongRead {
+                                thread: t,
+                                node,
+                                page: var.page.0,
+                                offset: var.offset,
+                                got,
+                                want: self.reference[v],
+                                pc: self.pcs[t],
+                            });
+                        }
+                    }
+                    Op::Observe(_) => self.observed[t].push(got),
+                    Op::SpinUntil(_, want) if got != want => {
+                        // Spin: try again a little later.
+                        let d = self.step_delay() + 3;
+                        self.schedule(d, Event::Step(t));
+                        return Ok(());
+                    }
+                    _ => {}
+                }
+                self.pcs[t] += 1;
+                let d = self.step_delay();
+                self.schedule(d, Event::Step(t));
+            }
+            Op::Write(v, x) => {
+                let var = self.prog.vars[v];
+                if mem.access(var.page) != Access::ReadWrite {
+                    return self.fault(t, var.page, true);
+                }
+                self.trace(|| format!("thread {t} on {node} writes {x:#x} to var {v}"));
+                mem.store(var.page, var.offset, x);
+                self.reference[v] = x;
+                self.pcs[t] += 1;
+                let d = self.step_delay();
+                self.schedule(d, Event::Step(t));
+            }
+            Op::Lock(l) => {
+                self.states[t] = TState::WaitLock;
+                let info = self.cores[node.index()].acquire_info();
+                let d = self.sync_delay();
+                self.schedule(
+                    d,
+                    Event::LockRequest {
+                        lock: l,
+                        thread: t,
+                        info,
+                    },
+                );
+            }
+            Op::Unlock(l) => {
+                self.states[t] = TState::WaitRelease;
+                let token = self.next_token;
+                self.next_token += 1;
+                self.releases
+                    .insert(token, ReleaseFor::Unlock { thread: t, lock: l });
+                if self.cores[node.index()].begin_release(token) {
+                    self.releases.remove(&token);
+                    self.release_done(ReleaseFor::Unlock { thread: t, lock: l })?;
+                }
+                self.drain(node)?;
+            }
+            Op::Barrier => {
+                self.states[t] = TState::WaitBarrier;
+                self.at_barrier[node.index()] += 1;
+                let local = self.prog.threads.iter().filter(|&&n| n == node).count();
+                if self.at_barrier[node.index()] == local {
+                    let token = self.next_token;
+                    self.next_token += 1;
+                    self.releases.insert(token, ReleaseFor::Barrier { node });
+                    if self.cores[node.index()].begin_release(token) {
+                        self.releases.remove(&token);
+                        self.release_done(ReleaseFor::Barrier { node })?;
+                    }
+                    self.drain(node)?;
+                }
+            }
+            Op::FetchAdd(v) => {
+                self.states[t] = TState::WaitAtomic;
+                let var = self.prog.vars[v];
+                let token = self.next_token;
+                self.next_token += 1;
+                self.atomics.insert(token, (t, v));
+                self.cores[node.index()]
+                    .atomic(var.page, var.offset, AtomicOp::FetchAdd(1), token)
+                    .map_err(|err| SimError::Protocol { node, err })?;
+                self.drain(node)?;
+            }
+        }
+        Ok(())
+    }
+}
