@@ -426,6 +426,7 @@ impl AddressSpace {
         let mut p = first.0;
         let end = first.0 + count;
         let mut populated = false;
+        let mut busy = 0u32;
         while p < end {
             let start = self.addr_of(PageId(p));
             let len = (end - p) as usize * PAGE_SIZE;
@@ -445,7 +446,11 @@ impl AddressSpace {
                         continue;
                     }
                     match errno(&e) {
-                        libc::EAGAIN | libc::EINTR => continue,
+                        // The mm is changing under us (or a signal): try again, boundedly.
+                        libc::EAGAIN | libc::EINTR if busy < 1000 => {
+                            busy += 1;
+                            std::thread::yield_now();
+                        }
                         // No memfd page yet: allocate zeroed pages for the rest, then retry.
                         libc::EFAULT | libc::ENOENT if !populated => {
                             sys::populate(self.memfd.as_raw_fd(), start - self.cfg.base, len)
