@@ -178,7 +178,7 @@ impl SyncCore {
         if mgr == self.me {
             let me = self.me;
             if let Err(e) = self.mgr_barrier_info(cons, me, barrier, epoch, info, per_node) {
-                debug_assert!(false, "local barrier arrival refused: {e}");
+                self.internal_error(e);
             }
         } else if per_node {
             self.send(
@@ -372,7 +372,7 @@ impl SyncCore {
             }
         }
         if let Err(e) = self.on_barrier_depart(cons, me, barrier, epoch, serial, infos) {
-            debug_assert!(false, "local barrier departure refused: {e}");
+            self.internal_error(e);
         }
     }
 

@@ -73,7 +73,7 @@ impl SyncCore {
         if mgr == self.me {
             let me = self.me;
             if let Err(e) = self.mgr_cond_register(cons, cond.0, me) {
-                debug_assert!(false, "local condition registration refused: {e}");
+                self.internal_error(e);
             }
         } else {
             self.send(mgr, Msg::CondRegister { cond: cond.0 });
@@ -115,7 +115,7 @@ impl SyncCore {
         let mgr = self.manager(cond.0);
         if mgr == self.me {
             if let Err(e) = self.mgr_cond_signal(cons, cond.0, all) {
-                debug_assert!(false, "local condition signal refused: {e}");
+                self.internal_error(e);
             }
         } else {
             self.send(mgr, Msg::CondSignal { cond: cond.0, all });

@@ -262,7 +262,15 @@ impl SyncCore {
     }
 
     pub(crate) fn send(&mut self, to: NodeId, msg: Msg) {
-        debug_assert_ne!(to, self.me, "sync core sending to itself");
+        if to == self.me || to.0 >= self.nodes {
+            let e = self.unexpected(
+                self.me,
+                msg.kind_name().to_string(),
+                format!("this node was about to send it to {to}"),
+            );
+            self.internal_error(e);
+            return;
+        }
         let bytes = msg.encode();
         self.stats.messages_sent[msg.kind()] += 1;
         self.stats.bytes_sent += bytes.len() as u64;
@@ -271,6 +279,12 @@ impl SyncCore {
 
     pub(crate) fn wake(&mut self, waiter: Waiter, result: Result<Outcome, SyncError>) {
         self.actions.push_back(Action::Wake { waiter, result });
+    }
+
+    /// A step on this node's own behalf was refused: only possible after a peer sent messages
+    /// that contradict the protocol. Reported to the driver, which should end the job.
+    pub(crate) fn internal_error(&mut self, e: SyncError) {
+        self.actions.push_back(Action::ProtocolError { error: e });
     }
 
     pub(crate) fn wake_ok(&mut self, waiter: Waiter) {

@@ -126,9 +126,8 @@ impl SyncCore {
         info: Vec<u8>,
     ) {
         if to == self.me {
-            let me = self.me;
             if let Err(e) = self.on_flag_ready(cons, None, FlagId(flag), setter, info) {
-                debug_assert!(false, "local flag ready refused on {me}: {e}");
+                self.internal_error(e);
             }
         } else {
             self.send(to, Msg::FlagReady { flag, setter, info });

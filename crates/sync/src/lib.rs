@@ -43,6 +43,10 @@ pub enum Action {
         waiter: Waiter,
         result: Result<Outcome, SyncError>,
     },
+    /// The core found its state contradicted while acting on its own behalf (only possible
+    /// after another node sent messages that break the protocol). Treat it like an error
+    /// returned by `handle_message`: report it naming the node and end the job.
+    ProtocolError { error: SyncError },
 }
 
 /// How a successful operation ended.

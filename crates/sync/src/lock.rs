@@ -213,7 +213,7 @@ impl SyncCore {
             // neither the token nor a request in flight).
             let me = self.me;
             if let Err(e) = self.mgr_lock_request(cons, lock, me, info) {
-                debug_assert!(false, "local lock request refused: {e}");
+                self.internal_error(e);
             }
         } else {
             self.send(mgr, Msg::LockRequest { lock, info });

@@ -151,7 +151,11 @@ fn message_counts_remote_and_local() {
             w.issue(b, Op::Lock(0));
             w.quiesce();
         }
-        assert_eq!(w.msgs_total(), 5, "repeated local lock/unlock pairs send nothing");
+        assert_eq!(
+            w.msgs_total(),
+            5,
+            "repeated local lock/unlock pairs send nothing"
+        );
         assert_eq!(w.cores[2].stats().lock_acquires_remote, 1);
         assert_eq!(w.cores[2].stats().lock_acquires_local, 10);
     }
@@ -182,7 +186,11 @@ fn contended_pairs_cost_at_most_four_messages() {
         w.run(1_000_000);
         let pairs = u64::from(nodes) * iters;
         let remote: u64 = w.cores.iter().map(|c| c.stats().lock_acquires_remote).sum();
-        assert!(w.msgs_total() <= 3 * remote, "seed {seed}: {} messages for {remote} remote acquires", w.msgs_total());
+        assert!(
+            w.msgs_total() <= 3 * remote,
+            "seed {seed}: {} messages for {remote} remote acquires",
+            w.msgs_total()
+        );
         assert!(w.msgs_total() <= 4 * pairs);
     }
 }
@@ -215,7 +223,10 @@ fn fifo_across_nodes_in_manager_order() {
         w.issue(holder, Op::Unlock(1));
         w.quiesce();
     }
-    let order: Vec<usize> = w.lock_order[order_start..].iter().map(|(_, t)| *t).collect();
+    let order: Vec<usize> = w.lock_order[order_start..]
+        .iter()
+        .map(|(_, t)| *t)
+        .collect();
     assert_eq!(order, vec![t3, t0, t1]);
 }
 
@@ -271,13 +282,17 @@ fn consistency_hooks_in_documented_order() {
         let mut rest = tr[1..].iter();
         let (n, ev) = rest.next().unwrap();
         assert_eq!(*n, 1);
-        let Ev::BeginRelease { token, done } = ev else { panic!("{ev:?}") };
+        let Ev::BeginRelease { token, done } = ev else {
+            panic!("{ev:?}")
+        };
         if !done {
             assert_eq!(rest.next().unwrap(), &(1, Ev::ReleaseDone(*token)));
         }
         let (n, ev) = rest.next().unwrap();
         assert_eq!(*n, 1);
-        let Ev::GrantInfo { acquirer, out } = ev else { panic!("{ev:?}") };
+        let Ev::GrantInfo { acquirer, out } = ev else {
+            panic!("{ev:?}")
+        };
         assert_eq!(acquirer, &acq_info);
         assert_eq!(rest.next().unwrap(), &(2, Ev::ApplyGrant(out.clone())));
         let (n, ev) = rest.next().unwrap();
@@ -297,7 +312,14 @@ fn hooks_order_holds_in_random_runs() {
     let mut w = World::new(77, 4, 0.7);
     for node in 0..4 {
         let ops = (0..10).flat_map(|_| [Op::Lock(5), Op::Unlock(5)]).collect();
-        w.spawn(node, Script { ops, pos: 0, results: Rc::new(RefCell::new(Vec::new())) });
+        w.spawn(
+            node,
+            Script {
+                ops,
+                pos: 0,
+                results: Rc::new(RefCell::new(Vec::new())),
+            },
+        );
     }
     w.run(1_000_000);
     let tr = w.trace.borrow();
@@ -318,7 +340,10 @@ fn hooks_order_holds_in_random_runs() {
             }
             Ev::GrantInfo { .. } => {
                 grants_seen += 1;
-                assert!(released.len() >= grants_seen, "grant_info before its release completed");
+                assert!(
+                    released.len() >= grants_seen,
+                    "grant_info before its release completed"
+                );
             }
             _ => {}
         }
@@ -364,7 +389,10 @@ fn trylock_semantics() {
     w.issue(b, Op::TryLock(0));
     w.quiesce();
     assert_eq!(w.last(b), Some(&Ok(Outcome::Done)));
-    assert_eq!(w.cores[0].stats().trylock_busy + w.cores[1].stats().trylock_busy, 4);
+    assert_eq!(
+        w.cores[0].stats().trylock_busy + w.cores[1].stats().trylock_busy,
+        4
+    );
 }
 
 #[test]
@@ -383,7 +411,10 @@ fn misuse_is_a_typed_error() {
     w.issue(b, Op::Unlock(4));
     w.quiesce();
     let e = w.last(b).unwrap().clone().unwrap_err();
-    assert_eq!(e.to_string(), "waiter 1 on node 0 unlocked lock 4, which it does not hold");
+    assert_eq!(
+        e.to_string(),
+        "waiter 1 on node 0 unlocked lock 4, which it does not hold"
+    );
     w.issue(r, Op::Unlock(4));
     w.quiesce();
     assert!(matches!(w.last(r), Some(Err(SyncError::NotHolder { .. }))));
@@ -402,6 +433,11 @@ fn misuse_is_a_typed_error() {
     w.quiesce();
     assert_eq!(w.last(b), Some(&Ok(Outcome::Done)));
     // Unknown release token.
-    let e = w.cores[0].release_done(&mut w.cons[0], 999_999).unwrap_err();
-    assert!(matches!(e, SyncError::UnknownRelease { token: 999_999, .. }));
+    let e = w.cores[0]
+        .release_done(&mut w.cons[0], 999_999)
+        .unwrap_err();
+    assert!(matches!(
+        e,
+        SyncError::UnknownRelease { token: 999_999, .. }
+    ));
 }

@@ -101,13 +101,23 @@ impl Program for Script {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ev {
     AcquireInfo(Vec<u8>),
-    GrantInfo { acquirer: Vec<u8>, out: Vec<u8> },
+    GrantInfo {
+        acquirer: Vec<u8>,
+        out: Vec<u8>,
+    },
     ApplyGrant(Vec<u8>),
-    BeginRelease { token: u64, done: bool },
+    BeginRelease {
+        token: u64,
+        done: bool,
+    },
     ReleaseDone(u64),
     BarrierInfo(Vec<u8>),
     ApplyBarrier(Vec<Vec<u8>>),
-    Wake { thread: usize, op: Op, result: OpResult },
+    Wake {
+        thread: usize,
+        op: Op,
+        result: OpResult,
+    },
 }
 
 pub type Trace = Rc<RefCell<Vec<(u16, Ev)>>>;
@@ -303,6 +313,9 @@ impl World {
                         self.queues.entry((node, to.0)).or_default().push_back(msg);
                     }
                     Action::Wake { waiter, result } => self.on_wake(node, waiter, result),
+                    Action::ProtocolError { error } => {
+                        panic!("seed {}: node {node} reported {error}", self.seed)
+                    }
                 }
             }
         }
@@ -312,7 +325,10 @@ impl World {
         let seed = self.seed;
         let t = waiter.0 as usize;
         let th = &mut self.threads[t];
-        assert_eq!(th.node, node, "seed {seed}: thread {t} woken on the wrong node");
+        assert_eq!(
+            th.node, node,
+            "seed {seed}: thread {t} woken on the wrong node"
+        );
         let TState::Blocked(op) = th.state else {
             panic!("seed {seed}: thread {t} woken while not blocked ({result:?})");
         };
@@ -327,12 +343,18 @@ impl World {
         match (op, &result) {
             (Op::Lock(l) | Op::TryLock(l) | Op::CondWait(_, l), Ok(Outcome::Done)) => {
                 if let Some(other) = self.holders.insert(l, t) {
-                    panic!("seed {seed}: mutual exclusion broken on lock {l}: threads {other} and {t}");
+                    panic!(
+                        "seed {seed}: mutual exclusion broken on lock {l}: threads {other} and {t}"
+                    );
                 }
                 self.lock_order.push((l, t));
             }
             (Op::Unlock(l), Ok(_)) => {
-                assert_eq!(self.holders.remove(&l), Some(t), "seed {seed}: unlock by non-holder accepted");
+                assert_eq!(
+                    self.holders.remove(&l),
+                    Some(t),
+                    "seed {seed}: unlock by non-holder accepted"
+                );
             }
             _ => {}
         }
@@ -373,22 +395,40 @@ impl World {
                 None => self.threads[t].state = TState::Done,
             }
         } else if !pairs.is_empty()
-            && (releases.is_empty() || self.rng.gen_range(0..pairs.len() + releases.len()) < pairs.len())
+            && (releases.is_empty()
+                || self.rng.gen_range(0..pairs.len() + releases.len()) < pairs.len())
         {
             let (from, to) = pairs[self.rng.gen_range(0..pairs.len())];
-            let msg = self.queues.get_mut(&(from, to)).unwrap().pop_front().unwrap();
-            let r = self.cores[to as usize].handle_message(&mut self.cons[to as usize], NodeId(from), &msg);
+            let msg = self
+                .queues
+                .get_mut(&(from, to))
+                .unwrap()
+                .pop_front()
+                .unwrap();
+            let r = self.cores[to as usize].handle_message(
+                &mut self.cons[to as usize],
+                NodeId(from),
+                &msg,
+            );
             if let Err(e) = r {
-                panic!("seed {}: node {to} refused a message from node {from}: {e}", self.seed);
+                panic!(
+                    "seed {}: node {to} refused a message from node {from}: {e}",
+                    self.seed
+                );
             }
         } else {
             let node = releases[self.rng.gen_range(0..releases.len())] as usize;
             let p = &mut self.cons[node].pending;
             let token = p.remove(self.rng.gen_range(0..p.len()));
-            self.trace.borrow_mut().push((node as u16, Ev::ReleaseDone(token)));
+            self.trace
+                .borrow_mut()
+                .push((node as u16, Ev::ReleaseDone(token)));
             let r = self.cores[node].release_done(&mut self.cons[node], token);
             if let Err(e) = r {
-                panic!("seed {}: release_done({token}) on node {node}: {e}", self.seed);
+                panic!(
+                    "seed {}: release_done({token}) on node {node}: {e}",
+                    self.seed
+                );
             }
         }
         self.drain();
@@ -409,7 +449,9 @@ impl World {
                     .iter()
                     .enumerate()
                     .filter_map(|(i, t)| match t.state {
-                        TState::Blocked(op) => Some(format!("thread {i} on node {}: {op:?}", t.node)),
+                        TState::Blocked(op) => {
+                            Some(format!("thread {i} on node {}: {op:?}", t.node))
+                        }
                         _ => None,
                     })
                     .collect();
@@ -424,7 +466,11 @@ impl World {
     /// Run until no step is possible (for tests that expect threads to stay blocked).
     pub fn settle(&mut self) {
         while self.step() {
-            assert!(self.steps < 10_000_000, "seed {}: settle did not settle", self.seed);
+            assert!(
+                self.steps < 10_000_000,
+                "seed {}: settle did not settle",
+                self.seed
+            );
         }
     }
 
@@ -433,7 +479,8 @@ impl World {
         let Some(msg) = self.queues.get_mut(&(from, to)).and_then(|q| q.pop_front()) else {
             return false;
         };
-        let r = self.cores[to as usize].handle_message(&mut self.cons[to as usize], NodeId(from), &msg);
+        let r =
+            self.cores[to as usize].handle_message(&mut self.cons[to as usize], NodeId(from), &msg);
         if let Err(e) = r {
             panic!("node {to} refused a message from node {from}: {e}");
         }
@@ -445,7 +492,11 @@ impl World {
     pub fn quiesce(&mut self) {
         loop {
             self.drain();
-            let pair = self.queues.iter().find(|(_, q)| !q.is_empty()).map(|(k, _)| *k);
+            let pair = self
+                .queues
+                .iter()
+                .find(|(_, q)| !q.is_empty())
+                .map(|(k, _)| *k);
             if let Some((f, t)) = pair {
                 self.deliver(f, t);
                 continue;
@@ -453,8 +504,12 @@ impl World {
             let node = (0..self.n as usize).find(|&i| !self.cons[i].pending.is_empty());
             if let Some(node) = node {
                 let token = self.cons[node].pending.remove(0);
-                self.trace.borrow_mut().push((node as u16, Ev::ReleaseDone(token)));
-                self.cores[node].release_done(&mut self.cons[node], token).unwrap();
+                self.trace
+                    .borrow_mut()
+                    .push((node as u16, Ev::ReleaseDone(token)));
+                self.cores[node]
+                    .release_done(&mut self.cons[node], token)
+                    .unwrap();
                 continue;
             }
             break;
