@@ -162,7 +162,7 @@ int main(int argc, char **argv)
                                "  -i I   time steps\n"
                                "  --sea  integer grids and integer averaging (DSM/IP's sea)";
     static const long N[4] = {130, 1026, 2050, 3074};
-    static const long ST[4] = {10, 140, 250, 700};
+    static const long ST[4] = {10, 140, 160, 400};
     app_opts o;
     app_parse_common(argc, argv, &o, usage);
     int si = app_size_index(&o);
