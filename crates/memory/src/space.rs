@@ -691,6 +691,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn space_is_shareable_across_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<AddressSpace>();
+        send_sync::<Fault>();
+        send_sync::<FaultThread>();
+    }
+
+    #[test]
     fn parses_env_values() {
         assert_eq!(parse_addr("0x5000_0000_0000"), Some(0x5000_0000_0000));
         assert_eq!(parse_addr("4096"), Some(4096));
