@@ -19,13 +19,17 @@
 //! the protocol and synchronization cores; application threads reach it through [`Node`].
 pub mod config;
 pub mod error;
+mod fnptr;
 mod msg;
 mod node;
 mod service;
 pub mod stats;
+mod threads;
 
 pub use config::{PlacementSpec, ProtocolKind, RuntimeConfig};
 pub use error::{Result, SquallError};
-pub use node::{init, node, parse_placement, Node};
-pub use squall_core::{LockId, NodeId, PageId, Placement, PAGE_SIZE};
+pub use node::{init, init_ssi, node, parse_placement, Node};
+pub use squall_core::{LockId, NodeId, PageId, Placement, ThreadId, PAGE_SIZE};
+pub use squall_protocol::AtomicOp;
 pub use squall_sync::{BarrierCount, BarrierId, CondId, FlagId};
+pub use threads::ThreadFn;

@@ -13,10 +13,11 @@ pub const COLLECTIVE: MsgType = MsgType(66);
 pub const HEAP: MsgType = MsgType(67);
 /// Statistics of one node sent to rank 0 at finalize (payload: JSON).
 pub const STATS: MsgType = MsgType(68);
-/// Run a function on this node: thread creation (payload: see `threads`); request/reply.
+/// Start a thread on this node (payload: `threads::SpawnMsg`); request/reply.
 pub const SPAWN: MsgType = MsgType(69);
-/// A thread finished (payload: global thread id, return value).
-pub const JOINED: MsgType = MsgType(70);
+/// Wait for a thread of this node to end (payload: the `u64` thread id); request, answered
+/// when the thread has ended.
+pub const JOIN: MsgType = MsgType(70);
 
 /// A readable name for a message type in statistics.
 pub fn name(ty: u16) -> String {
@@ -27,7 +28,7 @@ pub fn name(ty: u16) -> String {
         67 => "heap".into(),
         68 => "stats".into(),
         69 => "spawn".into(),
-        70 => "joined".into(),
+        70 => "join".into(),
         t if t < MsgType::FIRST_USER => format!("transport_{t}"),
         t => format!("type_{t}"),
     }

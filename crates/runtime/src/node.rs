@@ -6,18 +6,22 @@
 //! composition of the layers; must not touch sockets or page protections itself.
 use crate::config::{PlacementSpec, ProtocolKind, RuntimeConfig};
 use crate::error::{Result, SquallError};
+use crate::fnptr;
 use crate::msg;
 use crate::service::{fatal, BoxedProtocol, Reply, Service};
 use crate::stats::{self, Breakdown, NodeStats};
+use crate::threads::{self, Joiner, SpawnMsg, ThreadFn};
 use crossbeam_channel::bounded;
 use parking_lot::{Condvar, Mutex};
 use serde_json::{Map, Value};
-use squall_core::{HeapLayout, LockId, NodeId, PageId, Placement};
+use squall_core::{HeapLayout, LockId, NodeId, PageId, Placement, ThreadId};
 use squall_memory::{AddressSpace, FaultThread, Heap, SpaceConfig};
 use squall_net::{bootstrap, Endpoint, NetConfig};
+use squall_protocol::AtomicOp;
 use squall_sync::{BarrierCount, BarrierId, CondId, FlagId, Outcome, SyncCore, Waiter};
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -84,6 +88,8 @@ struct Inner {
     started: Instant,
     sync_ns: AtomicU64,
     finalized: AtomicBool,
+    /// Threads this node created (for thread ids) and the round-robin placement cursor.
+    spawned: AtomicU64,
 }
 
 /// One node of a Squall job. Cheap to clone; every clone is the same node.
@@ -98,8 +104,25 @@ pub fn init() -> Result<Node> {
     if let Some(n) = NODE.get() {
         return Ok(n.clone());
     }
-    let node = Node::start(NetConfig::from_env()?, RuntimeConfig::from_env()?)?;
-    Ok(NODE.get_or_init(|| node).clone())
+    Node::start(NetConfig::from_env()?, RuntimeConfig::from_env()?)
+}
+
+/// Start this node for a single-system-image program (the pthreads layer): rank 0 returns and
+/// runs `main`; every other rank serves thread creation and memory until rank 0 finalizes,
+/// then exits the process with status 0 (or 1 if its end failed). Never returns on those ranks.
+pub fn init_ssi() -> Result<Node> {
+    let node = init()?;
+    if node.rank() != NodeId(0) {
+        let code = match node.finalize() {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("squall: {}: {e}", node.rank());
+                1
+            }
+        };
+        std::process::exit(code);
+    }
+    Ok(node)
 }
 
 /// The node started by [`init`].
@@ -156,8 +179,11 @@ impl Node {
                 started: Instant::now(),
                 sync_ns: AtomicU64::new(0),
                 finalized: AtomicBool::new(false),
+                spawned: AtomicU64::new(0),
             }),
         };
+        // Handlers that start threads need the node; a process has one.
+        let _ = NODE.set(node.clone());
         let ft = space.start_fault_thread(move |f| {
             let svc = svc.clone();
             ep.post(move |ep| svc.lock().on_fault(ep, f.page, f.write));
@@ -202,7 +228,7 @@ impl Node {
     fn call(
         &self,
         what: &'static str,
-        f: impl FnOnce(&mut Service, Waiter) + Send + 'static,
+        f: impl FnOnce(&mut Service, &Endpoint, Waiter) + Send + 'static,
     ) -> Result<Reply> {
         if self.inner.ep.is_service_thread() {
             return Err(SquallError::OnServiceThread(what));
@@ -213,7 +239,7 @@ impl Node {
         self.inner.ep.post(move |ep| {
             let mut s = svc.lock();
             s.park(w, tx);
-            f(&mut s, w);
+            f(&mut s, ep, w);
             s.drain(ep);
         });
         rx.recv().map_err(|_| SquallError::ShuttingDown)
@@ -223,7 +249,7 @@ impl Node {
     fn sync_call(
         &self,
         what: &'static str,
-        f: impl FnOnce(&mut Service, Waiter) + Send + 'static,
+        f: impl FnOnce(&mut Service, &Endpoint, Waiter) + Send + 'static,
     ) -> Result<Outcome> {
         let t = Instant::now();
         let r = self.call(what, f);
@@ -251,7 +277,7 @@ impl Node {
     /// for its pages. Any thread, any node, any time.
     pub fn alloc_with(&self, size: usize, align: usize, placement: Placement) -> Result<*mut u8> {
         let me = self.rank();
-        let r = self.call("alloc", move |s, w| {
+        let r = self.call("alloc", move |s, _, w| {
             match s.heap.alloc(size, align, placement) {
                 Ok(a) => {
                     if let Some(info) = a.new_pages {
@@ -293,7 +319,7 @@ impl Node {
         let page = self.page_of(addr)?;
         let manager = self.inner.layout.manager_of(page);
         if manager == self.rank() {
-            match self.call("free", move |s, w| {
+            match self.call("free", move |s, _, w| {
                 let r = free_local(s, addr);
                 s.wake(w, r)
             })? {
@@ -325,7 +351,7 @@ impl Node {
             ))
         };
         if manager == self.rank() {
-            match self.call("usable_size", move |s, w| {
+            match self.call("usable_size", move |s, _, w| {
                 let v = s.heap.size_of(addr).map(|n| n as u64).unwrap_or(u64::MAX);
                 s.wake(w, Reply::Value(v))
             })? {
@@ -401,7 +427,7 @@ impl Node {
     /// A barrier with an explicit id and participant count. Returns `true` in exactly one
     /// thread of the job per episode.
     pub fn barrier_with(&self, id: BarrierId, count: BarrierCount) -> Result<bool> {
-        let o = self.sync_call("barrier", move |s, w| {
+        let o = self.sync_call("barrier", move |s, _, w| {
             s.sync.barrier(&mut *s.protocol, id, w, count)
         })?;
         Ok(o == Outcome::Serial)
@@ -409,13 +435,15 @@ impl Node {
 
     /// Acquire a global lock (FIFO across nodes).
     pub fn lock(&self, lock: LockId) -> Result<()> {
-        self.sync_call("lock", move |s, w| s.sync.lock(&mut *s.protocol, lock, w))
-            .map(|_| ())
+        self.sync_call("lock", move |s, _, w| {
+            s.sync.lock(&mut *s.protocol, lock, w)
+        })
+        .map(|_| ())
     }
 
     /// Try to acquire a global lock without waiting; `true` if it is now held.
     pub fn trylock(&self, lock: LockId) -> Result<bool> {
-        let o = self.sync_call("trylock", move |s, w| {
+        let o = self.sync_call("trylock", move |s, _, w| {
             s.sync.trylock(&mut *s.protocol, lock, w)
         })?;
         Ok(o != Outcome::Busy)
@@ -423,7 +451,7 @@ impl Node {
 
     /// Release a global lock held by this thread.
     pub fn unlock(&self, lock: LockId) -> Result<()> {
-        self.sync_call("unlock", move |s, w| {
+        self.sync_call("unlock", move |s, _, w| {
             s.sync.unlock(&mut *s.protocol, lock, w)
         })
         .map(|_| ())
@@ -431,7 +459,7 @@ impl Node {
 
     /// Wait on a condition variable bound to `lock` (held by this thread); Mesa semantics.
     pub fn cond_wait(&self, cond: CondId, lock: LockId) -> Result<()> {
-        self.sync_call("cond_wait", move |s, w| {
+        self.sync_call("cond_wait", move |s, _, w| {
             s.sync.cond_wait(&mut *s.protocol, cond, lock, w)
         })
         .map(|_| ())
@@ -439,7 +467,7 @@ impl Node {
 
     /// Wake one waiter of `cond`.
     pub fn cond_signal(&self, cond: CondId) -> Result<()> {
-        self.sync_call("cond_signal", move |s, w| {
+        self.sync_call("cond_signal", move |s, _, w| {
             s.sync.cond_signal(&mut *s.protocol, cond, w)
         })
         .map(|_| ())
@@ -447,7 +475,7 @@ impl Node {
 
     /// Wake every waiter of `cond`.
     pub fn cond_broadcast(&self, cond: CondId) -> Result<()> {
-        self.sync_call("cond_broadcast", move |s, w| {
+        self.sync_call("cond_broadcast", move |s, _, w| {
             s.sync.cond_broadcast(&mut *s.protocol, cond, w)
         })
         .map(|_| ())
@@ -455,7 +483,7 @@ impl Node {
 
     /// Set a flag (a release); wakes every waiter.
     pub fn flag_set(&self, flag: FlagId) -> Result<()> {
-        self.sync_call("flag_set", move |s, w| {
+        self.sync_call("flag_set", move |s, _, w| {
             s.sync.flag_set(&mut *s.protocol, flag, w)
         })
         .map(|_| ())
@@ -463,7 +491,7 @@ impl Node {
 
     /// Wait until a flag is set (an acquire), without spinning on shared memory.
     pub fn flag_wait(&self, flag: FlagId) -> Result<()> {
-        self.sync_call("flag_wait", move |s, w| {
+        self.sync_call("flag_wait", move |s, _, w| {
             s.sync.flag_wait(&mut *s.protocol, flag, w)
         })
         .map(|_| ())
@@ -471,8 +499,159 @@ impl Node {
 
     /// Clear a flag.
     pub fn flag_clear(&self, flag: FlagId) -> Result<()> {
-        self.sync_call("flag_clear", move |s, w| s.sync.flag_clear(flag, w))
+        self.sync_call("flag_clear", move |s, _, w| s.sync.flag_clear(flag, w))
             .map(|_| ())
+    }
+
+    // ----- threads --------------------------------------------------------------------------
+
+    /// Start `f(arg)` as a thread on `on` (or the next node round-robin). Creating a thread is
+    /// a release: everything this thread wrote before is visible to the new thread. `arg` is
+    /// passed as is: pointers into Squall memory are valid everywhere, other pointers only on
+    /// this node.
+    pub fn spawn_on(&self, on: Option<NodeId>, f: ThreadFn, arg: *mut c_void) -> Result<ThreadId> {
+        let n = self.inner.spawned.fetch_add(1, Ordering::Relaxed);
+        let target = on.unwrap_or(NodeId((n % u64::from(self.size())) as u16));
+        if target.0 >= self.size() {
+            return Err(SquallError::Config(format!(
+                "cannot create a thread on {target}: the job has {} nodes",
+                self.size()
+            )));
+        }
+        let fref = fnptr::encode(f as usize).ok_or_else(|| {
+            SquallError::Config(format!(
+                "thread function at {:#x} is not in any loaded module",
+                f as usize
+            ))
+        })?;
+        let tid = threads::make_tid(target, self.rank(), n as u32);
+        let arg = arg as usize as u64;
+        let r = self.call("spawn", move |s, ep, w| {
+            s.release_then(
+                ep,
+                Box::new(move |s, ep| {
+                    let info = s.protocol.grant_info(&[]);
+                    let sp = SpawnMsg {
+                        tid,
+                        f: fref,
+                        arg,
+                        info,
+                    };
+                    if target == s.me {
+                        let r = start_thread(s, sp);
+                        s.wake(w, r.map_or_else(Reply::Failed, |_| Reply::Value(0)));
+                        return;
+                    }
+                    let svc_me = s.me;
+                    let sent = ep.request_async(target, msg::SPAWN, sp.encode(), move |ep, r| {
+                        let reply = match r {
+                            Ok(m) => match threads::decode_answer(&m.payload) {
+                                Ok(_) => Reply::Value(0),
+                                Err(e) => Reply::Failed(e),
+                            },
+                            Err(e) => Reply::Failed(format!("creating a thread on {target}: {e}")),
+                        };
+                        if let Ok(n) = node() {
+                            n.inner.svc.lock().wake(w, reply);
+                        } else {
+                            eprintln!(
+                                "squall: {svc_me}: spawn answer without a node ({})",
+                                ep.rank()
+                            );
+                        }
+                    });
+                    if let Err(e) = sent {
+                        s.wake(
+                            w,
+                            Reply::Failed(format!("creating a thread on {target}: {e}")),
+                        );
+                    }
+                }),
+            )
+        })?;
+        match r {
+            Reply::Failed(e) => Err(SquallError::Remote(e)),
+            _ => Ok(tid),
+        }
+    }
+
+    /// Called by a thread started with `spawn_on` when its function returned.
+    fn thread_exit(&self, tid: ThreadId, ret: u64) {
+        let r = self.call("thread exit", move |s, ep, w| {
+            s.release_then(
+                ep,
+                Box::new(move |s, ep| {
+                    let info = s.protocol.grant_info(&[]);
+                    s.thread_done(ep, tid, ret, info);
+                    s.wake(w, Reply::Value(0));
+                }),
+            )
+        });
+        if let Err(e) = r {
+            eprintln!("squall: {}: {tid} could not end cleanly: {e}", self.rank());
+        }
+    }
+
+    /// Wait for a thread created with `spawn_on` (on any node) to end; returns its result.
+    /// A successful join is an acquire: the thread's writes are visible afterwards.
+    pub fn join(&self, tid: ThreadId) -> Result<*mut c_void> {
+        let run = threads::node_of(tid);
+        if run.0 >= self.size() {
+            return Err(SquallError::Remote(format!(
+                "join of unknown {tid}: no such node"
+            )));
+        }
+        let t = Instant::now();
+        let r = if run == self.rank() {
+            match self.call("join", move |s, ep, w| s.join(ep, tid, Joiner::Local(w)))? {
+                Reply::Value(ret) => Ok(ret as usize as *mut c_void),
+                Reply::Failed(e) => Err(SquallError::Remote(e)),
+                Reply::Sync(_) => Err(SquallError::Remote("unexpected reply to join".into())),
+            }
+        } else {
+            let answer = self
+                .inner
+                .ep
+                .request(run, msg::JOIN, tid.0.to_le_bytes().to_vec())?;
+            let (ret, info) = threads::decode_answer(&answer).map_err(SquallError::Remote)?;
+            self.call("join", move |s, _, w| {
+                s.protocol.apply_grant(&info);
+                s.wake(w, Reply::Value(0))
+            })?;
+            Ok(ret as usize as *mut c_void)
+        };
+        self.inner
+            .sync_ns
+            .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        r
+    }
+
+    // ----- atomics ----------------------------------------------------------------------
+
+    /// Execute `op` on the `u64` at `addr` at its home and return the old value. Ordering: a
+    /// release first (this thread's earlier writes are visible before the atomic takes
+    /// effect); atomics on one word are sequentially consistent with each other. It is not an
+    /// acquire, and a cached copy of the word's page is not updated: read such words with
+    /// `atomic(addr, AtomicOp::FetchAdd(0))`.
+    pub fn atomic(&self, addr: *mut u64, op: AtomicOp) -> Result<u64> {
+        let a = addr as usize;
+        let page = self.page_of(a)?;
+        let offset = a - self.inner.space.addr_of(page);
+        let r = self.call("atomic", move |s, ep, w| {
+            s.release_then(
+                ep,
+                Box::new(move |s, _| {
+                    if let Err(e) = s.protocol.atomic(page, offset, op, w.0) {
+                        s.wake(w, Reply::Failed(e.to_string()));
+                    }
+                }),
+            )
+        })?;
+        match r {
+            Reply::Value(v) => Ok(v),
+            Reply::Failed(e) => Err(SquallError::Remote(e)),
+            Reply::Sync(_) => Err(SquallError::Remote("unexpected reply to an atomic".into())),
+        }
     }
 
     // ----- statistics and shutdown ------------------------------------------------------
@@ -583,6 +762,36 @@ fn free_local(s: &mut Service, addr: usize) -> Reply {
     }
 }
 
+/// On the service thread of the node a thread is to run on: apply the creator's release,
+/// record the thread and start it.
+fn start_thread(s: &mut Service, sp: SpawnMsg) -> std::result::Result<(), String> {
+    let me = s.me;
+    let addr = fnptr::decode(&sp.f).ok_or_else(|| {
+        format!(
+            "{me} cannot find the thread function ({} + {:#x}): every node must run the same binaries",
+            if sp.f.module.is_empty() { "main executable" } else { sp.f.module.as_str() },
+            sp.f.offset
+        )
+    })?;
+    s.protocol.apply_grant(&sp.info);
+    s.thread_started(sp.tid);
+    // SAFETY: `addr` is the local address of the function the creator named, which has the
+    // `ThreadFn` signature (the creator passed a `ThreadFn`, and all nodes run one binary).
+    let f: ThreadFn = unsafe { std::mem::transmute::<usize, ThreadFn>(addr) };
+    let (tid, arg) = (sp.tid, sp.arg);
+    std::thread::Builder::new()
+        .name(format!("squall-{}", tid.0 & 0xffff_ffff))
+        .spawn(move || {
+            let ret = f(arg as usize as *mut c_void) as usize as u64;
+            match node() {
+                Ok(n) => n.thread_exit(tid, ret),
+                Err(e) => eprintln!("squall: {tid} ended without a node: {e}"),
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| format!("{me} could not start a thread: {e}"))
+}
+
 fn register_handlers(
     ep: &Endpoint,
     svc: Arc<Mutex<Service>>,
@@ -614,6 +823,32 @@ fn register_handlers(
             Ok(st) => stats_in.put(u64::from(m.src.0), st),
             Err(e) => eprintln!("squall: {}: bad statistics from {}: {e}", ep.rank(), m.src),
         }
+    });
+    let s = svc.clone();
+    ep.register(msg::SPAWN, move |ep, m| {
+        let answer = match SpawnMsg::decode(&m.payload) {
+            None => threads::encode_err(&format!("malformed spawn request from {}", m.src)),
+            Some(sp) => match start_thread(&mut s.lock(), sp) {
+                Ok(()) => threads::encode_join_ok(0, &[]),
+                Err(e) => threads::encode_err(&e),
+            },
+        };
+        if let Err(e) = ep.reply(&m, answer) {
+            eprintln!(
+                "squall: {}: could not answer a spawn from {}: {e}",
+                ep.rank(),
+                m.src
+            );
+        }
+    });
+    let s = svc.clone();
+    ep.register(msg::JOIN, move |ep, m| {
+        let Ok(b) = <[u8; 8]>::try_from(m.payload.as_ref()) else {
+            let _ = ep.reply(&m, threads::encode_err("malformed join request"));
+            return;
+        };
+        let tid = ThreadId(u64::from_le_bytes(b));
+        s.lock().join(ep, tid, Joiner::Remote(m));
     });
     let s = svc;
     ep.register(msg::HEAP, move |ep, m| {

@@ -8,6 +8,7 @@
 //! protections (the protocol core does that through `PageMemory`).
 use crate::msg;
 use crate::stats::ServiceTimes;
+use crate::threads::ThreadTable;
 use crossbeam_channel::Sender;
 use squall_core::{AllocInfo, NodeId, PageId};
 use squall_memory::{AddressSpace, Heap};
@@ -42,7 +43,18 @@ pub(crate) struct Service {
     /// Faults not yet served, by page, with the time each arrived (for data-stall time).
     pending_faults: HashMap<PageId, Vec<Instant>>,
     pub times: ServiceTimes,
+    pub(crate) threads: ThreadTable,
+    /// Continuations of releases the runtime itself started (thread create/exit, atomics),
+    /// by token; their tokens have [`RUNTIME_TOKEN`] set so they never meet the sync core's.
+    releases: HashMap<u64, Continuation>,
+    next_release: u64,
 }
+
+/// Bit set in the tokens of releases the runtime starts itself.
+const RUNTIME_TOKEN: u64 = 1 << 63;
+
+/// Work to do on the service thread once a release has completed.
+pub(crate) type Continuation = Box<dyn FnOnce(&mut Service, &Endpoint) + Send>;
 
 impl Service {
     pub fn new(
@@ -61,6 +73,9 @@ impl Service {
             waiters: HashMap::new(),
             pending_faults: HashMap::new(),
             times: ServiceTimes::default(),
+            threads: ThreadTable::default(),
+            releases: HashMap::new(),
+            next_release: 0,
         }
     }
 
@@ -120,6 +135,17 @@ impl Service {
         self.drain(ep);
     }
 
+    /// Make this node's writes visible (a release), then run `then` on the service thread.
+    pub fn release_then(&mut self, ep: &Endpoint, then: Continuation) {
+        self.next_release += 1;
+        let token = RUNTIME_TOKEN | self.next_release;
+        if self.protocol.begin_release(token) {
+            then(self, ep);
+        } else {
+            self.releases.insert(token, then);
+        }
+    }
+
     /// Register pages this node just allocated with the protocol.
     pub fn register(&mut self, info: AllocInfo) {
         self.protocol.register_allocation(info);
@@ -141,6 +167,11 @@ impl Service {
                             }
                         }
                     }
+                    PAction::ReleaseDone { token } if token & RUNTIME_TOKEN != 0 => {
+                        if let Some(then) = self.releases.remove(&token) {
+                            then(self, ep);
+                        }
+                    }
                     PAction::ReleaseDone { token } => {
                         let t = Instant::now();
                         let r = self.sync.release_done(&mut *self.protocol, token);
@@ -159,6 +190,9 @@ impl Service {
                 match a {
                     SAction::Send { to, msg } => self.send(ep, to, msg::SYNC, msg),
                     SAction::Wake { waiter, result } => self.wake(waiter, Reply::Sync(result)),
+                    SAction::ProtocolError { error } => {
+                        fatal(self.me, &format!("synchronization: {error}"))
+                    }
                 }
             }
             if !progressed {

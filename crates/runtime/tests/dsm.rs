@@ -286,6 +286,117 @@ fn alloc_free(node: &Node) -> Result<(), String> {
     node.barrier().map_err(|e| e.to_string())
 }
 
+/// The body of threads created on other nodes: the argument points to a shared record
+/// `[input, output]`; it reads the input the creator wrote before creating it and writes
+/// output = input * 2 + its node's rank marker.
+extern "C" fn doubler(arg: *mut std::ffi::c_void) -> *mut std::ffi::c_void {
+    let rec = arg as *mut u64;
+    // SAFETY: the creator passes a pointer to two u64 of shared memory.
+    unsafe {
+        let input = rec.read_volatile();
+        rec.add(1).write_volatile(input * 2);
+    }
+    (arg as usize + 1) as *mut std::ffi::c_void
+}
+
+/// Node 0 creates threads on every node (round robin and named), each reads what node 0
+/// wrote before the create and writes a result that node 0 sees after the join.
+fn remote_threads(node: &Node) -> Result<(), String> {
+    let n = node.size() as usize;
+    let per = 3;
+    let recs = node
+        .alloc_collective(16 * n * per, Placement::Node(squall::NodeId(0)))
+        .map_err(|e| e.to_string())? as *mut u64;
+    if node.rank().0 == 0 {
+        let mut tids = Vec::new();
+        for i in 0..n * per {
+            // SAFETY: record i of the shared table.
+            let rec = unsafe { recs.add(2 * i) };
+            unsafe { rec.write_volatile(1000 + i as u64) };
+            let on = if i % 2 == 0 {
+                None
+            } else {
+                Some(squall::NodeId((i % n) as u16))
+            };
+            let tid = node
+                .spawn_on(on, doubler, rec as *mut std::ffi::c_void)
+                .map_err(|e| e.to_string())?;
+            tids.push((i, tid));
+        }
+        for (i, tid) in tids {
+            let ret = node.join(tid).map_err(|e| e.to_string())?;
+            // SAFETY: record i, after the join.
+            let rec = unsafe { recs.add(2 * i) };
+            check(ret as usize == rec as usize + 1, || {
+                format!("thread {i} returned {ret:?}")
+            })?;
+            let out = unsafe { rec.add(1).read_volatile() };
+            check(out == 2 * (1000 + i as u64), || {
+                format!("thread {i} wrote {out}")
+            })?;
+        }
+        check(node.join(squall::ThreadId(12345)).is_err(), || {
+            "join of an unknown thread succeeded".into()
+        })?;
+    }
+    node.barrier().map_err(|e| e.to_string())
+}
+
+/// Every thread of every node adds to one counter with remote atomics; the total is exact.
+fn atomics(node: &Node) -> Result<(), String> {
+    const T: usize = 2;
+    const ITERS: u64 = 100;
+    let c = node
+        .alloc_collective(
+            16,
+            Placement::Node(squall::NodeId((node.size() - 1) as u16)),
+        )
+        .map_err(|e| e.to_string())? as usize;
+    let mut hs = Vec::new();
+    for _ in 0..T {
+        let node = node.clone();
+        hs.push(std::thread::spawn(move || -> Result<(), String> {
+            for _ in 0..ITERS {
+                node.atomic(c as *mut u64, squall::AtomicOp::FetchAdd(1))
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        }));
+    }
+    for h in hs {
+        h.join().map_err(|_| "thread panicked".to_string())??;
+    }
+    node.barrier().map_err(|e| e.to_string())?;
+    let v = node
+        .atomic(c as *mut u64, squall::AtomicOp::FetchAdd(0))
+        .map_err(|e| e.to_string())?;
+    let want = ITERS * T as u64 * node.size() as u64;
+    check(v == want, || {
+        format!("atomic counter is {v}, expected {want}")
+    })?;
+    // compare-swap: only one node wins each round
+    let slot = (c + 8) as *mut u64;
+    let won = node
+        .atomic(
+            slot,
+            squall::AtomicOp::CompareSwap {
+                expected: 0,
+                new: node.rank().0 as u64 + 1,
+            },
+        )
+        .map_err(|e| e.to_string())?
+        == 0;
+    node.barrier().map_err(|e| e.to_string())?;
+    let winner = node
+        .atomic(slot, squall::AtomicOp::FetchAdd(0))
+        .map_err(|e| e.to_string())?;
+    check(
+        winner >= 1 && (won == (winner == node.rank().0 as u64 + 1)),
+        || format!("compare-swap winner {winner}, this node won: {won}"),
+    )?;
+    node.barrier().map_err(|e| e.to_string())
+}
+
 const SCENARIOS: &[(&str, Scenario, &[&str])] = &[
     ("array", array, &["hlrc", "sc"]),
     ("false_sharing", false_sharing, &["hlrc", "sc"]),
@@ -294,6 +405,8 @@ const SCENARIOS: &[(&str, Scenario, &[&str])] = &[
     ("lock_counter", lock_counter, &["hlrc", "sc"]),
     ("sc_flag_handoff", sc_flag_handoff, &["sc"]),
     ("alloc_free", alloc_free, &["hlrc"]),
+    ("remote_threads", remote_threads, &["hlrc", "sc"]),
+    ("atomics", atomics, &["hlrc", "sc"]),
 ];
 
 fn node_main(name: &str) -> i32 {
