@@ -14,7 +14,8 @@ mod sys;
 mod table;
 
 pub use error::{AllocError, MemoryError};
-pub use heap::{AllocRecord, Heap, HeapStats};
+pub use heap::{AllocRecord, Allocation, Heap, HeapStats, MIN_ALIGN};
 pub use space::{
     parse_addr, parse_size, AddressSpace, Fault, FaultThread, SpaceConfig, SpaceStats,
+    DEFAULT_BASE, DEFAULT_SIZE,
 };
