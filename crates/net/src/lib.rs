@@ -1,3 +1,26 @@
 //! The communication backbone: handlers by message type run on the node's service thread,
 //! one-way sends, request/reply, bulk transfer; backends in `backend/`.
+//!
+//! Start a node with [`bootstrap::from_env`] (what `squall run` sets up) or
+//! [`bootstrap::start`] / [`bootstrap::start_with`] with a [`NetConfig`]. Delivery guarantee on
+//! every backend: exactly once, FIFO per sender→receiver pair, any size. Message types below 64
+//! are the transport's; see [`endpoint`].
 #![forbid(unsafe_code)]
+
+mod backend;
+pub mod bootstrap;
+pub mod config;
+pub mod endpoint;
+pub mod error;
+pub mod faults;
+pub mod stats;
+pub use backend::udp::core as udp_core;
+
+pub use bytes::Bytes;
+pub use config::{NetConfig, Transport};
+pub use endpoint::{Endpoint, Incoming};
+pub use error::NetError;
+pub use faults::FaultSpec;
+pub use squall_core::{JobId, NodeId};
+pub use squall_wire::MsgType;
+pub use stats::{DropReason, NetStats, TypeCount};

@@ -1,0 +1,77 @@
+//! The backend boundary: what the endpoint needs from a transport. Owns the `Backend` trait and
+//! the message/event types crossing it; must not touch handlers, requests or statistics by type.
+//!
+//! A backend owns its sockets, registers them with the service thread's `mio` poll (tokens ≥ 1;
+//! token 0 is the endpoint's waker), and turns readiness events and timeouts into
+//! [`BackendEvent`]s. The endpoint holds the backend under one lock: sends from any thread call
+//! [`Backend::send`] directly (writing to the socket when possible); the service thread calls
+//! `handle_event`/`handle_timeout` and then runs handlers with the lock released.
+//! A third backend (e.g. MPI behind the `mpi` feature) implements this trait and is chosen in
+//! `bootstrap`; nothing in `endpoint` changes.
+pub(crate) mod tcp;
+pub(crate) mod udp;
+
+use crate::error::NetError;
+use crate::stats::LinkCounters;
+use bytes::Bytes;
+use mio::event::Event;
+use mio::Registry;
+use squall_core::NodeId;
+use squall_wire::{Flags, MsgType};
+use std::net::SocketAddr;
+use std::time::Instant;
+
+/// One message handed to a backend.
+#[derive(Debug, Clone)]
+pub(crate) struct OutMsg {
+    pub to: NodeId,
+    pub ty: MsgType,
+    pub flags: Flags,
+    pub request_id: u64,
+    pub payload: Bytes,
+}
+
+/// One whole message received (reassembled, deduplicated, in order).
+#[derive(Debug, Clone)]
+pub(crate) struct InMsg {
+    pub src: NodeId,
+    pub ty: MsgType,
+    pub flags: Flags,
+    pub request_id: u64,
+    pub payload: Bytes,
+}
+
+/// What a backend reports to the endpoint, in order.
+#[derive(Debug)]
+pub(crate) enum BackendEvent {
+    Deliver(InMsg),
+    /// The peer said goodbye; nothing more will come from it.
+    PeerBye(NodeId),
+    /// The peer died or went silent.
+    PeerLost {
+        peer: NodeId,
+        reason: String,
+    },
+}
+
+pub(crate) trait Backend: Send {
+    /// Registers the sockets with the service thread's poll; keeps a clone of the registry to
+    /// change interest later from any thread.
+    fn register(&mut self, registry: &Registry) -> Result<(), NetError>;
+    /// Sends (or queues) one message. Called from any thread under the endpoint's lock.
+    fn send(&mut self, now: Instant, msg: OutMsg) -> Result<(), NetError>;
+    /// Handles one readiness event for a backend token.
+    fn handle_event(&mut self, now: Instant, event: &Event, out: &mut Vec<BackendEvent>);
+    /// Handles timers (retransmission, heartbeats, delayed packets, peer timeouts).
+    fn handle_timeout(&mut self, now: Instant, out: &mut Vec<BackendEvent>);
+    /// The earliest instant `handle_timeout` has work.
+    fn poll_timeout(&self) -> Option<Instant>;
+    /// Begins an orderly goodbye to every peer still present.
+    fn start_shutdown(&mut self, now: Instant);
+    /// True once everything sent (including goodbyes) has left or been acknowledged.
+    fn is_flushed(&self) -> bool;
+    /// The local udp socket address, for tests that inject datagrams.
+    fn udp_local_addr(&self) -> Option<SocketAddr>;
+    /// Transport counters.
+    fn counters(&self) -> LinkCounters;
+}

@@ -1,0 +1,445 @@
+//! The tcp backend: one connection per peer pair, TCP_NODELAY, frames = wire header + payload
+//! (the header's `payload_len` is the length prefix). Owns the connected streams, frame
+//! buffering and EOF/reset detection; must not touch handlers or requests.
+//! Connections are set up by `bootstrap` (lower rank connects to higher) before this runs.
+use super::{Backend, BackendEvent, InMsg, OutMsg};
+use crate::error::NetError;
+use crate::faults::{FaultInjector, FaultSpec};
+use crate::stats::{DropReason, LinkCounters};
+use bytes::Bytes;
+use mio::event::Event;
+use mio::net::TcpStream;
+use mio::{Interest, Registry, Token};
+use squall_core::{JobId, NodeId};
+use squall_wire::{decode_header, Flags, Header, MsgType, HEADER_LEN};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr};
+use std::time::{Duration, Instant};
+
+/// How long a node that said goodbye keeps reading for peers' EOF before closing.
+const LINGER: Duration = Duration::from_millis(300);
+
+struct Peer {
+    id: NodeId,
+    stream: TcpStream,
+    rbuf: Vec<u8>,
+    rpos: usize,
+    wbuf: Vec<u8>,
+    wpos: usize,
+    want_write: bool,
+    open: bool,
+    bye_received: bool,
+    delay: Option<FaultInjector<Vec<u8>>>,
+}
+
+pub(crate) struct TcpBackend {
+    rank: NodeId,
+    job: JobId,
+    peers: Vec<Option<Peer>>,
+    registry: Option<Registry>,
+    counters: LinkCounters,
+    shutdown_at: Option<Instant>,
+    write_closed: bool,
+}
+
+fn token(peer: NodeId) -> Token {
+    Token(peer.index() + 1)
+}
+
+impl TcpBackend {
+    /// `streams[p]` is the connected stream to peer `p` (None for self).
+    pub(crate) fn new(
+        rank: NodeId,
+        job: JobId,
+        streams: Vec<Option<std::net::TcpStream>>,
+        faults: Option<FaultSpec>,
+    ) -> Result<TcpBackend, NetError> {
+        let mut peers = Vec::with_capacity(streams.len());
+        for (i, s) in streams.into_iter().enumerate() {
+            let id = NodeId(i as u16);
+            peers.push(match s {
+                None => None,
+                Some(s) => {
+                    s.set_nodelay(true)
+                        .map_err(|e| NetError::io(format!("tcp_nodelay to {id}"), e))?;
+                    s.set_nonblocking(true)
+                        .map_err(|e| NetError::io(format!("nonblocking socket to {id}"), e))?;
+                    Some(Peer {
+                        id,
+                        stream: TcpStream::from_std(s),
+                        rbuf: Vec::with_capacity(64 * 1024),
+                        rpos: 0,
+                        wbuf: Vec::new(),
+                        wpos: 0,
+                        want_write: false,
+                        open: true,
+                        bye_received: false,
+                        delay: faults
+                            .filter(|f| !f.is_noop())
+                            .map(|f| FaultInjector::stream(f, (rank.0 as u64) << 16 | i as u64)),
+                    })
+                }
+            });
+        }
+        Ok(TcpBackend {
+            rank,
+            job,
+            peers,
+            registry: None,
+            counters: LinkCounters::default(),
+            shutdown_at: None,
+            write_closed: false,
+        })
+    }
+
+    fn frame(&self, msg: &OutMsg) -> Result<Vec<u8>, NetError> {
+        let len = u32::try_from(msg.payload.len()).map_err(|_| NetError::TooLarge {
+            len: msg.payload.len(),
+        })?;
+        let mut h = Header::new(self.job, msg.ty, self.rank, msg.to);
+        h.flags = msg.flags;
+        h.request_id = msg.request_id;
+        h.payload_len = len;
+        let mut v = Vec::with_capacity(HEADER_LEN + msg.payload.len());
+        v.extend_from_slice(&h.to_bytes());
+        v.extend_from_slice(&msg.payload);
+        Ok(v)
+    }
+
+    fn set_interest(registry: Option<&Registry>, p: &mut Peer, want_write: bool) {
+        if p.want_write == want_write || !p.open {
+            return;
+        }
+        p.want_write = want_write;
+        if let Some(r) = registry {
+            let interest = if want_write {
+                Interest::READABLE | Interest::WRITABLE
+            } else {
+                Interest::READABLE
+            };
+            // A failed reregister leaves the old interest; the next write attempt retries.
+            let _ = r.reregister(&mut p.stream, token(p.id), interest);
+        }
+    }
+
+    /// Writes as much of the peer's buffer as the socket takes. Err = the connection is broken.
+    fn flush(registry: Option<&Registry>, p: &mut Peer) -> io::Result<()> {
+        while p.wpos < p.wbuf.len() {
+            match p.stream.write(&p.wbuf[p.wpos..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => p.wpos += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if p.wpos == p.wbuf.len() {
+            p.wbuf.clear();
+            p.wpos = 0;
+            Self::set_interest(registry, p, false);
+        } else {
+            if p.wpos > 1 << 20 {
+                p.wbuf.drain(..p.wpos);
+                p.wpos = 0;
+            }
+            Self::set_interest(registry, p, true);
+        }
+        Ok(())
+    }
+
+    fn enqueue(&mut self, now: Instant, to: NodeId, frame: Vec<u8>) -> Result<(), NetError> {
+        let registry = self.registry.as_ref();
+        let p = match self.peers.get_mut(to.index()).and_then(Option::as_mut) {
+            Some(p) if p.open => p,
+            _ => return Err(NetError::PeerGone { peer: to }),
+        };
+        let mut due = Vec::new();
+        match p.delay.as_mut() {
+            Some(d) => d.submit(now, frame, &mut due),
+            None => due.push(frame),
+        }
+        for f in due {
+            p.wbuf.extend_from_slice(&f);
+            self.counters.packets_sent += 1;
+        }
+        if !p.want_write {
+            if let Err(e) = Self::flush(registry, p) {
+                return Err(NetError::PeerLost {
+                    peer: to,
+                    reason: format!("write failed: {e}"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn lost(
+        p: &mut Peer,
+        reason: String,
+        out: &mut Vec<BackendEvent>,
+        registry: Option<&Registry>,
+    ) {
+        if !p.open {
+            return;
+        }
+        p.open = false;
+        if let Some(r) = registry {
+            let _ = r.deregister(&mut p.stream);
+        }
+        if !p.bye_received {
+            out.push(BackendEvent::PeerLost { peer: p.id, reason });
+        }
+    }
+
+    fn read_frames(
+        job: JobId,
+        rank: NodeId,
+        p: &mut Peer,
+        counters: &mut LinkCounters,
+        out: &mut Vec<BackendEvent>,
+    ) -> Result<(), String> {
+        loop {
+            let avail = &p.rbuf[p.rpos..];
+            if avail.len() < HEADER_LEN {
+                break;
+            }
+            let h = match decode_header(avail) {
+                Ok(h) => h,
+                Err(e) => {
+                    counters.drop(DropReason::Garbage);
+                    return Err(format!("garbage on the connection: {e}"));
+                }
+            };
+            if h.job != job {
+                counters.drop(DropReason::ForeignJob);
+                return Err(format!("frame of foreign {} on the connection", h.job));
+            }
+            if h.src != p.id || h.dst != rank {
+                counters.drop(DropReason::BadDest);
+                return Err(format!(
+                    "frame from {} to {} on the connection",
+                    h.src, h.dst
+                ));
+            }
+            let total = HEADER_LEN + h.payload_len as usize;
+            if avail.len() < total {
+                let need = p.rpos + total;
+                if p.rbuf.capacity() < need {
+                    p.rbuf.reserve(need - p.rbuf.len());
+                }
+                break;
+            }
+            let payload = Bytes::copy_from_slice(&avail[HEADER_LEN..total]);
+            p.rpos += total;
+            counters.packets_received += 1;
+            if h.flags.contains(Flags::BYE) {
+                p.bye_received = true;
+                out.push(BackendEvent::PeerBye(p.id));
+                continue;
+            }
+            if p.bye_received {
+                counters.drop(DropReason::AfterBye);
+                continue;
+            }
+            out.push(BackendEvent::Deliver(InMsg {
+                src: p.id,
+                ty: h.ty,
+                flags: h.flags,
+                request_id: h.request_id,
+                payload,
+            }));
+        }
+        if p.rpos == p.rbuf.len() {
+            p.rbuf.clear();
+            p.rpos = 0;
+        } else if p.rpos > 256 * 1024 {
+            p.rbuf.drain(..p.rpos);
+            p.rpos = 0;
+        }
+        Ok(())
+    }
+
+    fn on_readable(&mut self, p_idx: usize, out: &mut Vec<BackendEvent>) {
+        let registry = self.registry.as_ref();
+        let Some(p) = self.peers.get_mut(p_idx).and_then(Option::as_mut) else {
+            return;
+        };
+        let mut chunk = [0u8; 64 * 1024];
+        loop {
+            if !p.open {
+                return;
+            }
+            match p.stream.read(&mut chunk) {
+                Ok(0) => {
+                    // Frames before EOF first, then the verdict.
+                    if let Err(r) =
+                        Self::read_frames(self.job, self.rank, p, &mut self.counters, out)
+                    {
+                        Self::lost(p, r, out, registry);
+                        return;
+                    }
+                    let reason = "connection closed without goodbye".to_string();
+                    Self::lost(p, reason, out, registry);
+                    return;
+                }
+                Ok(n) => {
+                    p.rbuf.extend_from_slice(&chunk[..n]);
+                    if let Err(r) =
+                        Self::read_frames(self.job, self.rank, p, &mut self.counters, out)
+                    {
+                        Self::lost(p, r, out, registry);
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    let _ = Self::read_frames(self.job, self.rank, p, &mut self.counters, out);
+                    Self::lost(p, format!("connection error: {e}"), out, registry);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl Backend for TcpBackend {
+    fn register(&mut self, registry: &Registry) -> Result<(), NetError> {
+        for p in self.peers.iter_mut().flatten() {
+            registry
+                .register(&mut p.stream, token(p.id), Interest::READABLE)
+                .map_err(|e| NetError::io(format!("registering the connection to {}", p.id), e))?;
+        }
+        self.registry = Some(
+            registry
+                .try_clone()
+                .map_err(|e| NetError::io("cloning the poll registry", e))?,
+        );
+        Ok(())
+    }
+
+    fn send(&mut self, now: Instant, msg: OutMsg) -> Result<(), NetError> {
+        let frame = self.frame(&msg)?;
+        self.enqueue(now, msg.to, frame)
+    }
+
+    fn handle_event(&mut self, _now: Instant, event: &Event, out: &mut Vec<BackendEvent>) {
+        let idx = match event.token().0.checked_sub(1) {
+            Some(i) if i < self.peers.len() => i,
+            _ => return,
+        };
+        if event.is_readable() || event.is_read_closed() || event.is_error() {
+            self.on_readable(idx, out);
+        }
+        if event.is_writable() {
+            let registry = self.registry.as_ref();
+            if let Some(p) = self.peers[idx].as_mut() {
+                if p.open {
+                    if let Err(e) = Self::flush(registry, p) {
+                        Self::lost(p, format!("write failed: {e}"), out, registry);
+                    }
+                }
+            }
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant, out: &mut Vec<BackendEvent>) {
+        let registry = self.registry.as_ref();
+        for p in self.peers.iter_mut().flatten() {
+            if let Some(d) = p.delay.as_mut() {
+                let mut due = Vec::new();
+                d.release(now, &mut due);
+                if due.is_empty() || !p.open {
+                    continue;
+                }
+                for f in due {
+                    p.wbuf.extend_from_slice(&f);
+                    self.counters.packets_sent += 1;
+                }
+                if !p.want_write {
+                    if let Err(e) = Self::flush(registry, p) {
+                        Self::lost(p, format!("write failed: {e}"), out, registry);
+                    }
+                }
+            }
+        }
+        if self.shutdown_at.is_some() && !self.write_closed && self.is_flushed_writes() {
+            self.write_closed = true;
+            for p in self.peers.iter_mut().flatten() {
+                let _ = p.stream.shutdown(Shutdown::Write);
+            }
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        let mut t = self
+            .peers
+            .iter()
+            .flatten()
+            .filter_map(|p| p.delay.as_ref().and_then(|d| d.poll_timeout()))
+            .min();
+        if let Some(s) = self.shutdown_at {
+            let probe = if self.write_closed {
+                s + LINGER
+            } else {
+                Instant::now() + Duration::from_millis(1)
+            };
+            t = Some(t.map_or(probe, |x| x.min(probe)));
+        }
+        t
+    }
+
+    fn start_shutdown(&mut self, now: Instant) {
+        self.shutdown_at = Some(now);
+        for i in 0..self.peers.len() {
+            let Some(p) = self.peers[i].as_ref() else {
+                continue;
+            };
+            if !p.open || p.bye_received {
+                continue;
+            }
+            let msg = OutMsg {
+                to: p.id,
+                ty: MsgType(crate::endpoint::TY_BYE),
+                flags: Flags::BYE,
+                request_id: 0,
+                payload: Bytes::new(),
+            };
+            if let Ok(f) = self.frame(&msg) {
+                let _ = self.enqueue(now, msg.to, f);
+            }
+        }
+    }
+
+    fn is_flushed(&self) -> bool {
+        let Some(s) = self.shutdown_at else {
+            return self.is_flushed_writes();
+        };
+        if !self.write_closed {
+            return false;
+        }
+        // After our goodbye: linger until every peer closed too, or the linger time is over.
+        let all_closed = self
+            .peers
+            .iter()
+            .flatten()
+            .all(|p| !p.open || p.bye_received);
+        all_closed || Instant::now() >= s + LINGER
+    }
+
+    fn udp_local_addr(&self) -> Option<SocketAddr> {
+        None
+    }
+
+    fn counters(&self) -> LinkCounters {
+        self.counters.clone()
+    }
+}
+
+impl TcpBackend {
+    fn is_flushed_writes(&self) -> bool {
+        self.peers.iter().flatten().all(|p| {
+            !p.open || (p.wpos == p.wbuf.len() && p.delay.as_ref().is_none_or(|d| d.held() == 0))
+        })
+    }
+}

@@ -1,0 +1,384 @@
+//! Bootstrap (join/hello): bind the transport socket, meet at rank 0's rendezvous address, learn
+//! every node's transport address and the job id, connect the transport, start the endpoint.
+//! Owns the rendezvous exchange and pair-connection setup; must not touch handlers.
+//!
+//! Exchange (tcp, frames = wire header + payload):
+//! 1. every node binds its transport socket (port 0) first;
+//! 2. rank 0 listens on `SQUALL_RENDEZVOUS`; every other rank connects (retrying up to ~10 s)
+//!    and sends `hello` (`TY_BOOT_HELLO`, src = rank; payload: size u16, transport u8, address);
+//! 3. when all have joined, rank 0 answers each with the table (`TY_BOOT_TABLE`, job id in the
+//!    header; payload: size × (u16 length + address text));
+//! 4. tcp: rank r connects to every higher rank and accepts from every lower one, each new
+//!    connection starting with `TY_CONN_HELLO` naming the connecting rank; udp: ready at once.
+use crate::backend::tcp::TcpBackend;
+use crate::backend::udp::UdpBackend;
+use crate::backend::Backend;
+use crate::config::{NetConfig, Transport};
+use crate::endpoint::{Endpoint, TY_BOOT_HELLO, TY_BOOT_TABLE, TY_CONN_HELLO};
+use crate::error::NetError;
+use squall_core::{env, JobId, NodeId};
+use squall_wire::{decode_header, Header, MsgType, HEADER_LEN};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
+use std::time::{Duration, Instant};
+
+/// How long a joining node retries connecting to the rendezvous address or a peer.
+const CONNECT_RETRY: Duration = Duration::from_secs(10);
+
+/// Joins the job described by the `SQUALL_*` environment variables.
+pub fn from_env() -> Result<Endpoint, NetError> {
+    start(NetConfig::from_env()?)
+}
+
+/// Joins the job described by `cfg`.
+pub fn start(cfg: NetConfig) -> Result<Endpoint, NetError> {
+    start_with(cfg, |_| {})
+}
+
+/// Joins the job and runs `setup` on the service thread before any message is handled
+/// (register handlers there so none of the first messages waits for a handler).
+pub fn start_with(
+    cfg: NetConfig,
+    setup: impl FnOnce(&Endpoint) + Send + 'static,
+) -> Result<Endpoint, NetError> {
+    if let (Transport::Tcp, Some(f)) = (cfg.transport, cfg.faults) {
+        f.check_for_tcp()?;
+    }
+    let rank = cfg.rank;
+    let (backend, job): (Box<dyn Backend>, JobId) = match cfg.transport {
+        Transport::Tcp => {
+            let listener = TcpListener::bind((cfg.bind_addr, 0)).map_err(|e| {
+                NetError::io(
+                    format!(
+                        "binding the tcp transport on {} ({})",
+                        cfg.bind_addr,
+                        env::BIND_ADDR
+                    ),
+                    e,
+                )
+            })?;
+            let me = listener
+                .local_addr()
+                .map_err(|e| NetError::io("reading the tcp transport address", e))?;
+            let (job, table) = rendezvous(&cfg, me)?;
+            let streams = connect_pairs(&cfg, job, &listener, &table)?;
+            (
+                Box::new(TcpBackend::new(rank, job, streams, cfg.faults)?),
+                job,
+            )
+        }
+        Transport::Udp => {
+            let sock = UdpSocket::bind((cfg.bind_addr, 0)).map_err(|e| {
+                NetError::io(
+                    format!(
+                        "binding the udp transport on {} ({})",
+                        cfg.bind_addr,
+                        env::BIND_ADDR
+                    ),
+                    e,
+                )
+            })?;
+            let me = sock
+                .local_addr()
+                .map_err(|e| NetError::io("reading the udp transport address", e))?;
+            let (job, table) = rendezvous(&cfg, me)?;
+            (UdpBackend::new(&cfg, job, sock, table)?, job)
+        }
+    };
+    Endpoint::start(
+        rank,
+        cfg.size,
+        job,
+        backend,
+        cfg.peer_timeout,
+        Box::new(setup),
+    )
+}
+
+fn write_frame(s: &mut TcpStream, h: Header, payload: &[u8]) -> std::io::Result<()> {
+    let bytes = squall_wire::encode(&h, payload);
+    s.write_all(&bytes)?;
+    s.flush()
+}
+
+fn read_frame(s: &mut TcpStream) -> Result<(Header, Vec<u8>), String> {
+    let mut hb = [0u8; HEADER_LEN];
+    s.read_exact(&mut hb)
+        .map_err(|e| format!("reading a header: {e}"))?;
+    let h = decode_header(&hb).map_err(|e| format!("bad frame: {e}"))?;
+    if h.payload_len > 1 << 20 {
+        return Err(format!(
+            "oversized bootstrap frame ({} bytes)",
+            h.payload_len
+        ));
+    }
+    let mut p = vec![0u8; h.payload_len as usize];
+    s.read_exact(&mut p)
+        .map_err(|e| format!("reading a payload: {e}"))?;
+    Ok((h, p))
+}
+
+fn resolve(rv: &str) -> Result<SocketAddr, NetError> {
+    rv.to_socket_addrs()
+        .map_err(|e| {
+            NetError::Config(format!(
+                "{}={rv:?} is not a host:port address: {e}",
+                env::RENDEZVOUS
+            ))
+        })?
+        .next()
+        .ok_or_else(|| {
+            NetError::Config(format!("{}={rv:?} resolves to no address", env::RENDEZVOUS))
+        })
+}
+
+fn connect_retry(addr: SocketAddr, what: &str) -> Result<TcpStream, NetError> {
+    let start = Instant::now();
+    loop {
+        match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+            Ok(s) => return Ok(s),
+            Err(e) if start.elapsed() < CONNECT_RETRY => {
+                let _ = e;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => {
+                return Err(NetError::Bootstrap(format!(
+                    "could not connect to {what} at {addr} for {}s: {e}",
+                    CONNECT_RETRY.as_secs()
+                )))
+            }
+        }
+    }
+}
+
+/// Returns the job id and every node's transport address.
+fn rendezvous(cfg: &NetConfig, me: SocketAddr) -> Result<(JobId, Vec<SocketAddr>), NetError> {
+    let rank = cfg.rank;
+    let n = cfg.size as usize;
+    if n == 1 {
+        return Ok((
+            cfg.job_id.unwrap_or_else(|| JobId(rand::random())),
+            vec![me],
+        ));
+    }
+    let rv = cfg.rendezvous.as_deref().ok_or_else(|| {
+        NetError::Config(format!(
+            "{} is not set (needed when {} > 1)",
+            env::RENDEZVOUS,
+            env::SIZE
+        ))
+    })?;
+    let rv_addr = resolve(rv)?;
+    let tcode = match cfg.transport {
+        Transport::Tcp => 0u8,
+        Transport::Udp => 1u8,
+    };
+    if rank.0 == 0 {
+        let sock = socket2::Socket::new(
+            socket2::Domain::for_address(rv_addr),
+            socket2::Type::STREAM,
+            None,
+        )
+        .map_err(|e| NetError::io("creating the rendezvous socket", e))?;
+        let _ = sock.set_reuse_address(true);
+        sock.bind(&rv_addr.into()).map_err(|e| {
+            NetError::io(format!("rank 0 listening on {}={rv}", env::RENDEZVOUS), e)
+        })?;
+        sock.listen(1024).map_err(|e| {
+            NetError::io(format!("rank 0 listening on {}={rv}", env::RENDEZVOUS), e)
+        })?;
+        let listener: TcpListener = sock.into();
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| NetError::io("rendezvous listener", e))?;
+        let job = cfg.job_id.unwrap_or_else(|| JobId(rand::random()));
+        let mut table: Vec<Option<SocketAddr>> = vec![None; n];
+        table[0] = Some(me);
+        let mut conns: Vec<(NodeId, TcpStream)> = Vec::new();
+        let deadline = Instant::now() + cfg.join_timeout;
+        while conns.len() < n - 1 {
+            let (mut s, from) = match listener.accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if Instant::now() >= deadline {
+                        let missing: Vec<String> = (0..n)
+                            .filter(|i| table[*i].is_none())
+                            .map(|i| i.to_string())
+                            .collect();
+                        return Err(NetError::Bootstrap(format!(
+                            "rank 0: ranks {} did not join at {rv} within {}s",
+                            missing.join(", "),
+                            cfg.join_timeout.as_secs()
+                        )));
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                    continue;
+                }
+                Err(e) => return Err(NetError::io("accepting at the rendezvous", e)),
+            };
+            let _ = s.set_nonblocking(false);
+            let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+            let (h, p) = read_frame(&mut s)
+                .map_err(|e| NetError::Bootstrap(format!("rank 0: bad hello from {from}: {e}")))?;
+            if h.ty.0 != TY_BOOT_HELLO || p.len() < 3 {
+                return Err(NetError::Bootstrap(format!(
+                    "rank 0: bad hello from {from}"
+                )));
+            }
+            let their_size = u16::from_le_bytes([p[0], p[1]]);
+            let r = h.src;
+            if their_size != cfg.size {
+                return Err(NetError::Bootstrap(format!(
+                    "{r} was started with {}={their_size} but rank 0 has {}",
+                    env::SIZE,
+                    cfg.size
+                )));
+            }
+            if p[2] != tcode {
+                return Err(NetError::Bootstrap(format!(
+                    "{r} uses another {} than rank 0",
+                    env::TRANSPORT
+                )));
+            }
+            if r.0 == 0 || r.index() >= n || table[r.index()].is_some() {
+                return Err(NetError::Bootstrap(format!(
+                    "rank 0: {r} joined twice or is out of range (size {n})"
+                )));
+            }
+            let addr: SocketAddr = std::str::from_utf8(&p[3..])
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| NetError::Bootstrap(format!("rank 0: {r} sent a bad address")))?;
+            table[r.index()] = Some(addr);
+            conns.push((r, s));
+        }
+        let table: Vec<SocketAddr> = table.into_iter().flatten().collect();
+        let mut payload = Vec::new();
+        for a in &table {
+            let t = a.to_string();
+            payload.extend_from_slice(&(t.len() as u16).to_le_bytes());
+            payload.extend_from_slice(t.as_bytes());
+        }
+        for (r, mut s) in conns {
+            let h = Header::new(job, MsgType(TY_BOOT_TABLE), NodeId(0), r);
+            write_frame(&mut s, h, &payload)
+                .map_err(|e| NetError::io(format!("sending the table to {r}"), e))?;
+        }
+        Ok((job, table))
+    } else {
+        let mut s = connect_retry(
+            rv_addr,
+            &format!("rank 0's rendezvous ({}={rv})", env::RENDEZVOUS),
+        )?;
+        let mut p = Vec::new();
+        p.extend_from_slice(&cfg.size.to_le_bytes());
+        p.push(tcode);
+        p.extend_from_slice(me.to_string().as_bytes());
+        let h = Header::new(JobId(0), MsgType(TY_BOOT_HELLO), rank, NodeId(0));
+        write_frame(&mut s, h, &p)
+            .map_err(|e| NetError::io(format!("sending hello to {rv}"), e))?;
+        let _ = s.set_read_timeout(Some(cfg.join_timeout));
+        let (h, p) = read_frame(&mut s).map_err(|e| {
+            NetError::Bootstrap(format!(
+                "{rank}: no table from rank 0 at {rv} ({e}); did all {} nodes start?",
+                cfg.size
+            ))
+        })?;
+        if h.ty.0 != TY_BOOT_TABLE {
+            return Err(NetError::Bootstrap(format!(
+                "{rank}: unexpected reply from rank 0"
+            )));
+        }
+        if let Some(j) = cfg.job_id {
+            if j != h.job {
+                return Err(NetError::Bootstrap(format!(
+                    "{rank}: rank 0 runs {} but {} says {j}",
+                    h.job,
+                    env::JOB_ID
+                )));
+            }
+        }
+        let mut table = Vec::with_capacity(n);
+        let mut rest = &p[..];
+        while rest.len() >= 2 {
+            let len = u16::from_le_bytes([rest[0], rest[1]]) as usize;
+            let text = rest
+                .get(2..2 + len)
+                .ok_or_else(|| NetError::Bootstrap("truncated table".into()))?;
+            let a: SocketAddr = std::str::from_utf8(text)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| NetError::Bootstrap("bad address in the table".into()))?;
+            table.push(a);
+            rest = &rest[2 + len..];
+        }
+        if table.len() != n {
+            return Err(NetError::Bootstrap(format!(
+                "table has {} entries, expected {n}",
+                table.len()
+            )));
+        }
+        Ok((h.job, table))
+    }
+}
+
+/// Establishes the tcp pair connections: connect to higher ranks, accept from lower ones.
+fn connect_pairs(
+    cfg: &NetConfig,
+    job: JobId,
+    listener: &TcpListener,
+    table: &[SocketAddr],
+) -> Result<Vec<Option<TcpStream>>, NetError> {
+    let rank = cfg.rank;
+    let n = table.len();
+    let mut streams: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
+    for (p, addr) in table.iter().enumerate().skip(rank.index() + 1) {
+        let peer = NodeId(p as u16);
+        let mut s = connect_retry(*addr, &format!("{peer}'s transport"))?;
+        let h = Header::new(job, MsgType(TY_CONN_HELLO), rank, peer);
+        write_frame(&mut s, h, &[]).map_err(|e| NetError::io(format!("greeting {peer}"), e))?;
+        streams[p] = Some(s);
+    }
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| NetError::io("transport listener", e))?;
+    let deadline = Instant::now() + cfg.join_timeout;
+    let mut accepted = 0;
+    while accepted < rank.index() {
+        match listener.accept() {
+            Ok((mut s, from)) => {
+                let _ = s.set_nonblocking(false);
+                let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+                let (h, _) = read_frame(&mut s).map_err(|e| {
+                    NetError::Bootstrap(format!("{rank}: bad greeting from {from}: {e}"))
+                })?;
+                if h.ty.0 != TY_CONN_HELLO || h.job != job || h.dst != rank || h.src >= rank {
+                    return Err(NetError::Bootstrap(format!(
+                        "{rank}: unexpected connection from {from} ({}, {})",
+                        h.src, h.job
+                    )));
+                }
+                if streams[h.src.index()].is_some() {
+                    return Err(NetError::Bootstrap(format!(
+                        "{rank}: {} connected twice",
+                        h.src
+                    )));
+                }
+                let _ = s.set_read_timeout(None);
+                streams[h.src.index()] = Some(s);
+                accepted += 1;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if Instant::now() >= deadline {
+                    return Err(NetError::Bootstrap(format!(
+                        "{rank}: lower ranks did not connect within {}s",
+                        cfg.join_timeout.as_secs()
+                    )));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) => return Err(NetError::io("accepting a transport connection", e)),
+        }
+    }
+    Ok(streams)
+}

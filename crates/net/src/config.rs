@@ -1,0 +1,212 @@
+//! Node network configuration, from the environment (`squall_core::env` names) or built in
+//! code. Owns parsing and validation; must not open sockets.
+use crate::error::NetError;
+use crate::faults::FaultSpec;
+use squall_core::env;
+use squall_core::{JobId, NodeId};
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// Which backend carries the messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Tcp,
+    Udp,
+}
+
+impl std::str::FromStr for Transport {
+    type Err = NetError;
+    fn from_str(s: &str) -> Result<Self, NetError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "tcp" | "" => Ok(Transport::Tcp),
+            "udp" => Ok(Transport::Udp),
+            "mpi" => Err(NetError::Config(format!(
+                "{}=mpi: this build has no mpi backend; use tcp or udp",
+                env::TRANSPORT
+            ))),
+            other => Err(NetError::Config(format!(
+                "{}={other:?} is not a transport; use tcp or udp",
+                env::TRANSPORT
+            ))),
+        }
+    }
+}
+
+/// Everything a node needs to join a job.
+#[derive(Debug, Clone)]
+pub struct NetConfig {
+    pub rank: NodeId,
+    pub size: u16,
+    /// `host:port` where rank 0 listens for the join/hello exchange (None only when size is 1).
+    pub rendezvous: Option<String>,
+    /// Job id; None: rank 0 picks a random one and tells everybody.
+    pub job_id: Option<JobId>,
+    pub transport: Transport,
+    pub faults: Option<FaultSpec>,
+    /// Address the transport socket binds to (port 0).
+    pub bind_addr: IpAddr,
+    pub peer_timeout: Duration,
+    /// udp: largest payload carried by one datagram (bigger messages are fragmented).
+    pub udp_max_payload: usize,
+    /// udp: unacknowledged datagrams allowed in flight per peer.
+    pub udp_window: usize,
+    /// How long joining (rendezvous and pair connections) may take.
+    pub join_timeout: Duration,
+}
+
+impl NetConfig {
+    /// A single-node job (no network peers).
+    pub fn single() -> NetConfig {
+        NetConfig {
+            rank: NodeId(0),
+            size: 1,
+            rendezvous: None,
+            job_id: None,
+            transport: Transport::Tcp,
+            faults: None,
+            bind_addr: IpAddr::from([127, 0, 0, 1]),
+            peer_timeout: Duration::from_millis(3000),
+            udp_max_payload: 32 * 1024,
+            udp_window: 64,
+            join_timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// Reads `SQUALL_RANK`, `SQUALL_SIZE`, `SQUALL_RENDEZVOUS`, `SQUALL_JOB_ID`,
+    /// `SQUALL_TRANSPORT`, `SQUALL_NET_FAULTS`, `SQUALL_BIND_ADDR`, `SQUALL_PEER_TIMEOUT_MS`.
+    pub fn from_env() -> Result<NetConfig, NetError> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// Like [`NetConfig::from_env`] over any variable source (tests).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<NetConfig, NetError> {
+        let mut cfg = NetConfig::single();
+        let hint = "start the program with `squall run -n N prog`, or set SQUALL_RANK, SQUALL_SIZE and SQUALL_RENDEZVOUS yourself";
+        let size = match get(env::SIZE) {
+            None => {
+                return Err(NetError::Config(format!(
+                    "{} is not set: {hint} (SQUALL_SIZE=1 runs a single node)",
+                    env::SIZE
+                )))
+            }
+            Some(s) => match s.trim().parse::<u16>() {
+                Ok(n) if n >= 1 => n,
+                _ => {
+                    return Err(NetError::Config(format!(
+                        "{}={s:?} is not a node count between 1 and 65535",
+                        env::SIZE
+                    )))
+                }
+            },
+        };
+        cfg.size = size;
+        cfg.rank = match get(env::RANK) {
+            None if size == 1 => NodeId(0),
+            None => {
+                return Err(NetError::Config(format!(
+                    "{} is not set: {hint}",
+                    env::RANK
+                )))
+            }
+            Some(s) => match s.trim().parse::<u16>() {
+                Ok(r) if r < size => NodeId(r),
+                _ => {
+                    return Err(NetError::Config(format!(
+                        "{}={s:?} is not a rank in 0..{size} ({}={size})",
+                        env::RANK,
+                        env::SIZE
+                    )))
+                }
+            },
+        };
+        cfg.rendezvous = get(env::RENDEZVOUS).filter(|s| !s.trim().is_empty());
+        if size > 1 && cfg.rendezvous.is_none() {
+            return Err(NetError::Config(format!(
+                "{} is not set (host:port where rank 0 listens): {hint}",
+                env::RENDEZVOUS
+            )));
+        }
+        if let Some(j) = get(env::JOB_ID).filter(|s| !s.trim().is_empty()) {
+            let t = j.trim().trim_start_matches("0x").replace('_', "");
+            cfg.job_id = Some(JobId(u64::from_str_radix(&t, 16).map_err(|_| {
+                NetError::Config(format!("{}={j:?} is not a 64-bit hex number", env::JOB_ID))
+            })?));
+        }
+        if let Some(t) = get(env::TRANSPORT) {
+            cfg.transport = t.parse()?;
+        }
+        if let Some(f) = get(env::NET_FAULTS).filter(|s| !s.trim().is_empty()) {
+            let spec = FaultSpec::parse(&f)?;
+            if cfg.transport == Transport::Tcp {
+                spec.check_for_tcp()?;
+            }
+            cfg.faults = Some(spec);
+        }
+        if let Some(b) = get(env::BIND_ADDR).filter(|s| !s.trim().is_empty()) {
+            cfg.bind_addr = b.trim().parse().map_err(|_| {
+                NetError::Config(format!("{}={b:?} is not an IP address", env::BIND_ADDR))
+            })?;
+        }
+        if let Some(t) = get(env::PEER_TIMEOUT_MS).filter(|s| !s.trim().is_empty()) {
+            match t.trim().parse::<u64>() {
+                Ok(ms) if ms >= 10 => cfg.peer_timeout = Duration::from_millis(ms),
+                _ => {
+                    return Err(NetError::Config(format!(
+                        "{}={t:?} is not a number of milliseconds ≥ 10",
+                        env::PEER_TIMEOUT_MS
+                    )))
+                }
+            }
+        }
+        Ok(cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn cfg(vars: &[(&str, &str)]) -> Result<NetConfig, NetError> {
+        let m: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        NetConfig::from_lookup(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn missing_variables_point_to_squall_run() {
+        let e = cfg(&[]).unwrap_err().to_string();
+        assert!(e.contains("squall run") && e.contains("SQUALL_SIZE"), "{e}");
+        let e = cfg(&[("SQUALL_SIZE", "2"), ("SQUALL_RANK", "0")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("SQUALL_RENDEZVOUS"), "{e}");
+        let e = cfg(&[("SQUALL_SIZE", "2"), ("SQUALL_RANK", "2")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("SQUALL_RANK"), "{e}");
+    }
+
+    #[test]
+    fn single_node_and_full_parse() {
+        let c = cfg(&[("SQUALL_SIZE", "1")]).expect("single");
+        assert_eq!((c.rank, c.size), (NodeId(0), 1));
+        let c = cfg(&[
+            ("SQUALL_SIZE", "4"),
+            ("SQUALL_RANK", "3"),
+            ("SQUALL_RENDEZVOUS", "127.0.0.1:5000"),
+            ("SQUALL_JOB_ID", "0xdeadbeef"),
+            ("SQUALL_TRANSPORT", "udp"),
+            ("SQUALL_NET_FAULTS", "loss=0.1"),
+            ("SQUALL_PEER_TIMEOUT_MS", "500"),
+        ])
+        .expect("full");
+        assert_eq!(c.job_id, Some(JobId(0xdead_beef)));
+        assert_eq!(c.transport, Transport::Udp);
+        assert_eq!(c.peer_timeout, Duration::from_millis(500));
+        let e = cfg(&[("SQUALL_SIZE", "1"), ("SQUALL_NET_FAULTS", "loss=0.1")]).unwrap_err();
+        assert!(e.to_string().contains("use SQUALL_TRANSPORT=udp"), "{e}");
+    }
+}

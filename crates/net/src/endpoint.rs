@@ -1,0 +1,665 @@
+//! The endpoint: the node's handle on the network and its one service thread. Owns handler
+//! dispatch, request/reply matching, posted closures, per-type statistics and the peer-lost
+//! policy; must not touch sockets directly (that is the backend's job) nor protocol state.
+//!
+//! The service thread runs a `mio` poll loop: it does the backend's network I/O itself and runs
+//! handlers directly, one at a time, with no thread hop between a packet and its handler.
+//! A `mio::Waker` (token 0) wakes it for posted closures and for timers changed by sends from
+//! other threads. Sends from any thread go straight to the backend under one lock.
+//!
+//! Message type ranges: `0..64` transport and bootstrap (this crate; constants `TY_*` below),
+//! `64..=65535` the layers above.
+use crate::backend::{Backend, BackendEvent, InMsg, OutMsg};
+use crate::error::NetError;
+use crate::stats::{NetStats, TypeCount};
+use bytes::Bytes;
+use crossbeam_channel::{bounded, Sender};
+use mio::{Events, Poll, Token, Waker};
+use parking_lot::Mutex;
+use squall_core::{JobId, NodeId};
+use squall_wire::{Flags, MsgType};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Transport type of goodbye messages.
+pub const TY_BYE: u16 = 1;
+/// Transport type of heartbeats and pure acks (udp).
+pub const TY_LINK: u16 = 2;
+/// Bootstrap: a joining node's hello to rank 0.
+pub const TY_BOOT_HELLO: u16 = 8;
+/// Bootstrap: rank 0's table of all nodes.
+pub const TY_BOOT_TABLE: u16 = 9;
+/// Bootstrap: first frame on a tcp pair connection, naming the connecting rank.
+pub const TY_CONN_HELLO: u16 = 10;
+
+const WAKER: Token = Token(0);
+
+/// A message delivered to a handler.
+#[derive(Debug, Clone)]
+pub struct Incoming {
+    /// Sending node.
+    pub src: NodeId,
+    /// Message type.
+    pub ty: MsgType,
+    /// The whole message (reassembled).
+    pub payload: Bytes,
+    request_id: u64,
+    flags: Flags,
+}
+
+impl Incoming {
+    /// True if the sender waits for a [`Endpoint::reply`].
+    pub fn is_request(&self) -> bool {
+        self.flags.contains(Flags::REQUEST)
+    }
+    /// The request id (0 if this is not a request).
+    pub fn request_id(&self) -> u64 {
+        self.request_id
+    }
+}
+
+type Handler = Box<dyn FnMut(&Endpoint, Incoming) + Send + 'static>;
+type Posted = Box<dyn FnOnce(&Endpoint) + Send + 'static>;
+type ReplyFn = Box<dyn FnOnce(&Endpoint, Result<Incoming, NetError>) + Send + 'static>;
+type PeerLostFn = Box<dyn FnMut(&Endpoint, NodeId, &str) + Send + 'static>;
+
+enum Pending {
+    Blocking(Sender<Result<Incoming, NetError>>),
+    Async(ReplyFn),
+}
+
+const PEER_UP: u8 = 0;
+const PEER_BYE: u8 = 1;
+const PEER_LOST: u8 = 2;
+
+struct Driver {
+    backend: Box<dyn Backend>,
+    /// The service thread sleeps in poll until this instant (None: no deadline).
+    sleeping_until: Option<Option<Instant>>,
+}
+
+struct Shared {
+    rank: NodeId,
+    size: u16,
+    job: JobId,
+    driver: Mutex<Driver>,
+    waker: Waker,
+    posted: Mutex<VecDeque<Posted>>,
+    handlers: Mutex<HashMap<u16, Handler>>,
+    held: Mutex<HashMap<u16, VecDeque<Incoming>>>,
+    pending: Mutex<HashMap<u64, (NodeId, Pending)>>,
+    next_request: AtomicU64,
+    service_thread: OnceLock<std::thread::ThreadId>,
+    by_type: Mutex<BTreeMap<u16, TypeCount>>,
+    on_peer_lost: Mutex<Option<PeerLostFn>>,
+    peer_state: Vec<AtomicU8>,
+    shutting_down: AtomicBool,
+    stopped: AtomicBool,
+    join: Mutex<Option<JoinHandle<()>>>,
+    peer_timeout: Duration,
+}
+
+/// The node's network handle: cheap to clone, usable from any thread.
+#[derive(Clone)]
+pub struct Endpoint {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("rank", &self.shared.rank)
+            .field("size", &self.shared.size)
+            .field("job", &self.shared.job)
+            .finish()
+    }
+}
+
+impl Endpoint {
+    /// Starts the service thread over a connected backend. `setup` runs first, on the service
+    /// thread, before any packet is handled: register handlers there to miss nothing.
+    pub(crate) fn start(
+        rank: NodeId,
+        size: u16,
+        job: JobId,
+        mut backend: Box<dyn Backend>,
+        peer_timeout: Duration,
+        setup: Box<dyn FnOnce(&Endpoint) + Send>,
+    ) -> Result<Endpoint, NetError> {
+        let poll = Poll::new().map_err(|e| NetError::io("creating the poll", e))?;
+        let waker = Waker::new(poll.registry(), WAKER)
+            .map_err(|e| NetError::io("creating the waker", e))?;
+        backend.register(poll.registry())?;
+        let shared = Arc::new(Shared {
+            rank,
+            size,
+            job,
+            driver: Mutex::new(Driver {
+                backend,
+                sleeping_until: None,
+            }),
+            waker,
+            posted: Mutex::new(VecDeque::new()),
+            handlers: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashMap::new()),
+            pending: Mutex::new(HashMap::new()),
+            next_request: AtomicU64::new(1),
+            service_thread: OnceLock::new(),
+            by_type: Mutex::new(BTreeMap::new()),
+            on_peer_lost: Mutex::new(None),
+            peer_state: (0..size).map(|_| AtomicU8::new(PEER_UP)).collect(),
+            shutting_down: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+            join: Mutex::new(None),
+            peer_timeout,
+        });
+        let ep = Endpoint { shared };
+        let (ready_tx, ready_rx) = bounded(1);
+        let svc = ep.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("squall-net-{}", rank.0))
+            .spawn(move || {
+                let _ = svc.shared.service_thread.set(std::thread::current().id());
+                setup(&svc);
+                let _ = ready_tx.send(());
+                svc.service_loop(poll);
+            })
+            .map_err(|e| NetError::io("spawning the service thread", e))?;
+        *ep.shared.join.lock() = Some(handle);
+        ready_rx.recv().map_err(|_| NetError::Shutdown)?;
+        Ok(ep)
+    }
+
+    /// This node's rank.
+    pub fn rank(&self) -> NodeId {
+        self.shared.rank
+    }
+    /// Number of nodes in the job.
+    pub fn size(&self) -> u16 {
+        self.shared.size
+    }
+    /// The job id every packet carries.
+    pub fn job_id(&self) -> JobId {
+        self.shared.job
+    }
+    /// True on the service thread (inside handlers, posted closures and reply callbacks).
+    pub fn is_service_thread(&self) -> bool {
+        self.shared.service_thread.get() == Some(&std::thread::current().id())
+    }
+    /// The peer timeout this endpoint runs with.
+    pub fn peer_timeout(&self) -> Duration {
+        self.shared.peer_timeout
+    }
+
+    /// Registers the handler for a message type (≥ 64), replacing any earlier one. Handlers run
+    /// on the service thread, one at a time. Messages that arrived for a type before its handler
+    /// was registered are held and delivered, in order, once it is.
+    ///
+    /// # Panics
+    /// If `ty` is below 64 (reserved for the transport): a programming error.
+    pub fn register(&self, ty: MsgType, h: impl FnMut(&Endpoint, Incoming) + Send + 'static) {
+        assert!(
+            !ty.is_reserved(),
+            "{ty} is reserved for the transport (types below 64)"
+        );
+        self.shared.handlers.lock().insert(ty.0, Box::new(h));
+        if self
+            .shared
+            .held
+            .lock()
+            .get(&ty.0)
+            .is_some_and(|q| !q.is_empty())
+        {
+            self.post(move |ep| ep.flush_held(ty.0));
+        }
+    }
+
+    /// Removes the handler of a type; later messages of that type are held.
+    pub fn unregister(&self, ty: MsgType) {
+        self.shared.handlers.lock().remove(&ty.0);
+    }
+
+    /// Sends a one-way message of any size. FIFO per destination, delivered exactly once.
+    /// Callable from any thread, including handlers. Sending to oneself delivers through the
+    /// service thread like any other message.
+    pub fn send(&self, to: NodeId, ty: MsgType, payload: impl Into<Bytes>) -> Result<(), NetError> {
+        if ty.is_reserved() {
+            return Err(NetError::ReservedType { ty });
+        }
+        self.send_raw(to, ty, Flags::empty(), 0, payload.into())
+    }
+
+    /// Sends a request and blocks until its reply arrives. Not callable on the service thread
+    /// (it would deadlock): use [`Endpoint::request_async`] there.
+    pub fn request(
+        &self,
+        to: NodeId,
+        ty: MsgType,
+        payload: impl Into<Bytes>,
+    ) -> Result<Bytes, NetError> {
+        if self.is_service_thread() {
+            return Err(NetError::WouldDeadlock { peer: to });
+        }
+        if ty.is_reserved() {
+            return Err(NetError::ReservedType { ty });
+        }
+        let (tx, rx) = bounded(1);
+        let id = self.shared.next_request.fetch_add(1, Ordering::Relaxed);
+        self.shared
+            .pending
+            .lock()
+            .insert(id, (to, Pending::Blocking(tx)));
+        if let Err(e) = self.send_raw(to, ty, Flags::REQUEST, id, payload.into()) {
+            self.shared.pending.lock().remove(&id);
+            return Err(e);
+        }
+        match rx.recv() {
+            Ok(r) => r.map(|inc| inc.payload),
+            Err(_) => Err(NetError::Shutdown),
+        }
+    }
+
+    /// Sends a request; `on_reply` runs on the service thread with the reply (or the error that
+    /// ended the wait, e.g. [`NetError::PeerLost`]). Usable from handlers.
+    pub fn request_async(
+        &self,
+        to: NodeId,
+        ty: MsgType,
+        payload: impl Into<Bytes>,
+        on_reply: impl FnOnce(&Endpoint, Result<Incoming, NetError>) + Send + 'static,
+    ) -> Result<(), NetError> {
+        if ty.is_reserved() {
+            return Err(NetError::ReservedType { ty });
+        }
+        let id = self.shared.next_request.fetch_add(1, Ordering::Relaxed);
+        self.shared
+            .pending
+            .lock()
+            .insert(id, (to, Pending::Async(Box::new(on_reply))));
+        if let Err(e) = self.send_raw(to, ty, Flags::REQUEST, id, payload.into()) {
+            self.shared.pending.lock().remove(&id);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Answers a request (from its handler or later, from any thread).
+    pub fn reply(&self, req: &Incoming, payload: impl Into<Bytes>) -> Result<(), NetError> {
+        if !req.is_request() {
+            return Err(NetError::NotARequest {
+                src: req.src,
+                ty: req.ty,
+            });
+        }
+        self.send_raw(
+            req.src,
+            req.ty,
+            Flags::REPLY,
+            req.request_id,
+            payload.into(),
+        )
+    }
+
+    /// Runs a closure on the service thread (after the handlers already queued).
+    pub fn post(&self, f: impl FnOnce(&Endpoint) + Send + 'static) {
+        self.shared.posted.lock().push_back(Box::new(f));
+        if !self.is_service_thread() {
+            let _ = self.shared.waker.wake();
+        }
+    }
+
+    /// Sets what happens when a peer dies or goes silent (runs on the service thread after the
+    /// pending requests to that peer have failed). Default: print
+    /// `squall: node R: lost contact with node P (reason); ending the job` and exit with status 3.
+    pub fn set_on_peer_lost(&self, f: impl FnMut(&Endpoint, NodeId, &str) + Send + 'static) {
+        *self.shared.on_peer_lost.lock() = Some(Box::new(f));
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> NetStats {
+        let mut s = NetStats {
+            by_type: self.shared.by_type.lock().clone(),
+            ..NetStats::default()
+        };
+        self.shared
+            .driver
+            .lock()
+            .backend
+            .counters()
+            .merge_into(&mut s);
+        s
+    }
+
+    /// The udp socket address (udp transport only), e.g. for tests that inject datagrams.
+    pub fn udp_local_addr(&self) -> Option<SocketAddr> {
+        self.shared.driver.lock().backend.udp_local_addr()
+    }
+
+    /// Orderly exit: goodbye to every peer, flush (udp: until acknowledged, at most the peer
+    /// timeout), stop the service thread. Pending requests fail with [`NetError::Shutdown`].
+    /// Call from an application thread; idempotent.
+    pub fn shutdown(&self) -> Result<(), NetError> {
+        if self.is_service_thread() {
+            return Err(NetError::Config(format!(
+                "node {}: shutdown called on the service thread; call it from an application thread",
+                self.shared.rank.0
+            )));
+        }
+        if !self.shared.shutting_down.swap(true, Ordering::SeqCst) {
+            self.post(|ep| {
+                ep.shared
+                    .driver
+                    .lock()
+                    .backend
+                    .start_shutdown(Instant::now());
+            });
+        }
+        let handle = self.shared.join.lock().take();
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+        Ok(())
+    }
+
+    fn count_sent(&self, ty: MsgType, len: usize) {
+        let mut m = self.shared.by_type.lock();
+        let c = m.entry(ty.0).or_default();
+        c.sent += 1;
+        c.sent_bytes += len as u64;
+    }
+
+    fn send_raw(
+        &self,
+        to: NodeId,
+        ty: MsgType,
+        flags: Flags,
+        request_id: u64,
+        payload: Bytes,
+    ) -> Result<(), NetError> {
+        if to.0 >= self.shared.size {
+            return Err(NetError::BadDestination {
+                peer: to,
+                size: self.shared.size,
+            });
+        }
+        if self.shared.stopped.load(Ordering::Acquire) {
+            return Err(NetError::Shutdown);
+        }
+        self.count_sent(ty, payload.len());
+        if to == self.shared.rank {
+            let msg = InMsg {
+                src: to,
+                ty,
+                flags,
+                request_id,
+                payload,
+            };
+            self.post(move |ep| ep.deliver(msg));
+            return Ok(());
+        }
+        match self.shared.peer_state[to.index()].load(Ordering::Acquire) {
+            PEER_BYE => return Err(NetError::PeerGone { peer: to }),
+            PEER_LOST => {
+                return Err(NetError::PeerLost {
+                    peer: to,
+                    reason: "lost earlier".into(),
+                })
+            }
+            _ => {}
+        }
+        let msg = OutMsg {
+            to,
+            ty,
+            flags,
+            request_id,
+            payload,
+        };
+        let wake = {
+            let mut d = self.shared.driver.lock();
+            d.backend.send(Instant::now(), msg)?;
+            match d.sleeping_until {
+                None => false,
+                Some(deadline) => match (d.backend.poll_timeout(), deadline) {
+                    (Some(t), Some(dl)) => t < dl,
+                    (Some(_), None) => true,
+                    (None, _) => false,
+                },
+            }
+        };
+        if wake {
+            let _ = self.shared.waker.wake();
+        }
+        Ok(())
+    }
+
+    fn flush_held(&self, ty: u16) {
+        loop {
+            let next = self
+                .shared
+                .held
+                .lock()
+                .get_mut(&ty)
+                .and_then(VecDeque::pop_front);
+            let Some(inc) = next else { break };
+            if !self.dispatch(inc) {
+                break;
+            }
+        }
+    }
+
+    /// Runs the handler for `inc`, or holds it. Returns false if it was held.
+    fn dispatch(&self, inc: Incoming) -> bool {
+        let ty = inc.ty.0;
+        let handler = self.shared.handlers.lock().remove(&ty);
+        match handler {
+            Some(mut h) => {
+                h(self, inc);
+                self.shared.handlers.lock().entry(ty).or_insert(h);
+                true
+            }
+            None => {
+                self.shared
+                    .held
+                    .lock()
+                    .entry(ty)
+                    .or_default()
+                    .push_front(inc);
+                false
+            }
+        }
+    }
+
+    fn deliver(&self, msg: InMsg) {
+        {
+            let mut m = self.shared.by_type.lock();
+            let c = m.entry(msg.ty.0).or_default();
+            c.received += 1;
+            c.received_bytes += msg.payload.len() as u64;
+        }
+        let inc = Incoming {
+            src: msg.src,
+            ty: msg.ty,
+            payload: msg.payload,
+            request_id: msg.request_id,
+            flags: msg.flags,
+        };
+        if msg.flags.contains(Flags::REPLY) {
+            let pending = self.shared.pending.lock().remove(&msg.request_id);
+            match pending {
+                Some((_, Pending::Blocking(tx))) => {
+                    let _ = tx.send(Ok(inc));
+                }
+                Some((_, Pending::Async(f))) => f(self, Ok(inc)),
+                None => {} // a reply nobody waits for any more
+            }
+            return;
+        }
+        let must_hold = {
+            let held = self.shared.held.lock();
+            held.get(&msg.ty.0).is_some_and(|q| !q.is_empty())
+        };
+        if must_hold {
+            self.shared
+                .held
+                .lock()
+                .entry(msg.ty.0)
+                .or_default()
+                .push_back(inc);
+        } else {
+            let ty = inc.ty.0;
+            let handler = self.shared.handlers.lock().remove(&ty);
+            match handler {
+                Some(mut h) => {
+                    h(self, inc);
+                    self.shared.handlers.lock().entry(ty).or_insert(h);
+                }
+                None => self
+                    .shared
+                    .held
+                    .lock()
+                    .entry(ty)
+                    .or_default()
+                    .push_back(inc),
+            }
+        }
+    }
+
+    fn fail_pending(&self, peer: Option<NodeId>, err: impl Fn() -> NetError) {
+        let failed: Vec<Pending> = {
+            let mut p = self.shared.pending.lock();
+            let ids: Vec<u64> = p
+                .iter()
+                .filter(|(_, (to, _))| peer.is_none_or(|x| x == *to))
+                .map(|(id, _)| *id)
+                .collect();
+            ids.into_iter()
+                .filter_map(|id| p.remove(&id))
+                .map(|(_, x)| x)
+                .collect()
+        };
+        for f in failed {
+            match f {
+                Pending::Blocking(tx) => {
+                    let _ = tx.send(Err(err()));
+                }
+                Pending::Async(cb) => cb(self, Err(err())),
+            }
+        }
+    }
+
+    fn peer_lost(&self, peer: NodeId, reason: String) {
+        if peer.0 >= self.shared.size {
+            return;
+        }
+        let prev = self.shared.peer_state[peer.index()].swap(PEER_LOST, Ordering::AcqRel);
+        if prev != PEER_UP {
+            self.shared.peer_state[peer.index()].store(prev, Ordering::Release);
+            return;
+        }
+        self.fail_pending(Some(peer), || NetError::PeerLost {
+            peer,
+            reason: reason.clone(),
+        });
+        if self.shared.shutting_down.load(Ordering::Acquire) {
+            return;
+        }
+        let cb = self.shared.on_peer_lost.lock().take();
+        match cb {
+            Some(mut f) => {
+                f(self, peer, &reason);
+                let mut slot = self.shared.on_peer_lost.lock();
+                if slot.is_none() {
+                    *slot = Some(f);
+                }
+            }
+            None => {
+                eprintln!(
+                    "squall: node {}: lost contact with node {} ({reason}); ending the job",
+                    self.shared.rank.0, peer.0
+                );
+                std::process::exit(3);
+            }
+        }
+    }
+
+    fn handle_events(&self, events: Vec<BackendEvent>) {
+        for ev in events {
+            match ev {
+                BackendEvent::Deliver(m) => self.deliver(m),
+                BackendEvent::PeerBye(p) => {
+                    if let Some(s) = self.shared.peer_state.get(p.index()) {
+                        let _ = s.compare_exchange(
+                            PEER_UP,
+                            PEER_BYE,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        );
+                    }
+                    self.fail_pending(Some(p), || NetError::PeerGone { peer: p });
+                }
+                BackendEvent::PeerLost { peer, reason } => self.peer_lost(peer, reason),
+            }
+        }
+    }
+
+    fn service_loop(&self, mut poll: Poll) {
+        let mut events = Events::with_capacity(256);
+        let mut out = Vec::new();
+        let mut shutdown_started: Option<Instant> = None;
+        loop {
+            // Posted closures first (they may send).
+            loop {
+                let next = self.shared.posted.lock().pop_front();
+                match next {
+                    Some(f) => f(self),
+                    None => break,
+                }
+            }
+            let now = Instant::now();
+            if self.shared.shutting_down.load(Ordering::Acquire) {
+                let started = *shutdown_started.get_or_insert(now);
+                let flushed = self.shared.driver.lock().backend.is_flushed();
+                if flushed || now >= started + self.shared.peer_timeout {
+                    break;
+                }
+            }
+            let timeout = {
+                let mut d = self.shared.driver.lock();
+                let t = d.backend.poll_timeout();
+                let t = if self.shared.posted.lock().is_empty() {
+                    t
+                } else {
+                    Some(now)
+                };
+                d.sleeping_until = Some(t);
+                t.map(|t| t.saturating_duration_since(now))
+            };
+            let res = poll.poll(&mut events, timeout);
+            let now = Instant::now();
+            {
+                let mut d = self.shared.driver.lock();
+                d.sleeping_until = None;
+                if let Err(e) = res {
+                    if e.kind() != std::io::ErrorKind::Interrupted {
+                        eprintln!("squall: node {}: poll failed: {e}", self.shared.rank.0);
+                    }
+                }
+                for ev in events.iter() {
+                    if ev.token() != WAKER {
+                        d.backend.handle_event(now, ev, &mut out);
+                    }
+                }
+                d.backend.handle_timeout(now, &mut out);
+            }
+            if !out.is_empty() {
+                self.handle_events(std::mem::take(&mut out));
+            }
+        }
+        self.shared.stopped.store(true, Ordering::Release);
+        self.fail_pending(None, || NetError::Shutdown);
+    }
+}

@@ -1,0 +1,131 @@
+//! Test harness: runs N copies of the current test binary as the nodes of one job, each entering
+//! the `child_entry` test with `SQUALL_TEST_ROLE` set.
+#![allow(dead_code)]
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    l.local_addr().expect("local addr").port()
+}
+
+pub struct Job {
+    pub children: Vec<Child>,
+}
+
+pub fn spawn(n: u16, transport: &str, role: &str, extra: &[(&str, &str)]) -> Job {
+    let exe = std::env::current_exe().expect("current exe");
+    let port = free_port();
+    let children = (0..n)
+        .map(|r| {
+            let mut c = Command::new(&exe);
+            c.args(["child_entry", "--exact", "--nocapture", "--test-threads=1"])
+                .env("SQUALL_RANK", r.to_string())
+                .env("SQUALL_SIZE", n.to_string())
+                .env("SQUALL_RENDEZVOUS", format!("127.0.0.1:{port}"))
+                .env("SQUALL_TRANSPORT", transport)
+                .env("SQUALL_PEER_TIMEOUT_MS", "10000")
+                .env("SQUALL_TEST_ROLE", role)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            for (k, v) in extra {
+                c.env(k, v);
+            }
+            c.spawn().expect("spawn a node")
+        })
+        .collect();
+    Job { children }
+}
+
+pub struct Outcome {
+    pub status: Option<ExitStatus>,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+fn read_all(r: Option<impl std::io::Read>) -> String {
+    let mut s = String::new();
+    if let Some(mut r) = r {
+        let _ = r.read_to_string(&mut s);
+    }
+    s
+}
+
+impl Job {
+    /// Waits for every node (killing all at `limit`), returning each node's outcome.
+    pub fn wait(mut self, limit: Duration) -> Vec<Outcome> {
+        let start = Instant::now();
+        // Drain pipes on threads so a chatty node never blocks.
+        let readers: Vec<_> = self
+            .children
+            .iter_mut()
+            .map(|c| {
+                let out = c.stdout.take();
+                let err = c.stderr.take();
+                (
+                    std::thread::spawn(move || read_all(out)),
+                    std::thread::spawn(move || read_all(err)),
+                )
+            })
+            .collect();
+        let mut done: Vec<Option<(ExitStatus, Duration)>> = vec![None; self.children.len()];
+        while done.iter().any(Option::is_none) && start.elapsed() < limit {
+            for (i, c) in self.children.iter_mut().enumerate() {
+                if done[i].is_none() {
+                    if let Ok(Some(s)) = c.try_wait() {
+                        done[i] = Some((s, start.elapsed()));
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        for (i, c) in self.children.iter_mut().enumerate() {
+            if done[i].is_none() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+        readers
+            .into_iter()
+            .zip(done)
+            .map(|((o, e), d)| Outcome {
+                status: d.map(|x| x.0),
+                stdout: o.join().unwrap_or_default(),
+                stderr: e.join().unwrap_or_default(),
+                elapsed: d.map_or(limit, |x| x.1),
+            })
+            .collect()
+    }
+}
+
+/// Asserts every node exited 0, showing their output otherwise.
+pub fn assert_success(what: &str, outs: &[Outcome]) {
+    for (r, o) in outs.iter().enumerate() {
+        assert!(
+            o.status.is_some_and(|s| s.success()),
+            "{what}: node {r} ended with {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            o.status,
+            o.stdout,
+            o.stderr
+        );
+    }
+}
+
+/// Reads lines from a child's stdout until one starts with `prefix`.
+pub fn read_line_with(child: &mut Child, prefix: &str) -> Option<String> {
+    let out = child.stdout.as_mut()?;
+    let mut r = BufReader::new(out);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if r.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if let Some(at) = line.find(prefix) {
+            return Some(line[at + prefix.len()..].trim().to_string());
+        }
+    }
+}

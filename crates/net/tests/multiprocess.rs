@@ -1,0 +1,413 @@
+//! Multi-process tests of the communication backbone over tcp and udp: every node is a separate
+//! OS process (this test binary re-executed with `SQUALL_TEST_ROLE`), joined by the real
+//! bootstrap. Covers FIFO order, request/reply, 1 MiB bulk, the DSM/IP message test (with and
+//! without injected faults), a SIGKILLed node, and garbage datagrams.
+mod common;
+
+use common::{assert_success, spawn};
+use parking_lot::{Condvar, Mutex};
+use squall_net::{bootstrap, Endpoint, MsgType, NetConfig, NodeId};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const T_SEQ: MsgType = MsgType(100);
+const T_ECHO: MsgType = MsgType(101);
+const T_BULK: MsgType = MsgType(102);
+const T_DONE: MsgType = MsgType(103);
+const T_PING: MsgType = MsgType(104);
+
+const SEQ_PER_PEER: u64 = 2000;
+const BULK: usize = 1 << 20;
+const MESSAGES: u32 = 100_000;
+
+fn bulk_byte(src: u16, i: usize) -> u8 {
+    (i.wrapping_mul(31) ^ (i >> 11) ^ src as usize) as u8
+}
+
+/// Counters the handlers update; the main thread waits on them.
+#[derive(Default)]
+struct State {
+    next_seq: Vec<u64>,
+    seq_errors: Vec<String>,
+    bulk_ok: usize,
+    done: usize,
+}
+
+struct Shared {
+    st: Mutex<State>,
+    cv: Condvar,
+}
+
+impl Shared {
+    fn wait_until(&self, what: &str, limit: Duration, f: impl Fn(&State) -> bool) {
+        let deadline = Instant::now() + limit;
+        let mut st = self.st.lock();
+        while !f(&st) {
+            if self.cv.wait_until(&mut st, deadline).timed_out() && !f(&st) {
+                panic!("timed out waiting for {what}");
+            }
+        }
+        assert!(st.seq_errors.is_empty(), "{:?}", st.seq_errors);
+    }
+}
+
+fn start_node(sh: &Arc<Shared>) -> Endpoint {
+    let cfg = NetConfig::from_env().expect("config from env");
+    let n = cfg.size as usize;
+    sh.st.lock().next_seq = vec![0; n];
+    let s1 = sh.clone();
+    bootstrap::start_with(cfg, move |ep| {
+        let s = s1.clone();
+        ep.register(T_SEQ, move |_, inc| {
+            let mut st = s.st.lock();
+            let v = u64::from_le_bytes(inc.payload[..8].try_into().expect("8 bytes"));
+            let want = st.next_seq[inc.src.index()];
+            if v != want {
+                let e = format!("from {}: got {v}, expected {want}", inc.src);
+                st.seq_errors.push(e);
+            }
+            st.next_seq[inc.src.index()] = v + 1;
+            s.cv.notify_all();
+        });
+        ep.register(T_ECHO, |ep, inc| {
+            ep.reply(&inc, inc.payload.clone()).expect("reply");
+        });
+        let s = s1.clone();
+        ep.register(T_BULK, move |_, inc| {
+            let ok = inc.payload.len() == BULK
+                && inc
+                    .payload
+                    .iter()
+                    .enumerate()
+                    .all(|(i, b)| *b == bulk_byte(inc.src.0, i));
+            let mut st = s.st.lock();
+            if ok {
+                st.bulk_ok += 1;
+            } else {
+                st.seq_errors.push(format!("bulk from {} corrupt", inc.src));
+            }
+            s.cv.notify_all();
+        });
+        let s = s1.clone();
+        ep.register(T_DONE, move |_, _| {
+            s.st.lock().done += 1;
+            s.cv.notify_all();
+        });
+        ep.register(T_PING, |ep, inc| {
+            let _ = ep.reply(&inc, inc.payload.clone());
+        });
+    })
+    .expect("join the job")
+}
+
+fn barrier_and_shutdown(ep: &Endpoint, sh: &Shared) {
+    let n = ep.size() as usize;
+    for p in 0..ep.size() {
+        if p != ep.rank().0 {
+            ep.send(NodeId(p), T_DONE, vec![]).expect("send done");
+        }
+    }
+    sh.wait_until("done barrier", Duration::from_secs(60), |st| {
+        st.done == n - 1
+    });
+    ep.shutdown().expect("shutdown");
+}
+
+fn role_suite(ep: &Endpoint, sh: &Shared) {
+    let me = ep.rank();
+    let n = ep.size();
+    let peers: Vec<NodeId> = (0..n).map(NodeId).filter(|p| *p != me).collect();
+    // FIFO: interleave sequence messages to every peer.
+    for i in 0..SEQ_PER_PEER {
+        for p in &peers {
+            let mut b = i.to_le_bytes().to_vec();
+            b.resize(8 + (i as usize % 300), 7);
+            ep.send(*p, T_SEQ, b).expect("send seq");
+        }
+    }
+    // Request/reply of several sizes, including fragmented ones.
+    for p in &peers {
+        for (k, len) in [0usize, 1, 64, 4096, 70_000, 200_000]
+            .into_iter()
+            .enumerate()
+        {
+            let data: Vec<u8> = (0..len).map(|i| (i + k + me.index()) as u8).collect();
+            let r = ep.request(*p, T_ECHO, data.clone()).expect("request");
+            assert_eq!(&r[..], &data[..], "echo of {len} bytes from {p}");
+        }
+    }
+    // 1 MiB bulk to every peer.
+    for p in &peers {
+        let data: Vec<u8> = (0..BULK).map(|i| bulk_byte(me.0, i)).collect();
+        ep.send(*p, T_BULK, data).expect("bulk");
+    }
+    let want = n as usize - 1;
+    sh.wait_until("sequence and bulk", Duration::from_secs(60), |st| {
+        st.bulk_ok == want
+            && st
+                .next_seq
+                .iter()
+                .enumerate()
+                .all(|(i, v)| i == me.index() || *v == SEQ_PER_PEER)
+    });
+    barrier_and_shutdown(ep, sh);
+    println!("suite ok on {me}");
+}
+
+fn role_message(ep: &Endpoint, sh: &Shared) {
+    let me = ep.rank();
+    let n = ep.size();
+    let next = NodeId((me.0 + 1) % n);
+    let prev = (me.0 + n - 1) % n;
+    let t0 = Instant::now();
+    for i in 0..u64::from(MESSAGES) {
+        ep.send(next, T_SEQ, i.to_le_bytes().to_vec())
+            .expect("send");
+    }
+    sh.wait_until("message test", Duration::from_secs(60), |st| {
+        st.next_seq[prev as usize] == u64::from(MESSAGES)
+    });
+    let st = ep.stats();
+    eprintln!(
+        "{me}: {MESSAGES} messages in {:?}; retransmissions {} dups {} faults {}",
+        t0.elapsed(),
+        st.retransmissions,
+        st.dups_dropped,
+        st.faults_injected
+    );
+    barrier_and_shutdown(ep, sh);
+    println!("message ok on {me}");
+}
+
+fn role_victim(ep: &Endpoint) {
+    // Everybody pings everybody until the launcher kills one node; the others must notice.
+    println!("READY {}", ep.rank().0);
+    let n = ep.size();
+    let mut i = 0u64;
+    loop {
+        for p in (0..n).map(NodeId).filter(|p| *p != ep.rank()) {
+            let _ = ep.request(p, T_PING, i.to_le_bytes().to_vec());
+        }
+        i += 1;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn role_garbage(ep: &Endpoint, sh: &Shared) {
+    if ep.rank().0 == 0 {
+        println!("UDP_ADDR {}", ep.udp_local_addr().expect("udp address"));
+        // The test sends garbage now; meanwhile the job keeps working.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let s = ep.stats();
+            use squall_net::DropReason::*;
+            if s.dropped(Garbage) >= 10 && s.dropped(Truncated) >= 10 && s.dropped(ForeignJob) >= 10
+            {
+                println!(
+                    "DROPS garbage={} truncated={} foreign={} baddest={}",
+                    s.dropped(Garbage),
+                    s.dropped(Truncated),
+                    s.dropped(ForeignJob),
+                    s.dropped(BadDest)
+                );
+                break;
+            }
+            assert!(Instant::now() < deadline, "drops not counted: {s:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    role_suite(ep, sh);
+}
+
+/// Entry point of a node process (does nothing when run as a normal test).
+#[test]
+fn child_entry() {
+    let Ok(role) = std::env::var("SQUALL_TEST_ROLE") else {
+        return;
+    };
+    let sh = Arc::new(Shared {
+        st: Mutex::new(State::default()),
+        cv: Condvar::new(),
+    });
+    let ep = start_node(&sh);
+    match role.as_str() {
+        "suite" => role_suite(&ep, &sh),
+        "message" => role_message(&ep, &sh),
+        "victim" => role_victim(&ep),
+        "garbage" => role_garbage(&ep, &sh),
+        other => panic!("unknown role {other}"),
+    }
+}
+
+fn run(n: u16, transport: &str, role: &str, extra: &[(&str, &str)]) {
+    let outs = spawn(n, transport, role, extra).wait(Duration::from_secs(90));
+    assert_success(&format!("{role} over {transport} with {n} nodes"), &outs);
+}
+
+#[test]
+fn suite_tcp_2() {
+    run(2, "tcp", "suite", &[]);
+}
+#[test]
+fn suite_tcp_4() {
+    run(4, "tcp", "suite", &[]);
+}
+#[test]
+fn suite_udp_2() {
+    run(2, "udp", "suite", &[]);
+}
+#[test]
+fn suite_udp_4() {
+    run(4, "udp", "suite", &[]);
+}
+#[test]
+fn suite_udp_4_faults() {
+    run(
+        4,
+        "udp",
+        "suite",
+        &[("SQUALL_NET_FAULTS", "loss=0.1,dup=0.05,reorder=0.1,seed=11")],
+    );
+}
+#[test]
+fn suite_tcp_2_delay() {
+    run(
+        2,
+        "tcp",
+        "suite",
+        &[("SQUALL_NET_FAULTS", "delay=50us,reorder=0.1,seed=3")],
+    );
+}
+#[test]
+fn message_test_tcp_2() {
+    run(2, "tcp", "message", &[]);
+}
+#[test]
+fn message_test_tcp_4() {
+    run(4, "tcp", "message", &[]);
+}
+#[test]
+fn message_test_udp_2() {
+    run(2, "udp", "message", &[]);
+}
+#[test]
+fn message_test_udp_4() {
+    run(4, "udp", "message", &[]);
+}
+#[test]
+fn message_test_udp_4_faults() {
+    run(
+        4,
+        "udp",
+        "message",
+        &[("SQUALL_NET_FAULTS", "loss=0.1,dup=0.05,reorder=0.1,seed=7")],
+    );
+}
+
+fn kill_one(transport: &str) {
+    let n = 3;
+    let victim = 1usize;
+    let mut job = spawn(
+        n,
+        transport,
+        "victim",
+        &[("SQUALL_PEER_TIMEOUT_MS", "2000")],
+    );
+    for (r, c) in job.children.iter_mut().enumerate() {
+        assert!(
+            common::read_line_with(c, "READY").is_some(),
+            "node {r} never became ready"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    job.children[victim].kill().expect("SIGKILL the victim");
+    let killed_at = Instant::now();
+    let outs = job.wait(Duration::from_secs(10));
+    for (r, o) in outs.iter().enumerate() {
+        if r == victim {
+            continue;
+        }
+        let code = o.status.and_then(|s| s.code());
+        assert!(
+            code.is_some_and(|c| c != 0),
+            "node {r} did not fail: {:?}\n{}",
+            o.status,
+            o.stderr
+        );
+        assert!(
+            o.stderr
+                .contains(&format!("lost contact with node {victim}")),
+            "node {r} did not name node {victim}:\n{}",
+            o.stderr
+        );
+        assert!(
+            o.elapsed
+                <= killed_at.elapsed().max(Duration::from_secs(5)) + Duration::from_millis(500)
+        );
+        assert!(
+            o.elapsed < Duration::from_secs(6),
+            "node {r} took {:?} to end",
+            o.elapsed
+        );
+    }
+}
+
+#[test]
+fn killed_node_ends_the_job_tcp() {
+    kill_one("tcp");
+}
+#[test]
+fn killed_node_ends_the_job_udp() {
+    kill_one("udp");
+}
+
+#[test]
+fn garbage_datagrams_are_counted_and_dropped() {
+    use squall_wire::{encode, Flags, Header};
+    let mut job = spawn(2, "udp", "garbage", &[]);
+    let addr = common::read_line_with(&mut job.children[0], "UDP_ADDR").expect("node 0 address");
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    for i in 0..20u8 {
+        // garbage
+        sock.send_to(&[i; 37], &addr).expect("send garbage");
+        sock.send_to(b"not a squall packet at all, just some text........", &addr)
+            .expect("send");
+        // truncated: a valid header claiming more payload than present
+        let mut h = Header::new(squall_net::JobId(1), MsgType(100), NodeId(1), NodeId(0));
+        h.flags = Flags::empty();
+        let mut b = encode(&h, &[1, 2, 3, 4, 5, 6, 7, 8]);
+        b.truncate(b.len() - 3);
+        let _ = sock.send_to(&b, &addr);
+        // foreign job (job ids are random 64-bit: 1 is not this run's)
+        h.seq = 1;
+        let b = encode(&h, &[0u8; 8]);
+        let _ = sock.send_to(&b, &addr);
+    }
+    let outs = job.wait(Duration::from_secs(60));
+    assert_success("garbage test", &outs);
+    assert!(outs[0].stdout.contains("suite ok"), "{}", outs[0].stdout);
+}
+
+#[test]
+fn single_node_without_rendezvous() {
+    let mut cfg = NetConfig::single();
+    cfg.transport = squall_net::Transport::Udp;
+    let ep = bootstrap::start(cfg).expect("single node");
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g = got.clone();
+    ep.register(T_SEQ, move |_, inc| g.lock().push(inc.payload[0]));
+    ep.register(T_ECHO, |ep, inc| {
+        ep.reply(&inc, inc.payload.clone()).expect("reply")
+    });
+    for i in 0..10u8 {
+        ep.send(NodeId(0), T_SEQ, vec![i]).expect("self send");
+    }
+    assert_eq!(
+        &ep.request(NodeId(0), T_ECHO, vec![9u8; 3])
+            .expect("self request")[..],
+        &[9, 9, 9]
+    );
+    assert_eq!(*got.lock(), (0..10).collect::<Vec<u8>>());
+    assert!(ep.send(NodeId(1), T_SEQ, vec![]).is_err());
+    ep.shutdown().expect("shutdown");
+}
