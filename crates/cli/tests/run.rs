@@ -215,13 +215,23 @@ fn start_with_pids(args: &[&str], n: usize) -> (std::process::Child, Vec<u32>, I
     (child, pids, Instant::now())
 }
 
+/// Is `pid` a live process (zombies waiting for a reaper count as dead)? Polls for up to 1 s,
+/// since a signalled process takes a moment to go.
 fn alive(pid: u32) -> bool {
-    Command::new("kill")
-        .args(["-0", &pid.to_string()])
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
+    let t0 = Instant::now();
+    loop {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(") ")
+                    .and_then(|(_, rest)| rest.chars().next())
+            });
+        let live = matches!(state, Some(c) if c != 'Z' && c != 'X');
+        if !live || t0.elapsed() > Duration::from_secs(1) {
+            return live;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 fn wait_with_deadline(
@@ -321,7 +331,7 @@ fn a_node_ignoring_sigterm_is_killed_after_the_grace_period() {
         "2",
         "sh",
         "-c",
-        "if [ \"$SQUALL_RANK\" = 0 ]; then exit 5; fi; trap '' TERM; while :; do sleep 0.1; done",
+        "if [ \"$SQUALL_RANK\" = 0 ]; then sleep 0.3; exit 5; fi; trap '' TERM; while :; do sleep 0.1; done",
     ]);
     assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
     let took = t0.elapsed();
@@ -330,6 +340,29 @@ fn a_node_ignoring_sigterm_is_killed_after_the_grace_period() {
         "SIGKILL came early: {took:?}"
     );
     assert!(took < Duration::from_secs(5), "took {took:?}");
+}
+
+#[test]
+fn background_children_of_a_failed_job_are_cleaned_up() {
+    let (mut child, pids, _) = start_with_pids(
+        &[
+            "run",
+            "-n",
+            "2",
+            "sh",
+            "-c",
+            "sleep 30 & echo \"pid $!\"; if [ \"$SQUALL_RANK\" = 0 ]; then sleep 0.5; exit 4; fi; wait",
+        ],
+        2,
+    );
+    let status = wait_with_deadline(&mut child, Duration::from_secs(5));
+    assert_eq!(status.code(), Some(4));
+    for pid in pids {
+        assert!(
+            !alive(pid),
+            "background child {pid} of a node survived the job"
+        );
+    }
 }
 
 #[test]

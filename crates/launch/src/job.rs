@@ -284,6 +284,16 @@ fn supervise(
         }
     }
 
+    // A job ended early leaves nothing behind: whatever is left in any node's process group
+    // (children a node started and did not reap) is killed too.
+    if terminating.is_some() {
+        for o in &outcomes {
+            if let Ok(pid) = i32::try_from(o.pid) {
+                let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+        }
+    }
+
     // Let the readers finish the last lines; a grandchild still holding a pipe open must not
     // hold up the launcher.
     let deadline = Instant::now() + DRAIN;
