@@ -160,6 +160,11 @@ impl Service {
                 match a {
                     PAction::Send { to, msg } => self.send(ep, to, msg::PROTO, msg),
                     PAction::Resume { page } => {
+                        // Threads whose fault was served without an access change (a
+                        // duplicate fault) are still blocked in the kernel: wake them.
+                        if let Err(e) = self.space.wake(page) {
+                            fatal(self.me, &format!("waking threads blocked on {page}: {e}"));
+                        }
                         if let Some(started) = self.pending_faults.remove(&page) {
                             let now = Instant::now();
                             for s in started {
