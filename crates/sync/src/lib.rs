@@ -9,6 +9,46 @@
 //! **Every operation produces exactly one `Wake` for its waiter** (immediately for unlock,
 //! signal, clear and misuse errors; later for operations that block).
 //!
+//! Driving two cores by hand (the runtime does this on each node's service thread, the
+//! simulator over its virtual network):
+//!
+//! ```
+//! use squall_core::{LockId, NoConsistency, NodeId};
+//! use squall_sync::{Action, Outcome, SyncCore, Waiter};
+//!
+//! let mut nodes = [SyncCore::new(NodeId(0), 2), SyncCore::new(NodeId(1), 2)];
+//! let mut cons = NoConsistency; // the coherence protocol in real use
+//! // A thread of node 1 locks lock 0, whose token starts on its manager, node 0.
+//! nodes[1].lock(&mut cons, LockId(0), Waiter(7));
+//! let mut woken = Vec::new();
+//! loop {
+//!     let mut sends = Vec::new();
+//!     for (i, core) in nodes.iter_mut().enumerate() {
+//!         while let Some(action) = core.poll_action() {
+//!             match action {
+//!                 Action::Send { to, msg } => sends.push((NodeId(i as u16), to, msg)),
+//!                 Action::Wake { waiter, result } => woken.push((waiter, result)),
+//!                 Action::ProtocolError { error } => panic!("{error}"),
+//!             }
+//!         }
+//!     }
+//!     if sends.is_empty() {
+//!         break;
+//!     }
+//!     for (from, to, msg) in sends {
+//!         nodes[to.index()].handle_message(&mut cons, from, &msg)?;
+//!     }
+//! }
+//! assert_eq!(woken, vec![(Waiter(7), Ok(Outcome::Done))]);
+//! assert_eq!(nodes[1].stats().lock_acquires_remote, 1);
+//! # Ok::<(), squall_sync::SyncError>(())
+//! ```
+//!
+//! Message costs (N nodes): remote lock acquire ≤ 3 (request, forward, grant; 2 when the
+//! manager holds the token, 0 when this node does), unlock 0; per-node barrier 2(N−1);
+//! condition wait 2 (register, ack) + 1 wake, signal 1; flag set 1 + 1 per waiting node,
+//! flag wait 1 per node; all messages between different nodes only.
+//!
 //! Owns: lock, barrier, condition and flag state of this node and of the ids this node manages
 //! (manager of id `x` is node `x % nodes`), and the message encoding between cores.
 //! Must not touch: sockets, clocks, threads, page memory (pages are the protocol's business,

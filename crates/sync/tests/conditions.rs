@@ -62,6 +62,7 @@ fn producer_consumer_many_seeds() {
     for seed in seeds(60) {
         let nodes = 1 + (seed % 4) as u16;
         let mut w = World::new(seed, nodes, 0.3);
+        w.deliver_bias = [0.2, 0.5, 0.9][(seed / 2 % 3) as usize];
         let producers = 1 + (seed % 3) as i64;
         let consumers = 1 + ((seed / 3) % 3) as i64;
         let items = 12 * consumers; // divisible among producers? give each producer its share

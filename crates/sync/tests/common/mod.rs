@@ -210,6 +210,8 @@ pub struct World {
     pub steps: u64,
     /// Prefer delivering messages over running threads with this probability.
     pub deliver_bias: f64,
+    /// Every delivered message (from, to, bytes), in delivery order.
+    pub deliveries: Vec<(u16, u16, Vec<u8>)>,
 }
 
 impl World {
@@ -238,6 +240,7 @@ impl World {
             lock_order: Vec::new(),
             steps: 0,
             deliver_bias: 0.5,
+            deliveries: Vec::new(),
         }
     }
 
@@ -405,6 +408,7 @@ impl World {
                 .unwrap()
                 .pop_front()
                 .unwrap();
+            self.deliveries.push((from, to, msg.clone()));
             let r = self.cores[to as usize].handle_message(
                 &mut self.cons[to as usize],
                 NodeId(from),
@@ -479,6 +483,7 @@ impl World {
         let Some(msg) = self.queues.get_mut(&(from, to)).and_then(|q| q.pop_front()) else {
             return false;
         };
+        self.deliveries.push((from, to, msg.clone()));
         let r =
             self.cores[to as usize].handle_message(&mut self.cons[to as usize], NodeId(from), &msg);
         if let Err(e) = r {
