@@ -77,15 +77,27 @@ typedef struct {
     double dt;
     double *bbox; /* nthreads x 6 (min xyz, max xyz) */
     app_barrier bar;
-    double t0, t1;
+    double *tstart, *tend; /* per-thread phase start/end stamps */
     double tree_s; /* time in tree build + c.o.m. (thread 0's view) */
-    long maxcells; /* largest cell count of a thread chunk, for the note */
+    long *used;    /* cells taken from each thread's chunk in the last step (statistics) */
 } bh_shared;
 
 typedef struct {
     bh_shared *g;
     int tid;
 } bh_arg;
+
+/* Parallel-phase time: from the first thread leaving the start barrier to the last one leaving
+ * the end barrier (thread 0 alone may be descheduled while the others already work). */
+static double bh_phase_time(const double *start, const double *end, int n)
+{
+    double lo = start[0], hi = end[0];
+    for (int i = 1; i < n; i++) {
+        lo = start[i] < lo ? start[i] : lo;
+        hi = end[i] > hi ? end[i] : hi;
+    }
+    return hi - lo;
+}
 
 static inline bh_body *bh_b(const bh_tree *t, long i)
 {
@@ -290,8 +302,7 @@ static void *bh_worker(void *p)
     long maxused = 0;
 
     app_barrier_wait(&g->bar);
-    if (tid == 0)
-        g->t0 = app_now();
+    g->tstart[tid] = app_now();
     for (int step = 0; step < g->steps; step++) {
         double ts = app_now();
         /* bounding box of own bodies */
@@ -380,14 +391,8 @@ static void *bh_worker(void *p)
         }
         app_barrier_wait(&g->bar);
     }
-    if (tid == 0)
-        g->t1 = app_now();
-    /* each thread reports its chunk use; a race-free max under the barrier discipline */
-    for (int q = 0; q < T; q++) {
-        if (q == tid && maxused > g->maxcells)
-            g->maxcells = maxused;
-        app_barrier_wait(&g->bar);
-    }
+    g->tend[tid] = app_now();
+    g->used[tid] = maxused; /* own slot, read by main after the join */
     return NULL;
 }
 
@@ -446,7 +451,6 @@ static void bh_run(bh_shared *g, int nthreads)
 {
     g->nthreads = nthreads;
     g->tree_s = 0.0;
-    g->maxcells = 0;
     app_barrier_init(&g->bar, nthreads);
     bh_arg *args = app_alloc((size_t)nthreads, sizeof *args, "thread arguments");
     void **targs = app_alloc((size_t)nthreads, sizeof(void *), "thread argument pointers");
@@ -497,7 +501,7 @@ static double bh_accuracy(bh_tree *t, int samples)
 }
 
 static const char *USAGE = "barnes: Barnes-Hut N-body (Plummer model) with a parallel tree build under cell locks\n"
-                           "  -n N       bodies (default by size: tiny 2048, small 16384, medium 65536, large 262144)\n"
+                           "  -n N       bodies (default by size: tiny 1024, small 16384, medium 65536, large 300000)\n"
                            "  -i S       time steps (default 4)\n"
                            "  --theta X  opening tolerance (default 0.5)\n"
                            "  --padded   pad bodies from 120 to 128 bytes";
@@ -506,7 +510,7 @@ int main(int argc, char **argv)
 {
     app_opts o;
     app_parse_common(argc, argv, &o, USAGE);
-    static const long NB[4] = {2048, 16384, 65536, 262144};
+    static const long NB[4] = {1024, 16384, 65536, 300000};
     long n = app_flag_long(argc, argv, &o, "-n", NB[app_size_index(&o)], 2, 50000000L);
     int steps = (int)app_flag_long(argc, argv, &o, "-i", 4, 1, 1000000);
     double theta = app_flag_double(argc, argv, NULL, "--theta", 0.5, 0.0, 2.0);
@@ -530,6 +534,9 @@ int main(int argc, char **argv)
     g->steps = steps;
     g->dt = 0.0125;
     g->bbox = app_alloc((size_t)T * 6, sizeof(double), "bounding boxes");
+    g->used = app_alloc((size_t)T, sizeof(long), "cell chunk use");
+    g->tstart = app_alloc((size_t)T, sizeof(double), "phase start stamps");
+    g->tend = app_alloc((size_t)T, sizeof(double), "phase end stamps");
     bh_plummer(t, 123);
     char *init = NULL;
     if (o.verify && T > 1) {
@@ -538,8 +545,10 @@ int main(int argc, char **argv)
     }
 
     bh_run(g, T);
-    double time_s = g->t1 - g->t0, tree_s = g->tree_s;
-    long maxcells = g->maxcells;
+    double time_s = bh_phase_time(g->tstart, g->tend, T), tree_s = g->tree_s;
+    long maxcells = 0;
+    for (int i = 0; i < T; i++)
+        maxcells = g->used[i] > maxcells ? g->used[i] : maxcells;
 
     double ke = 0.0, pe = 0.0, cost = 0.0;
     for (long i = 0; i < n; i++) {
