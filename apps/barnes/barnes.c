@@ -79,6 +79,7 @@ typedef struct {
     app_barrier bar;
     double *tstart, *tend; /* per-thread phase start/end stamps */
     double tree_s; /* time in tree build + c.o.m. (thread 0's view) */
+    int serial_tree; /* --serial-tree: thread 0 builds the whole tree (Cashmere's restructuring) */
     long *used;    /* cells taken from each thread's chunk in the last step (statistics) */
 } bh_shared;
 
@@ -333,10 +334,15 @@ static void *bh_worker(void *p)
         }
         app_barrier_wait(&g->bar);
 
-        /* parallel tree build under cell locks */
+        /* parallel tree build under cell locks (or, with --serial-tree, thread 0 alone) */
         long next = cbeg;
-        for (long i = lo; i < hi; i++)
-            bh_insert(t, i, &next, cend);
+        if (!g->serial_tree) {
+            for (long i = lo; i < hi; i++)
+                bh_insert(t, i, &next, cend);
+        } else if (tid == 0) {
+            for (long i = 0; i < t->n; i++)
+                bh_insert(t, i, &next, cend);
+        }
         if (next - cbeg > maxused)
             maxused = next - cbeg;
         app_barrier_wait(&g->bar);
@@ -504,7 +510,8 @@ static const char *USAGE = "barnes: Barnes-Hut N-body (Plummer model) with a par
                            "  -n N       bodies (default by size: tiny 1024, small 16384, medium 65536, large 300000)\n"
                            "  -i S       time steps (default 4)\n"
                            "  --theta X  opening tolerance (default 0.5)\n"
-                           "  --padded   pad bodies from 120 to 128 bytes";
+                           "  --padded   pad bodies from 120 to 128 bytes\n"
+                           "  --serial-tree  thread 0 builds the tree alone (Cashmere's restructured Barnes)";
 
 int main(int argc, char **argv)
 {
@@ -515,6 +522,7 @@ int main(int argc, char **argv)
     int steps = (int)app_flag_long(argc, argv, &o, "-i", 4, 1, 1000000);
     double theta = app_flag_double(argc, argv, NULL, "--theta", 0.5, 0.0, 2.0);
     int padded = app_flag_present(argc, argv, "--padded");
+    int serial_tree = app_flag_present(argc, argv, "--serial-tree");
     int T = o.threads;
 
     bh_shared *g = app_alloc(1, sizeof *g, "barnes shared state");
@@ -526,12 +534,13 @@ int main(int argc, char **argv)
     t->eps2 = 0.05 * 0.05;
     /* One body per leaf needs fewer than n cells in all for these distributions; a chunk of
      * n + 1000 per thread (2n + 1000 for one thread) leaves room for any imbalance. */
-    t->chunk = (T == 1 ? 2 * n : n) + 1000;
+    t->chunk = (T == 1 || serial_tree ? 2 * n : n) + 1000;
     t->cells = app_alloc((size_t)(BH_ROOT + 1) + (size_t)T * (size_t)t->chunk, sizeof(bh_cell), "cells");
     t->locks = app_alloc(BH_NLOCKS, sizeof(app_lock_t), "cell locks");
     for (int i = 0; i < BH_NLOCKS; i++)
         app_lock_init(&t->locks[i]);
     g->steps = steps;
+    g->serial_tree = serial_tree;
     g->dt = 0.0125;
     g->bbox = app_alloc((size_t)T * 6, sizeof(double), "bounding boxes");
     g->used = app_alloc((size_t)T, sizeof(long), "cell chunk use");
@@ -580,9 +589,10 @@ int main(int argc, char **argv)
         double err = bh_accuracy(t, 64);
         ok = diff == 0 && err <= 0.02 && isfinite(check);
         snprintf(note, sizeof note,
-                 "N=%ld steps=%d theta=%.2f body=%zuB KE=%.6f PE=%.6f interactions/body=%.0f tree_s=%.3f "
+                 "N=%ld steps=%d theta=%.2f body=%zuB tree=%s KE=%.6f PE=%.6f interactions/body=%.0f tree_s=%.3f "
                  "cells/thread<=%ld differing_vs_1thread=%ld%s rms_force_err=%.4f tol=0.02",
-                 n, steps, theta, t->stride, ke, pe, cost / (double)n, tree_s, maxcells, diff,
+                 n, steps, theta, t->stride, serial_tree ? "serial" : "parallel", ke, pe, cost / (double)n, tree_s,
+                 maxcells, diff,
                  init ? "" : "(same run)", err);
     } else {
         snprintf(note, sizeof note, "N=%ld steps=%d theta=%.2f body=%zuB KE=%.6f PE=%.6f tree_s=%.3f (not verified)",
