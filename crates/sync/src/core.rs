@@ -59,7 +59,8 @@ pub struct SyncCore {
 }
 
 impl SyncCore {
-    /// The core of node `me` in a job of `nodes` nodes (`me.0 < nodes`).
+    /// The core of node `me` in a job of `nodes` nodes (`me.0 < nodes`). Every node of the job
+    /// must create its core with the same `nodes`: managers are `id % nodes`.
     pub fn new(me: NodeId, nodes: u16) -> Self {
         SyncCore {
             me,
@@ -193,7 +194,9 @@ impl SyncCore {
     }
 
     /// The coherence protocol completed the release this core started with
-    /// `begin_release(token)`.
+    /// `begin_release(token)` (which had returned `false`). Tokens this core chooses count up
+    /// from 1 and never have the top bit set, so a driver may use that bit for its own
+    /// releases. An unknown token is `SyncError::UnknownRelease`.
     pub fn release_done(
         &mut self,
         cons: &mut dyn Consistency,
