@@ -306,6 +306,9 @@ enum Deferred {
 #[derive(Debug, Clone, Copy)]
 struct FetchState {
     write: bool,
+    /// Sent to the home; otherwise it waits for this node's own diffs of the page to be
+    /// acked (a diff forwarded by an old home could otherwise arrive after the fetch).
+    sent: bool,
     /// A write notice arrived while the fetch was out: the reply may predate the diff.
     stale: bool,
 }
@@ -343,8 +346,16 @@ pub struct Hlrc<M: PageMemory> {
     dirty: BTreeSet<PageId>,
     next_diff: u64,
     outstanding: BTreeSet<u64>,
+    /// Unacked diffs of this node per page.
+    page_diffs: BTreeMap<PageId, u32>,
     /// Releases waiting for acks: (token, diff ids below this must be acked).
     releases: VecDeque<(u64, u64)>,
+    /// Last interval this node closed (`vt[me]` is the last one published).
+    own_interval: u32,
+    /// Closed intervals whose diffs are not all acked yet: (diff ids below this, interval,
+    /// pages). Their notices are handed out only once published, or an acquirer could fetch
+    /// a page from its home before the diff arrived there and take the notice as seen.
+    unpublished: VecDeque<(u64, u32, Vec<PageId>)>,
     resolving: BTreeMap<PageId, Vec<Deferred>>,
     /// Home requests that arrived before this node became the home (migration in flight).
     parked: BTreeMap<PageId, Vec<(NodeId, Msg)>>,
@@ -367,7 +378,10 @@ impl<M: PageMemory> Hlrc<M> {
             dirty: BTreeSet::new(),
             next_diff: 0,
             outstanding: BTreeSet::new(),
+            page_diffs: BTreeMap::new(),
             releases: VecDeque::new(),
+            own_interval: 0,
+            unpublished: VecDeque::new(),
             resolving: BTreeMap::new(),
             parked: BTreeMap::new(),
             atomics_out: BTreeMap::new(),
@@ -471,19 +485,40 @@ impl<M: PageMemory> Hlrc<M> {
         } else {
             self.st(page).fetch = Some(FetchState {
                 write,
+                sent: false,
                 stale: false,
             });
             self.stats.page_fetches += 1;
-            self.send(
-                home.node,
-                Msg::Fetch {
-                    page,
-                    write,
-                    epoch: home.epoch,
-                },
-            );
+            self.send_fetch(page);
         }
         Ok(())
+    }
+
+    /// Send the page's pending fetch unless own diffs of the page are still unacked.
+    fn send_fetch(&mut self, page: PageId) {
+        if self.page_diffs.get(&page).is_some_and(|&n| n > 0) {
+            return;
+        }
+        let Some(home) = self.dir.cached(page) else {
+            return;
+        };
+        let Some(f) = self.st(page).fetch.as_mut() else {
+            return;
+        };
+        if f.sent {
+            return;
+        }
+        f.sent = true;
+        f.stale = false;
+        let write = f.write;
+        self.send(
+            home.node,
+            Msg::Fetch {
+                page,
+                write,
+                epoch: home.epoch,
+            },
+        );
     }
 
     fn start_atomic(
@@ -559,6 +594,7 @@ impl<M: PageMemory> Hlrc<M> {
         let id = self.next_diff;
         self.next_diff += 1;
         self.outstanding.insert(id);
+        *self.page_diffs.entry(page).or_default() += 1;
         self.stats.diffs_created += 1;
         self.stats.diff_bytes += diff_payload(&diff).unwrap_or(0) as u64;
         self.send(
@@ -575,6 +611,15 @@ impl<M: PageMemory> Hlrc<M> {
     }
 
     fn check_releases(&mut self) {
+        while let Some((below, _, _)) = self.unpublished.front() {
+            if self.outstanding.first().is_some_and(|id| id < below) {
+                break;
+            }
+            if let Some((_, interval, pages)) = self.unpublished.pop_front() {
+                self.notices.insert((self.me.0, interval), pages);
+                self.vt[self.me.index()] = interval;
+            }
+        }
         while let Some(&(token, below)) = self.releases.front() {
             if self.outstanding.first().is_some_and(|&id| id < below) {
                 break;
@@ -855,9 +900,27 @@ impl<M: PageMemory> Hlrc<M> {
         id: u64,
         migrate: Option<(u32, Vec<u8>)>,
     ) -> Result<(), ProtoError> {
-        self.outstanding.remove(&id);
+        if self.outstanding.remove(&id) {
+            if let Some(n) = self.page_diffs.get_mut(&page) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.page_diffs.remove(&page);
+                }
+            }
+        }
         if let Some((epoch, data)) = migrate {
             self.become_home(page, epoch, data)?;
+        }
+        if !self.page_diffs.contains_key(&page) {
+            if self.is_home(page) {
+                // A fetch waiting for our diffs: this node became the home meanwhile.
+                if let Some(f) = self.st(page).fetch.filter(|f| !f.sent) {
+                    self.st(page).fetch = None;
+                    self.fault(page, f.write)?;
+                }
+            } else {
+                self.send_fetch(page);
+            }
         }
         self.check_releases();
         Ok(())
@@ -1008,10 +1071,11 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
             }
         }
         if !written.is_empty() {
-            let me = self.me.index();
-            self.vt[me] += 1;
-            self.notices.insert((self.me.0, self.vt[me]), written);
+            self.own_interval += 1;
+            self.unpublished
+                .push_back((self.next_diff, self.own_interval, written));
         }
+        self.check_releases();
         if self
             .outstanding
             .first()
