@@ -348,6 +348,9 @@ pub struct Hlrc<M: PageMemory> {
     outstanding: BTreeSet<u64>,
     /// Unacked diffs of this node per page.
     page_diffs: BTreeMap<PageId, u32>,
+    /// Copies of unacked diffs: if the home migrates here meanwhile, they come back to this
+    /// node and must be merged into the copy the old home sends.
+    unacked: BTreeMap<u64, (PageId, Vec<u8>)>,
     /// Releases waiting for acks: (token, diff ids below this must be acked).
     releases: VecDeque<(u64, u64)>,
     /// Last interval this node closed (`vt[me]` is the last one published).
@@ -379,6 +382,7 @@ impl<M: PageMemory> Hlrc<M> {
             next_diff: 0,
             outstanding: BTreeSet::new(),
             page_diffs: BTreeMap::new(),
+            unacked: BTreeMap::new(),
             releases: VecDeque::new(),
             own_interval: 0,
             unpublished: VecDeque::new(),
@@ -595,6 +599,7 @@ impl<M: PageMemory> Hlrc<M> {
         self.next_diff += 1;
         self.outstanding.insert(id);
         *self.page_diffs.entry(page).or_default() += 1;
+        self.unacked.insert(id, (page, diff.clone()));
         self.stats.diffs_created += 1;
         self.stats.diff_bytes += diff_payload(&diff).unwrap_or(0) as u64;
         self.send(
@@ -842,6 +847,11 @@ impl<M: PageMemory> Hlrc<M> {
         id: u64,
         diff: &[u8],
     ) -> Result<(), ProtoError> {
+        if origin == self.me {
+            // A diff of ours came back through a forwarding chain after the home migrated
+            // here: `become_home` already merged it into this copy.
+            return self.on_diff_ack(page, id, None);
+        }
         let mut buf = self.read(page);
         apply_diff(&mut buf, diff).ok_or_else(|| ProtoError::Malformed {
             from,
@@ -855,8 +865,7 @@ impl<M: PageMemory> Hlrc<M> {
             _ => 1,
         };
         st.streak = Some((origin, streak));
-        let migrate = origin != self.me
-            && self.migrate_after > 0
+        let migrate = self.migrate_after > 0
             && streak >= self.migrate_after
             && !self.dirty.contains(&page)
             && !self.parked.contains_key(&page);
@@ -885,13 +894,8 @@ impl<M: PageMemory> Hlrc<M> {
         } else {
             None
         };
-        if origin == self.me {
-            // A diff of ours came back through a forwarding chain: this node is the home now.
-            self.on_diff_ack(page, id, None)
-        } else {
-            self.send(origin, Msg::DiffAck { page, id, migrate });
-            Ok(())
-        }
+        self.send(origin, Msg::DiffAck { page, id, migrate });
+        Ok(())
     }
 
     fn on_diff_ack(
@@ -900,6 +904,7 @@ impl<M: PageMemory> Hlrc<M> {
         id: u64,
         migrate: Option<(u32, Vec<u8>)>,
     ) -> Result<(), ProtoError> {
+        self.unacked.remove(&id);
         if self.outstanding.remove(&id) {
             if let Some(n) = self.page_diffs.get_mut(&page) {
                 *n = n.saturating_sub(1);
@@ -933,6 +938,13 @@ impl<M: PageMemory> Hlrc<M> {
         epoch: u32,
         mut data: Vec<u8>,
     ) -> Result<(), ProtoError> {
+        // Our diffs still in flight to the old home will come back here: merge them now.
+        for (_, (p, d)) in self.unacked.iter() {
+            if *p == page {
+                // Diffs we made ourselves are well formed.
+                let _ = apply_diff(&mut data, d);
+            }
+        }
         let twin = self.st(page).twin.take();
         if let Some(twin) = twin {
             // Written again since the release: merge our new writes over the home's copy.
