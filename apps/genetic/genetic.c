@@ -14,9 +14,12 @@
  * Each generation has two phases separated by barriers, and the reader/writer roles change:
  *   phase 1 (breed): every thread READS the shared population (kept sorted, fittest first) to
  *     pick parents, and WRITES the offspring slots of its own block; it then sorts its block;
- *   phase 2 (remove the least fit): thread 0 READS all offspring blocks and WRITES the new
- *     population: the fitter half of the old one merged with the offspring (the old less fit
- *     half is removed). Everyone then reads it in the next phase 1.
+ *   phase 2 (remove the least fit): the new population is the fitter half of the old one merged
+ *     with the offspring (the old less fit half is removed). A parallel merge: every thread
+ *     READS all sorted sources (binary searches) to rank its own offspring block and its share
+ *     of the old fitter half, and WRITES each of those individuals at its rank in the new
+ *     population buffer: scattered writes by all threads to the same pages. Everyone reads the
+ *     new population in the next phase 1. The two buffers alternate by generation parity.
  * Offspring k of generation g uses a PRNG seeded by (seed, g, k), and the population order is
  * a total order (fitness, then genome), so the result does not depend on the thread count.
  *
@@ -37,7 +40,7 @@ typedef struct {
     int nthreads;
     unsigned long long target;
     unsigned long long seed;
-    ga_ind *cur, *next; /* population buffers (cur is read in phase 1, next written in phase 2) */
+    ga_ind *buf[2];    /* population buffers: generation g reads buf[g & 1], writes buf[(g + 1) & 1] */
     ga_ind *off;       /* offspring, pop/2 slots, blocks owned by threads */
     long *found;       /* first generation whose best genome is the target (-1: never) */
     app_barrier bar;
@@ -119,30 +122,53 @@ static void ga_sort_block(ga_ind *a, long n)
     qsort(a, (size_t)n, sizeof(ga_ind), ga_cmp);
 }
 
-/* next[0..pop) = fittest pop of (cur[0..pop/2) U the T sorted offspring blocks). */
-static void ga_merge(ga_shared *g)
+/* Number of elements of the sorted a[0..n) that come before x in the merged order: those
+ * strictly before it, plus equal ones if `equal_first` (they belong to an earlier source). */
+static long ga_count_before(const ga_ind *a, long n, const ga_ind *x, int equal_first)
+{
+    long lo = 0, hi = n;
+    while (lo < hi) {
+        long mid = lo + (hi - lo) / 2;
+        int before = ga_before(&a[mid], x) || (equal_first && !ga_before(x, &a[mid]));
+        if (before)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Parallel merge, the part of thread `tid`: sources are source 0 = cur[0..pop/2) (the fitter
+ * half) and source t+1 = thread t's sorted offspring block. Each element of the thread's own
+ * offspring block and of its share of source 0 is written at its rank in next. Ranks are unique
+ * (equal individuals are ordered by source, then position) and cover 0..pop-1. */
+static void ga_merge_part(const ga_shared *g, const ga_ind *cur, ga_ind *next, int tid)
 {
     long half = g->pop / 2;
     int T = g->nthreads;
-    long pos[T + 1], end[T + 1];
-    pos[0] = 0;
-    end[0] = half; /* source 0: the fitter half of cur */
-    for (int t = 0; t < T; t++)
-        app_block_range(half, T, t, &pos[t + 1], &end[t + 1]);
-    for (long out = 0; out < g->pop; out++) {
-        int bs = -1;
-        const ga_ind *best = NULL;
-        for (int s = 0; s <= T; s++) {
-            if (pos[s] >= end[s])
-                continue;
-            const ga_ind *c = s == 0 ? &g->cur[pos[0]] : &g->off[pos[s]];
-            if (best == NULL || ga_before(c, best)) {
-                best = c;
-                bs = s;
-            }
+    const ga_ind *src[T + 1];
+    long len[T + 1];
+    src[0] = cur;
+    len[0] = half;
+    for (int t = 0; t < T; t++) {
+        long lo, hi;
+        app_block_range(half, T, t, &lo, &hi);
+        src[t + 1] = &g->off[lo];
+        len[t + 1] = hi - lo;
+    }
+    long lo0, hi0;
+    app_block_range(half, T, tid, &lo0, &hi0);
+    for (int pass = 0; pass < 2; pass++) {
+        int s = pass == 0 ? 0 : tid + 1;
+        long kb = pass == 0 ? lo0 : 0, ke = pass == 0 ? hi0 : len[s];
+        for (long k = kb; k < ke; k++) {
+            const ga_ind *x = &src[s][k];
+            long rank = k;
+            for (int o = 0; o <= T; o++)
+                if (o != s)
+                    rank += ga_count_before(src[o], len[o], x, o < s);
+            next[rank] = *x;
         }
-        g->next[out] = *best;
-        pos[bs]++;
     }
 }
 
@@ -156,20 +182,19 @@ static void *ga_worker(void *p)
     app_barrier_wait(&g->bar);
     g->tstart[a->tid] = app_now();
     for (int gen = 0; gen < g->gens; gen++) {
-        /* Both buffers are swapped by every thread identically, so each knows which is current. */
+        const ga_ind *cur = g->buf[gen & 1];
+        ga_ind *next = g->buf[(gen + 1) & 1];
+        /* phase 1: breed the own offspring block from the shared population, sort it */
         for (long k = lo; k < hi; k++)
-            g->off[k] = ga_breed(g->cur, g->pop, g->target, g->bmax, g->seed, gen, k);
+            g->off[k] = ga_breed(cur, g->pop, g->target, g->bmax, g->seed, gen, k);
         ga_sort_block(&g->off[lo], hi - lo);
         app_barrier_wait(&g->bar);
-        if (a->tid == 0) {
-            ga_merge(g);
-            ga_ind *t = g->cur;
-            g->cur = g->next;
-            g->next = t;
-            if (*g->found < 0 && g->cur[0].genome == g->target)
-                *g->found = gen;
-        }
+        /* phase 2: parallel merge into the other buffer */
+        ga_merge_part(g, cur, next, a->tid);
         app_barrier_wait(&g->bar);
+        /* next is not written again before generation gen + 2's phase 2 */
+        if (a->tid == 0 && *g->found < 0 && next[0].genome == g->target)
+            *g->found = gen;
     }
     g->tend[a->tid] = app_now();
     return NULL;
@@ -217,12 +242,12 @@ int main(int argc, char **argv)
     app_rng tr;
     app_rng_seed(&tr, g->seed + 1000003);
     g->target = app_rng_next(&tr) | (1ULL << 63);
-    g->cur = app_alloc((size_t)pop, sizeof(ga_ind), "population");
-    g->next = app_alloc((size_t)pop, sizeof(ga_ind), "next population");
+    g->buf[0] = app_alloc((size_t)pop, sizeof(ga_ind), "population");
+    g->buf[1] = app_alloc((size_t)pop, sizeof(ga_ind), "next population");
     g->off = app_alloc((size_t)(pop / 2), sizeof(ga_ind), "offspring");
     g->found = app_alloc(1, sizeof(long), "found generation");
     *g->found = -1;
-    ga_init_pop(g->cur, pop, g->target, bmax, g->seed);
+    ga_init_pop(g->buf[0], pop, g->target, bmax, g->seed);
     app_barrier_init(&g->bar, T);
     g->tstart = app_alloc((size_t)T, sizeof(double), "phase start stamps");
     g->tend = app_alloc((size_t)T, sizeof(double), "phase end stamps");
@@ -235,12 +260,13 @@ int main(int argc, char **argv)
     }
 
     app_run_team(T, ga_worker, targs);
+    const ga_ind *fin = g->buf[gens & 1];
     double time_s = ga_phase_time(g->tstart, g->tend, T);
 
     long long maxfit = ga_fitness(g->target, g->target, bmax);
     double total = 0.0;
     for (long i = 0; i < pop; i++)
-        total += (double)g->cur[i].fitness;
+        total += (double)fin[i].fitness;
 
     int ok = 0;
     char note[320];
@@ -258,20 +284,20 @@ int main(int argc, char **argv)
         }
         long diff = 0, badfit = 0;
         for (long i = 0; i < pop; i++) {
-            if (ref[i].genome != g->cur[i].genome || ref[i].fitness != g->cur[i].fitness)
+            if (ref[i].genome != fin[i].genome || ref[i].fitness != fin[i].fitness)
                 diff++;
-            if (g->cur[i].fitness != ga_fitness(g->cur[i].genome, g->target, bmax))
+            if (fin[i].fitness != ga_fitness(fin[i].genome, g->target, bmax))
                 badfit++;
         }
         ok = diff == 0 && badfit == 0;
         snprintf(note, sizeof note,
                  "P=%ld G=%d B=%d best=%lld max=%lld found_gen=%ld differing=%ld bad_fitness=%ld (exact compare)", pop,
-                 gens, bmax, g->cur[0].fitness, maxfit, *g->found, diff, badfit);
+                 gens, bmax, fin[0].fitness, maxfit, *g->found, diff, badfit);
         free(ref);
         free(tmp);
     } else {
         snprintf(note, sizeof note, "P=%ld G=%d B=%d best=%lld max=%lld found_gen=%ld (not verified)", pop, gens,
-                 bmax, g->cur[0].fitness, maxfit, *g->found);
+                 bmax, fin[0].fitness, maxfit, *g->found);
     }
     app_finish("genetic", &o, time_s, ok, total, note);
 }
