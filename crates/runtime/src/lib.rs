@@ -17,6 +17,7 @@
 //!
 //! This crate owns the node runtime: one service thread per node (the transport's) that runs
 //! the protocol and synchronization cores; application threads reach it through [`Node`].
+mod array;
 pub mod config;
 pub mod error;
 mod fnptr;
@@ -26,6 +27,7 @@ mod service;
 pub mod stats;
 mod threads;
 
+pub use array::{Pod, SharedArray};
 pub use config::{PlacementSpec, ProtocolKind, RuntimeConfig};
 pub use error::{Result, SquallError};
 pub use node::{init, init_ssi, node, parse_placement, Node};

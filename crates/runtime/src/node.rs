@@ -4,6 +4,7 @@
 //! Application threads call these methods; each posts a closure to the service thread and
 //! waits for its reply, so no protocol state is ever touched off the service thread. Owns the
 //! composition of the layers; must not touch sockets or page protections itself.
+use crate::array::{Pod, SharedArray};
 use crate::config::{PlacementSpec, ProtocolKind, RuntimeConfig};
 use crate::error::{Result, SquallError};
 use crate::fnptr;
@@ -184,10 +185,9 @@ impl Node {
         };
         // Handlers that start threads need the node; a process has one.
         let _ = NODE.set(node.clone());
-        let ft = space.start_fault_thread(move |f| {
-            let svc = svc.clone();
-            ep.post(move |ep| svc.lock().on_fault(ep, f.page, f.write));
-        })?;
+        // The fault thread serves faults itself under the service lock: no hop to the service
+        // thread between a fault and its page request.
+        let ft = space.start_fault_thread(move |f| svc.lock().on_fault(&ep, f.page, f.write))?;
         *node.inner.fault_thread.lock() = Some(ft);
         // Everyone's fault thread and handlers are up before anyone touches shared memory.
         node.barrier()?;
@@ -224,24 +224,25 @@ impl Node {
         self.inner.cfg.placement.resolve(self.rank())
     }
 
-    /// Run `f` on the service thread with this thread's waiter; wait for its reply.
+    /// Run `f` on the service state with this thread's waiter, then wait for its reply. The
+    /// calling thread takes the service lock and advances the cores itself (no thread hop);
+    /// replies that need other nodes arrive later through the service thread's handlers.
     fn call(
         &self,
         what: &'static str,
-        f: impl FnOnce(&mut Service, &Endpoint, Waiter) + Send + 'static,
+        f: impl FnOnce(&mut Service, &Endpoint, Waiter),
     ) -> Result<Reply> {
         if self.inner.ep.is_service_thread() {
             return Err(SquallError::OnServiceThread(what));
         }
         let (tx, rx) = bounded(1);
         let w = my_waiter();
-        let svc = self.inner.svc.clone();
-        self.inner.ep.post(move |ep| {
-            let mut s = svc.lock();
+        {
+            let mut s = self.inner.svc.lock();
             s.park(w, tx);
-            f(&mut s, ep, w);
-            s.drain(ep);
-        });
+            f(&mut s, &self.inner.ep, w);
+            s.drain(&self.inner.ep);
+        }
         rx.recv().map_err(|_| SquallError::ShuttingDown)
     }
 
@@ -249,7 +250,7 @@ impl Node {
     fn sync_call(
         &self,
         what: &'static str,
-        f: impl FnOnce(&mut Service, &Endpoint, Waiter) + Send + 'static,
+        f: impl FnOnce(&mut Service, &Endpoint, Waiter),
     ) -> Result<Outcome> {
         let t = Instant::now();
         let r = self.call(what, f);
@@ -395,6 +396,34 @@ impl Node {
             None
         };
         Ok(self.broadcast(v)? as usize as *mut u8)
+    }
+
+    /// Allocate a shared array of `len` elements (zero if fresh; see [`Node::calloc`]).
+    pub fn alloc_array<T: Pod>(&self, len: usize, placement: Placement) -> Result<SharedArray<T>> {
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+            SquallError::Config(format!(
+                "an array of {len} elements overflows the address space"
+            ))
+        })?;
+        let p = self.alloc_with(bytes.max(1), std::mem::align_of::<T>().max(16), placement)?;
+        // SAFETY: a live allocation of `bytes` bytes aligned for T.
+        Ok(unsafe { SharedArray::from_raw(p as usize, len) })
+    }
+
+    /// Collective [`Node::alloc_array`]: rank 0 allocates, every node gets the same array.
+    pub fn alloc_array_collective<T: Pod>(
+        &self,
+        len: usize,
+        placement: Placement,
+    ) -> Result<SharedArray<T>> {
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+            SquallError::Config(format!(
+                "an array of {len} elements overflows the address space"
+            ))
+        })?;
+        let p = self.alloc_collective(bytes.max(1), placement)?;
+        // SAFETY: rank 0 allocated `bytes` bytes (16-aligned, enough for every Pod type).
+        Ok(unsafe { SharedArray::from_raw(p as usize, len) })
     }
 
     /// Collective: rank 0 passes `Some(value)`, everyone gets it back. All nodes must make the

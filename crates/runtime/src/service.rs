@@ -1,7 +1,8 @@
-//! The node's service-thread state: the coherence protocol core, the synchronization core and
-//! the heap of this node's arena, and the loop that routes actions between them and the
-//! network. Everything here runs on the endpoint's service thread (handlers and posted
-//! closures), one call at a time.
+//! The node's service state: the coherence protocol core, the synchronization core and the
+//! heap of this node's arena, and the loop that routes actions between them and the network.
+//! It lives behind one lock (the service lock): message handlers on the endpoint's service
+//! thread, the fault thread serving a fault, and application threads starting an operation
+//! each take it, so the cores see one call at a time. Nobody blocks while holding it.
 //!
 //! Owns: routing of protocol and sync actions, waking application threads, data-stall and
 //! protocol-time accounting. Must not touch: sockets (it sends through the `Endpoint`), page

@@ -28,22 +28,39 @@ pub struct DsmBenchArgs {
 }
 
 fn nums(v: &Value, key: &str) -> Vec<f64> {
-    v.get(key).and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_f64).collect()).unwrap_or_default()
+    v.get(key)
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_f64).collect())
+        .unwrap_or_default()
 }
 
 fn node0(results: &[(u16, Value)]) -> Result<Value, String> {
-    results.iter().find(|(r, _)| *r == 0).map(|(_, v)| v.clone()).ok_or_else(|| "node 0 printed no result".into())
+    results
+        .iter()
+        .find(|(r, _)| *r == 0)
+        .map(|(_, v)| v.clone())
+        .ok_or_else(|| "node 0 printed no result".into())
 }
 
 fn job(nodes: usize, a: &DsmBenchArgs, kind: &str, default_iters: usize) -> Result<Value, String> {
     let args = vec![
         kind.to_string(),
-        if kind == "bench-fault" { "--pages".into() } else { "--iters".into() },
+        if kind == "bench-fault" {
+            "--pages".into()
+        } else {
+            "--iters".into()
+        },
         a.iters.unwrap_or(default_iters).to_string(),
         "--reps".into(),
         a.reps.to_string(),
     ];
-    node0(&run_nodes(nodes, &a.transport, None, args, Duration::from_secs(600))?)
+    node0(&run_nodes(
+        nodes,
+        &a.transport,
+        None,
+        args,
+        Duration::from_secs(600),
+    )?)
 }
 
 fn finish(a: &DsmBenchArgs, table: Table, obj: Value) -> Result<(), String> {
@@ -71,8 +88,14 @@ fn diff_throughput(frac: f64, reps: usize) -> (f64, f64, usize) {
     let mut size = 0;
     for _ in 0..reps.max(1) {
         let t = Instant::now();
-        let diffs: Vec<Vec<u8>> =
-            (0..PAGES).map(|p| make_diff(&twin[p * 4096..(p + 1) * 4096], &cur[p * 4096..(p + 1) * 4096])).collect();
+        let diffs: Vec<Vec<u8>> = (0..PAGES)
+            .map(|p| {
+                make_diff(
+                    &twin[p * 4096..(p + 1) * 4096],
+                    &cur[p * 4096..(p + 1) * 4096],
+                )
+            })
+            .collect();
         mk.push((PAGES * 4096) as f64 / t.elapsed().as_secs_f64() / (1 << 20) as f64);
         size = diffs[0].len();
         let mut target = twin.clone();
@@ -97,12 +120,30 @@ pub fn fault(a: DsmBenchArgs) -> Result<(), String> {
     let twin = median(&nums(&v, "write_fault_twin_us"));
     let miss = median(&nums(&v, "write_miss_us"));
     let mut table = Table::new(
-        format!("fault: 2 nodes over {}, pages homed on node 1, medians of {} reps (microseconds)", a.transport, a.reps),
+        format!(
+            "fault: 2 nodes over {}, pages homed on node 1, medians of {} reps (microseconds)",
+            a.transport, a.reps
+        ),
         &["operation", "squall_us", "raw_us", "ratio"],
     );
-    table.row(vec!["remote 4 KiB read fault".into(), format!("{read:.1}"), format!("{raw:.1}"), format!("{:.2}", read / raw)]);
-    table.row(vec!["write fault on read copy (twin)".into(), format!("{twin:.1}"), "-".into(), "-".into()]);
-    table.row(vec!["write miss (fetch + twin)".into(), format!("{miss:.1}"), format!("{raw:.1}"), format!("{:.2}", miss / raw)]);
+    table.row(vec![
+        "remote 4 KiB read fault".into(),
+        format!("{read:.1}"),
+        format!("{raw:.1}"),
+        format!("{:.2}", read / raw),
+    ]);
+    table.row(vec![
+        "write fault on read copy (twin)".into(),
+        format!("{twin:.1}"),
+        "-".into(),
+        "-".into(),
+    ]);
+    table.row(vec![
+        "write miss (fetch + twin)".into(),
+        format!("{miss:.1}"),
+        format!("{raw:.1}"),
+        format!("{:.2}", miss / raw),
+    ]);
     let mut rows = vec![
         json!({"op": "read_fault", "size": 4096, "squall_us": round(read, 2), "raw_us": round(raw, 2), "ratio": round(read / raw, 3)}),
         json!({"op": "write_fault_twin", "size": 4096, "squall_us": round(twin, 2)}),
@@ -110,12 +151,28 @@ pub fn fault(a: DsmBenchArgs) -> Result<(), String> {
     ];
     for frac in [0.01, 0.1, 0.5, 1.0] {
         let (mk, ap, size) = diff_throughput(frac, a.reps);
-        table.row(vec![format!("diff {:.0}% of words: create MiB/s", frac * 100.0), format!("{mk:.0}"), "-".into(), "-".into()]);
-        table.row(vec![format!("diff {:.0}% of words: apply MiB/s", frac * 100.0), format!("{ap:.0}"), "-".into(), "-".into()]);
-        rows.push(json!({"op": "diff", "changed_fraction": frac, "diff_bytes": size,
-                         "create_mib_s": round(mk, 1), "apply_mib_s": round(ap, 1)}));
+        table.row(vec![
+            format!("diff {:.0}% of words: create MiB/s", frac * 100.0),
+            format!("{mk:.0}"),
+            "-".into(),
+            "-".into(),
+        ]);
+        table.row(vec![
+            format!("diff {:.0}% of words: apply MiB/s", frac * 100.0),
+            format!("{ap:.0}"),
+            "-".into(),
+            "-".into(),
+        ]);
+        rows.push(
+            json!({"op": "diff", "changed_fraction": frac, "diff_bytes": size,
+                         "create_mib_s": round(mk, 1), "apply_mib_s": round(ap, 1)}),
+        );
     }
-    finish(&a, table, json!({"bench": "fault", "transport": a.transport, "rows": rows}))
+    finish(
+        &a,
+        table,
+        json!({"bench": "fault", "transport": a.transport, "rows": rows}),
+    )
 }
 
 pub fn lock(a: DsmBenchArgs) -> Result<(), String> {
@@ -124,20 +181,53 @@ pub fn lock(a: DsmBenchArgs) -> Result<(), String> {
     let rtt = median(&nums(&v, "rtt_us"));
     let msgs = median(&nums(&v, "messages_per_acquire_node0"));
     let local = median(&nums(&v, "local_reacquire_ns"));
-    let mut table = Table::new(format!("lock: 2 nodes over {}, medians of {} reps", a.transport, a.reps), &["operation", "value", "unit", "round_trips"]);
-    table.row(vec!["uncontended remote acquire".into(), format!("{remote:.1}"), "us".into(), format!("{:.2}", remote / rtt)]);
-    table.row(vec!["messages per remote lock+unlock (node 0)".into(), format!("{msgs:.1}"), "msgs".into(), "-".into()]);
-    table.row(vec!["local re-acquire + release".into(), format!("{local:.0}"), "ns".into(), "-".into()]);
-    table.row(vec!["request/reply round trip".into(), format!("{rtt:.1}"), "us".into(), "1.00".into()]);
+    let mut table = Table::new(
+        format!(
+            "lock: 2 nodes over {}, medians of {} reps",
+            a.transport, a.reps
+        ),
+        &["operation", "value", "unit", "round_trips"],
+    );
+    table.row(vec![
+        "uncontended remote acquire".into(),
+        format!("{remote:.1}"),
+        "us".into(),
+        format!("{:.2}", remote / rtt),
+    ]);
+    table.row(vec![
+        "messages per remote lock+unlock (node 0)".into(),
+        format!("{msgs:.1}"),
+        "msgs".into(),
+        "-".into(),
+    ]);
+    table.row(vec![
+        "local re-acquire + release".into(),
+        format!("{local:.0}"),
+        "ns".into(),
+        "-".into(),
+    ]);
+    table.row(vec![
+        "request/reply round trip".into(),
+        format!("{rtt:.1}"),
+        "us".into(),
+        "1.00".into(),
+    ]);
     let rows = vec![
         json!({"op": "remote_acquire", "squall_us": round(remote, 2), "rtt_us": round(rtt, 2), "ratio": round(remote / rtt, 3), "messages": msgs}),
         json!({"op": "local_reacquire", "squall_ns": round(local, 1)}),
     ];
-    finish(&a, table, json!({"bench": "lock", "transport": a.transport, "rows": rows}))
+    finish(
+        &a,
+        table,
+        json!({"bench": "lock", "transport": a.transport, "rows": rows}),
+    )
 }
 
 pub fn barrier(a: DsmBenchArgs) -> Result<(), String> {
-    let mut table = Table::new(format!("barrier over {}, medians of {} reps", a.transport, a.reps), &["nodes", "barrier_us", "rtt_us", "round_trips"]);
+    let mut table = Table::new(
+        format!("barrier over {}, medians of {} reps", a.transport, a.reps),
+        &["nodes", "barrier_us", "rtt_us", "round_trips"],
+    );
     let mut rows = Vec::new();
     for &n in &a.nodes {
         if n < 2 {
@@ -146,21 +236,43 @@ pub fn barrier(a: DsmBenchArgs) -> Result<(), String> {
         let v = job(n, &a, "bench-barrier", 1000)?;
         let b = median(&nums(&v, "barrier_us"));
         let rtt = median(&nums(&v, "rtt_us"));
-        table.row(vec![n.to_string(), format!("{b:.1}"), format!("{rtt:.1}"), format!("{:.2}", b / rtt)]);
+        table.row(vec![
+            n.to_string(),
+            format!("{b:.1}"),
+            format!("{rtt:.1}"),
+            format!("{:.2}", b / rtt),
+        ]);
         rows.push(json!({"nodes": n, "squall_us": round(b, 2), "rtt_us": round(rtt, 2), "ratio": round(b / rtt, 3)}));
     }
-    finish(&a, table, json!({"bench": "barrier", "transport": a.transport, "rows": rows}))
+    finish(
+        &a,
+        table,
+        json!({"bench": "barrier", "transport": a.transport, "rows": rows}),
+    )
 }
 
 pub fn thread(a: DsmBenchArgs) -> Result<(), String> {
     let v = job(2, &a, "bench-thread", 100)?;
     let remote = median(&nums(&v, "remote_create_join_us"));
     let local = median(&nums(&v, "local_create_join_us"));
-    let mut table = Table::new(format!("thread: 2 nodes over {}, medians of {} reps", a.transport, a.reps), &["operation", "squall_us"]);
-    table.row(vec!["remote create + join (node 0 -> node 1)".into(), format!("{remote:.1}")]);
+    let mut table = Table::new(
+        format!(
+            "thread: 2 nodes over {}, medians of {} reps",
+            a.transport, a.reps
+        ),
+        &["operation", "squall_us"],
+    );
+    table.row(vec![
+        "remote create + join (node 0 -> node 1)".into(),
+        format!("{remote:.1}"),
+    ]);
     table.row(vec!["local create + join".into(), format!("{local:.1}")]);
     let rows = vec![
         json!({"op": "remote_create_join", "squall_us": round(remote, 2), "local_us": round(local, 2), "ratio": round(remote / local, 3)}),
     ];
-    finish(&a, table, json!({"bench": "thread", "transport": a.transport, "rows": rows}))
+    finish(
+        &a,
+        table,
+        json!({"bench": "thread", "transport": a.transport, "rows": rows}),
+    )
 }

@@ -3,7 +3,9 @@
 //! baseline itself, and prints a table; with `--json` the last stdout line is one JSON
 //! object. Shared helpers live in [`report`]; raw baselines in [`raw`]. Owns measurement
 //! drivers; must not touch protocol internals.
+pub mod apps;
 pub mod bandwidth;
+pub mod dsm;
 pub mod message;
 pub mod pingpong;
 pub mod raw;
@@ -31,19 +33,35 @@ impl TransportChoice {
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCmd {
+    /// The seed apps: sequential, native pthreads and Squall on each node count; writes
+    /// apps.csv/json/md, plots and (asked to) docs/results.md.
+    Apps(apps::AppsArgs),
     /// Round-trip latency between 2 nodes per message size, against a raw socket ping-pong.
     Pingpong(pingpong::PingpongArgs),
     /// Bulk transfer throughput (MiB/s) between 2 nodes per message size, against raw TCP.
     Bandwidth(bandwidth::BandwidthArgs),
     /// The DSM/IP message_test: every node floods the next rank; checks exactly-once, in order.
     Message(message::MessageArgs),
+    /// Remote 4 KiB read fault beside a raw 4 KiB request/reply; write faults; diff throughput.
+    Fault(dsm::DsmBenchArgs),
+    /// Uncontended remote lock acquire (time, messages, round trips) and local re-acquire.
+    Lock(dsm::DsmBenchArgs),
+    /// Barrier time at each node count, in round trips.
+    Barrier(dsm::DsmBenchArgs),
+    /// Remote and local thread create + join.
+    Thread(dsm::DsmBenchArgs),
 }
 
 pub fn main(cmd: BenchCmd) -> i32 {
     let result = match cmd {
+        BenchCmd::Apps(a) => apps::main(a),
         BenchCmd::Pingpong(a) => pingpong::main(a),
         BenchCmd::Bandwidth(a) => bandwidth::main(a),
         BenchCmd::Message(a) => message::main(a),
+        BenchCmd::Fault(a) => dsm::fault(a),
+        BenchCmd::Lock(a) => dsm::lock(a),
+        BenchCmd::Barrier(a) => dsm::barrier(a),
+        BenchCmd::Thread(a) => dsm::thread(a),
     };
     match result {
         Ok(()) => 0,

@@ -54,11 +54,21 @@ fn serve_fetch(node: &Node) {
 }
 
 fn protocol_count(node: &Node, key: &str) -> u64 {
-    node.stats().counts.get("protocol").and_then(|p| p.get(key)).and_then(Value::as_u64).unwrap_or(0)
+    node.stats()
+        .counts
+        .get("protocol")
+        .and_then(|p| p.get(key))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
 }
 
 fn messages_sent(node: &Node) -> u64 {
-    node.stats().counts.get("net").and_then(|p| p.get("messages_sent")).and_then(Value::as_u64).unwrap_or(0)
+    node.stats()
+        .counts
+        .get("net")
+        .and_then(|p| p.get("messages_sent"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
 }
 
 #[derive(Args, Debug)]
@@ -78,37 +88,35 @@ pub fn fault(a: FaultNodeArgs) -> Result<(), NodeError> {
     serve_fetch(&node);
     node.barrier().map_err(dsm)?;
     let (mut read, mut twin, mut miss, mut raw) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let words = PAGE_SIZE / 8;
     for _ in 0..a.reps {
-        let bytes = a.pages * PAGE_SIZE;
-        let r1 = node.alloc_collective(bytes, Placement::Node(NodeId(1))).map_err(dsm)?;
-        let r2 = node.alloc_collective(bytes, Placement::Node(NodeId(1))).map_err(dsm)?;
+        let r1 = node
+            .alloc_array_collective::<u64>(a.pages * words, Placement::Node(NodeId(1)))
+            .map_err(dsm)?;
+        let r2 = node
+            .alloc_array_collective::<u64>(a.pages * words, Placement::Node(NodeId(1)))
+            .map_err(dsm)?;
         if node.rank() == NodeId(1) {
             for p in 0..a.pages {
-                // SAFETY: page p of r1 and r2, both `bytes` long.
-                unsafe {
-                    r1.add(p * PAGE_SIZE).write_volatile(p as u8);
-                    r2.add(p * PAGE_SIZE).write_volatile(p as u8);
-                }
+                r1.set(p * words, p as u64);
+                r2.set(p * words, p as u64);
             }
         }
         node.barrier().map_err(dsm)?;
         if node.rank() == NodeId(0) {
             let (mut rr, mut tt, mut mm, mut ww) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for p in 0..a.pages {
-                // SAFETY: page p of r1.
-                let ptr = unsafe { r1.add(p * PAGE_SIZE) };
                 let t = Instant::now();
-                let v = unsafe { ptr.read_volatile() };
+                let v = r1.get(p * words);
                 rr.push(us(t));
-                if v != p as u8 {
+                if v != p as u64 {
                     return Err(NodeError::Check(format!("page {p} read {v}")));
                 }
                 let t = Instant::now();
-                unsafe { ptr.add(8).write_volatile(1) };
+                r1.set(p * words + 1, 1);
                 tt.push(us(t));
-                // SAFETY: page p of r2, never touched here before.
                 let t = Instant::now();
-                unsafe { r2.add(p * PAGE_SIZE + 8).write_volatile(1) };
+                r2.set(p * words + 1, 1);
                 mm.push(us(t));
                 let t = Instant::now();
                 node.endpoint().request(NodeId(1), FETCH, vec![0u8; 8])?;
@@ -148,7 +156,8 @@ pub fn lock(a: SyncNodeArgs) -> Result<(), NodeError> {
     serve_fetch(&node);
     node.barrier().map_err(dsm)?;
     let me = node.rank().0;
-    let (mut remote, mut msgs, mut local, mut rtt) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut remote, mut msgs, mut local, mut rtt) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let turns = a.iters.clamp(2, 200);
     for rep in 0..a.reps {
         // A lock managed by node 1, so node 0's acquires go through the manager too.
@@ -183,8 +192,10 @@ pub fn lock(a: SyncNodeArgs) -> Result<(), NodeError> {
         node.barrier().map_err(dsm)?;
     }
     if me == 0 {
-        emit_result(&json!({"remote_acquire_us": remote, "messages_per_acquire_node0": msgs,
-                            "local_reacquire_ns": local, "rtt_us": rtt}));
+        emit_result(
+            &json!({"remote_acquire_us": remote, "messages_per_acquire_node0": msgs,
+                            "local_reacquire_ns": local, "rtt_us": rtt}),
+        );
     }
     node.finalize().map_err(dsm)
 }
@@ -198,7 +209,8 @@ pub fn barrier(a: SyncNodeArgs) -> Result<(), NodeError> {
     for _ in 0..a.reps {
         let t = Instant::now();
         for _ in 0..a.iters {
-            node.barrier_with(BarrierId(7), BarrierCount::PerNode { local: 1 }).map_err(dsm)?;
+            node.barrier_with(BarrierId(7), BarrierCount::PerNode { local: 1 })
+                .map_err(dsm)?;
         }
         per.push(us(t) / a.iters as f64);
         if node.rank() == NodeId(0) {
@@ -226,14 +238,20 @@ pub fn thread(a: SyncNodeArgs) -> Result<(), NodeError> {
             let (mut r, mut l) = (Vec::new(), Vec::new());
             for i in 0..iters {
                 let t = Instant::now();
-                let tid = node.spawn_on(Some(NodeId(1)), empty_thread, i as *mut c_void).map_err(dsm)?;
+                let tid = node
+                    .spawn_on(Some(NodeId(1)), empty_thread, i as *mut c_void)
+                    .map_err(dsm)?;
                 let ret = node.join(tid).map_err(dsm)?;
                 r.push(us(t));
                 if ret as usize != i {
-                    return Err(NodeError::Check(format!("remote thread returned {ret:?}, sent {i}")));
+                    return Err(NodeError::Check(format!(
+                        "remote thread returned {ret:?}, sent {i}"
+                    )));
                 }
                 let t = Instant::now();
-                let tid = node.spawn_on(Some(NodeId(0)), empty_thread, i as *mut c_void).map_err(dsm)?;
+                let tid = node
+                    .spawn_on(Some(NodeId(0)), empty_thread, i as *mut c_void)
+                    .map_err(dsm)?;
                 node.join(tid).map_err(dsm)?;
                 l.push(us(t));
             }

@@ -5,6 +5,7 @@
 //! must not touch protocol internals.
 pub mod bench;
 pub mod demo;
+pub mod dsm;
 pub mod selftest;
 
 use bytes::Bytes;
@@ -42,6 +43,14 @@ pub enum NodeCmd {
     BenchBandwidth(bench::BandwidthNodeArgs),
     /// Node side of `squall bench message`.
     BenchMessage(bench::MessageNodeArgs),
+    /// Node side of `squall bench fault`.
+    BenchFault(dsm::FaultNodeArgs),
+    /// Node side of `squall bench lock`.
+    BenchLock(dsm::SyncNodeArgs),
+    /// Node side of `squall bench barrier`.
+    BenchBarrier(dsm::SyncNodeArgs),
+    /// Node side of `squall bench thread`.
+    BenchThread(dsm::SyncNodeArgs),
 }
 
 /// A node program's failure, printed by [`main`] before exiting 1.
@@ -61,6 +70,10 @@ pub fn main(cmd: NodeCmd) -> i32 {
         NodeCmd::BenchPingpong(a) => bench::pingpong(a),
         NodeCmd::BenchBandwidth(a) => bench::bandwidth(a),
         NodeCmd::BenchMessage(a) => bench::message(a),
+        NodeCmd::BenchFault(a) => dsm::fault(a),
+        NodeCmd::BenchLock(a) => dsm::lock(a),
+        NodeCmd::BenchBarrier(a) => dsm::barrier(a),
+        NodeCmd::BenchThread(a) => dsm::thread(a),
     };
     match result {
         Ok(()) => 0,
