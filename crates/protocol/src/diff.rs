@@ -15,7 +15,7 @@ pub fn make_diff(twin: &[u8], cur: &[u8]) -> Vec<u8> {
     let n = twin.len().min(cur.len());
     while i < n {
         // Skip equal 8-byte words quickly, then equal bytes.
-        if i % 8 == 0 && i + 8 <= n && twin[i..i + 8] == cur[i..i + 8] {
+        if i & 7 == 0 && i + 8 <= n && twin[i..i + 8] == cur[i..i + 8] {
             i += 8;
             continue;
         }

@@ -284,7 +284,7 @@ pub(crate) fn exec_atomic(mem: &dyn PageMemory, page: PageId, offset: usize, op:
 }
 
 pub(crate) fn check_atomic(page: PageId, offset: usize) -> Result<(), ProtoError> {
-    if offset % 8 != 0 || offset + 8 > PAGE_SIZE {
+    if offset & 7 != 0 || offset + 8 > PAGE_SIZE {
         return Err(ProtoError::BadAtomic { page, offset });
     }
     Ok(())

@@ -28,7 +28,9 @@ pub enum SimError {
         want: u64,
         pc: usize,
     },
-    #[error("litmus {name}: outcome {got:?} is not sequentially consistent (allowed: {allowed:?})")]
+    #[error(
+        "litmus {name}: outcome {got:?} is not sequentially consistent (allowed: {allowed:?})"
+    )]
     NotSc {
         name: &'static str,
         got: Vec<u64>,
@@ -45,7 +47,9 @@ pub enum SimError {
         node: NodeId,
         err: squall_protocol::ProtoError,
     },
-    #[error("final copies differ: {node} has {got:#x} at page {page:#x}+{offset}, expected {want:#x}")]
+    #[error(
+        "final copies differ: {node} has {got:#x} at page {page:#x}+{offset}, expected {want:#x}"
+    )]
     FinalMemory {
         node: NodeId,
         page: u64,
@@ -87,11 +91,28 @@ enum TState {
 #[derive(Debug)]
 pub(crate) enum Event {
     Step(usize),
-    Deliver { from: NodeId, to: NodeId, msg: Vec<u8> },
-    LockRequest { lock: u64, thread: usize, info: Vec<u8> },
-    LockGrant { thread: usize, info: Option<Vec<u8>> },
-    BarrierArrive { node: NodeId, info: Vec<u8> },
-    BarrierDepart { node: NodeId, all: Vec<Vec<u8>> },
+    Deliver {
+        from: NodeId,
+        to: NodeId,
+        msg: Vec<u8>,
+    },
+    LockRequest {
+        lock: u64,
+        thread: usize,
+        info: Vec<u8>,
+    },
+    LockGrant {
+        thread: usize,
+        info: Option<Vec<u8>>,
+    },
+    BarrierArrive {
+        node: NodeId,
+        info: Vec<u8>,
+    },
+    BarrierDepart {
+        node: NodeId,
+        all: Vec<Vec<u8>>,
+    },
 }
 
 /// Completion of a release started by `begin_release`.
@@ -210,7 +231,8 @@ impl World {
         self.last_delivery.insert((from, to), at);
         self.seq += 1;
         self.queue.push(Reverse((at, self.seq)));
-        self.events.insert(self.seq, Event::Deliver { from, to, msg });
+        self.events
+            .insert(self.seq, Event::Deliver { from, to, msg });
     }
 
     fn step_delay(&mut self) -> u64 {
@@ -288,8 +310,7 @@ impl World {
                     if self.atomic_olds.contains_key(&v) {
                         continue;
                     }
-                    if mem.access(var.page) != Access::None
-                        && self.cfg.protocol == ProtocolKind::Sc
+                    if mem.access(var.page) != Access::None && self.cfg.protocol == ProtocolKind::Sc
                     {
                         let got = mem.load(var.page, var.offset);
                         if got != self.reference[v] {
@@ -312,7 +333,13 @@ impl World {
         match ev {
             Event::Step(t) => self.step(t)?,
             Event::Deliver { from, to, msg } => {
-                self.trace(|| format!("{from} -> {to}: {} bytes, tag {}", msg.len(), msg.first().copied().unwrap_or(0)));
+                self.trace(|| {
+                    format!(
+                        "{from} -> {to}: {} bytes, tag {}",
+                        msg.len(),
+                        msg.first().copied().unwrap_or(0)
+                    )
+                });
                 self.cores[to.index()]
                     .handle_message(from, &msg)
                     .map_err(|err| SimError::Protocol { node: to, err })?;
@@ -322,7 +349,13 @@ impl World {
                 self.trace(|| format!("lock {lock} requested by thread {thread}"));
                 if let Some((t, grant)) = self.locks.request(lock, thread, info, &mut self.cores) {
                     let d = self.sync_delay();
-                    self.schedule(d, Event::LockGrant { thread: t, info: grant });
+                    self.schedule(
+                        d,
+                        Event::LockGrant {
+                            thread: t,
+                            info: grant,
+                        },
+                    );
                 }
             }
             Event::LockGrant { thread, info } => {
@@ -410,7 +443,13 @@ impl World {
                 self.trace(|| format!("thread {thread} released lock {lock}"));
                 if let Some((t, grant)) = self.locks.release(lock, node, &mut self.cores) {
                     let d = self.sync_delay();
-                    self.schedule(d, Event::LockGrant { thread: t, info: grant });
+                    self.schedule(
+                        d,
+                        Event::LockGrant {
+                            thread: t,
+                            info: grant,
+                        },
+                    );
                 }
                 self.resume(thread);
             }
@@ -425,7 +464,12 @@ impl World {
 
     fn fault(&mut self, t: usize, page: PageId, write: bool) -> Result<(), SimError> {
         let node = self.prog.threads[t];
-        self.trace(|| format!("thread {t} on {node} {} fault on {page}", if write { "write" } else { "read" }));
+        self.trace(|| {
+            format!(
+                "thread {t} on {node} {} fault on {page}",
+                if write { "write" } else { "read" }
+            )
+        });
         self.states[t] = TState::Fault(page);
         self.cores[node.index()]
             .handle_fault(page, write)
@@ -452,18 +496,19 @@ impl World {
                 let got = mem.load(var.page, var.offset);
                 self.trace(|| format!("thread {t} on {node} reads {got:#x} from var {v}"));
                 match op {
-                    Op::Read(_) => {
-                        if matches!(self.prog.check, Check::Reference) && got != self.reference[v] {
-                            return Err(SimError::WrongRead {
-                                thread: t,
-                                node,
-                                page: var.page.0,
-                                offset: var.offset,
-                                got,
-                                want: self.reference[v],
-                                pc: self.pcs[t],
-                            });
-                        }
+                    Op::Read(_)
+                        if matches!(self.prog.check, Check::Reference)
+                            && got != self.reference[v] =>
+                    {
+                        return Err(SimError::WrongRead {
+                            thread: t,
+                            node,
+                            page: var.page.0,
+                            offset: var.offset,
+                            got,
+                            want: self.reference[v],
+                            pc: self.pcs[t],
+                        });
                     }
                     Op::Observe(_) => self.observed[t].push(got),
                     Op::SpinUntil(_, want) if got != want => {

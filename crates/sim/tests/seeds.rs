@@ -28,7 +28,11 @@ fn run_many(p: ProtocolKind) {
             }
         }
     }
-    assert!(failures.is_empty(), "{} failed seeds: {failures:?}", p.name());
+    assert!(
+        failures.is_empty(),
+        "{} failed seeds: {failures:?}",
+        p.name()
+    );
 }
 
 #[test]
@@ -63,7 +67,14 @@ fn litmus_programs_are_generated_for_sc() {
         let r = run_seed(ProtocolKind::Sc, seed, false).map_err(|e| e.to_string());
         kinds.insert(r.expect("seed passes").program_kind);
     }
-    for k in ["drf", "message-passing", "store-buffering", "iriw", "flag-handoff", "random-racy"] {
+    for k in [
+        "drf",
+        "message-passing",
+        "store-buffering",
+        "iriw",
+        "flag-handoff",
+        "random-racy",
+    ] {
         assert!(kinds.contains(k), "no {k} program in 400 seeds: {kinds:?}");
     }
 }

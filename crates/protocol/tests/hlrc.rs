@@ -1,0 +1,262 @@
+//! `hlrc` scenarios after Cashmere §2.2: home fetches, twins and diffs, write notices at
+//! acquires and barriers, home migration with redirects, atomics, exact message counts.
+
+mod common;
+use common::Cluster;
+use squall_core::{Access, NodeId, PageId};
+use squall_protocol::{AtomicOp, ProtoError};
+
+#[test]
+fn message_counts_of_read_miss_write_release_and_acquire() {
+    let mut c = Cluster::new("hlrc", 2);
+    // Read miss on a non-home node: home look-up, then fetch.
+    c.fault(1, 0, false);
+    c.settle();
+    assert_eq!(c.access(1, 0), Access::Read);
+    // Write fault on a valid copy: twin, no messages.
+    c.fault(1, 0, true);
+    assert_eq!(c.access(1, 0), Access::ReadWrite);
+    c.store(1, 0, 8, 11);
+    // Release: one diff to the home, one ack.
+    c.release(1, 1);
+    assert_eq!(c.access(1, 0), Access::Read);
+    // Node 0 (the home) acquires from node 1: its copy is already up to date.
+    c.handoff(1, 0);
+    c.fault(0, 0, true);
+    assert_eq!(c.load(0, 0, 8), 11);
+    c.store(0, 0, 16, 22);
+    c.release(0, 2);
+    assert_eq!(
+        c.access(0, 0),
+        Access::Read,
+        "home pages are write-protected at interval start"
+    );
+    // Node 1 acquires from node 0: the notice invalidates its copy; the miss refetches.
+    c.handoff(0, 1);
+    assert_eq!(c.access(1, 0), Access::None);
+    c.fault(1, 0, false);
+    c.settle();
+    assert_eq!(c.load(1, 0, 16), 22);
+    assert_eq!(c.load(1, 0, 8), 11);
+    let s = c.total_stats();
+    assert_eq!(s.messages_of("home_query"), 1);
+    assert_eq!(s.messages_of("home_reply"), 1);
+    assert_eq!(s.messages_of("fetch"), 2);
+    assert_eq!(s.messages_of("page_data"), 2);
+    assert_eq!(s.messages_of("diff"), 1);
+    assert_eq!(s.messages_of("diff_ack"), 1);
+    assert_eq!(s.messages(), 8);
+    assert_eq!(s.twins, 1);
+    assert_eq!(s.diffs_created, 1);
+    assert_eq!(s.diffs_applied, 1);
+    assert_eq!(s.diff_bytes, 1, "only the changed byte travels");
+    assert_eq!(s.invalidations, 1);
+}
+
+#[test]
+fn duplicate_faults_start_one_fetch() {
+    let mut c = Cluster::new("hlrc", 2);
+    c.fault(1, 1, false);
+    c.fault(1, 1, false);
+    c.fault(1, 1, true);
+    c.settle();
+    let s = c.total_stats();
+    assert_eq!(s.messages_of("fetch"), 1);
+    assert_eq!(
+        c.access(1, 1),
+        Access::ReadWrite,
+        "the write fault folded into the fetch"
+    );
+    assert_eq!(c.resumed.iter().filter(|r| r.0 == 1).count(), 1);
+}
+
+#[test]
+fn multiple_writers_of_one_page_merge_at_the_home() {
+    let mut c = Cluster::new("hlrc", 3);
+    for n in [1, 2] {
+        c.fault(n, 0, true);
+        c.settle();
+    }
+    c.store(1, 0, 0, 1);
+    c.store(2, 0, 8, 2);
+    c.release(1, 1);
+    c.release(2, 2);
+    c.fault(0, 0, false);
+    assert_eq!((c.load(0, 0, 0), c.load(0, 0, 8)), (1, 2));
+}
+
+#[test]
+fn transitive_notices_reach_the_third_node() {
+    let mut c = Cluster::new("hlrc", 3);
+    c.fault(2, 0, false);
+    c.settle();
+    assert_eq!(c.load(2, 0, 0), 0);
+    c.fault(1, 0, true);
+    c.settle();
+    c.store(1, 0, 0, 5);
+    c.release(1, 1);
+    // Lock goes 1 -> 0 -> 2; node 2 learns node 1's notice through node 0.
+    c.handoff(1, 0);
+    c.release(0, 2);
+    c.handoff(0, 2);
+    assert_eq!(c.access(2, 0), Access::None);
+    c.fault(2, 0, false);
+    c.settle();
+    assert_eq!(c.load(2, 0, 0), 5);
+}
+
+#[test]
+fn barrier_invalidates_and_collects_notices() {
+    let mut c = Cluster::new("hlrc", 3);
+    for n in 0..3 {
+        c.fault(n, 0, false);
+        c.settle();
+    }
+    c.fault(2, 0, true);
+    c.store(2, 0, 64, 9);
+    for n in 0..3 {
+        c.release(n, 10 + u64::from(n));
+    }
+    let infos: Vec<Vec<u8>> = (0..3).map(|n| c.cores[n].barrier_info()).collect();
+    for n in 0..3 {
+        c.cores[n].apply_barrier(&infos);
+    }
+    assert_eq!(c.access(1, 0), Access::None);
+    assert_eq!(
+        c.access(2, 0),
+        Access::Read,
+        "the writer's own notice does not invalidate it"
+    );
+    c.fault(1, 0, false);
+    c.settle();
+    assert_eq!(c.load(1, 0, 64), 9);
+    // Empty acquirer info gets everything the granter holds; after the barrier that is nothing.
+    let all = c.cores[2].grant_info(&[]);
+    let info = c.cores[1].acquire_info();
+    let again = c.cores[2].grant_info(&info);
+    assert!(all.len() >= again.len());
+}
+
+#[test]
+fn a_notice_overtaking_a_fetch_refetches() {
+    let mut c = Cluster::new("hlrc", 3);
+    c.fault(1, 0, true);
+    c.settle();
+    // Node 2 starts a fetch (look-up first) but the page data is held back.
+    c.fault(2, 0, false);
+    c.deliver(2, 0);
+    c.deliver(0, 2);
+    c.deliver(2, 0); // fetch served now: the home's copy lacks node 1's write
+    assert_eq!(c.pending(0, 2), 1);
+    c.store(1, 0, 0, 77);
+    assert!(!c.cores[1].begin_release(1));
+    c.drain(1);
+    c.deliver(1, 0); // the diff
+    c.deliver(0, 1); // its ack
+    assert_eq!(c.released, vec![(1, 1)]);
+    c.handoff(1, 2); // the notice arrives while the stale copy is in flight
+    c.settle();
+    assert_eq!(c.access(2, 0), Access::Read);
+    assert_eq!(c.load(2, 0, 0), 77);
+    assert_eq!(c.total_stats().messages_of("fetch"), 3);
+}
+
+#[test]
+fn home_migrates_to_a_sole_writer_and_others_are_redirected() {
+    let mut c = Cluster::new("hlrc-migrate", 3);
+    // Node 2 learns the home (node 0) before the migration.
+    c.fault(2, 0, false);
+    c.settle();
+    c.fault(1, 0, true);
+    c.settle();
+    c.store(1, 0, 0, 3);
+    c.release(1, 1);
+    let s = c.total_stats();
+    assert_eq!(s.home_migrations, 1);
+    // Node 1 is the home now: its next write needs no twin and no diff.
+    c.fault(1, 0, true);
+    assert_eq!(c.access(1, 0), Access::ReadWrite);
+    c.store(1, 0, 8, 4);
+    c.release(1, 2);
+    assert_eq!(c.total_stats().diffs_created, 1);
+    // Node 2 still believes node 0 is the home: redirected once.
+    c.handoff(1, 2);
+    c.fault(2, 0, false);
+    c.settle();
+    assert_eq!(c.load(2, 0, 0), 3);
+    assert_eq!(c.load(2, 0, 8), 4);
+    assert_eq!(c.total_stats().messages_of("redirect"), 1);
+    // The old home (the manager) answers new look-ups with the new home.
+    let mut d = Cluster::new("hlrc-migrate", 3);
+    d.fault(1, 0, true);
+    d.settle();
+    d.store(1, 0, 0, 1);
+    d.release(1, 1);
+    d.fault(2, 0, false);
+    d.settle();
+    assert_eq!(d.total_stats().messages_of("redirect"), 0);
+    assert_eq!(d.load(2, 0, 0), 1);
+}
+
+#[test]
+fn atomics_execute_at_the_home_in_order() {
+    let mut c = Cluster::new("hlrc", 3);
+    for (n, token) in [(1u16, 1u64), (2, 2), (0, 3), (1, 4)] {
+        c.cores[usize::from(n)]
+            .atomic(PageId(2), 16, AtomicOp::FetchAdd(1), token)
+            .expect("atomic accepted");
+        c.drain(n);
+        c.settle();
+    }
+    let mut olds: Vec<u64> = c.atomics.iter().map(|a| a.2).collect();
+    olds.sort_unstable();
+    assert_eq!(olds, vec![0, 1, 2, 3]);
+    c.cores[2]
+        .atomic(
+            PageId(2),
+            16,
+            AtomicOp::CompareSwap {
+                expected: 4,
+                new: 40,
+            },
+            5,
+        )
+        .expect("atomic accepted");
+    c.drain(2);
+    c.settle();
+    assert_eq!(c.atomics.last().copied(), Some((2, 5, 4)));
+    assert_eq!(
+        c.cores[1].atomic(PageId(2), 12, AtomicOp::Swap(1), 6),
+        Err(ProtoError::BadAtomic {
+            page: PageId(2),
+            offset: 12
+        })
+    );
+}
+
+#[test]
+fn unallocated_pages_are_refused() {
+    let mut c = Cluster::new("hlrc", 2);
+    // Node 0 manages page 9 but allocated only 0..4.
+    assert_eq!(
+        c.cores[0].handle_fault(PageId(9), false),
+        Err(ProtoError::NotAllocated { page: PageId(9) })
+    );
+    c.fault(1, 9, false);
+    c.deliver(1, 0);
+    let msg = c
+        .queues
+        .get_mut(&(0, 1))
+        .and_then(|q| q.pop_front())
+        .expect("reply");
+    assert_eq!(
+        c.cores[1].handle_message(NodeId(0), &msg),
+        Err(ProtoError::NotAllocated { page: PageId(9) })
+    );
+    assert_eq!(
+        c.cores[1].handle_fault(PageId(1_000), false),
+        Err(ProtoError::NotAllocated {
+            page: PageId(1_000)
+        })
+    );
+}
