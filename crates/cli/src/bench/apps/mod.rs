@@ -1,0 +1,506 @@
+//! `squall bench apps`: the application benchmark. For each seed app (apps/bin, built by
+//! `make -C apps`) it runs the sequential build, native pthreads at every thread count the
+//! Squall runs use, and the Squall build on each node count with statistics on; repeats
+//! each `--reps` times, takes medians, and writes apps.csv, apps.json, apps.md and PNG plots
+//! into `--out` (and, asked to, docs/results.md). Owns the driver: planning runs, progress
+//! and turning outcomes into a report; the parts are in [`runner`] (processes),
+//! [`result_line`] (the RESULT line), [`stats`] (runtime statistics), [`model`] (medians and
+//! ratios), [`writers`] (CSV/JSON/Markdown), [`plots`] (PNGs) and [`results_doc`]. Must not
+//! build anything or touch protocol internals.
+pub mod error;
+pub mod model;
+pub mod plots;
+pub mod result_line;
+pub mod results_doc;
+pub mod runner;
+pub mod stats;
+pub mod writers;
+
+use super::report::emit_json;
+use clap::Args;
+use error::AppsError;
+use model::{AppRow, AppsReport, Baseline, Reps};
+use runner::{absolute, BinDir, Mode, RunSpec};
+use stats::StatsSummary;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct AppsArgs {
+    /// Apps to run, comma-separated (e.g. sor,clu), or `all`: every app with a `_seq` binary.
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    pub apps: Vec<String>,
+    /// Squall node counts.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    pub nodes: Vec<usize>,
+    /// Application threads per node (a run on N nodes uses N × this many threads; native
+    /// pthreads runs use the same totals).
+    #[arg(long, default_value_t = 1)]
+    pub threads_per_node: usize,
+    /// Problem size passed to every app (`-s`).
+    #[arg(long, default_value = "small", value_parser = ["tiny", "small", "medium", "large"])]
+    pub size: String,
+    /// Repetitions of every run; medians are reported.
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
+    /// Coherence protocol of the Squall runs (`SQUALL_PROTOCOL`).
+    #[arg(long, default_value = "hlrc", value_parser = ["hlrc", "sc"])]
+    pub protocol: String,
+    /// Transport of the Squall runs.
+    #[arg(long, default_value = "tcp", value_parser = ["tcp", "udp"])]
+    pub transport: String,
+    /// Output folder for apps.csv, apps.json, apps.md, the plots and stats/.
+    #[arg(long, default_value = "results")]
+    pub out: PathBuf,
+    /// End stdout with apps.json's object on one line.
+    #[arg(long)]
+    pub json: bool,
+    /// Skip speedup.png and breakdown.png.
+    #[arg(long)]
+    pub no_plots: bool,
+    /// Folder holding <app>_seq, <app>_native and <app>_squall (default: $SQUALL_APPS_BIN,
+    /// else apps/bin).
+    #[arg(long)]
+    pub bin_dir: Option<PathBuf>,
+    /// Seconds after which one run is killed (and counted as failed).
+    #[arg(long, default_value_t = 900)]
+    pub timeout: u64,
+    /// Also write this Markdown results document with a machine description (default path
+    /// docs/results.md).
+    #[arg(long, num_args = 0..=1, default_missing_value = "docs/results.md")]
+    pub results_md: Option<PathBuf>,
+    /// Run nothing: regenerate the outputs (and --results-md) from this apps.json.
+    #[arg(long)]
+    pub from_json: Option<PathBuf>,
+}
+
+pub fn main(a: AppsArgs) -> Result<(), String> {
+    run(a).map_err(|e| e.to_string())
+}
+
+/// Identifies the repetitions of one configuration.
+type Key = (String, Mode, usize, usize);
+
+/// One planned run.
+struct Planned {
+    key: Key,
+    rep: usize,
+    spec: RunSpec,
+}
+
+fn run(a: AppsArgs) -> Result<(), AppsError> {
+    if a.reps == 0 || a.threads_per_node == 0 || a.nodes.is_empty() || a.nodes.contains(&0) {
+        return Err(AppsError::Usage(
+            "--reps, --threads-per-node and every --nodes value must be at least 1".into(),
+        ));
+    }
+    std::fs::create_dir_all(&a.out).map_err(|e| AppsError::io("create", &a.out, e))?;
+    let (report, measured) = match &a.from_json {
+        Some(p) => (load(p)?, false),
+        None => (measure(&a)?, true),
+    };
+    writers::write_all(&report, &a.out, !a.no_plots)?;
+    if !a.no_plots {
+        plots::write_all(&report, &a.out)?;
+    }
+    if let Some(doc) = &a.results_md {
+        write_results_doc(&report, doc, &a.out, !a.no_plots)?;
+    }
+    writers::text_table(&report).print();
+    eprintln!(
+        "squall bench apps: wrote {}",
+        a.out.join("apps.{csv,json,md}").display()
+    );
+    if a.json {
+        emit_json(&serde_json::to_value(&report).unwrap_or_default());
+    }
+    if measured && !report.all_verified() {
+        let bad: Vec<String> = report
+            .rows
+            .iter()
+            .filter(|r| !r.verified)
+            .map(|r| format!("{} on {} node(s)", r.app, r.nodes))
+            .chain(
+                report
+                    .baselines
+                    .iter()
+                    .filter(|b| !b.verified)
+                    .map(|b| format!("{} {} -t {}", b.app, b.mode, b.threads)),
+            )
+            .collect();
+        return Err(AppsError::Usage(format!(
+            "not verified: {} (see {})",
+            bad.join(", "),
+            a.out.join("apps.md").display()
+        )));
+    }
+    Ok(())
+}
+
+/// Read an apps.json written earlier.
+fn load(path: &Path) -> Result<AppsReport, AppsError> {
+    let text = std::fs::read_to_string(path).map_err(|e| AppsError::io("read", path, e))?;
+    let report: AppsReport = serde_json::from_str(&text).map_err(|e| AppsError::BadJson {
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    })?;
+    if report.bench != "apps" {
+        return Err(AppsError::BadJson {
+            path: path.to_path_buf(),
+            why: format!("bench is {:?}, not \"apps\"", report.bench),
+        });
+    }
+    Ok(report)
+}
+
+/// Node counts in the given order, each once.
+fn dedup(v: &[usize]) -> Vec<usize> {
+    let mut out = Vec::new();
+    for &x in v {
+        if !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    out
+}
+
+/// Every run, in order: per app the sequential reps, native reps per thread count, then the
+/// Squall reps per node count.
+fn plan(a: &AppsArgs, apps: &[String], stats_dir: &Path) -> Vec<Planned> {
+    let nodes = dedup(&a.nodes);
+    let tpn = a.threads_per_node;
+    // Native at every thread count a Squall run uses, and always at one node's worth.
+    let mut thread_counts = dedup(
+        &std::iter::once(tpn)
+            .chain(nodes.iter().map(|n| n * tpn))
+            .collect::<Vec<_>>(),
+    );
+    thread_counts.sort_unstable();
+    let mut out = Vec::new();
+    let timeout = Duration::from_secs(a.timeout);
+    let spec = |app: &str, mode: Mode, nodes: usize, threads: usize, stats_file| RunSpec {
+        app: app.to_string(),
+        mode,
+        nodes,
+        threads,
+        size: a.size.clone(),
+        transport: a.transport.clone(),
+        protocol: a.protocol.clone(),
+        stats_file,
+        timeout,
+    };
+    for app in apps {
+        let mut push = |mode: Mode, n: usize, t: usize| {
+            for rep in 1..=a.reps {
+                let stats_file = (mode == Mode::Squall).then(|| {
+                    stats_dir.join(format!("{app}-{}-n{n}-t{t}-rep{rep}.json", a.protocol))
+                });
+                out.push(Planned {
+                    key: (app.clone(), mode, n, t),
+                    rep,
+                    spec: spec(app, mode, n, t, stats_file),
+                });
+            }
+        };
+        push(Mode::Seq, 1, 1);
+        for &t in &thread_counts {
+            push(Mode::Native, 1, t);
+        }
+        for &n in &nodes {
+            push(Mode::Squall, n, n * tpn);
+        }
+    }
+    out
+}
+
+/// Run every planned run and reduce them to a report.
+fn measure(a: &AppsArgs) -> Result<AppsReport, AppsError> {
+    let bins = BinDir::locate(a.bin_dir.clone());
+    let apps = if a.apps.iter().any(|x| x == "all") {
+        bins.discover()?
+    } else {
+        dedup_names(&a.apps)
+    };
+    if apps.is_empty() {
+        return Err(AppsError::Usage("--apps is empty".into()));
+    }
+    bins.check(&apps, &[Mode::Seq, Mode::Native, Mode::Squall])?;
+    let stats_dir = absolute(&a.out.join("stats"));
+    std::fs::create_dir_all(&stats_dir).map_err(|e| AppsError::io("create", &stats_dir, e))?;
+    let planned = plan(a, &apps, &stats_dir);
+    let total = planned.len();
+    let mut results: BTreeMap<Key, Reps> = BTreeMap::new();
+    for (i, p) in planned.iter().enumerate() {
+        let (app, mode, n, t) = &p.key;
+        let what = match mode {
+            Mode::Seq => format!("{app} seq"),
+            Mode::Native => format!("{app} native t={t}"),
+            Mode::Squall => format!("{app} squall n={n} t={t}"),
+        };
+        progress(&format!(
+            "[{}/{total}] {what} rep {}/{} ... ",
+            i + 1,
+            p.rep,
+            a.reps
+        ));
+        let outcome = p.spec.run(&bins)?;
+        match (&outcome.problem, outcome.time_s()) {
+            (None, Some(s)) => eprintln!("{s:.4} s"),
+            (problem, _) => {
+                eprintln!("FAILED: {}", problem.as_deref().unwrap_or("unknown"));
+                for l in &outcome.stderr_tail {
+                    eprintln!("    {l}");
+                }
+            }
+        }
+        let reps = results.entry(p.key.clone()).or_default();
+        reps.push(
+            outcome.time_s(),
+            outcome.verified(),
+            outcome
+                .problem
+                .as_ref()
+                .map(|x| format!("rep {}: {x}", p.rep)),
+        );
+        if let (Some(file), Some(time)) = (&p.spec.stats_file, outcome.time_s()) {
+            match StatsSummary::read(file) {
+                Ok(s) => reps.stats.push((time, s)),
+                Err(e) => eprintln!("    no statistics: {e}"),
+            }
+        }
+    }
+    Ok(report_from(a, &apps, &results))
+}
+
+fn dedup_names(v: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for x in v.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        if !out.iter().any(|o| o == x) {
+            out.push(x.to_string());
+        }
+    }
+    out
+}
+
+fn progress(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(text.as_bytes());
+    let _ = err.flush();
+}
+
+/// Turn the repetitions into rows and baselines.
+fn report_from(a: &AppsArgs, apps: &[String], results: &BTreeMap<Key, Reps>) -> AppsReport {
+    let empty = Reps::new();
+    let get = |app: &str, mode: Mode, n: usize, t: usize| {
+        results
+            .get(&(app.to_string(), mode, n, t))
+            .unwrap_or(&empty)
+    };
+    let mut baselines = Vec::new();
+    for ((app, mode, _, t), reps) in results {
+        if *mode != Mode::Squall {
+            baselines.push(Baseline::from_reps(app, mode.name(), *t, reps));
+        }
+    }
+    // Baselines in the order of the apps given.
+    baselines.sort_by_key(|b| {
+        (
+            apps.iter().position(|x| *x == b.app).unwrap_or(usize::MAX),
+            b.mode != "seq",
+            b.threads,
+        )
+    });
+    let mut rows = Vec::new();
+    for app in apps {
+        let seq = get(app, Mode::Seq, 1, 1).median();
+        for n in dedup(&a.nodes) {
+            let t = n * a.threads_per_node;
+            let native = get(app, Mode::Native, 1, t).median();
+            rows.push(AppRow::build(
+                app,
+                n,
+                t,
+                get(app, Mode::Squall, n, t),
+                seq,
+                native,
+            ));
+        }
+    }
+    AppsReport {
+        bench: "apps".into(),
+        size: a.size.clone(),
+        protocol: a.protocol.clone(),
+        transport: a.transport.clone(),
+        threads_per_node: a.threads_per_node,
+        reps: a.reps,
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        rows,
+        baselines,
+    }
+}
+
+/// `target` relative to folder `base` (both made absolute first), e.g. `../results`.
+fn relative(target: &Path, base: &Path) -> PathBuf {
+    let norm = |p: &Path| -> Vec<String> {
+        let mut parts: Vec<String> = Vec::new();
+        for c in absolute(p).components() {
+            match c {
+                Component::ParentDir => {
+                    parts.pop();
+                }
+                Component::Normal(s) => parts.push(s.to_string_lossy().into_owned()),
+                _ => {}
+            }
+        }
+        parts
+    };
+    let (t, b) = (norm(target), norm(base));
+    let common = t.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let mut out = PathBuf::new();
+    for _ in common..b.len() {
+        out.push("..");
+    }
+    for part in &t[common..] {
+        out.push(part);
+    }
+    if out.as_os_str().is_empty() {
+        out.push(".");
+    }
+    out
+}
+
+fn write_results_doc(
+    report: &AppsReport,
+    doc: &Path,
+    out: &Path,
+    plots: bool,
+) -> Result<(), AppsError> {
+    let parent = doc
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(|e| AppsError::io("create", parent, e))?;
+    let plots_dir = plots.then(|| relative(out, parent));
+    let command = if report.command.is_empty() {
+        "squall bench apps".to_string()
+    } else {
+        report.command.clone()
+    };
+    let text = results_doc::render(
+        report,
+        &results_doc::Machine::this(),
+        &command,
+        plots_dir.as_deref(),
+    );
+    writers::write(doc, &text)?;
+    eprintln!("squall bench apps: wrote {}", doc.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        a: AppsArgs,
+    }
+
+    fn args(extra: &[&str]) -> AppsArgs {
+        Cli::try_parse_from(std::iter::once("apps").chain(extra.iter().copied()))
+            .expect("parses")
+            .a
+    }
+
+    #[test]
+    fn plan_covers_seq_native_per_thread_count_and_squall_per_node_count() {
+        let a = args(&[
+            "--apps",
+            "sor,clu",
+            "--nodes",
+            "1,2,4,2",
+            "--reps",
+            "2",
+            "--threads-per-node",
+            "2",
+        ]);
+        let p = plan(&a, &["sor".into(), "clu".into()], Path::new("/s"));
+        let sor: Vec<&Planned> = p.iter().filter(|x| x.key.0 == "sor").collect();
+        // seq 2 + native {2,4,8} x 2 + squall {1,2,4} x 2
+        assert_eq!(sor.len(), 2 + 6 + 6);
+        assert_eq!(p.len(), 28);
+        let native: Vec<usize> = sor
+            .iter()
+            .filter(|x| x.key.1 == Mode::Native && x.rep == 1)
+            .map(|x| x.key.3)
+            .collect();
+        assert_eq!(native, [2, 4, 8]);
+        let sq: Vec<(usize, usize)> = sor
+            .iter()
+            .filter(|x| x.key.1 == Mode::Squall && x.rep == 2)
+            .map(|x| (x.key.2, x.key.3))
+            .collect();
+        assert_eq!(sq, [(1, 2), (2, 4), (4, 8)]);
+        let f = sor
+            .iter()
+            .find(|x| x.key.1 == Mode::Squall)
+            .and_then(|x| x.spec.stats_file.clone())
+            .expect("stats file");
+        assert_eq!(f, PathBuf::from("/s/sor-hlrc-n1-t2-rep1.json"));
+        assert!(sor
+            .iter()
+            .all(|x| x.key.1 == Mode::Squall || x.spec.stats_file.is_none()));
+    }
+
+    #[test]
+    fn report_rows_pair_squall_with_same_thread_native() {
+        let a = args(&["--apps", "sor", "--nodes", "1,2", "--reps", "1"]);
+        let mut results = BTreeMap::new();
+        let reps = |t: f64| {
+            let mut r = Reps::new();
+            r.push(Some(t), true, None);
+            r
+        };
+        results.insert(("sor".to_string(), Mode::Seq, 1, 1), reps(2.0));
+        results.insert(("sor".to_string(), Mode::Native, 1, 1), reps(2.0));
+        results.insert(("sor".to_string(), Mode::Native, 1, 2), reps(1.0));
+        results.insert(("sor".to_string(), Mode::Squall, 1, 1), reps(2.5));
+        results.insert(("sor".to_string(), Mode::Squall, 2, 2), reps(4.0));
+        let r = report_from(&a, &["sor".into()], &results);
+        assert_eq!(r.rows.len(), 2);
+        assert_eq!(r.rows[1].native_time_s, Some(1.0));
+        assert_eq!(r.rows[1].native_ratio, Some(4.0));
+        assert_eq!(r.rows[1].speedup, Some(0.5));
+        assert_eq!(r.baselines.len(), 3);
+        assert_eq!(r.baselines[0].mode, "seq");
+        assert!(r.all_verified());
+    }
+
+    #[test]
+    fn relative_paths_for_the_results_document() {
+        assert_eq!(
+            relative(Path::new("results"), Path::new("docs")),
+            PathBuf::from("../results")
+        );
+        assert_eq!(
+            relative(Path::new("/a/b/c"), Path::new("/a")),
+            PathBuf::from("b/c")
+        );
+        assert_eq!(
+            relative(Path::new("/a"), Path::new("/a")),
+            PathBuf::from(".")
+        );
+    }
+
+    #[test]
+    fn bad_counts_are_usage_errors() {
+        let e = run(args(&["--reps", "0"])).expect_err("zero reps");
+        assert!(e.to_string().contains("--reps"));
+        let e = run(args(&["--nodes", "0"])).expect_err("zero nodes");
+        assert!(e.to_string().contains("--nodes"));
+    }
+}
