@@ -166,7 +166,17 @@ impl Endpoint {
                 let _ = svc.shared.service_thread.set(std::thread::current().id());
                 setup(&svc);
                 let _ = ready_tx.send(());
-                svc.service_loop(poll);
+                let rank = svc.shared.rank;
+                let run = std::panic::AssertUnwindSafe(|| svc.service_loop(poll));
+                if std::panic::catch_unwind(run).is_err() {
+                    // A handler (or this crate) panicked: the node's state is unknown; end it
+                    // rather than leave peers talking to a node that no longer answers.
+                    eprintln!(
+                        "squall: node {}: the service thread panicked; ending the node",
+                        rank.0
+                    );
+                    std::process::exit(70);
+                }
             })
             .map_err(|e| NetError::io("spawning the service thread", e))?;
         *ep.shared.join.lock() = Some(handle);

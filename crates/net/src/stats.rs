@@ -47,6 +47,8 @@ pub struct NetStats {
     pub drops: BTreeMap<DropReason, u64>,
     /// Datagrams dropped, duplicated, reordered or delayed by fault injection.
     pub faults_injected: u64,
+    /// Datagrams the socket refused (full buffer); the reliability layer resends them.
+    pub send_failures: u64,
 }
 
 impl NetStats {
@@ -72,6 +74,7 @@ pub(crate) struct LinkCounters {
     pub retransmissions: u64,
     pub drops: BTreeMap<DropReason, u64>,
     pub faults_injected: u64,
+    pub send_failures: u64,
 }
 
 impl LinkCounters {
@@ -83,6 +86,7 @@ impl LinkCounters {
         s.packets_received += self.packets_received;
         s.retransmissions += self.retransmissions;
         s.faults_injected += self.faults_injected;
+        s.send_failures += self.send_failures;
         for (r, n) in &self.drops {
             *s.drops.entry(*r).or_insert(0) += n;
         }

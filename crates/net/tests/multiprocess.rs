@@ -369,7 +369,7 @@ fn garbage_datagrams_are_counted_and_dropped() {
     let sock = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
     for i in 0..20u8 {
         // garbage
-        sock.send_to(&[i; 37], &addr).expect("send garbage");
+        sock.send_to(&[i; 97], &addr).expect("send garbage");
         sock.send_to(b"not a squall packet at all, just some text........", &addr)
             .expect("send");
         // truncated: a valid header claiming more payload than present

@@ -1,22 +1,201 @@
-//! The udp backend: the sans-IO reliable-datagram core (`core`) plus a thin socket driver.
+//! The udp backend: the sans-IO reliable-datagram core ([`core`]) plus this thin socket driver,
+//! which owns the socket, the rank → address table and the optional fault injector. The driver
+//! reads datagrams into the core, writes the core's transmits, and forwards its events.
 pub mod core;
-use super::Backend;
+
+use self::core::{CoreConfig, CoreEvent, Message, UdpCore};
+use super::{Backend, BackendEvent, InMsg, OutMsg};
 use crate::config::NetConfig;
 use crate::error::NetError;
-use squall_core::JobId;
-use std::net::{SocketAddr, UdpSocket};
+use crate::faults::FaultInjector;
+use crate::stats::LinkCounters;
+use mio::event::Event;
+use mio::net::UdpSocket;
+use mio::{Interest, Registry, Token};
+use squall_core::{JobId, NodeId};
+use std::io;
+use std::net::SocketAddr;
+use std::time::Instant;
 
-pub(crate) struct UdpBackend;
+const TOKEN: Token = Token(1);
+/// Kernel socket buffer size requested (loopback bursts of a full window fit).
+const SOCKET_BUFFER: usize = 4 << 20;
+
+pub(crate) struct UdpBackend {
+    core: UdpCore,
+    socket: UdpSocket,
+    table: Vec<SocketAddr>,
+    faults: Option<FaultInjector<(NodeId, Vec<u8>)>>,
+    buf: Vec<u8>,
+    send_failures: u64,
+}
 
 impl UdpBackend {
     pub(crate) fn new(
-        _cfg: &NetConfig,
-        _job: JobId,
-        _sock: UdpSocket,
-        _table: Vec<SocketAddr>,
+        cfg: &NetConfig,
+        job: JobId,
+        sock: std::net::UdpSocket,
+        table: Vec<SocketAddr>,
     ) -> Result<Box<dyn Backend>, NetError> {
-        Err(NetError::Config(
-            "udp backend: not in this build yet".into(),
-        ))
+        let s2 = socket2::SockRef::from(&sock);
+        let _ = s2.set_recv_buffer_size(SOCKET_BUFFER);
+        let _ = s2.set_send_buffer_size(SOCKET_BUFFER);
+        sock.set_nonblocking(true)
+            .map_err(|e| NetError::io("nonblocking udp socket", e))?;
+        let mut ccfg = CoreConfig::new(cfg.rank, cfg.size, job, cfg.peer_timeout);
+        ccfg.max_payload = cfg.udp_max_payload.clamp(1, 65_000);
+        ccfg.window = cfg.udp_window.max(1);
+        let faults = cfg
+            .faults
+            .filter(|f| !f.is_noop())
+            .map(|f| FaultInjector::datagrams(f, u64::from(cfg.rank.0)));
+        Ok(Box::new(UdpBackend {
+            core: UdpCore::new(ccfg, Instant::now()),
+            socket: UdpSocket::from_std(sock),
+            table,
+            faults,
+            buf: vec![0u8; 70 * 1024],
+            send_failures: 0,
+        }))
+    }
+
+    fn write(&mut self, to: NodeId, data: &[u8]) {
+        let Some(addr) = self.table.get(to.index()) else {
+            return;
+        };
+        loop {
+            match self.socket.send_to(data, *addr) {
+                Ok(_) => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // Full buffer or a transient error: the datagram is lost; the core resends it.
+                Err(_) => {
+                    self.send_failures += 1;
+                    return;
+                }
+            }
+        }
+    }
+
+    fn flush(&mut self, now: Instant) {
+        let mut due = Vec::new();
+        while let Some(t) = self.core.poll_transmit() {
+            match self.faults.as_mut() {
+                Some(f) => f.submit(now, (t.to, t.data), &mut due),
+                None => self.write(t.to, &t.data),
+            }
+        }
+        if let Some(f) = self.faults.as_mut() {
+            f.release(now, &mut due);
+        }
+        for (to, d) in due {
+            self.write(to, &d);
+        }
+    }
+
+    fn drain_events(&mut self, out: &mut Vec<BackendEvent>) {
+        while let Some(ev) = self.core.poll_event() {
+            out.push(match ev {
+                CoreEvent::Deliver {
+                    src,
+                    ty,
+                    flags,
+                    request_id,
+                    payload,
+                } => BackendEvent::Deliver(InMsg {
+                    src,
+                    ty,
+                    flags,
+                    request_id,
+                    payload,
+                }),
+                CoreEvent::PeerBye(p) => BackendEvent::PeerBye(p),
+                CoreEvent::PeerLost { peer, reason } => BackendEvent::PeerLost { peer, reason },
+            });
+        }
+    }
+}
+
+impl Backend for UdpBackend {
+    fn register(&mut self, registry: &Registry) -> Result<(), NetError> {
+        registry
+            .register(&mut self.socket, TOKEN, Interest::READABLE)
+            .map_err(|e| NetError::io("registering the udp socket", e))
+    }
+
+    fn send(&mut self, now: Instant, msg: OutMsg) -> Result<(), NetError> {
+        self.core.send(
+            now,
+            msg.to,
+            Message {
+                ty: msg.ty,
+                flags: msg.flags,
+                request_id: msg.request_id,
+                payload: msg.payload,
+            },
+        )?;
+        self.flush(now);
+        Ok(())
+    }
+
+    fn handle_event(&mut self, now: Instant, event: &Event, out: &mut Vec<BackendEvent>) {
+        if event.token() != TOKEN {
+            return;
+        }
+        loop {
+            match self.socket.recv_from(&mut self.buf) {
+                Ok((n, _from)) => {
+                    let _ = self.core.handle_datagram(now, &self.buf[..n]);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // ICMP errors (e.g. port unreachable after a peer exited) surface here; the
+                // core's timers decide about peers, not socket errors.
+                Err(_) => {}
+            }
+        }
+        self.flush(now);
+        self.drain_events(out);
+    }
+
+    fn handle_timeout(&mut self, now: Instant, out: &mut Vec<BackendEvent>) {
+        self.core.handle_timeout(now);
+        self.flush(now);
+        self.drain_events(out);
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        let a = self.core.poll_timeout();
+        let b = self.faults.as_ref().and_then(|f| f.poll_timeout());
+        match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn start_shutdown(&mut self, now: Instant) {
+        self.core.close(now);
+        self.flush(now);
+    }
+
+    fn is_flushed(&self) -> bool {
+        self.core.is_flushed() && self.faults.as_ref().is_none_or(|f| f.held() == 0)
+    }
+
+    fn udp_local_addr(&self) -> Option<SocketAddr> {
+        self.socket.local_addr().ok()
+    }
+
+    fn counters(&self) -> LinkCounters {
+        let s = self.core.stats();
+        let mut c = LinkCounters {
+            packets_sent: s.datagrams_sent,
+            packets_received: s.datagrams_received,
+            retransmissions: s.retransmissions,
+            drops: s.drops.clone(),
+            faults_injected: self.faults.as_ref().map_or(0, |f| f.injected),
+            send_failures: 0,
+        };
+        c.send_failures = self.send_failures;
+        c
     }
 }

@@ -1,0 +1,272 @@
+//! Sans-IO tests of the reliable-datagram core: N cores over a simulated network with seeded
+//! loss, duplication, reordering and latency, driven by a virtual clock. Every message must be
+//! delivered exactly once, whole and in order per sender. Seeds are printed on failure.
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use squall_net::udp_core::{CoreConfig, CoreEvent, Message, UdpCore};
+use squall_net::{Bytes, JobId, MsgType, NodeId};
+use squall_wire::Flags;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug)]
+struct Net {
+    loss: f64,
+    dup: f64,
+    reorder: f64,
+    latency: Duration,
+}
+
+struct Outcome {
+    virtual_time: Duration,
+    retransmissions: u64,
+    datagrams: u64,
+}
+
+fn payload(src: u16, idx: u32, len: usize) -> Bytes {
+    let mut v = Vec::with_capacity(len.max(6));
+    v.extend_from_slice(&src.to_le_bytes());
+    v.extend_from_slice(&idx.to_le_bytes());
+    while v.len() < len {
+        v.push((v.len() as u32 ^ idx) as u8);
+    }
+    Bytes::from(v)
+}
+
+/// Runs `n` cores, each sending `msgs` messages to random peers; checks delivery.
+fn simulate(seed: u64, n: u16, msgs: u32, net: Net, max_payload: usize) -> Outcome {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let t0 = Instant::now();
+    let mut now = t0;
+    let job = JobId(0xfeed);
+    let mut cores: Vec<UdpCore> = (0..n)
+        .map(|r| {
+            let mut c = CoreConfig::new(NodeId(r), n, job, Duration::from_secs(30));
+            c.max_payload = max_payload;
+            c.window = 16;
+            UdpCore::new(c, now)
+        })
+        .collect();
+    // expected[dst][src] = list of (idx, len) in send order
+    let mut expected: Vec<Vec<Vec<(u32, usize)>>> = vec![vec![Vec::new(); n as usize]; n as usize];
+    for src in 0..n {
+        for idx in 0..msgs {
+            let mut dst = rng.gen_range(0..n);
+            if dst == src {
+                dst = (dst + 1) % n;
+            }
+            let len = match rng.gen_range(0..10) {
+                0 => rng.gen_range(max_payload..max_payload * 5),
+                1 => 0,
+                _ => rng.gen_range(6..200),
+            };
+            let len = len.max(6);
+            expected[dst as usize][src as usize].push((idx, len));
+            let msg = Message {
+                ty: MsgType(100),
+                flags: Flags::empty(),
+                request_id: 0,
+                payload: payload(src, idx, len),
+            };
+            cores[src as usize]
+                .send(now, NodeId(dst), msg)
+                .expect("send");
+        }
+    }
+    let mut got: Vec<Vec<Vec<(u32, usize)>>> = vec![vec![Vec::new(); n as usize]; n as usize];
+    let mut wire: BTreeMap<(Instant, u64), (NodeId, Vec<u8>)> = BTreeMap::new();
+    let mut counter = 0u64;
+    let total: usize = expected.iter().flatten().map(Vec::len).sum();
+    let mut delivered = 0usize;
+    let mut steps = 0u64;
+    loop {
+        // Collect transmits onto the simulated wire.
+        for c in cores.iter_mut() {
+            while let Some(t) = c.poll_transmit() {
+                if rng.gen_bool(net.loss) {
+                    continue;
+                }
+                let copies = if rng.gen_bool(net.dup) { 2 } else { 1 };
+                for _ in 0..copies {
+                    let mut at = now + net.latency;
+                    if rng.gen_bool(net.reorder) {
+                        at += net.latency * rng.gen_range(1..5);
+                    }
+                    counter += 1;
+                    wire.insert((at, counter), (t.to, t.data.clone()));
+                }
+            }
+        }
+        for (r, c) in cores.iter_mut().enumerate() {
+            while let Some(ev) = c.poll_event() {
+                match ev {
+                    CoreEvent::Deliver { src, payload, .. } => {
+                        let idx = u32::from_le_bytes(payload[2..6].try_into().expect("idx"));
+                        assert_eq!(
+                            payload,
+                            self::payload(src.0, idx, payload.len()),
+                            "seed {seed}: corrupt message {idx} from {src} at node {r}"
+                        );
+                        got[r][src.index()].push((idx, payload.len()));
+                        delivered += 1;
+                    }
+                    other => panic!("seed {seed}: unexpected event at node {r}: {other:?}"),
+                }
+            }
+        }
+        if delivered == total && cores.iter().all(|c| c.is_flushed()) {
+            break;
+        }
+        steps += 1;
+        assert!(
+            steps < 5_000_000,
+            "seed {seed}: livelock ({delivered}/{total} delivered)"
+        );
+        let next_wire = wire.keys().next().map(|k| k.0);
+        let next_timer = cores.iter().filter_map(|c| c.poll_timeout()).min();
+        let next = match (next_wire, next_timer) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b).expect("something to do"),
+        };
+        if next > now + Duration::from_millis(50) && std::env::var("SIMDEBUG").is_ok() {
+            eprintln!(
+                "jump {:?} at {:?}: delivered {delivered}/{total} wire {} timers {:?}",
+                next - now,
+                now - t0,
+                wire.len(),
+                cores
+                    .iter()
+                    .map(|c| (c.poll_timeout().map(|t| t - now), c.is_flushed()))
+                    .collect::<Vec<_>>()
+            );
+        }
+        now = now.max(next);
+        assert!(
+            now - t0 < Duration::from_secs(25),
+            "seed {seed}: no progress in 25 s virtual"
+        );
+        while let Some(e) = wire.first_entry() {
+            if e.key().0 > now {
+                break;
+            }
+            let (to, data) = e.remove();
+            let _ = cores[to.index()].handle_datagram(now, &data);
+        }
+        for c in cores.iter_mut() {
+            if c.poll_timeout().is_some_and(|t| t <= now) {
+                c.handle_timeout(now);
+            }
+        }
+    }
+    assert_eq!(
+        got, expected,
+        "seed {seed}: deliveries differ (order, loss or duplicates)"
+    );
+    Outcome {
+        virtual_time: now - t0,
+        retransmissions: cores.iter().map(|c| c.stats().retransmissions).sum(),
+        datagrams: cores.iter().map(|c| c.stats().datagrams_sent).sum(),
+    }
+}
+
+const LOSSY: Net = Net {
+    loss: 0.1,
+    dup: 0.05,
+    reorder: 0.1,
+    latency: Duration::from_micros(50),
+};
+
+#[test]
+fn clean_network_needs_no_retransmission() {
+    let clean = Net {
+        loss: 0.0,
+        dup: 0.0,
+        reorder: 0.0,
+        latency: Duration::from_micros(50),
+    };
+    let o = simulate(1, 3, 300, clean, 1000);
+    assert_eq!(o.retransmissions, 0);
+}
+
+#[test]
+fn lossy_network_many_seeds() {
+    for seed in 0..20 {
+        let o = simulate(seed, 3, 300, LOSSY, 1000);
+        eprintln!(
+            "seed {seed}: {:?} {} retx {} datagrams",
+            o.virtual_time, o.retransmissions, o.datagrams
+        );
+        assert!(
+            o.retransmissions < o.datagrams / 2,
+            "seed {seed}: {} retransmissions of {} datagrams",
+            o.retransmissions,
+            o.datagrams
+        );
+        assert!(
+            o.virtual_time < Duration::from_secs(1),
+            "seed {seed}: took {:?}",
+            o.virtual_time
+        );
+    }
+}
+
+#[test]
+fn heavy_loss_still_delivers() {
+    let net = Net {
+        loss: 0.3,
+        dup: 0.2,
+        reorder: 0.3,
+        latency: Duration::from_micros(100),
+    };
+    for seed in 100..105 {
+        simulate(seed, 4, 100, net, 500);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+    #[test]
+    fn random_networks(seed: u64, loss in 0.0f64..0.3, dup in 0.0f64..0.2, reorder in 0.0f64..0.3,
+                       n in 2u16..5, mp in 64usize..2000) {
+        let net = Net { loss, dup, reorder, latency: Duration::from_micros(30) };
+        simulate(seed, n, 60, net, mp);
+    }
+}
+
+#[test]
+fn silent_peer_is_lost_and_goodbye_is_not() {
+    let now = Instant::now();
+    let job = JobId(1);
+    let mut a = UdpCore::new(
+        CoreConfig::new(NodeId(0), 3, job, Duration::from_millis(300)),
+        now,
+    );
+    let mut b = UdpCore::new(
+        CoreConfig::new(NodeId(1), 3, job, Duration::from_millis(300)),
+        now,
+    );
+    // b says goodbye to a; node 2 never speaks.
+    b.close(now);
+    while let Some(t) = b.poll_transmit() {
+        if t.to == NodeId(0) {
+            a.handle_datagram(now, &t.data).expect("bye accepted");
+        }
+    }
+    let mut events = Vec::new();
+    let mut t = now;
+    while t < now + Duration::from_secs(1) {
+        t += Duration::from_millis(10);
+        a.handle_timeout(t);
+        while a.poll_transmit().is_some() {}
+        while let Some(e) = a.poll_event() {
+            events.push(format!("{e:?}"));
+        }
+    }
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(events[0].contains("PeerBye(NodeId(1))"), "{events:?}");
+    assert!(
+        events[1].contains("PeerLost") && events[1].contains("NodeId(2)"),
+        "{events:?}"
+    );
+}
