@@ -36,7 +36,8 @@ pub fn program_for(protocol: ProtocolKind, rng: &mut ChaCha8Rng) -> program::Pro
     }
 }
 
-/// Run one seed.
+/// Run one seed. Half of the seeds synchronize through the oracle, half through
+/// `squall-sync`'s real managers.
 pub fn run_seed(protocol: ProtocolKind, seed: u64, trace: bool) -> Result<SimReport, SimError> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5175_a11d_0000_0000);
     let prog = program_for(protocol, &mut rng);
@@ -48,6 +49,7 @@ pub fn run_seed(protocol: ProtocolKind, seed: u64, trace: bool) -> Result<SimRep
         seed,
         trace,
         max_events: MAX_EVENTS,
+        sync_cores: rng.gen_bool(0.5),
     };
     world::World::new(cfg, prog, rng).run()
 }

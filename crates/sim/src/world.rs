@@ -11,7 +11,9 @@ use crate::program::{Check, Op, Program};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use squall_core::{Access, NodeId, PageId, PageMemory};
+use squall_core::{Consistency, LockId};
 use squall_protocol::{Action, AtomicOp, Hlrc, ProtoStats, Protocol, ProtocolKind, Sc};
+use squall_sync::{BarrierCount, BarrierId, SyncCore, Waiter};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
@@ -47,6 +49,8 @@ pub enum SimError {
         node: NodeId,
         err: squall_protocol::ProtoError,
     },
+    #[error("sync core of {node}: {err}")]
+    Sync { node: NodeId, err: String },
     #[error(
         "final copies differ: {node} has {got:#x} at page {page:#x}+{offset}, expected {want:#x}"
     )]
@@ -66,6 +70,33 @@ pub struct SimConfig {
     pub seed: u64,
     pub trace: bool,
     pub max_events: u64,
+    /// Synchronize through `squall-sync`'s real distributed managers (`SyncCore` per node,
+    /// messages over the virtual network) instead of the oracle.
+    pub sync_cores: bool,
+}
+
+/// Lends a protocol core to a `SyncCore` as its `Consistency`.
+struct Cons<'a>(&'a mut dyn Protocol);
+
+impl Consistency for Cons<'_> {
+    fn acquire_info(&mut self) -> Vec<u8> {
+        self.0.acquire_info()
+    }
+    fn grant_info(&mut self, acquirer_info: &[u8]) -> Vec<u8> {
+        self.0.grant_info(acquirer_info)
+    }
+    fn apply_grant(&mut self, grant_info: &[u8]) {
+        self.0.apply_grant(grant_info)
+    }
+    fn begin_release(&mut self, token: u64) -> bool {
+        self.0.begin_release(token)
+    }
+    fn barrier_info(&mut self) -> Vec<u8> {
+        self.0.barrier_info()
+    }
+    fn apply_barrier(&mut self, all: &[Vec<u8>]) {
+        self.0.apply_barrier(all)
+    }
 }
 
 /// What a finished run reports.
@@ -95,6 +126,7 @@ pub(crate) enum Event {
         from: NodeId,
         to: NodeId,
         msg: Vec<u8>,
+        sync: bool,
     },
     LockRequest {
         lock: u64,
@@ -127,13 +159,15 @@ pub struct World {
     rng: ChaCha8Rng,
     prog: Program,
     cores: Vec<Box<dyn Protocol>>,
+    /// The real synchronization managers, when `cfg.sync_cores`.
+    sync: Option<Vec<SyncCore>>,
     mems: Vec<SimMemory>,
     now: u64,
     seq: u64,
     queue: BinaryHeap<Reverse<(u64, u64)>>,
     events: BTreeMap<u64, Event>,
     /// Per-pair FIFO: last delivery time scheduled from → to.
-    last_delivery: BTreeMap<(NodeId, NodeId), u64>,
+    last_delivery: BTreeMap<(NodeId, NodeId, bool), u64>,
     pcs: Vec<usize>,
     states: Vec<TState>,
     reference: Vec<u64>,
@@ -172,9 +206,15 @@ impl World {
             cores[node.index()].register_allocation(*a);
         }
         let threads = prog.ops.len();
+        let sync = cfg.sync_cores.then(|| {
+            (0..nodes)
+                .map(|n| SyncCore::new(NodeId(n), nodes))
+                .collect()
+        });
         World {
             rng: r2,
             cores,
+            sync,
             mems,
             now: 0,
             seq: 0,
@@ -223,16 +263,26 @@ impl World {
         self.rng.gen_range(1..25)
     }
 
-    fn send(&mut self, from: NodeId, to: NodeId, msg: Vec<u8>) {
+    /// Per-pair FIFO for protocol and for sync messages separately (so the two streams also
+    /// overtake each other).
+    fn send(&mut self, from: NodeId, to: NodeId, msg: Vec<u8>, sync: bool) {
         let d = self.net_delay();
         let at = self.now + d;
-        let last = self.last_delivery.get(&(from, to)).copied().unwrap_or(0);
+        let key = (from, to, sync);
+        let last = self.last_delivery.get(&key).copied().unwrap_or(0);
         let at = at.max(last + 1);
-        self.last_delivery.insert((from, to), at);
+        self.last_delivery.insert(key, at);
         self.seq += 1;
         self.queue.push(Reverse((at, self.seq)));
-        self.events
-            .insert(self.seq, Event::Deliver { from, to, msg });
+        self.events.insert(
+            self.seq,
+            Event::Deliver {
+                from,
+                to,
+                msg,
+                sync,
+            },
+        );
     }
 
     fn step_delay(&mut self) -> u64 {
@@ -332,17 +382,35 @@ impl World {
     fn handle(&mut self, ev: Event) -> Result<(), SimError> {
         match ev {
             Event::Step(t) => self.step(t)?,
-            Event::Deliver { from, to, msg } => {
+            Event::Deliver {
+                from,
+                to,
+                msg,
+                sync,
+            } => {
                 self.trace(|| {
                     format!(
-                        "{from} -> {to}: {} bytes, tag {}",
+                        "{from} -> {to}: {} {} bytes, tag {}",
+                        if sync { "sync" } else { "protocol" },
                         msg.len(),
                         msg.first().copied().unwrap_or(0)
                     )
                 });
-                self.cores[to.index()]
-                    .handle_message(from, &msg)
-                    .map_err(|err| SimError::Protocol { node: to, err })?;
+                if sync {
+                    let (cores, syncs) = (&mut self.cores, &mut self.sync);
+                    if let Some(s) = syncs {
+                        s[to.index()]
+                            .handle_message(&mut Cons(cores[to.index()].as_mut()), from, &msg)
+                            .map_err(|e| SimError::Sync {
+                                node: to,
+                                err: e.to_string(),
+                            })?;
+                    }
+                } else {
+                    self.cores[to.index()]
+                        .handle_message(from, &msg)
+                        .map_err(|err| SimError::Protocol { node: to, err })?;
+                }
                 self.drain(to)?;
             }
             Event::LockRequest { lock, thread, info } => {
@@ -404,11 +472,48 @@ impl World {
         self.schedule(d, Event::Step(t));
     }
 
-    /// Carry out a core's actions.
+    /// Carry out the node's protocol (and sync) cores' actions until both are quiet.
     fn drain(&mut self, node: NodeId) -> Result<(), SimError> {
+        loop {
+            let mut busy = self.drain_protocol(node)?;
+            if let Some(s) = self.sync.as_mut() {
+                let actions: Vec<squall_sync::Action> =
+                    std::iter::from_fn(|| s[node.index()].poll_action()).collect();
+                for a in actions {
+                    busy = true;
+                    match a {
+                        squall_sync::Action::Send { to, msg } => self.send(node, to, msg, true),
+                        squall_sync::Action::Wake { waiter, result } => {
+                            result.map_err(|e| SimError::Sync {
+                                node,
+                                err: e.to_string(),
+                            })?;
+                            let t = waiter.0 as usize;
+                            self.trace(|| format!("sync wakes thread {t} on {node}"));
+                            self.resume(t);
+                        }
+                        squall_sync::Action::ProtocolError { error } => {
+                            return Err(SimError::Sync {
+                                node,
+                                err: error.to_string(),
+                            })
+                        }
+                    }
+                }
+            }
+            if !busy {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Carry out the protocol core's actions; true if there were any.
+    fn drain_protocol(&mut self, node: NodeId) -> Result<bool, SimError> {
+        let mut any = false;
         while let Some(a) = self.cores[node.index()].poll_action() {
+            any = true;
             match a {
-                Action::Send { to, msg } => self.send(node, to, msg),
+                Action::Send { to, msg } => self.send(node, to, msg, false),
                 Action::Resume { page } => {
                     for t in 0..self.states.len() {
                         if self.prog.threads[t] == node && self.states[t] == TState::Fault(page) {
@@ -420,6 +525,16 @@ impl World {
                     }
                 }
                 Action::ReleaseDone { token } => {
+                    let (cores, syncs) = (&mut self.cores, &mut self.sync);
+                    if let Some(s) = syncs {
+                        s[node.index()]
+                            .release_done(&mut Cons(cores[node.index()].as_mut()), token)
+                            .map_err(|e| SimError::Sync {
+                                node,
+                                err: e.to_string(),
+                            })?;
+                        continue;
+                    }
                     let Some(r) = self.releases.remove(&token) else {
                         continue;
                     };
@@ -433,7 +548,7 @@ impl World {
                 }
             }
         }
-        Ok(())
+        Ok(any)
     }
 
     fn release_done(&mut self, r: ReleaseFor) -> Result<(), SimError> {
@@ -534,6 +649,39 @@ impl World {
                 self.pcs[t] += 1;
                 let d = self.step_delay();
                 self.schedule(d, Event::Step(t));
+            }
+            Op::Lock(l) if self.sync.is_some() => {
+                self.states[t] = TState::WaitLock;
+                let (cores, syncs) = (&mut self.cores, &mut self.sync);
+                if let Some(s) = syncs {
+                    let cons = &mut Cons(cores[node.index()].as_mut());
+                    s[node.index()].lock(cons, LockId(l), Waiter(t as u64));
+                }
+                self.drain(node)?;
+            }
+            Op::Unlock(l) if self.sync.is_some() => {
+                self.states[t] = TState::WaitRelease;
+                let (cores, syncs) = (&mut self.cores, &mut self.sync);
+                if let Some(s) = syncs {
+                    let cons = &mut Cons(cores[node.index()].as_mut());
+                    s[node.index()].unlock(cons, LockId(l), Waiter(t as u64));
+                }
+                self.drain(node)?;
+            }
+            Op::Barrier if self.sync.is_some() => {
+                self.states[t] = TState::WaitBarrier;
+                let local = self.prog.threads.iter().filter(|&&n| n == node).count() as u32;
+                let (cores, syncs) = (&mut self.cores, &mut self.sync);
+                if let Some(s) = syncs {
+                    let cons = &mut Cons(cores[node.index()].as_mut());
+                    s[node.index()].barrier(
+                        cons,
+                        BarrierId(0),
+                        Waiter(t as u64),
+                        BarrierCount::PerNode { local },
+                    );
+                }
+                self.drain(node)?;
             }
             Op::Lock(l) => {
                 self.states[t] = TState::WaitLock;
