@@ -1,0 +1,49 @@
+/*
+ * pthread_misuse.c - misuse through the pthreads layer is a clear error code (and a message on
+ * stderr), never a hang or a crash. Prints "ok pthread misuse".
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int bad;
+
+static void expect(int got, int want, const char *what)
+{
+    if (got != want) {
+        fprintf(stderr, "%s returned %d, expected %d\n", what, got, want);
+        bad = 1;
+    }
+}
+
+static void *noop(void *p) { return p; }
+
+int main(void)
+{
+    pthread_mutex_t *m = malloc(sizeof *m);
+    pthread_cond_t *c = malloc(sizeof *c);
+    pthread_barrier_t *b = malloc(sizeof *b);
+    pthread_mutex_init(m, NULL);
+    pthread_cond_init(c, NULL);
+    expect(pthread_mutex_unlock(m), EPERM, "unlock of a mutex not held");
+    expect(pthread_mutex_lock(m), 0, "lock");
+    expect(pthread_mutex_lock(m), EDEADLK, "relock");
+    expect(pthread_mutex_destroy(m), EBUSY, "destroy of a held mutex");
+    expect(pthread_mutex_unlock(m), 0, "unlock");
+    expect(pthread_mutex_destroy(m), 0, "destroy");
+    expect(pthread_join((pthread_t)0xdead0000beefUL, NULL), ESRCH, "join of an unknown thread");
+    expect(pthread_barrier_wait(b), EINVAL, "wait on an uninitialised barrier");
+    expect(pthread_barrier_init(b, NULL, 0), EINVAL, "barrier of 0 threads");
+    pthread_t t;
+    expect(pthread_create(&t, NULL, noop, m), 0, "create");
+    void *r = NULL;
+    expect(pthread_join(t, &r), 0, "join");
+    if (r != m) bad = 1;
+    expect(pthread_join(t, NULL), ESRCH, "second join");
+    free(b);
+    free(c);
+    free(m);
+    if (!bad) printf("ok pthread misuse\n");
+    return bad;
+}

@@ -1,0 +1,87 @@
+/*
+ * squall/pthread.h - run a POSIX threads program on Squall, changing only the include/link line.
+ *
+ * Use:  cc prog.c $(pkg-config --cflags --libs squall-pthread)
+ * The squall-pthread pkg-config file adds `-include squall/pthread.h`, so the program's source
+ * does not change at all; `#include <squall/pthread.h>` in the source works the same.
+ * Run:  squall run -n 4 ./prog args...   (without the launcher the program is a one-node job)
+ *
+ * What it does
+ *  - A constructor starts the node as a single system image (squall_init_ssi): under
+ *    `squall run` rank 0 runs main; every other rank serves thread creation and memory until
+ *    rank 0 exits (squall_finalize runs from atexit), then exits with status 0.
+ *  - pthread_create / pthread_join: threads are placed round-robin over the nodes (attributes
+ *    are ignored). A create is a release and a join an acquire. The thread function must be in
+ *    the program or a library every node loads; `arg` should point into shared memory.
+ *  - pthread_mutex_*, pthread_cond_*, pthread_barrier_* become Squall locks, conditions and
+ *    barriers named by the OBJECT'S ADDRESS: PTHREAD_MUTEX_INITIALIZER and
+ *    PTHREAD_COND_INITIALIZER work and nothing is stored in them. The object must live in
+ *    Squall memory (malloc'd) or be a static/global of the program (named by module+offset);
+ *    an object on a thread's stack is only usable by threads of one node. A barrier stores its
+ *    count in the pthread_barrier_t, so a barrier must be initialised in shared memory before
+ *    threads on other nodes wait on it. Mutexes are error-checking (relock: EDEADLK, unlock
+ *    when not held: EPERM, destroy while held: EBUSY); errors are also printed on stderr.
+ *    Not supported: recursive mutexes, pthread_cond_timedwait (ENOTSUP), pthread_self()
+ *    compared with ids from pthread_create, pthread_exit, cancellation, thread-specific data.
+ *  - malloc / calloc / realloc / free come from the shared heap (memory from the C library,
+ *    e.g. strdup, is still freed by the C library).
+ *  - SQUALL_GLOBAL marks a global variable to be shared with node 0 as its home. This runtime
+ *    cannot yet share a program section: in a multi-node job a warning on stderr says that such
+ *    variables are private to each node. Put shared data in malloc'd memory.
+ */
+#ifndef SQUALL_PTHREAD_H
+#define SQUALL_PTHREAD_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../squall.h"
+
+#ifdef __cplusplus
+static_assert(sizeof(pthread_t) == sizeof(uint64_t), "squall needs a 64-bit pthread_t");
+#else
+_Static_assert(sizeof(pthread_t) == sizeof(uint64_t), "squall needs a 64-bit pthread_t");
+#endif
+
+#define SQUALL_GLOBAL __attribute__((section("squall_globals"), aligned(4096)))
+
+/* Start the node before main (and before the program's own constructors). */
+#ifdef __cplusplus
+extern "C" {
+#endif
+extern char __start_squall_globals[] __attribute__((weak));
+extern char __stop_squall_globals[] __attribute__((weak));
+#ifdef __cplusplus
+}
+#endif
+__attribute__((constructor(101), used)) static void squall_pthread_constructor_(void)
+{
+    squall_pthread_start();
+    squall_register_globals(__start_squall_globals, __stop_squall_globals);
+}
+
+#define pthread_create          squall_pthread_create
+#define pthread_join            squall_pthread_join
+#define pthread_mutex_init      squall_pthread_mutex_init
+#define pthread_mutex_lock      squall_pthread_mutex_lock
+#define pthread_mutex_trylock   squall_pthread_mutex_trylock
+#define pthread_mutex_unlock    squall_pthread_mutex_unlock
+#define pthread_mutex_destroy   squall_pthread_mutex_destroy
+#define pthread_cond_init       squall_pthread_cond_init
+#define pthread_cond_wait       squall_pthread_cond_wait
+#define pthread_cond_timedwait  squall_pthread_cond_timedwait
+#define pthread_cond_signal     squall_pthread_cond_signal
+#define pthread_cond_broadcast  squall_pthread_cond_broadcast
+#define pthread_cond_destroy    squall_pthread_cond_destroy
+#define pthread_barrier_init    squall_pthread_barrier_init
+#define pthread_barrier_wait    squall_pthread_barrier_wait
+#define pthread_barrier_destroy squall_pthread_barrier_destroy
+
+#define malloc  squall_pt_malloc
+#define calloc  squall_pt_calloc
+#define realloc squall_pt_realloc
+#define free    squall_pt_free
+
+#endif /* SQUALL_PTHREAD_H */

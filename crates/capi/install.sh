@@ -1,0 +1,43 @@
+#!/bin/sh
+# Install Squall's C library, headers, SPLASH-2 macros and pkg-config files under PREFIX:
+#   PREFIX/lib/libsquall.so, libsquall.a
+#   PREFIX/include/squall.h, squall.hpp, squall/pthread.h
+#   PREFIX/share/squall/c.m4.squall
+#   PREFIX/lib/pkgconfig/squall.pc, squall-pthread.pc
+#
+# usage: crates/capi/install.sh PREFIX [LIBDIR]
+#   LIBDIR: where cargo put libsquall.so (default: $SQUALL_LIBDIR, else
+#   ${CARGO_TARGET_DIR:-<repo>/target}/release). Build it first: cargo build --release -p squall-capi
+# Then: PKG_CONFIG_PATH=PREFIX/lib/pkgconfig cc prog.c $(pkg-config --cflags --libs squall)
+set -eu
+
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+    echo "usage: $0 PREFIX [LIBDIR]" >&2
+    exit 2
+fi
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+prefix=$1
+libdir=${2:-${SQUALL_LIBDIR:-${CARGO_TARGET_DIR:-$repo/target}/release}}
+version=$(sed -n 's/^version *= *"\(.*\)"/\1/p' "$repo/Cargo.toml" | head -n 1)
+
+if [ ! -f "$libdir/libsquall.so" ]; then
+    echo "install.sh: $libdir/libsquall.so not found: run cargo build --release -p squall-capi first (or pass LIBDIR)" >&2
+    exit 1
+fi
+mkdir -p "$prefix"
+prefix=$(cd "$prefix" && pwd)
+
+mkdir -p "$prefix/lib/pkgconfig" "$prefix/include/squall" "$prefix/share/squall"
+# Copy to a temporary name and rename, so a program running from this prefix is never cut.
+cp "$libdir/libsquall.so" "$prefix/lib/.libsquall.so.tmp" && mv -f "$prefix/lib/.libsquall.so.tmp" "$prefix/lib/libsquall.so"
+if [ -f "$libdir/libsquall.a" ]; then
+    cp "$libdir/libsquall.a" "$prefix/lib/libsquall.a"
+fi
+cp "$here/include/squall.h" "$here/include/squall.hpp" "$prefix/include/"
+cp "$here/include/squall/pthread.h" "$prefix/include/squall/"
+cp "$here/c.m4.squall" "$prefix/share/squall/"
+for pc in squall squall-pthread; do
+    sed -e "s|@PREFIX@|$prefix|g" -e "s|@VERSION@|$version|g" "$here/$pc.pc.in" > "$prefix/lib/pkgconfig/$pc.pc"
+done
+echo "installed squall $version under $prefix"

@@ -1,0 +1,581 @@
+//! The pthreads compatibility layer behind `include/squall/pthread.h`: that header redirects
+//! `pthread_create/join`, mutexes, conditions, barriers and `malloc/calloc/realloc/free` by
+//! macro to the `squall_pthread_*` / `squall_pt_*` functions here, and starts the node from a
+//! constructor (`squall_pthread_start`).
+//!
+//! Synchronization objects are named by their address (so `PTHREAD_MUTEX_INITIALIZER` works
+//! and nothing is stored in them, except a barrier's count): an address in the Squall range is
+//! the same object on every node; an address in a loaded module (a `static` mutex) is named
+//! by module and offset so that address randomisation does not split it; anything else (a
+//! stack or private-heap object) by its raw address, which is only meaningful if every user
+//! is on one node. Addresses are mixed by a bijection so that lock managers spread over the
+//! nodes.
+//!
+//! Owns: the pthread-to-Squall mapping and errno codes. Must not touch: the runtime's state.
+use crate::api::{self, node, SquallThreadFn};
+use crate::error::{
+    guard, record, CapiError, SQUALL_ERR_DEADLOCK, SQUALL_ERR_INVALID, SQUALL_ERR_IN_USE,
+    SQUALL_ERR_NOT_HELD, SQUALL_ERR_NO_MEMORY, SQUALL_ERR_UNKNOWN_THREAD, SQUALL_ERR_UNSUPPORTED,
+};
+use std::ffi::{c_int, c_uint, c_void, CStr};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// Bijective 64-bit mixer (the splitmix64 finalizer): distinct addresses stay distinct ids.
+pub(crate) fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The job-wide id of the synchronization object at `addr` (see the module doc).
+pub(crate) fn object_id(addr: usize) -> u64 {
+    if let Ok(n) = node() {
+        let (base, size) = n.range();
+        if addr >= base && addr - base < size {
+            return mix(addr as u64);
+        }
+    }
+    let mut info = libc::Dl_info {
+        dli_fname: std::ptr::null(),
+        dli_fbase: std::ptr::null_mut(),
+        dli_sname: std::ptr::null(),
+        dli_saddr: std::ptr::null_mut(),
+    };
+    // SAFETY: dladdr only reads the loader's tables and fills `info`.
+    let found = unsafe { libc::dladdr(addr as *const c_void, &mut info) } != 0;
+    if found && !info.dli_fbase.is_null() && !info.dli_fname.is_null() {
+        // SAFETY: a non-null dli_fname is a NUL-terminated string owned by the loader.
+        let name = unsafe { CStr::from_ptr(info.dli_fname) }.to_bytes();
+        let base_name = name.rsplit(|b| *b == b'/').next().unwrap_or(name);
+        let offset = (addr - info.dli_fbase as usize) as u64;
+        // Tag bit 63 so a module-relative id never equals a raw-address id of a small offset.
+        return mix(fnv(base_name).wrapping_add(offset) | (1 << 63));
+    }
+    mix(addr as u64)
+}
+
+/// The job-wide id of the object at `p` (as the pthreads layer names mutexes, conditions and
+/// barriers): for `squall_lock`, `squall_barrier_n`, `squall_flag_*` on an object's address.
+#[no_mangle]
+pub extern "C" fn squall_object_id(p: *const c_void) -> u64 {
+    guard("squall_object_id", |_| 0, || Ok(object_id(p as usize)))
+}
+
+/// The errno value for a failed call, after recording its text.
+fn errno_of(e: &CapiError) -> c_int {
+    match record(e) {
+        SQUALL_ERR_NOT_HELD => libc::EPERM,
+        SQUALL_ERR_DEADLOCK => libc::EDEADLK,
+        SQUALL_ERR_IN_USE => libc::EBUSY,
+        SQUALL_ERR_INVALID => libc::EINVAL,
+        SQUALL_ERR_UNKNOWN_THREAD => libc::ESRCH,
+        SQUALL_ERR_NO_MEMORY => libc::EAGAIN,
+        SQUALL_ERR_UNSUPPORTED => libc::ENOTSUP,
+        _ => libc::EIO,
+    }
+}
+
+/// Run a pthread call: `Ok(v)` is returned; an error is printed on standard error (programs
+/// rarely check these codes, and misuse must not pass silently) and returned as an errno.
+fn pt(call: &'static str, f: impl FnOnce() -> Result<c_int, CapiError>) -> c_int {
+    guard(
+        call,
+        |_| libc::EIO,
+        || match f() {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                let code = errno_of(&e);
+                eprintln!("squall: {call}: {e}");
+                Ok(code)
+            }
+        },
+    )
+}
+
+fn need<T>(call: &'static str, what: &str, p: *const T) -> Result<usize, CapiError> {
+    if p.is_null() {
+        Err(CapiError::Invalid {
+            call,
+            why: format!("{what} is a null pointer"),
+        })
+    } else {
+        Ok(p as usize)
+    }
+}
+
+// ----- start-up -----------------------------------------------------------------------------
+
+static STARTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn finalize_at_exit() {
+    if let Ok(n) = squall::node() {
+        if let Err(e) = n.finalize() {
+            eprintln!("squall: {}: finalize at exit: {e}", n.rank());
+        }
+    }
+}
+
+/// Start the node for a pthreads program (called by the constructor in `squall/pthread.h`;
+/// later calls do nothing). Under `squall run`, rank 0 returns and runs `main` while every
+/// other rank serves threads until rank 0 exits; without the launcher the program is a
+/// one-node job. Exits the process with a message if the node cannot start.
+#[no_mangle]
+pub extern "C" fn squall_pthread_start() {
+    if STARTED.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let r = guard(
+        "squall_pthread_start",
+        |_| Err(String::new()),
+        || {
+            api::default_single_node();
+            match squall::init_ssi() {
+                Ok(_) => Ok(Ok(())),
+                Err(e) => Ok(Err(e.to_string())),
+            }
+        },
+    );
+    match r {
+        Ok(()) => {
+            // SAFETY: registering a plain extern "C" function with no arguments.
+            if unsafe { libc::atexit(finalize_at_exit) } != 0 {
+                eprintln!("squall: could not register the finalize-at-exit handler");
+            }
+        }
+        Err(e) => {
+            let text = if e.is_empty() {
+                // SAFETY: squall_last_error returns a valid NUL-terminated string.
+                unsafe { CStr::from_ptr(crate::error::last_error_ptr()) }
+                    .to_string_lossy()
+                    .into_owned()
+            } else {
+                e
+            };
+            eprintln!("squall: the node could not start: {text}");
+            std::process::exit(2);
+        }
+    }
+}
+
+static GLOBALS_WARNED: AtomicUsize = AtomicUsize::new(0);
+
+/// Register the program's `SQUALL_GLOBAL` section `[start, end)` (called by the constructor in
+/// `squall/pthread.h`). This runtime cannot yet map a linker section into the shared range, so
+/// in a job of more than one node such variables are private to each node: that is reported
+/// on standard error (once), never silently accepted. Returns 0 if the variables are shared
+/// (one-node job or empty section), 1 if they are private.
+///
+/// # Safety
+/// `start..end` is the program's `squall_globals` section (or both null).
+#[no_mangle]
+pub unsafe extern "C" fn squall_register_globals(start: *mut c_void, end: *mut c_void) -> c_int {
+    let bytes = (end as usize).saturating_sub(start as usize);
+    let size = node().map(|n| n.size()).unwrap_or(1);
+    if bytes == 0 || size <= 1 {
+        return 0;
+    }
+    if GLOBALS_WARNED.swap(1, Ordering::AcqRel) == 0 {
+        eprintln!(
+            "squall: warning: {bytes} bytes of SQUALL_GLOBAL variables at {:#x} are private to \
+             each of the {size} nodes: this runtime cannot share a program section yet; put \
+             shared data in malloc'd memory",
+            start as usize
+        );
+    }
+    1
+}
+
+// ----- threads ------------------------------------------------------------------------------
+
+/// `pthread_create`: the thread is placed round-robin over the nodes; attributes are ignored.
+///
+/// # Safety
+/// `thread` is valid; `f` is a valid thread function in a module every node loads.
+#[no_mangle]
+pub unsafe extern "C" fn squall_pthread_create(
+    thread: *mut u64,
+    attr: *const c_void,
+    f: Option<extern "C" fn(*mut c_void) -> *mut c_void>,
+    arg: *mut c_void,
+) -> c_int {
+    let _ = attr; // attributes (stack size, detach state) do not apply to squall threads
+    pt("pthread_create", || {
+        need("pthread_create", "thread", thread)?;
+        let tid = api::spawn(api::SQUALL_ANY_NODE, f, arg)?;
+        // SAFETY: checked non-null; valid per the contract.
+        unsafe { thread.write(tid) };
+        Ok(0)
+    })
+}
+
+/// `pthread_join` of a thread from `squall_pthread_create` (on any node).
+///
+/// # Safety
+/// `ret` is null or valid.
+#[no_mangle]
+pub unsafe extern "C" fn squall_pthread_join(thread: u64, ret: *mut *mut c_void) -> c_int {
+    pt("pthread_join", || {
+        let r = api::join(thread)?;
+        if !ret.is_null() {
+            // SAFETY: valid per the contract.
+            unsafe { ret.write(r) };
+        }
+        Ok(0)
+    })
+}
+
+extern "C" {
+    // In glibc; not declared by the libc crate.
+    fn pthread_mutexattr_gettype(attr: *const libc::pthread_mutexattr_t, kind: *mut c_int)
+        -> c_int;
+}
+
+// ----- mutexes ------------------------------------------------------------------------------
+
+/// `pthread_mutex_init`: checks the attributes (recursive mutexes are not supported).
+///
+/// # Safety
+/// `attr` is null or a valid `pthread_mutexattr_t`.
+#[no_mangle]
+pub unsafe extern "C" fn squall_pthread_mutex_init(m: *mut c_void, attr: *const c_void) -> c_int {
+    pt("pthread_mutex_init", || {
+        need("pthread_mutex_init", "mutex", m)?;
+        if !attr.is_null() {
+            let mut kind: c_int = 0;
+            // SAFETY: attr is a valid pthread_mutexattr_t per the contract.
+            let rc = unsafe {
+                pthread_mutexattr_gettype(attr as *const libc::pthread_mutexattr_t, &mut kind)
+            };
+            if rc == 0 && kind == libc::PTHREAD_MUTEX_RECURSIVE {
+                return Err(CapiError::Unsupported("a recursive mutex"));
+            }
+        }
+        Ok(0)
+    })
+}
+
+/// `pthread_mutex_lock` (error-checking: relocking is `EDEADLK`).
+#[no_mangle]
+pub extern "C" fn squall_pthread_mutex_lock(m: *mut c_void) -> c_int {
+    pt("pthread_mutex_lock", || {
+        let a = need("pthread_mutex_lock", "mutex", m)?;
+        api::lock_id(&node()?, object_id(a))?;
+        Ok(0)
+    })
+}
+
+/// `pthread_mutex_trylock`: `EBUSY` if taking it would need waiting.
+#[no_mangle]
+pub extern "C" fn squall_pthread_mutex_trylock(m: *mut c_void) -> c_int {
+    pt("pthread_mutex_trylock", || {
+        let a = need("pthread_mutex_trylock", "mutex", m)?;
+        Ok(if api::trylock_id(&node()?, object_id(a))? {
+            0
+        } else {
+            libc::EBUSY
+        })
+    })
+}
+
+/// `pthread_mutex_unlock`: `EPERM` if the calling thread does not hold it.
+#[no_mangle]
+pub extern "C" fn squall_pthread_mutex_unlock(m: *mut c_void) -> c_int {
+    pt("pthread_mutex_unlock", || {
+        let a = need("pthread_mutex_unlock", "mutex", m)?;
+        api::unlock_id(&node()?, object_id(a))?;
+        Ok(0)
+    })
+}
+
+/// `pthread_mutex_destroy`: `EBUSY` if a thread of this node holds or waits for it.
+#[no_mangle]
+pub extern "C" fn squall_pthread_mutex_destroy(m: *mut c_void) -> c_int {
+    pt("pthread_mutex_destroy", || {
+        let a = need("pthread_mutex_destroy", "mutex", m)?;
+        api::lock_destroy_id(&node()?, "pthread_mutex_destroy", object_id(a))?;
+        Ok(0)
+    })
+}
+
+// ----- conditions ---------------------------------------------------------------------------
+
+/// `pthread_cond_init` (attributes are ignored).
+#[no_mangle]
+pub extern "C" fn squall_pthread_cond_init(c: *mut c_void, attr: *const c_void) -> c_int {
+    let _ = attr; // process-shared and clock attributes do not apply
+    pt("pthread_cond_init", || {
+        need("pthread_cond_init", "condition", c)?;
+        Ok(0)
+    })
+}
+
+/// `pthread_cond_wait` with `m` held.
+#[no_mangle]
+pub extern "C" fn squall_pthread_cond_wait(c: *mut c_void, m: *mut c_void) -> c_int {
+    pt("pthread_cond_wait", || {
+        let ca = need("pthread_cond_wait", "condition", c)?;
+        let ma = need("pthread_cond_wait", "mutex", m)?;
+        api::cond_wait_id(&node()?, object_id(ca), object_id(ma))?;
+        Ok(0)
+    })
+}
+
+/// `pthread_cond_timedwait`: not supported (the runtime has no timed waits); `ENOTSUP`.
+#[no_mangle]
+pub extern "C" fn squall_pthread_cond_timedwait(
+    c: *mut c_void,
+    m: *mut c_void,
+    abstime: *const c_void,
+) -> c_int {
+    let _ = (c, m, abstime);
+    pt("pthread_cond_timedwait", || {
+        Err(CapiError::Unsupported("pthread_cond_timedwait"))
+    })
+}
+
+/// `pthread_cond_signal`.
+#[no_mangle]
+pub extern "C" fn squall_pthread_cond_signal(c: *mut c_void) -> c_int {
+    pt("pthread_cond_signal", || {
+        let a = need("pthread_cond_signal", "condition", c)?;
+        node()?.cond_signal(squall::CondId(object_id(a)))?;
+        Ok(0)
+    })
+}
+
+/// `pthread_cond_broadcast`.
+#[no_mangle]
+pub extern "C" fn squall_pthread_cond_broadcast(c: *mut c_void) -> c_int {
+    pt("pthread_cond_broadcast", || {
+        let a = need("pthread_cond_broadcast", "condition", c)?;
+        node()?.cond_broadcast(squall::CondId(object_id(a)))?;
+        Ok(0)
+    })
+}
+
+/// `pthread_cond_destroy`: `EBUSY` if threads of this node wait on it.
+#[no_mangle]
+pub extern "C" fn squall_pthread_cond_destroy(c: *mut c_void) -> c_int {
+    pt("pthread_cond_destroy", || {
+        let a = need("pthread_cond_destroy", "condition", c)?;
+        api::cond_destroy_id(&node()?, "pthread_cond_destroy", object_id(a))?;
+        Ok(0)
+    })
+}
+
+// ----- barriers -----------------------------------------------------------------------------
+
+/// Marks an initialised barrier; the count follows it in the `pthread_barrier_t` bytes.
+const BARRIER_MAGIC: u32 = 0x5351_4252; // "SQBR"
+
+/// `pthread_barrier_init`: stores `count` in the barrier object (which must be in Squall
+/// memory, or a static, for threads on other nodes to read it).
+#[no_mangle]
+pub extern "C" fn squall_pthread_barrier_init(
+    b: *mut c_void,
+    attr: *const c_void,
+    count: c_uint,
+) -> c_int {
+    let _ = attr; // process-shared attributes do not apply
+    pt("pthread_barrier_init", || {
+        need("pthread_barrier_init", "barrier", b)?;
+        if count == 0 {
+            return Err(CapiError::Invalid {
+                call: "pthread_barrier_init",
+                why: "the count is 0".into(),
+            });
+        }
+        let w = b as *mut u32;
+        // SAFETY: a pthread_barrier_t is at least 8 bytes and 4-byte aligned.
+        unsafe {
+            w.add(1).write_volatile(count);
+            w.write_volatile(BARRIER_MAGIC);
+        }
+        Ok(0)
+    })
+}
+
+/// `pthread_barrier_wait`: `PTHREAD_BARRIER_SERIAL_THREAD` in one thread per episode, 0 in
+/// the others.
+#[no_mangle]
+pub extern "C" fn squall_pthread_barrier_wait(b: *mut c_void) -> c_int {
+    pt("pthread_barrier_wait", || {
+        let a = need("pthread_barrier_wait", "barrier", b)?;
+        let w = b as *const u32;
+        // SAFETY: as in init; the object was initialised (checked by the magic).
+        let (magic, count) = unsafe { (w.read_volatile(), w.add(1).read_volatile()) };
+        if magic != BARRIER_MAGIC || count == 0 {
+            return Err(CapiError::Invalid {
+                call: "pthread_barrier_wait",
+                why: format!("the barrier at {a:#x} is not initialised (call pthread_barrier_init; it must live in squall memory)"),
+            });
+        }
+        let serial = api::barrier_total(&node()?, object_id(a), count)?;
+        Ok(if serial {
+            libc::PTHREAD_BARRIER_SERIAL_THREAD
+        } else {
+            0
+        })
+    })
+}
+
+/// `pthread_barrier_destroy`.
+#[no_mangle]
+pub extern "C" fn squall_pthread_barrier_destroy(b: *mut c_void) -> c_int {
+    pt("pthread_barrier_destroy", || {
+        need("pthread_barrier_destroy", "barrier", b)?;
+        // SAFETY: as in init.
+        unsafe { (b as *mut u32).write_volatile(0) };
+        Ok(0)
+    })
+}
+
+// ----- memory -------------------------------------------------------------------------------
+
+fn in_squall(p: *mut c_void) -> bool {
+    node().is_ok_and(|n| {
+        let (base, size) = n.range();
+        let a = p as usize;
+        a >= base && a - base < size
+    })
+}
+
+/// `malloc` from the shared heap (the C library's before the node started).
+#[no_mangle]
+pub extern "C" fn squall_pt_malloc(size: usize) -> *mut c_void {
+    if node().is_err() {
+        // SAFETY: plain libc allocation.
+        return unsafe { libc::malloc(size) };
+    }
+    let p = api::squall_malloc(size);
+    if p.is_null() {
+        set_errno(libc::ENOMEM);
+    }
+    p
+}
+
+/// `calloc` from the shared heap.
+#[no_mangle]
+pub extern "C" fn squall_pt_calloc(count: usize, size: usize) -> *mut c_void {
+    if node().is_err() {
+        // SAFETY: plain libc allocation.
+        return unsafe { libc::calloc(count, size) };
+    }
+    let p = api::squall_calloc(count, size);
+    if p.is_null() {
+        set_errno(libc::ENOMEM);
+    }
+    p
+}
+
+/// `realloc`: Squall memory stays in the shared heap; other memory (from the C library, e.g.
+/// `strdup`) is handed to the C library's `realloc`.
+///
+/// # Safety
+/// `p` is null or a live allocation of either heap.
+#[no_mangle]
+pub unsafe extern "C" fn squall_pt_realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    if !p.is_null() && !in_squall(p) {
+        // SAFETY: a C-library allocation per the contract.
+        return unsafe { libc::realloc(p, size) };
+    }
+    if node().is_err() {
+        // SAFETY: p is null here (a squall pointer implies a node).
+        return unsafe { libc::realloc(p, size) };
+    }
+    // SAFETY: p is null or a squall allocation.
+    let q = unsafe { api::squall_realloc(p, size) };
+    if q.is_null() {
+        set_errno(libc::ENOMEM);
+    }
+    q
+}
+
+/// `free`: Squall memory goes back to the shared heap, other memory to the C library. A
+/// failure (double free, not an allocation) is reported on standard error.
+///
+/// # Safety
+/// `p` is null or a live allocation of either heap.
+#[no_mangle]
+pub unsafe extern "C" fn squall_pt_free(p: *mut c_void) {
+    if p.is_null() {
+        return;
+    }
+    if !in_squall(p) {
+        // SAFETY: a C-library allocation per the contract.
+        unsafe { libc::free(p) };
+        return;
+    }
+    // SAFETY: a squall allocation per the contract.
+    if unsafe { api::squall_free(p) } != 0 {
+        // SAFETY: squall_last_error returns a valid NUL-terminated string.
+        let text = unsafe { CStr::from_ptr(crate::error::last_error_ptr()) };
+        eprintln!("squall: free: {}", text.to_string_lossy());
+    }
+}
+
+fn set_errno(v: c_int) {
+    // SAFETY: __errno_location returns this thread's errno.
+    unsafe { *libc::__errno_location() = v };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mix_is_a_bijection_on_samples() {
+        let mut seen = std::collections::HashSet::new();
+        for a in (0..1u64 << 16).map(|i| 0x7f00_0000_0000 + i * 8) {
+            assert!(seen.insert(mix(a)), "collision at {a:#x}");
+        }
+        // Ids of 8-byte-aligned addresses spread over the managers (id % nodes).
+        let on_zero = (0..1024u64)
+            .filter(|i| mix(0x1000 + i * 64) % 4 == 0)
+            .count();
+        assert!(
+            (150..=370).contains(&on_zero),
+            "{on_zero} of 1024 ids on manager 0"
+        );
+    }
+
+    #[test]
+    fn statics_are_named_by_module_and_offset() {
+        static M: [u64; 2] = [0, 0];
+        let a = std::ptr::addr_of!(M) as usize;
+        let id = object_id(a);
+        assert_eq!(id, object_id(a), "the same object has one id");
+        assert_ne!(
+            id,
+            mix(a as u64),
+            "a static is not named by its raw address"
+        );
+        assert_ne!(object_id(a + 8), id);
+        let on_stack = 5u64;
+        let s = std::ptr::addr_of!(on_stack) as usize;
+        assert_eq!(object_id(s), mix(s as u64));
+    }
+
+    #[test]
+    fn calls_before_start_are_clear_errors() {
+        let mut m = [0u64; 5];
+        let rc = squall_pthread_mutex_lock(m.as_mut_ptr().cast());
+        assert_eq!(rc, libc::EIO);
+        // SAFETY: reads this thread's last error text.
+        let text = unsafe { CStr::from_ptr(crate::error::last_error_ptr()) };
+        assert!(text.to_string_lossy().contains("not initialised"));
+        let rc = squall_pthread_mutex_lock(std::ptr::null_mut());
+        assert_eq!(rc, libc::EINVAL);
+        // Before the node exists, the allocation functions fall back to the C library.
+        let p = squall_pt_malloc(64);
+        assert!(!p.is_null());
+        // SAFETY: p is a C-library allocation of 64 bytes.
+        unsafe { squall_pt_free(p) };
+    }
+}

@@ -1,0 +1,351 @@
+//! Multi-process tests of the C API, the C++ wrappers, the pthreads layer and the SPLASH-2
+//! macros: the library is installed with `install.sh` into a temporary prefix, the C/C++
+//! programs of `c-tests/` are compiled against the *installed* headers with
+//! `cc ... $(pkg-config --cflags --libs squall[-pthread])`, and every program runs as a job of
+//! 2 and 4 node processes started by the launcher library (`squall_launch::run_job`).
+//!
+//! Run: `cargo test -p squall-capi --test c_programs` (add `-- NAME` to run only the cases
+//! whose label contains NAME). Needs cc, c++, pkg-config and m4 (see .ci/setup.sh).
+use squall_launch::{run_job, JobReport, JobSpec, LineSink, Stream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Collects what the nodes print (and forwards it, prefixed, for the test log).
+#[derive(Default)]
+struct Capture {
+    lines: Mutex<Vec<(u16, Stream, String)>>,
+}
+
+impl LineSink for Capture {
+    fn line(&self, rank: u16, stream: Stream, line: &[u8]) {
+        let text = String::from_utf8_lossy(line).into_owned();
+        if let Ok(mut l) = self.lines.lock() {
+            l.push((rank, stream, text));
+        }
+    }
+}
+
+impl Capture {
+    fn stdout_of(&self, rank: u16) -> Vec<String> {
+        self.lines
+            .lock()
+            .map(|l| {
+                l.iter()
+                    .filter(|(r, s, _)| *r == rank && *s == Stream::Stdout)
+                    .map(|(_, _, t)| t.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+    fn dump(&self) {
+        if let Ok(l) = self.lines.lock() {
+            for (r, s, t) in l.iter() {
+                let tag = if *s == Stream::Stdout { "" } else { "!" };
+                eprintln!("    [{r}{tag}] {t}");
+            }
+        }
+    }
+}
+
+struct Env {
+    prefix: PathBuf,
+    bin: PathBuf,
+    src: PathBuf,
+}
+
+fn sh(cmd: &mut Command, what: &str) -> Result<String, String> {
+    let out = cmd
+        .output()
+        .map_err(|e| format!("{what}: cannot run: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{what} failed ({}):\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+impl Env {
+    /// Install the library (found beside this test's binary) into a fresh prefix.
+    fn setup() -> Result<Env, String> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        // target/<profile>/deps/c_programs-HASH -> target/<profile>
+        let libdir = exe
+            .parent()
+            .and_then(Path::parent)
+            .ok_or("cannot find the target directory")?
+            .to_path_buf();
+        if !libdir.join("libsquall.so").exists() {
+            return Err(format!(
+                "{}/libsquall.so is missing: build it with cargo build -p squall-capi (same profile)",
+                libdir.display()
+            ));
+        }
+        let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let root = std::env::temp_dir().join(format!("squall-capi-test-{}", std::process::id()));
+        let prefix = root.join("prefix");
+        let bin = root.join("bin");
+        std::fs::create_dir_all(&bin).map_err(|e| e.to_string())?;
+        sh(
+            Command::new("sh")
+                .arg(crate_dir.join("install.sh"))
+                .arg(&prefix)
+                .arg(&libdir),
+            "install.sh",
+        )?;
+        Ok(Env {
+            prefix,
+            bin,
+            src: crate_dir.join("c-tests"),
+        })
+    }
+
+    fn pkg_config(&self, args: &[&str]) -> Result<Vec<String>, String> {
+        let out = sh(
+            Command::new("pkg-config")
+                .args(args)
+                .env("PKG_CONFIG_PATH", self.prefix.join("lib/pkgconfig")),
+            &format!("pkg-config {}", args.join(" ")),
+        )?;
+        Ok(out.split_whitespace().map(str::to_string).collect())
+    }
+
+    /// Compile `src` (in c-tests/ or an absolute path) with `compiler` against the installed
+    /// package `pkg` (None: plain native pthreads build).
+    fn build(
+        &self,
+        compiler: &str,
+        src: &Path,
+        out: &str,
+        pkg: Option<&str>,
+    ) -> Result<PathBuf, String> {
+        let exe = self.bin.join(out);
+        if exe.exists() {
+            return Ok(exe); // built by an earlier case
+        }
+        let mut cmd = Command::new(compiler);
+        cmd.args(["-O2", "-g", "-Wall", "-Wextra", "-Werror", "-o"])
+            .arg(&exe)
+            .arg(src);
+        match pkg {
+            Some(p) => {
+                cmd.args(self.pkg_config(&["--cflags", "--libs", p])?);
+            }
+            None => {
+                cmd.arg("-pthread");
+            }
+        }
+        cmd.arg("-lm");
+        sh(&mut cmd, &format!("compiling {}", src.display()))?;
+        Ok(exe)
+    }
+}
+
+/// Run `exe args` as a job of `nodes` processes; the job must succeed and rank 0 must print
+/// `expect` (a line containing it).
+fn job(exe: &Path, args: &[&str], nodes: usize, expect: &str) -> Result<(), String> {
+    let mut spec = JobSpec::local(
+        nodes,
+        exe.display().to_string(),
+        args.iter().map(|s| s.to_string()).collect(),
+    );
+    spec.timeout = Some(Duration::from_secs(90));
+    spec.extra_env
+        .push(("SQUALL_HEAP_SIZE".into(), "4G".into()));
+    let cap = Arc::new(Capture::default());
+    let report: JobReport = run_job(&spec, cap.clone()).map_err(|e| format!("launch: {e}"))?;
+    let out = cap.stdout_of(0);
+    let ok = report.success() && out.iter().any(|l| l.contains(expect));
+    if !ok {
+        cap.dump();
+        return Err(format!(
+            "job {} {} on {nodes} nodes: exit {}, rank 0 printed {:?} (expected a line with {expect:?})",
+            exe.display(),
+            args.join(" "),
+            report.exit_code(),
+            out
+        ));
+    }
+    Ok(())
+}
+
+/// Run `exe args` as a plain process (no launcher variables); returns its stdout.
+fn plain(exe: &Path, args: &[&str]) -> Result<String, String> {
+    let mut cmd = Command::new(exe);
+    cmd.args(args);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("SQUALL_") {
+            cmd.env_remove(k);
+        }
+    }
+    sh(&mut cmd, &format!("{} {}", exe.display(), args.join(" ")))
+}
+
+type Case = Box<dyn Fn(&Env) -> Result<(), String>>;
+
+fn cases() -> Vec<(String, Case)> {
+    let mut v: Vec<(String, Case)> = Vec::new();
+    // The C API, SPMD style, several native threads per node.
+    for scenario in [
+        "locks", "barrier", "condvar", "flags", "atomics", "threads", "misuse",
+    ] {
+        for nodes in [2usize, 4] {
+            v.push((
+                format!("c_api/{scenario}/{nodes} nodes"),
+                Box::new(move |env: &Env| {
+                    let exe = env.build(
+                        "cc",
+                        &env.src.join("api_test.c"),
+                        "api_test",
+                        Some("squall"),
+                    )?;
+                    job(&exe, &[scenario, "3"], nodes, &format!("ok {scenario}"))
+                }),
+            ));
+        }
+    }
+    v.push((
+        "c_api/before-init".into(),
+        Box::new(|env: &Env| {
+            let exe = env.build(
+                "cc",
+                &env.src.join("api_test.c"),
+                "api_test",
+                Some("squall"),
+            )?;
+            let out = plain(&exe, &["before-init"])?;
+            if out.contains("ok before-init") {
+                Ok(())
+            } else {
+                Err(format!("before-init printed {out:?}"))
+            }
+        }),
+    ));
+    // The C++ wrappers, single system image: threads on every node.
+    for nodes in [2usize, 4] {
+        v.push((
+            format!("cxx/{nodes} nodes"),
+            Box::new(move |env: &Env| {
+                let exe = env.build(
+                    "c++",
+                    &env.src.join("cxx_test.cpp"),
+                    "cxx_test",
+                    Some("squall"),
+                )?;
+                job(&exe, &["3"], nodes, "ok cxx")
+            }),
+        ));
+    }
+    // A plain pthreads program: native build and Squall build from the same source.
+    for nodes in [2usize, 4] {
+        v.push((
+            format!("pthreads/primes/{nodes} nodes"),
+            Box::new(move |env: &Env| {
+                let src = env.src.join("primes.c");
+                let native = env.build("cc", &src, "primes_native", None)?;
+                let want = plain(&native, &["200000", "6"])?;
+                let want = want
+                    .lines()
+                    .find(|l| l.starts_with("primes"))
+                    .unwrap_or("?")
+                    .to_string();
+                let exe = env.build("cc", &src, "primes_squall", Some("squall-pthread"))?;
+                job(&exe, &["200000", &(3 * nodes).to_string()], nodes, &want)
+            }),
+        ));
+    }
+    v.push((
+        "pthreads/primes/no launcher".into(),
+        Box::new(|env: &Env| {
+            let exe = env.build(
+                "cc",
+                &env.src.join("primes.c"),
+                "primes_squall",
+                Some("squall-pthread"),
+            )?;
+            let out = plain(&exe, &["50000", "3"])?;
+            if out.contains("primes below 50000: 5133") {
+                Ok(())
+            } else {
+                Err(format!("one-node run printed {out:?}"))
+            }
+        }),
+    ));
+    v.push((
+        "pthreads/misuse".into(),
+        Box::new(|env: &Env| {
+            let exe = env.build(
+                "cc",
+                &env.src.join("pthread_misuse.c"),
+                "pthread_misuse",
+                Some("squall-pthread"),
+            )?;
+            job(&exe, &[], 2, "ok pthread misuse")
+        }),
+    ));
+    // A program in SPLASH-2 macro style, expanded with c.m4.squall.
+    for nodes in [2usize, 4] {
+        v.push((
+            format!("splash/sor/{nodes} nodes"),
+            Box::new(move |env: &Env| {
+                let c = m4(env, "sor.C")?;
+                let exe = env.build("cc", &c, "sor_splash", Some("squall-pthread"))?;
+                job(&exe, &["-p", &(2 * nodes).to_string()], nodes, "sor: ok")
+            }),
+        ));
+    }
+    v
+}
+
+/// Expand an m4-style SPLASH-2 source with the installed c.m4.squall.
+fn m4(env: &Env, name: &str) -> Result<PathBuf, String> {
+    let macros = env.prefix.join("share/squall/c.m4.squall");
+    let out = sh(
+        Command::new("m4").arg(&macros).arg(env.src.join(name)),
+        "m4 (install it: apt-get install m4)",
+    )?;
+    let c = env.bin.join(name.replace(".C", ".c"));
+    std::fs::write(&c, out).map_err(|e| e.to_string())?;
+    Ok(c)
+}
+
+fn main() {
+    let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let env = match Env::setup() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("c_programs: setup failed: {e}");
+            std::process::exit(1);
+        }
+    };
+    let (mut passed, mut failed) = (0, 0);
+    for (label, case) in cases() {
+        if filter.as_ref().is_some_and(|f| !label.contains(f.as_str())) {
+            continue;
+        }
+        let t = Instant::now();
+        let r = case(&env);
+        println!(
+            "test {label} ... {} ({:.2}s)",
+            if r.is_ok() { "ok" } else { "FAILED" },
+            t.elapsed().as_secs_f64()
+        );
+        match r {
+            Ok(()) => passed += 1,
+            Err(e) => {
+                eprintln!("  {e}");
+                failed += 1
+            }
+        }
+    }
+    println!("{passed} passed, {failed} failed");
+    if let Some(root) = env.bin.parent() {
+        let _ = std::fs::remove_dir_all(root);
+    }
+    std::process::exit(i32::from(failed > 0));
+}
