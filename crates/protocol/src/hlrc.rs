@@ -18,6 +18,13 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 /// migrates to that writer. 0 disables migration.
 pub const DEFAULT_MIGRATE_AFTER: u32 = 2;
 
+/// Notices held before the oldest ones of each node are merged (programs that never reach a
+/// barrier keep bounded memory this way).
+pub const DEFAULT_NOTICE_BUDGET: usize = 1024;
+
+/// Notices of each node kept individually when compacting.
+const KEEP_RECENT: usize = 4;
+
 /// `hlrc` messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Msg {
@@ -364,6 +371,8 @@ pub struct Hlrc<M: PageMemory> {
     parked: BTreeMap<PageId, Vec<(NodeId, Msg)>>,
     atomics_out: BTreeMap<u64, (PageId, usize, AtomicOp)>,
     migrate_after: u32,
+    /// Most notices held before old ones are merged (see `compact_notices`).
+    notice_budget: usize,
 }
 
 impl<M: PageMemory> Hlrc<M> {
@@ -390,6 +399,7 @@ impl<M: PageMemory> Hlrc<M> {
             parked: BTreeMap::new(),
             atomics_out: BTreeMap::new(),
             migrate_after: DEFAULT_MIGRATE_AFTER,
+            notice_budget: DEFAULT_NOTICE_BUDGET,
         }
     }
 
@@ -398,7 +408,44 @@ impl<M: PageMemory> Hlrc<M> {
         self.migrate_after = n;
     }
 
-    /// Write notices currently held (bounded: cleared at every barrier).
+    /// Set how many notices are held before old ones are merged (at least 1).
+    pub fn set_notice_budget(&mut self, n: usize) {
+        self.notice_budget = n.max(1);
+    }
+
+    /// Bound the notice store without barriers: all but the newest few notices of each node
+    /// are merged into one notice keyed by the newest merged interval, naming the union of
+    /// their pages. An acquirer that lacks any merged interval gets the union: it may
+    /// invalidate pages it did not have to (extra misses), never fewer.
+    fn compact_notices(&mut self) {
+        if self.notices.len() <= self.notice_budget {
+            return;
+        }
+        for n in 0..self.layout.nodes {
+            let keys: Vec<(u16, u32)> = self
+                .notices
+                .range((n, 0)..=(n, u32::MAX))
+                .map(|(k, _)| *k)
+                .collect();
+            if keys.len() <= KEEP_RECENT + 1 {
+                continue;
+            }
+            let old = &keys[..keys.len() - KEEP_RECENT];
+            let mut union = BTreeSet::new();
+            for k in old {
+                if let Some(pages) = self.notices.remove(k) {
+                    union.extend(pages);
+                }
+            }
+            if let Some(last) = old.last() {
+                self.notices.insert(*last, union.into_iter().collect());
+            }
+        }
+        self.stats.notice_compactions += 1;
+    }
+
+    /// Write notices currently held (bounded: cleared at every barrier, compacted beyond the
+    /// budget).
     pub fn notices_held(&self) -> usize {
         self.notices.len()
     }
@@ -622,6 +669,7 @@ impl<M: PageMemory> Hlrc<M> {
             }
             if let Some((_, interval, pages)) = self.unpublished.pop_front() {
                 self.notices.insert((self.me.0, interval), pages);
+                self.compact_notices();
                 self.vt[self.me.index()] = interval;
             }
         }
@@ -672,6 +720,7 @@ impl<M: PageMemory> Hlrc<M> {
                 self.invalidate(p);
             }
             self.notices.insert((n, i), pages);
+            self.compact_notices();
         }
         Some(their_vt)
     }

@@ -28,6 +28,8 @@ pub struct ProtoStats {
     pub atomics: u64,
     /// Synchronization info bytes that could not be decoded (a bug in a peer).
     pub malformed_sync_info: u64,
+    /// Times the notice store was compacted (no barrier for a long time).
+    pub notice_compactions: u64,
     /// Per message type (its name in the protocol docs).
     pub sent: BTreeMap<String, MsgCount>,
 }
@@ -46,6 +48,7 @@ impl ProtoStats {
         self.home_migrations += other.home_migrations;
         self.atomics += other.atomics;
         self.malformed_sync_info += other.malformed_sync_info;
+        self.notice_compactions += other.notice_compactions;
         for (k, v) in &other.sent {
             let e = self.sent.entry(k.clone()).or_default();
             e.messages += v.messages;

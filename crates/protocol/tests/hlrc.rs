@@ -260,3 +260,32 @@ fn unallocated_pages_are_refused() {
         })
     );
 }
+
+#[test]
+fn compacted_notices_still_invalidate_everything_needed() {
+    let mut c = Cluster::new("hlrc-small", 3);
+    for p in [0, 1] {
+        c.fault(2, p, false);
+        c.settle();
+    }
+    // Node 1 writes pages 0 and 1 in its first interval, then other pages in seven more.
+    for p in [0, 1] {
+        c.fault(1, p, true);
+        c.settle();
+        c.store(1, p, 0, 10 + p);
+    }
+    c.release(1, 1);
+    for (i, p) in [2u64, 3, 2, 3, 2, 3, 2].iter().enumerate() {
+        c.fault(1, *p, true);
+        c.settle();
+        c.store(1, *p, 0, i as u64);
+        c.release(1, 2 + i as u64);
+    }
+    assert!(c.cores[1].stats().notice_compactions > 0);
+    c.handoff(1, 2);
+    assert_eq!(c.access(2, 0), Access::None);
+    assert_eq!(c.access(2, 1), Access::None);
+    c.fault(2, 1, false);
+    c.settle();
+    assert_eq!(c.load(2, 1, 0), 11);
+}

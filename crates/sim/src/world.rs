@@ -195,6 +195,9 @@ impl World {
                 ProtocolKind::Hlrc => {
                     let mut h = Hlrc::new(mem.clone(), NodeId(n), prog.layout);
                     h.set_migrate_after(r2.gen_range(0..=3));
+                    if r2.gen_bool(0.3) {
+                        h.set_notice_budget(r2.gen_range(1..6));
+                    }
                     Box::new(h)
                 }
                 ProtocolKind::Sc => Box::new(Sc::new(mem.clone(), NodeId(n), prog.layout)),

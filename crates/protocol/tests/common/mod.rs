@@ -72,6 +72,12 @@ impl Cluster {
             let m = MemH(Rc::new(Mem::default()));
             let core: Box<dyn Protocol> = match kind {
                 "sc" => Box::new(Sc::new(m.clone(), NodeId(n), layout)),
+                "hlrc-small" => {
+                    let mut h = Hlrc::new(m.clone(), NodeId(n), layout);
+                    h.set_migrate_after(0);
+                    h.set_notice_budget(1);
+                    Box::new(h)
+                }
                 "hlrc-migrate" => {
                     let mut h = Hlrc::new(m.clone(), NodeId(n), layout);
                     h.set_migrate_after(1);
