@@ -82,7 +82,7 @@ pub fn start_with(
                 .local_addr()
                 .map_err(|e| NetError::io("reading the udp transport address", e))?;
             let (job, table) = rendezvous(&cfg, me)?;
-            (UdpBackend::new(&cfg, job, sock, table)?, job)
+            (UdpBackend::boxed(&cfg, job, sock, table)?, job)
         }
     };
     Endpoint::start(

@@ -177,14 +177,14 @@ mod tests {
 
     #[test]
     fn missing_variables_point_to_squall_run() {
-        let e = cfg(&[]).unwrap_err().to_string();
+        let e = cfg(&[]).expect_err("must fail").to_string();
         assert!(e.contains("squall run") && e.contains("SQUALL_SIZE"), "{e}");
         let e = cfg(&[("SQUALL_SIZE", "2"), ("SQUALL_RANK", "0")])
-            .unwrap_err()
+            .expect_err("must fail")
             .to_string();
         assert!(e.contains("SQUALL_RENDEZVOUS"), "{e}");
         let e = cfg(&[("SQUALL_SIZE", "2"), ("SQUALL_RANK", "2")])
-            .unwrap_err()
+            .expect_err("must fail")
             .to_string();
         assert!(e.contains("SQUALL_RANK"), "{e}");
     }
@@ -206,7 +206,8 @@ mod tests {
         assert_eq!(c.job_id, Some(JobId(0xdead_beef)));
         assert_eq!(c.transport, Transport::Udp);
         assert_eq!(c.peer_timeout, Duration::from_millis(500));
-        let e = cfg(&[("SQUALL_SIZE", "1"), ("SQUALL_NET_FAULTS", "loss=0.1")]).unwrap_err();
+        let e =
+            cfg(&[("SQUALL_SIZE", "1"), ("SQUALL_NET_FAULTS", "loss=0.1")]).expect_err("must fail");
         assert!(e.to_string().contains("use SQUALL_TRANSPORT=udp"), "{e}");
     }
 }

@@ -29,6 +29,9 @@ use std::time::{Duration, Instant};
 pub const TY_BYE: u16 = 1;
 /// Transport type of heartbeats and pure acks (udp).
 pub const TY_LINK: u16 = 2;
+/// A node that lost contact with a peer tells the others (payload: u16 peer, reason text),
+/// so every node names the node that actually failed.
+pub const TY_LOST_NOTICE: u16 = 3;
 /// Bootstrap: a joining node's hello to rank 0.
 pub const TY_BOOT_HELLO: u16 = 8;
 /// Bootstrap: rank 0's table of all nodes.
@@ -484,6 +487,14 @@ impl Endpoint {
     }
 
     fn deliver(&self, msg: InMsg) {
+        if msg.ty.0 == TY_LOST_NOTICE {
+            if msg.payload.len() >= 2 {
+                let peer = NodeId(u16::from_le_bytes([msg.payload[0], msg.payload[1]]));
+                let why = String::from_utf8_lossy(&msg.payload[2..]);
+                self.peer_lost(peer, format!("{} reports: {why}", msg.src));
+            }
+            return;
+        }
         {
             let mut m = self.shared.by_type.lock();
             let c = m.entry(msg.ty.0).or_default();
@@ -576,6 +587,21 @@ impl Endpoint {
         });
         if self.shared.shutting_down.load(Ordering::Acquire) {
             return;
+        }
+        // Tell the others first (best effort), so they name the node that failed.
+        let mut notice = peer.0.to_le_bytes().to_vec();
+        notice.extend_from_slice(reason.as_bytes());
+        let notice = Bytes::from(notice);
+        for p in (0..self.shared.size).map(NodeId) {
+            if p != peer && p != self.shared.rank {
+                let _ = self.send_raw(
+                    p,
+                    MsgType(TY_LOST_NOTICE),
+                    Flags::empty(),
+                    0,
+                    notice.clone(),
+                );
+            }
         }
         let cb = self.shared.on_peer_lost.lock().take();
         match cb {

@@ -242,14 +242,23 @@ mod tests {
 
     #[test]
     fn parse_errors_are_clear() {
-        let e = FaultSpec::parse("loss=2").unwrap_err().to_string();
+        let e = FaultSpec::parse("loss=2")
+            .expect_err("must fail")
+            .to_string();
         assert!(e.contains("loss=\"2\""), "{e}");
-        let e = FaultSpec::parse("bogus=1").unwrap_err().to_string();
+        let e = FaultSpec::parse("bogus=1")
+            .expect_err("must fail")
+            .to_string();
         assert!(e.contains("unknown key \"bogus\""), "{e}");
-        let e = FaultSpec::parse("delay=fast").unwrap_err().to_string();
+        let e = FaultSpec::parse("delay=fast")
+            .expect_err("must fail")
+            .to_string();
         assert!(e.contains("delay"), "{e}");
         let e = FaultSpec::parse("loss=0.1").expect("ok").check_for_tcp();
-        assert!(e.unwrap_err().to_string().contains("SQUALL_TRANSPORT=udp"));
+        assert!(e
+            .expect_err("must fail")
+            .to_string()
+            .contains("SQUALL_TRANSPORT=udp"));
     }
 
     #[test]

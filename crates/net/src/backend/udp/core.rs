@@ -540,7 +540,7 @@ impl UdpCore {
                         peer.rttvar = s / 2;
                     }
                     Some(srtt) => {
-                        let diff = if srtt > s { srtt - s } else { s - srtt };
+                        let diff = srtt.abs_diff(s);
                         peer.rttvar = (peer.rttvar * 3 + diff) / 4;
                         peer.srtt = Some((srtt * 7 + s) / 8);
                     }

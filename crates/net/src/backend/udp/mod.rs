@@ -31,7 +31,7 @@ pub(crate) struct UdpBackend {
 }
 
 impl UdpBackend {
-    pub(crate) fn new(
+    pub(crate) fn boxed(
         cfg: &NetConfig,
         job: JobId,
         sock: std::net::UdpSocket,
