@@ -412,15 +412,17 @@ void squall_pthread_start(void);
 
 /**
  * Register the program's `SQUALL_GLOBAL` section `[start, end)` (called by the constructor in
- * `squall/pthread.h`). This runtime cannot yet map a linker section into the shared range, so
- * in a job of more than one node such variables are private to each node: that is reported
- * on standard error (once), never silently accepted. Returns 0 if the variables are shared
- * (one-node job or empty section), 1 if they are private.
+ * `squall/pthread.h`, before `squall_pthread_start`). This runtime cannot map a program section into the shared range, so
+ * such variables are not kept coherent: instead, when `pthread_create` starts a thread on
+ * another node, the creator's copy of the whole section is installed on that node before
+ * the thread runs (what SPLASH-2 programs need: main sets the globals, then creates the
+ * threads). Writes made after a create are not shared. In a job of more than one node this is
+ * said once on standard error. Returns the section's length in bytes.
  *
  * # Safety
  * `start..end` is the program's `squall_globals` section (or both null).
  */
-int squall_register_globals(void *start, void *end);
+size_t squall_register_globals(void *start, void *end);
 
 /**
  * `pthread_create`: the thread is placed round-robin over the nodes; attributes are ignored.

@@ -521,7 +521,7 @@ pub extern "C" fn squall_flag_clear(id: u64) -> c_int {
 fn atomic(call: &'static str, addr: *mut u64, op: AtomicOp, old: *mut u64) -> c_int {
     status(call, || {
         non_null(call, "addr", addr)?;
-        if addr as usize % 8 != 0 {
+        if (addr as usize) & 7 != 0 {
             return Err(CapiError::Invalid {
                 call,
                 why: format!("{:#x} is not 8-byte aligned", addr as usize),

@@ -9,6 +9,7 @@
 //! internals.
 pub mod api;
 pub mod error;
+mod modules;
 pub mod pthread;
 
 pub use api::*;

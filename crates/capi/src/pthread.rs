@@ -12,13 +12,14 @@
 //! nodes.
 //!
 //! Owns: the pthread-to-Squall mapping and errno codes. Must not touch: the runtime's state.
-use crate::api::{self, node, SquallThreadFn};
+use crate::api::{self, node};
 use crate::error::{
     guard, record, CapiError, SQUALL_ERR_DEADLOCK, SQUALL_ERR_INVALID, SQUALL_ERR_IN_USE,
     SQUALL_ERR_NOT_HELD, SQUALL_ERR_NO_MEMORY, SQUALL_ERR_UNKNOWN_THREAD, SQUALL_ERR_UNSUPPORTED,
 };
 use std::ffi::{c_int, c_uint, c_void, CStr};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
 /// Bijective 64-bit mixer (the splitmix64 finalizer): distinct addresses stay distinct ids.
 pub(crate) fn mix(mut z: u64) -> u64 {
@@ -115,6 +116,10 @@ static STARTED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn finalize_at_exit() {
     if let Ok(n) = squall::node() {
+        if n.endpoint().is_service_thread() {
+            // The runtime itself is ending the process (a lost peer): nothing to finalize.
+            return;
+        }
         if let Err(e) = n.finalize() {
             eprintln!("squall: {}: finalize at exit: {e}", n.rank());
         }
@@ -143,6 +148,7 @@ pub extern "C" fn squall_pthread_start() {
     );
     match r {
         Ok(()) => {
+            globals_notice();
             // SAFETY: registering a plain extern "C" function with no arguments.
             if unsafe { libc::atexit(finalize_at_exit) } != 0 {
                 eprintln!("squall: could not register the finalize-at-exit handler");
@@ -163,32 +169,145 @@ pub extern "C" fn squall_pthread_start() {
     }
 }
 
-static GLOBALS_WARNED: AtomicUsize = AtomicUsize::new(0);
+/// This process's `SQUALL_GLOBAL` section: (start, length).
+static GLOBALS: Mutex<(usize, usize)> = Mutex::new((0, 0));
+static GLOBALS_NOTICE: AtomicBool = AtomicBool::new(false);
+
+fn globals() -> (usize, usize) {
+    *GLOBALS.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// Register the program's `SQUALL_GLOBAL` section `[start, end)` (called by the constructor in
-/// `squall/pthread.h`). This runtime cannot yet map a linker section into the shared range, so
-/// in a job of more than one node such variables are private to each node: that is reported
-/// on standard error (once), never silently accepted. Returns 0 if the variables are shared
-/// (one-node job or empty section), 1 if they are private.
+/// `squall/pthread.h`, before `squall_pthread_start`). This runtime cannot map a program section into the shared range, so
+/// such variables are not kept coherent: instead, when `pthread_create` starts a thread on
+/// another node, the creator's copy of the whole section is installed on that node before
+/// the thread runs (what SPLASH-2 programs need: main sets the globals, then creates the
+/// threads). Writes made after a create are not shared. In a job of more than one node this is
+/// said once on standard error. Returns the section's length in bytes.
 ///
 /// # Safety
 /// `start..end` is the program's `squall_globals` section (or both null).
 #[no_mangle]
-pub unsafe extern "C" fn squall_register_globals(start: *mut c_void, end: *mut c_void) -> c_int {
+pub unsafe extern "C" fn squall_register_globals(start: *mut c_void, end: *mut c_void) -> usize {
     let bytes = (end as usize).saturating_sub(start as usize);
-    let size = node().map(|n| n.size()).unwrap_or(1);
-    if bytes == 0 || size <= 1 {
+    if bytes == 0 || start.is_null() {
         return 0;
     }
-    if GLOBALS_WARNED.swap(1, Ordering::AcqRel) == 0 {
-        eprintln!(
-            "squall: warning: {bytes} bytes of SQUALL_GLOBAL variables at {:#x} are private to \
-             each of the {size} nodes: this runtime cannot share a program section yet; put \
-             shared data in malloc'd memory",
-            start as usize
-        );
+    *GLOBALS.lock().unwrap_or_else(|p| p.into_inner()) = (start as usize, bytes);
+    globals_notice();
+    bytes
+}
+
+/// Say once, in a multi-node job, what SQUALL_GLOBAL means here.
+fn globals_notice() {
+    let bytes = globals().1;
+    if bytes == 0 {
+        return;
     }
-    1
+    if let Ok(n) = node() {
+        if n.size() > 1 && !GLOBALS_NOTICE.swap(true, Ordering::AcqRel) {
+            eprintln!(
+                "squall: note: the {bytes} bytes of SQUALL_GLOBAL variables are copied from the \
+                 creating node to a node when pthread_create starts a thread there; later \
+                 writes to them are not shared between nodes (keep shared data in malloc'd memory)"
+            );
+        }
+    }
+}
+
+/// What a thread started with globals carries (in Squall memory), followed by the bytes of
+/// the creator's `SQUALL_GLOBAL` section.
+#[repr(C)]
+struct GlobalsPackage {
+    module: u64,
+    offset: u64,
+    arg: u64,
+    creator: u64,
+    len: u64,
+}
+
+const PACKAGE_HEADER: usize = std::mem::size_of::<GlobalsPackage>();
+
+/// Runs on the new thread's node: install the creator's globals, then run the user function.
+extern "C" fn globals_trampoline(p: *mut c_void) -> *mut c_void {
+    let pkg = p as *const GlobalsPackage;
+    // SAFETY: `p` is the package written by `spawn_with_globals` (Squall memory, visible here
+    // since creating a thread is a release).
+    let h = unsafe { pkg.read() };
+    let me = node().map(|n| u64::from(n.rank().0)).unwrap_or(h.creator);
+    let (start, len) = globals();
+    if me != h.creator && len as u64 == h.len && start != 0 {
+        // SAFETY: the package holds `len` bytes after its header; the section is this
+        // process's writable `squall_globals` section of the same program.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (p as *const u8).add(PACKAGE_HEADER),
+                start as *mut u8,
+                len,
+            )
+        };
+    }
+    let f = crate::modules::decode(h.module, h.offset);
+    // SAFETY: the package is no longer read.
+    unsafe { api::squall_free(p) };
+    match f {
+        Some(addr) => {
+            // SAFETY: the creator encoded the address of a thread function of this program;
+            // every node runs the same binaries, so the decoded address is that function.
+            let f: extern "C" fn(*mut c_void) -> *mut c_void = unsafe { std::mem::transmute(addr) };
+            f(h.arg as usize as *mut c_void)
+        }
+        None => {
+            eprintln!(
+                "squall: pthread_create: the thread function (module {} offset {:#x}) is not loaded on this node",
+                h.module, h.offset
+            );
+            std::process::exit(70);
+        }
+    }
+}
+
+/// Start `f(arg)` round-robin, carrying this node's copy of the `SQUALL_GLOBAL` section.
+fn spawn_with_globals(
+    f: Option<extern "C" fn(*mut c_void) -> *mut c_void>,
+    arg: *mut c_void,
+    (start, len): (usize, usize),
+) -> Result<u64, CapiError> {
+    let call = "pthread_create";
+    let f = f.ok_or_else(|| CapiError::Invalid {
+        call,
+        why: "the thread function is a null pointer".into(),
+    })?;
+    let (module, offset) =
+        crate::modules::encode(f as usize).ok_or_else(|| CapiError::Invalid {
+            call,
+            why: format!(
+                "the thread function at {:#x} is not in any loaded module",
+                f as usize
+            ),
+        })?;
+    let n = node()?;
+    let p = n.alloc(PACKAGE_HEADER + len)?;
+    let h = GlobalsPackage {
+        module,
+        offset,
+        arg: arg as usize as u64,
+        creator: u64::from(n.rank().0),
+        len: len as u64,
+    };
+    // SAFETY: `p` is a fresh allocation of header + len bytes (16-byte aligned); the section
+    // is `len` readable bytes of this process.
+    unsafe {
+        (p as *mut GlobalsPackage).write(h);
+        std::ptr::copy_nonoverlapping(start as *const u8, p.add(PACKAGE_HEADER), len);
+    }
+    match api::spawn(api::SQUALL_ANY_NODE, Some(globals_trampoline), p.cast()) {
+        Ok(t) => Ok(t),
+        Err(e) => {
+            let _ = n.free(p);
+            Err(e)
+        }
+    }
 }
 
 // ----- threads ------------------------------------------------------------------------------
@@ -207,7 +326,12 @@ pub unsafe extern "C" fn squall_pthread_create(
     let _ = attr; // attributes (stack size, detach state) do not apply to squall threads
     pt("pthread_create", || {
         need("pthread_create", "thread", thread)?;
-        let tid = api::spawn(api::SQUALL_ANY_NODE, f, arg)?;
+        let g = globals();
+        let tid = if g.1 > 0 && node()?.size() > 1 {
+            spawn_with_globals(f, arg, g)?
+        } else {
+            api::spawn(api::SQUALL_ANY_NODE, f, arg)?
+        };
         // SAFETY: checked non-null; valid per the contract.
         unsafe { thread.write(tid) };
         Ok(0)
@@ -537,7 +661,7 @@ mod tests {
         }
         // Ids of 8-byte-aligned addresses spread over the managers (id % nodes).
         let on_zero = (0..1024u64)
-            .filter(|i| mix(0x1000 + i * 64) % 4 == 0)
+            .filter(|i| mix(0x1000 + i * 64) & 3 == 0)
             .count();
         assert!(
             (150..=370).contains(&on_zero),

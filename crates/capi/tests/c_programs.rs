@@ -80,9 +80,20 @@ impl Env {
             .and_then(Path::parent)
             .ok_or("cannot find the target directory")?
             .to_path_buf();
+        // Cargo does not rebuild the cdylib for an integration test: build it (same profile,
+        // same target directory) so the installed library is the current one.
+        let target_dir = libdir.parent().ok_or("cannot find the target directory")?;
+        let mut build = Command::new(env!("CARGO"));
+        build
+            .args(["build", "--quiet", "-p", "squall-capi", "--lib"])
+            .env("CARGO_TARGET_DIR", target_dir);
+        if libdir.file_name().is_some_and(|n| n == "release") {
+            build.arg("--release");
+        }
+        sh(&mut build, "cargo build -p squall-capi --lib")?;
         if !libdir.join("libsquall.so").exists() {
             return Err(format!(
-                "{}/libsquall.so is missing: build it with cargo build -p squall-capi (same profile)",
+                "{}/libsquall.so is missing after the build",
                 libdir.display()
             ));
         }

@@ -25,9 +25,14 @@
  *    compared with ids from pthread_create, pthread_exit, cancellation, thread-specific data.
  *  - malloc / calloc / realloc / free come from the shared heap (memory from the C library,
  *    e.g. strdup, is still freed by the C library).
- *  - SQUALL_GLOBAL marks a global variable to be shared with node 0 as its home. This runtime
- *    cannot yet share a program section: in a multi-node job a warning on stderr says that such
- *    variables are private to each node. Put shared data in malloc'd memory.
+ *  - SQUALL_GLOBAL marks a global variable that threads on every node read (CableS' GLOBAL).
+ *    This runtime cannot yet map a program section into the shared range, so these variables
+ *    are NOT coherent: when pthread_create starts a thread on another node, the creator's copy
+ *    of all SQUALL_GLOBAL variables is installed on that node first (enough for the usual
+ *    pattern: main sets them, then creates the threads); later writes are not shared, and a
+ *    note on stderr says so in multi-node jobs. Keep data written in parallel in malloc'd
+ *    memory. Pointers stored in them must point into Squall memory (not to the program's own
+ *    functions or strings, whose addresses differ between nodes).
  */
 #ifndef SQUALL_PTHREAD_H
 #define SQUALL_PTHREAD_H
@@ -58,8 +63,8 @@ extern char __stop_squall_globals[] __attribute__((weak));
 #endif
 __attribute__((constructor(101), used)) static void squall_pthread_constructor_(void)
 {
-    squall_pthread_start();
     squall_register_globals(__start_squall_globals, __stop_squall_globals);
+    squall_pthread_start();
 }
 
 #define pthread_create          squall_pthread_create

@@ -1,0 +1,98 @@
+//! Code addresses named independently of where a process loaded its modules: `(module index
+//! in the loader's list, offset from the module's load address)`. Every node runs the same
+//! program with the same libraries, so the loader lists the same modules in the same order.
+//!
+//! Owns: the `dl_iterate_phdr` walks. Must not touch anything else.
+use std::ffi::{c_int, c_void};
+
+struct Find {
+    addr: usize,
+    index: u64,
+    found: Option<(u64, usize)>,
+}
+
+extern "C" fn visit_find(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
+    // SAFETY: `data` is the `Find` passed below, alive for the whole walk; `info` is valid for
+    // this callback and its `dlpi_phnum` program headers are readable.
+    let (f, info) = unsafe { (&mut *(data as *mut Find), &*info) };
+    let phdrs: &[libc::Elf64_Phdr] = if info.dlpi_phdr.is_null() {
+        &[]
+    } else {
+        // SAFETY: as above.
+        unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) }
+    };
+    let base = info.dlpi_addr as usize;
+    let hit = phdrs.iter().any(|p| {
+        let start = base.wrapping_add(p.p_vaddr as usize);
+        p.p_type == libc::PT_LOAD && f.addr >= start && f.addr - start < p.p_memsz as usize
+    });
+    if hit {
+        f.found = Some((f.index, base));
+        return 1;
+    }
+    f.index += 1;
+    0
+}
+
+struct Base {
+    want: u64,
+    index: u64,
+    found: Option<usize>,
+}
+
+extern "C" fn visit_base(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
+    // SAFETY: `data` is the `Base` passed below; `info` is valid for this callback.
+    let (b, info) = unsafe { (&mut *(data as *mut Base), &*info) };
+    if b.index == b.want {
+        b.found = Some(info.dlpi_addr as usize);
+        return 1;
+    }
+    b.index += 1;
+    0
+}
+
+/// `(module index, offset)` of a code or data address, if it is in a loaded module.
+pub(crate) fn encode(addr: usize) -> Option<(u64, u64)> {
+    let mut f = Find {
+        addr,
+        index: 0,
+        found: None,
+    };
+    // SAFETY: the callback only reads the loader's records and writes `f`.
+    unsafe { libc::dl_iterate_phdr(Some(visit_find), &mut f as *mut Find as *mut c_void) };
+    f.found.map(|(i, base)| (i, (addr - base) as u64))
+}
+
+/// The local address of `(module index, offset)`.
+pub(crate) fn decode(index: u64, offset: u64) -> Option<usize> {
+    let mut b = Base {
+        want: index,
+        index: 0,
+        found: None,
+    };
+    // SAFETY: the callback only reads the loader's records and writes `b`.
+    unsafe { libc::dl_iterate_phdr(Some(visit_base), &mut b as *mut Base as *mut c_void) };
+    b.found.map(|base| base.wrapping_add(offset as usize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    extern "C" fn probe(p: *mut c_void) -> *mut c_void {
+        p
+    }
+
+    #[test]
+    fn round_trip_of_code_addresses() {
+        let f = probe as extern "C" fn(*mut c_void) -> *mut c_void as usize;
+        let (i, off) = encode(f).expect("a function of this binary is in a module");
+        assert_eq!(decode(i, off), Some(f));
+        let libc_fn = libc::getpid as unsafe extern "C" fn() -> libc::pid_t as usize;
+        let (j, off2) = encode(libc_fn).expect("libc is a module");
+        assert_ne!(i, j, "the program and libc are different modules");
+        assert_eq!(decode(j, off2), Some(libc_fn));
+        let heap = Box::new(5u64);
+        assert_eq!(encode(&*heap as *const u64 as usize), None);
+    }
+}
