@@ -48,10 +48,21 @@ pub(crate) enum Msg {
         write: bool,
         epoch: u32,
     },
-    /// The home's copy.
+    /// The home's copy; `exclusive`: nobody else has a copy, so the receiver writes it
+    /// without twin, diff or notice until the home recalls it (Cashmere's exclusive mode).
     PageData {
         page: PageId,
         data: Vec<u8>,
+        exclusive: bool,
+    },
+    /// The home wants the exclusive copy back (another node or the home needs the page).
+    Recall {
+        page: PageId,
+    },
+    /// The exclusive holder's copy (`None`: it never installed the exclusive grant).
+    RecallReply {
+        page: PageId,
+        data: Option<Vec<u8>>,
     },
     /// The receiver of a fetch or atomic is no longer the home; retry at `home`.
     Redirect {
@@ -96,6 +107,8 @@ impl Msg {
             Msg::HomeMoved { .. } => "home_moved",
             Msg::Fetch { .. } => "fetch",
             Msg::PageData { .. } => "page_data",
+            Msg::Recall { .. } => "recall",
+            Msg::RecallReply { .. } => "recall_reply",
             Msg::Redirect { .. } => "redirect",
             Msg::Diff { .. } => "diff",
             Msg::DiffAck { .. } => "diff_ack",
@@ -126,7 +139,25 @@ impl Msg {
                 .u8(u8::from(*write))
                 .u32(*epoch)
                 .finish(),
-            Msg::PageData { page, data } => Writer::new(5).page(*page).bytes(data).finish(),
+            Msg::PageData {
+                page,
+                data,
+                exclusive,
+            } => Writer::new(5)
+                .page(*page)
+                .bytes(data)
+                .u8(u8::from(*exclusive))
+                .finish(),
+            Msg::Recall { page } => Writer::new(11).page(*page).finish(),
+            Msg::RecallReply { page, data } => {
+                let mut w = Writer::new(12);
+                w.page(*page);
+                match data {
+                    Some(d) => w.u8(1).bytes(d),
+                    None => w.u8(0),
+                };
+                w.finish()
+            }
             Msg::Redirect {
                 page,
                 atomic_token,
@@ -211,7 +242,18 @@ impl Msg {
             5 => Msg::PageData {
                 page: r.page(t)?,
                 data: r.page_data()?.to_vec(),
+                exclusive: r.bool()?,
             },
+            11 => Msg::Recall { page: r.page(t)? },
+            12 => {
+                let page = r.page(t)?;
+                let data = if r.bool()? {
+                    Some(r.page_data()?.to_vec())
+                } else {
+                    None
+                };
+                Msg::RecallReply { page, data }
+            }
             6 => {
                 let page = r.page(t)?;
                 let atomic_token = if r.bool()? { Some(r.u64()?) } else { None };
@@ -328,6 +370,30 @@ struct PageState {
     forward: Option<HomeRef>,
     /// Home side: consecutive diffs from one writer with no home write in between.
     streak: Option<(NodeId, u32)>,
+    /// This node holds the page in exclusive mode.
+    exclusive: bool,
+    /// Home side: nodes sent a copy of the page (they may still hold it).
+    copyset: BTreeSet<NodeId>,
+    /// Home side: the copyset is unknown (the home migrated here): never grant exclusive.
+    copyset_all: bool,
+    /// Home side: the node holding the page in exclusive mode.
+    excl_holder: Option<NodeId>,
+    /// Home side: a recall is out.
+    recalling: bool,
+    /// Home side: work waiting for the recall.
+    held: Vec<Held>,
+}
+
+/// Home-side work waiting for an exclusive copy to come back.
+#[derive(Debug)]
+enum Held {
+    Remote(NodeId, Msg),
+    LocalFault(bool),
+    LocalAtomic {
+        offset: usize,
+        op: AtomicOp,
+        token: u64,
+    },
 }
 
 enum HomeStatus {
@@ -373,6 +439,8 @@ pub struct Hlrc<M: PageMemory> {
     migrate_after: u32,
     /// Most notices held before old ones are merged (see `compact_notices`).
     notice_budget: usize,
+    /// Grant exclusive mode to a sole writer.
+    exclusive_mode: bool,
 }
 
 impl<M: PageMemory> Hlrc<M> {
@@ -400,12 +468,34 @@ impl<M: PageMemory> Hlrc<M> {
             atomics_out: BTreeMap::new(),
             migrate_after: DEFAULT_MIGRATE_AFTER,
             notice_budget: DEFAULT_NOTICE_BUDGET,
+            exclusive_mode: true,
         }
     }
 
     /// Set the migration threshold (consecutive sole-writer diffs); 0 disables migration.
     pub fn set_migrate_after(&mut self, n: u32) {
         self.migrate_after = n;
+    }
+
+    /// Enable or disable exclusive mode (on by default).
+    pub fn set_exclusive_mode(&mut self, on: bool) {
+        self.exclusive_mode = on;
+    }
+
+    /// At the home: if the page is held exclusively elsewhere, keep `item` until the copy is
+    /// back (starting the recall); returns whether it was kept.
+    fn hold_for_recall(&mut self, page: PageId, item: Held) -> bool {
+        let st = self.st(page);
+        let Some(holder) = st.excl_holder else {
+            return false;
+        };
+        st.held.push(item);
+        if !st.recalling {
+            st.recalling = true;
+            self.stats.recalls += 1;
+            self.send(holder, Msg::Recall { page });
+        }
+        true
     }
 
     /// Set how many notices are held before old ones are merged (at least 1).
@@ -519,6 +609,9 @@ impl<M: PageMemory> Hlrc<M> {
             return Ok(());
         };
         if home.node == self.me {
+            if self.hold_for_recall(page, Held::LocalFault(write)) {
+                return Ok(());
+            }
             if write {
                 self.dirty.insert(page);
                 self.mem.set_access(page, Access::ReadWrite);
@@ -583,6 +676,9 @@ impl<M: PageMemory> Hlrc<M> {
             return Ok(());
         };
         if home.node == self.me {
+            if self.hold_for_recall(page, Held::LocalAtomic { offset, op, token }) {
+                return Ok(());
+            }
             let old = self.home_atomic(page, offset, op);
             self.actions.push_back(Action::AtomicDone { token, old });
         } else {
@@ -684,7 +780,9 @@ impl<M: PageMemory> Hlrc<M> {
 
     /// A write notice names `page`: drop this node's copy (keeping its own modifications).
     fn invalidate(&mut self, page: PageId) {
-        if self.is_home(page) {
+        if self.is_home(page) || self.pages.get(&page).is_some_and(|s| s.exclusive) {
+            // Home copies are current; an exclusive copy is newer than any notice (nobody else
+            // held the page when it was granted).
             return;
         }
         let st = self.st(page);
@@ -749,8 +847,39 @@ impl<M: PageMemory> Hlrc<M> {
             Msg::HomeMoved { page, home } => self.dir.manager_moved(page, home),
             Msg::Fetch { page, write, epoch } => match self.home_status(page, epoch) {
                 HomeStatus::Serve => {
+                    let msg = Msg::Fetch { page, write, epoch };
+                    let st = self.st(page);
+                    // The holder dropped its grant as stale and asks again (unless a recall is out:
+                    // then the fetch waits for the recall's answer).
+                    let again = st.excl_holder == Some(from) && !st.recalling;
+                    if !again && self.hold_for_recall(page, Held::Remote(from, msg)) {
+                        return Ok(());
+                    }
+                    let dirty = self.dirty.contains(&page);
+                    let unused_here = self.mem.access(page) == Access::None;
+                    let enabled = self.exclusive_mode;
+                    let st = self.st(page);
+                    let exclusive = again
+                        || (write
+                            && enabled
+                            && !dirty
+                            && unused_here
+                            && !st.copyset_all
+                            && st.copyset.iter().all(|&n| n == from));
+                    st.copyset.insert(from);
+                    if exclusive && !again {
+                        st.excl_holder = Some(from);
+                        self.stats.exclusive_grants += 1;
+                    }
                     let data = self.read(page);
-                    self.send(from, Msg::PageData { page, data });
+                    self.send(
+                        from,
+                        Msg::PageData {
+                            page,
+                            data,
+                            exclusive,
+                        },
+                    );
                 }
                 HomeStatus::Redirect(home) => self.send(
                     from,
@@ -762,7 +891,11 @@ impl<M: PageMemory> Hlrc<M> {
                 ),
                 HomeStatus::Park => self.park(page, from, Msg::Fetch { page, write, epoch }),
             },
-            Msg::PageData { page, data } => {
+            Msg::PageData {
+                page,
+                data,
+                exclusive,
+            } => {
                 let Some(f) = self.st(page).fetch.take() else {
                     return Err(ProtoError::Unexpected {
                         from,
@@ -776,7 +909,11 @@ impl<M: PageMemory> Hlrc<M> {
                     return Ok(());
                 }
                 self.mem.write_bytes(page, 0, &data);
-                if f.write {
+                if exclusive {
+                    // Sole copy: written in place, no twin, no diff, no notice.
+                    self.st(page).exclusive = true;
+                    self.mem.set_access(page, Access::ReadWrite);
+                } else if f.write {
                     self.st(page).twin = Some(data);
                     self.stats.twins += 1;
                     self.dirty.insert(page);
@@ -817,7 +954,24 @@ impl<M: PageMemory> Hlrc<M> {
                 epoch,
                 diff,
             } => match self.home_status(page, epoch) {
-                HomeStatus::Serve => self.home_apply_diff(from, page, origin, id, &diff)?,
+                HomeStatus::Serve => {
+                    if self
+                        .pages
+                        .get(&page)
+                        .is_some_and(|s| s.excl_holder.is_some())
+                    {
+                        let msg = Msg::Diff {
+                            page,
+                            origin,
+                            id,
+                            epoch,
+                            diff,
+                        };
+                        self.hold_for_recall(page, Held::Remote(from, msg));
+                        return Ok(());
+                    }
+                    self.home_apply_diff(from, page, origin, id, &diff)?
+                }
                 HomeStatus::Redirect(home) => {
                     let fwd = Msg::Diff {
                         page,
@@ -841,6 +995,45 @@ impl<M: PageMemory> Hlrc<M> {
                 ),
             },
             Msg::DiffAck { page, id, migrate } => self.on_diff_ack(page, id, migrate)?,
+            Msg::Recall { page } => {
+                let st = self.st(page);
+                let data = if st.exclusive {
+                    st.exclusive = false;
+                    // Keep a read-only copy; later writes twin as usual.
+                    if self.mem.access(page) == Access::ReadWrite {
+                        self.mem.set_access(page, Access::Read);
+                    }
+                    Some(self.read(page))
+                } else {
+                    None
+                };
+                self.send(from, Msg::RecallReply { page, data });
+            }
+            Msg::RecallReply { page, data } => {
+                let st = self.st(page);
+                if st.excl_holder != Some(from) || !st.recalling {
+                    return Err(ProtoError::Unexpected {
+                        from,
+                        page,
+                        why: "recall reply without a recall".into(),
+                    });
+                }
+                st.excl_holder = None;
+                st.recalling = false;
+                let held = std::mem::take(&mut st.held);
+                if let Some(d) = data {
+                    self.mem.write_bytes(page, 0, &d);
+                }
+                for item in held {
+                    match item {
+                        Held::Remote(f, m) => self.on_message(f, m)?,
+                        Held::LocalFault(write) => self.fault(page, write)?,
+                        Held::LocalAtomic { offset, op, token } => {
+                            self.start_atomic(page, offset, op, token)?
+                        }
+                    }
+                }
+            }
             Msg::Atomic {
                 page,
                 offset,
@@ -851,6 +1044,16 @@ impl<M: PageMemory> Hlrc<M> {
                 check_atomic(page, usize::from(offset))?;
                 match self.home_status(page, epoch) {
                     HomeStatus::Serve => {
+                        let msg = Msg::Atomic {
+                            page,
+                            offset,
+                            op,
+                            token,
+                            epoch,
+                        };
+                        if self.hold_for_recall(page, Held::Remote(from, msg)) {
+                            return Ok(());
+                        }
                         let old = self.home_atomic(page, usize::from(offset), op);
                         self.send(from, Msg::AtomicReply { token, old });
                     }
@@ -1018,6 +1221,8 @@ impl<M: PageMemory> Hlrc<M> {
         let st = self.st(page);
         st.forward = None;
         st.streak = None;
+        st.exclusive = false;
+        st.copyset_all = true;
         if let Some(parked) = self.parked.remove(&page) {
             for (from, msg) in parked {
                 self.on_message(from, msg)?;

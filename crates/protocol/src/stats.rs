@@ -25,6 +25,9 @@ pub struct ProtoStats {
     pub page_fetches: u64,
     pub invalidations: u64,
     pub home_migrations: u64,
+    /// hlrc: exclusive-mode grants (no twin, diff or notice) and recalls of them.
+    pub exclusive_grants: u64,
+    pub recalls: u64,
     pub atomics: u64,
     /// Synchronization info bytes that could not be decoded (a bug in a peer).
     pub malformed_sync_info: u64,
@@ -46,6 +49,8 @@ impl ProtoStats {
         self.page_fetches += other.page_fetches;
         self.invalidations += other.invalidations;
         self.home_migrations += other.home_migrations;
+        self.exclusive_grants += other.exclusive_grants;
+        self.recalls += other.recalls;
         self.atomics += other.atomics;
         self.malformed_sync_info += other.malformed_sync_info;
         self.notice_compactions += other.notice_compactions;

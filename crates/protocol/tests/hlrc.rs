@@ -289,3 +289,40 @@ fn compacted_notices_still_invalidate_everything_needed() {
     c.settle();
     assert_eq!(c.load(2, 1, 0), 11);
 }
+
+/// Cashmere's exclusive mode: a write miss on a page nobody else holds gets the page
+/// exclusively (no twin, no diff, no notice); another node's miss recalls it.
+#[test]
+fn exclusive_mode_skips_twins_and_diffs_until_recalled() {
+    let mut c = Cluster::new("hlrc-excl", 3);
+    c.fault(1, 0, true); // look-up (2) + fetch (2), granted exclusive
+    c.settle();
+    assert_eq!(c.access(1, 0), Access::ReadWrite);
+    c.store(1, 0, 0, 7);
+    assert!(c.cores[1].begin_release(1), "nothing to flush");
+    c.handoff(1, 2);
+    c.fault(2, 0, false); // look-up (2) + fetch, recall, recall reply, page data (4)
+    c.settle();
+    assert_eq!(c.load(2, 0, 0), 7);
+    assert_eq!(
+        c.access(1, 0),
+        Access::Read,
+        "the old holder keeps a read copy"
+    );
+    // From now on the page is shared: writes twin and diff as usual.
+    c.fault(1, 0, true);
+    c.store(1, 0, 8, 8);
+    c.release(1, 2); // diff + ack (2)
+    c.handoff(1, 2);
+    assert_eq!(c.access(2, 0), Access::None);
+    c.fault(0, 0, false); // the home reads its own current copy: no messages
+    assert_eq!(c.load(0, 0, 8), 8);
+    let s = c.total_stats();
+    assert_eq!(s.exclusive_grants, 1);
+    assert_eq!(s.recalls, 1);
+    assert_eq!(s.twins, 1);
+    assert_eq!(s.diffs_created, 1);
+    assert_eq!(s.messages_of("recall"), 1);
+    assert_eq!(s.messages_of("recall_reply"), 1);
+    assert_eq!(s.messages(), 12);
+}

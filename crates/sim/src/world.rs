@@ -195,6 +195,7 @@ impl World {
                 ProtocolKind::Hlrc => {
                     let mut h = Hlrc::new(mem.clone(), NodeId(n), prog.layout);
                     h.set_migrate_after(r2.gen_range(0..=3));
+                    h.set_exclusive_mode(r2.gen_bool(0.7));
                     if r2.gen_bool(0.3) {
                         h.set_notice_budget(r2.gen_range(1..6));
                     }

@@ -59,8 +59,9 @@ pub const LAYOUT: HeapLayout = HeapLayout {
 };
 
 impl Cluster {
-    /// `nodes` cores of `kind` ("hlrc" without migration, "hlrc-migrate" with threshold 1,
-    /// "sc"); node 0 allocates pages 0..4 homed at node 0.
+    /// `nodes` cores of `kind` ("hlrc" without migration or exclusive mode, "hlrc-excl" with
+    /// exclusive mode, "hlrc-migrate" with migration threshold 1, "hlrc-small" with a notice
+    /// budget of 1, "sc"); node 0 allocates pages 0..4 homed at node 0.
     pub fn new(kind: &str, nodes: u16) -> Self {
         let layout = HeapLayout {
             nodes,
@@ -72,19 +73,27 @@ impl Cluster {
             let m = MemH(Rc::new(Mem::default()));
             let core: Box<dyn Protocol> = match kind {
                 "sc" => Box::new(Sc::new(m.clone(), NodeId(n), layout)),
+                "hlrc-excl" => {
+                    let mut h = Hlrc::new(m.clone(), NodeId(n), layout);
+                    h.set_migrate_after(0);
+                    Box::new(h)
+                }
                 "hlrc-small" => {
                     let mut h = Hlrc::new(m.clone(), NodeId(n), layout);
+                    h.set_exclusive_mode(false);
                     h.set_migrate_after(0);
                     h.set_notice_budget(1);
                     Box::new(h)
                 }
                 "hlrc-migrate" => {
                     let mut h = Hlrc::new(m.clone(), NodeId(n), layout);
+                    h.set_exclusive_mode(false);
                     h.set_migrate_after(1);
                     Box::new(h)
                 }
                 _ => {
                     let mut h = Hlrc::new(m.clone(), NodeId(n), layout);
+                    h.set_exclusive_mode(false);
                     h.set_migrate_after(0);
                     Box::new(h)
                 }
