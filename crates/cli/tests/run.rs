@@ -294,8 +294,7 @@ fn a_node_killed_mid_run_ends_the_job_within_5_seconds() {
     }
 }
 
-#[test]
-fn sigterm_to_the_launcher_ends_every_node() {
+fn signal_to_the_launcher_ends_every_node(sig: &str, signo: i32) {
     let (mut child, pids, _) = start_with_pids(
         &[
             "run",
@@ -308,18 +307,28 @@ fn sigterm_to_the_launcher_ends_every_node() {
         2,
     );
     let st = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args([&format!("-{sig}"), &child.id().to_string()])
         .status()
         .expect("kill");
     assert!(st.success());
     let status = wait_with_deadline(&mut child, Duration::from_secs(5));
-    assert_eq!(status.code(), Some(128 + 15));
+    assert_eq!(status.code(), Some(128 + signo));
     for pid in pids {
         assert!(
             !alive(pid),
-            "node pid {pid} survived the launcher's SIGTERM"
+            "node pid {pid} survived the launcher's SIG{sig}"
         );
     }
+}
+
+#[test]
+fn sigterm_to_the_launcher_ends_every_node() {
+    signal_to_the_launcher_ends_every_node("TERM", 15);
+}
+
+#[test]
+fn ctrl_c_to_the_launcher_ends_every_node() {
+    signal_to_the_launcher_ends_every_node("INT", 2);
 }
 
 #[test]

@@ -10,8 +10,8 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How often the supervisor looks at its children.
@@ -137,22 +137,67 @@ pub fn run_job(spec: &JobSpec, sink: Arc<dyn LineSink>) -> Result<JobReport, Lau
         LauncherKind::Rsh(opts) => rsh::commands(spec, opts, job_id)?,
     };
 
-    let signal = Arc::new(AtomicUsize::new(0));
-    let mut sig_ids = Vec::new();
-    for sig in [
-        libc_sig(Signal::SIGINT),
-        libc_sig(Signal::SIGTERM),
-        libc_sig(Signal::SIGHUP),
-    ] {
-        let id = signal_hook::flag::register_usize(sig, Arc::clone(&signal), sig as usize)
-            .map_err(LaunchError::Signals)?;
-        sig_ids.push(id);
+    let guard = SignalGuard::enter()?;
+    supervise(spec, &mut commands, sink, &guard.state.caught)
+}
+
+/// The launcher's termination-signal handling, installed once per process: while a job runs,
+/// SIGINT/SIGTERM/SIGHUP are recorded in `caught` (and the job is ended cleanly); while no job
+/// runs (`idle`), they keep their default action, so Ctrl-C between jobs still terminates.
+struct SignalState {
+    caught: Arc<AtomicUsize>,
+    idle: Arc<AtomicBool>,
+    jobs: Mutex<usize>,
+}
+
+static SIGNALS: Mutex<Option<Arc<SignalState>>> = Mutex::new(None);
+
+/// Marks a job as running for as long as it lives.
+struct SignalGuard {
+    state: Arc<SignalState>,
+}
+
+impl SignalGuard {
+    fn enter() -> Result<SignalGuard, LaunchError> {
+        let mut slot = SIGNALS.lock().unwrap_or_else(|e| e.into_inner());
+        let state = match slot.as_ref() {
+            Some(s) => Arc::clone(s),
+            None => {
+                let s = Arc::new(SignalState {
+                    caught: Arc::new(AtomicUsize::new(0)),
+                    idle: Arc::new(AtomicBool::new(true)),
+                    jobs: Mutex::new(0),
+                });
+                for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+                    let sig = libc_sig(sig);
+                    signal_hook::flag::register_usize(sig, Arc::clone(&s.caught), sig as usize)
+                        .map_err(LaunchError::Signals)?;
+                    signal_hook::flag::register_conditional_default(sig, Arc::clone(&s.idle))
+                        .map_err(LaunchError::Signals)?;
+                }
+                *slot = Some(Arc::clone(&s));
+                s
+            }
+        };
+        let mut jobs = state.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        if *jobs == 0 {
+            state.caught.store(0, Ordering::SeqCst);
+        }
+        *jobs += 1;
+        state.idle.store(false, Ordering::SeqCst);
+        drop(jobs);
+        Ok(SignalGuard { state })
     }
-    let result = supervise(spec, &mut commands, sink, &signal);
-    for id in sig_ids {
-        signal_hook::low_level::unregister(id);
+}
+
+impl Drop for SignalGuard {
+    fn drop(&mut self) {
+        let mut jobs = self.state.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        *jobs = jobs.saturating_sub(1);
+        if *jobs == 0 {
+            self.state.idle.store(true, Ordering::SeqCst);
+        }
     }
-    result
 }
 
 fn libc_sig(sig: Signal) -> i32 {
