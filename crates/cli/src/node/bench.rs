@@ -79,7 +79,7 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
             } else {
                 c.samples
                     .push(now.duration_since(c.last).as_secs_f64() * 1e6);
-                c.left -= 1;
+                c.left = c.left.saturating_sub(1);
             }
             if c.left == 0 {
                 if let Some(done) = guard.take() {
