@@ -30,7 +30,7 @@ struct Cli {
 enum Cmd {
     /// Start N node processes of PROGRAM and supervise them until they all end.
     Run(run::RunArgs),
-    /// Run a benchmark of the communication backbone.
+    /// Run a benchmark: the backbone, the shared-memory operations, the applications.
     #[command(subcommand)]
     Bench(bench::BenchCmd),
     /// Run the quick-start demo on N local nodes (default 4).
