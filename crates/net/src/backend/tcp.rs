@@ -40,6 +40,7 @@ pub(crate) struct TcpBackend {
     counters: LinkCounters,
     shutdown_at: Option<Instant>,
     write_closed: bool,
+    scratch: Vec<u8>,
 }
 
 fn token(peer: NodeId) -> Token {
@@ -89,6 +90,7 @@ impl TcpBackend {
             counters: LinkCounters::default(),
             shutdown_at: None,
             write_closed: false,
+            scratch: vec![0u8; 256 * 1024],
         })
     }
 
@@ -264,12 +266,12 @@ impl TcpBackend {
         let Some(p) = self.peers.get_mut(p_idx).and_then(Option::as_mut) else {
             return;
         };
-        let mut chunk = [0u8; 64 * 1024];
+        let chunk = &mut self.scratch;
         loop {
             if !p.open {
                 return;
             }
-            match p.stream.read(&mut chunk) {
+            match p.stream.read(chunk) {
                 Ok(0) => {
                     // Frames before EOF first, then the verdict.
                     if let Err(r) =
@@ -288,6 +290,10 @@ impl TcpBackend {
                         Self::read_frames(self.job, self.rank, p, &mut self.counters, out)
                     {
                         Self::lost(p, r, out, registry);
+                        return;
+                    }
+                    if n < chunk.len() {
+                        // A short read drained the socket; the next arrival is a new edge.
                         return;
                     }
                 }
