@@ -1,5 +1,6 @@
 //! `hlrc`: home-based lazy release consistency with multiple writers (Cashmere-style homes,
-//! twins and diffs, write notices with vector timestamps, home migration to a sole writer).
+//! twins and diffs, write notices with vector timestamps, home migration to a sole writer,
+//! exclusive mode for pages nobody else holds, notice garbage collection).
 //!
 //! Owns: the per-page protocol state of one node, its write notices and vector time, the
 //! `hlrc` message encoding. Must not touch: sockets, clocks, threads; page bytes and access
