@@ -310,6 +310,38 @@ fn cases() -> Vec<(String, Case)> {
             }),
         ));
     }
+    // Seed applications of apps/ built from their unchanged source with the pthreads layer
+    // (what `make -C apps SQUALL=1` does), against the installed headers.
+    for app in ["sor", "water", "tsp"] {
+        v.push((
+            format!("apps/{app}/2 nodes"),
+            Box::new(move |env: &Env| {
+                let apps = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../apps");
+                let exe = env.bin.join(format!("{app}_squall"));
+                let mut cmd = Command::new("cc");
+                cmd.args([
+                    "-std=gnu11",
+                    "-O2",
+                    "-Wall",
+                    "-Wextra",
+                    "-Werror",
+                    "-pthread",
+                    "-DAPP_SQUALL",
+                ])
+                .arg("-I")
+                .arg(apps.join("common"))
+                .arg("-I")
+                .arg(apps.join(app))
+                .arg("-o")
+                .arg(&exe)
+                .arg(apps.join(app).join(format!("{app}.c")))
+                .args(env.pkg_config(&["--cflags", "--libs", "squall"])?)
+                .arg("-lm");
+                sh(&mut cmd, &format!("compiling apps/{app}"))?;
+                job(&exe, &["-t", "4", "-s", "tiny"], 2, "verified=1")
+            }),
+        ));
+    }
     v
 }
 
