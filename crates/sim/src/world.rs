@@ -364,8 +364,9 @@ impl World {
                     if self.atomic_olds.contains_key(&v) {
                         continue;
                     }
-                    if mem.access(var.page) != Access::None && self.cfg.protocol == ProtocolKind::Sc
-                    {
+                    // After the final barrier (DRF programs end with a read-only phase) no
+                    // node may hold a readable copy that is stale, under either protocol.
+                    if mem.access(var.page) != Access::None {
                         let got = mem.load(var.page, var.offset);
                         if got != self.reference[v] {
                             return Err(SimError::FinalMemory {
