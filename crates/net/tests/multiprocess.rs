@@ -399,6 +399,33 @@ fn single_node_without_rendezvous() {
     ep.register(T_ECHO, |ep, inc| {
         ep.reply(&inc, inc.payload.clone()).expect("reply")
     });
+    // Messages for a type without a handler are held until it is registered, in order.
+    ep.send(NodeId(0), T_BULK, vec![1u8]).expect("self send");
+    ep.send(NodeId(0), T_BULK, vec![2u8]).expect("self send");
+    let early = Arc::new(Mutex::new(Vec::new()));
+    let e = early.clone();
+    std::thread::sleep(Duration::from_millis(20));
+    ep.register(T_BULK, move |_, inc| e.lock().push(inc.payload[0]));
+    // Posted closures and reply callbacks run on the service thread; blocking requests there
+    // are refused, asynchronous ones work.
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    ep.post(move |ep| {
+        assert!(ep.is_service_thread());
+        let refused = matches!(
+            ep.request(NodeId(0), T_ECHO, vec![1u8]),
+            Err(squall_net::NetError::WouldDeadlock { .. })
+        );
+        ep.request_async(NodeId(0), T_ECHO, vec![5u8; 2], move |ep, r| {
+            let ok = ep.is_service_thread()
+                && r.map(|inc| inc.payload.to_vec()).ok() == Some(vec![5, 5]);
+            let _ = tx.send(refused && ok);
+        })
+        .expect("async request");
+    });
+    assert!(rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("callback ran"));
+    assert!(!ep.is_service_thread());
     for i in 0..10u8 {
         ep.send(NodeId(0), T_SEQ, vec![i]).expect("self send");
     }
@@ -408,6 +435,13 @@ fn single_node_without_rendezvous() {
         &[9, 9, 9]
     );
     assert_eq!(*got.lock(), (0..10).collect::<Vec<u8>>());
+    assert_eq!(*early.lock(), vec![1, 2]);
+    let st = ep.stats();
+    assert_eq!(st.by_type[&T_SEQ.0].received, 10);
+    assert!(
+        ep.send(NodeId(0), MsgType(3), vec![]).is_err(),
+        "reserved types are refused"
+    );
     assert!(ep.send(NodeId(1), T_SEQ, vec![]).is_err());
     ep.shutdown().expect("shutdown");
 }

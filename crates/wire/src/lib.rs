@@ -326,7 +326,13 @@ mod tests {
         let bytes = encode(&h, b"hello");
         let (d, p) = decode(&bytes).expect("decodes");
         assert_eq!(p, b"hello");
-        assert_eq!(d, Header { payload_len: 5, ..h });
+        assert_eq!(
+            d,
+            Header {
+                payload_len: 5,
+                ..h
+            }
+        );
     }
 
     #[test]

@@ -59,5 +59,8 @@ fn fuzz_smoke_100k() {
             accepted += 1;
         }
     }
-    assert!(accepted > 1000, "the accept path was reached only {accepted} times");
+    assert!(
+        accepted > 1000,
+        "the accept path was reached only {accepted} times"
+    );
 }
