@@ -14,6 +14,9 @@ pub enum AppsError {
     /// A bad command-line value.
     #[error("{0}")]
     Usage(String),
+    /// Some runs did not print verified=1 or did not exit 0 (the reports are written anyway).
+    #[error("not verified: {what} (see {})", report.display())]
+    NotVerified { what: String, report: PathBuf },
     /// Reading or writing a file failed.
     #[error("cannot {what} {}: {source}", path.display())]
     Io {

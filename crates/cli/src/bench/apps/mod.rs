@@ -130,11 +130,10 @@ fn run(a: AppsArgs) -> Result<(), AppsError> {
                     .map(|b| format!("{} {} -t {}", b.app, b.mode, b.threads)),
             )
             .collect();
-        return Err(AppsError::Usage(format!(
-            "not verified: {} (see {})",
-            bad.join(", "),
-            a.out.join("apps.md").display()
-        )));
+        return Err(AppsError::NotVerified {
+            what: bad.join(", "),
+            report: a.out.join("apps.md"),
+        });
     }
     Ok(())
 }

@@ -81,10 +81,21 @@ pub fn render(
     s.push_str(&markdown_body(report, "##"));
     if let Some(dir) = plots_dir {
         let p = dir.display();
-        let _ = writeln!(
-            s,
-            "\n## Plots\n\n![speedup over sequential]({p}/speedup.png)\n\n![time breakdown]({p}/breakdown.png)"
-        );
+        if dir.starts_with("..") {
+            // Outside the document's folder (e.g. the uncommitted results/): name the files
+            // instead of embedding images that would not render where the document is read.
+            let _ = writeln!(
+                s,
+                "\n## Plots\n\nThe command above also draws `{p}/speedup.png` (speedup over \
+                 sequential against nodes) and `{p}/breakdown.png` (time breakdown per app and \
+                 node count, as in seed 000 Figures 3–4); paths are relative to this document."
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "\n## Plots\n\n![speedup over sequential]({p}/speedup.png)\n\n![time breakdown]({p}/breakdown.png)"
+            );
+        }
     }
     s
 }
@@ -120,12 +131,15 @@ mod tests {
             &sample(),
             &m,
             "squall bench apps --size tiny",
-            Some(Path::new("../results")),
+            Some(Path::new("results")),
         );
         assert!(doc.starts_with("# Results\n"));
         assert!(doc.contains("| CPU model | Example CPU |"));
         assert!(doc.contains("squall bench apps --size tiny"));
         assert!(doc.contains("| sor | 1 | 1 |"));
-        assert!(doc.contains("](../results/speedup.png)"));
+        assert!(doc.contains("](results/speedup.png)"));
+        let outside = render(&sample(), &m, "x", Some(Path::new("../results")));
+        assert!(outside.contains("`../results/speedup.png`"));
+        assert!(!outside.contains("!["));
     }
 }
