@@ -334,7 +334,11 @@ fn report_from(a: &AppsArgs, apps: &[String], results: &BTreeMap<Key, Reps>) -> 
         transport: a.transport.clone(),
         threads_per_node: a.threads_per_node,
         reps: a.reps,
-        command: std::env::args().collect::<Vec<_>>().join(" "),
+        command: std::iter::once("squall".to_string())
+            .chain(std::env::args().skip(1))
+            .collect::<Vec<_>>()
+            .join(" "),
+        machine: Some(results_doc::Machine::this()),
         rows,
         baselines,
     }
@@ -387,12 +391,11 @@ fn write_results_doc(
     } else {
         report.command.clone()
     };
-    let text = results_doc::render(
-        report,
-        &results_doc::Machine::this(),
-        &command,
-        plots_dir.as_deref(),
-    );
+    let machine = report
+        .machine
+        .clone()
+        .unwrap_or_else(results_doc::Machine::this);
+    let text = results_doc::render(report, &machine, &command, plots_dir.as_deref());
     writers::write(doc, &text)?;
     eprintln!("squall bench apps: wrote {}", doc.display());
     Ok(())

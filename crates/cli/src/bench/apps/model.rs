@@ -2,6 +2,7 @@
 //! to medians, and the rows apps.json/csv/md and the plots show (speedup over the sequential
 //! build, ratio to native pthreads at the same thread count, statistics of the median
 //! repetition). Owns that data model and its arithmetic; must not run or write anything.
+use super::results_doc::Machine;
 use super::stats::StatsSummary;
 use crate::bench::report::{median, round};
 use serde::{Deserialize, Serialize};
@@ -117,6 +118,9 @@ pub struct AppsReport {
     /// The command line that measured it.
     #[serde(default)]
     pub command: String,
+    /// The machine it was measured on.
+    #[serde(default)]
+    pub machine: Option<Machine>,
     pub rows: Vec<AppRow>,
     /// Sequential and native medians the rows compare against.
     pub baselines: Vec<Baseline>,

@@ -3,11 +3,12 @@
 //! can be traced to the run and hardware. Owns that document; must not run benchmarks.
 use super::model::AppsReport;
 use super::writers::markdown_body;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::Path;
 
 /// The machine a report was produced on.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Machine {
     pub cpus: usize,
     pub cpu_model: String,
@@ -53,8 +54,9 @@ impl Machine {
     }
 }
 
-/// The document. `command` is how the report was produced; `plots_dir`, when given, is
-/// where its PNGs are, relative to the document.
+/// The document. `command` is how the report was produced; `machine` where (the report's own
+/// record when it has one); `plots_dir`, when given, is where its PNGs are, relative to the
+/// document.
 pub fn render(
     report: &AppsReport,
     machine: &Machine,

@@ -262,6 +262,9 @@ pub fn markdown_body(report: &AppsReport, heading: &str) -> String {
 /// apps.md: the report as a Markdown document.
 pub fn markdown(report: &AppsReport, plots: bool) -> String {
     let mut s = String::from("# squall bench apps\n\n");
+    if !report.command.is_empty() {
+        let _ = writeln!(s, "Produced by `{}`.\n", report.command);
+    }
     s.push_str(&markdown_body(report, "##"));
     if plots {
         s.push_str("\n## Plots\n\n![speedup](speedup.png)\n\n![breakdown](breakdown.png)\n");
@@ -345,6 +348,7 @@ pub(crate) mod tests {
             threads_per_node: 1,
             reps: 1,
             command: "squall bench apps --size tiny".into(),
+            machine: None,
             rows: vec![
                 row("sor", 1, 1.1, true),
                 row("sor", 2, 0.6, true),
@@ -384,6 +388,21 @@ pub(crate) mod tests {
         assert!(md.contains("| sor | 2 | 2 | 0.6000 | 1.67 | 1.20 | yes | 12.3k (12.0k/345) | 3 | 3 | 2.0M | 3.0 MiB | 0 | 20 | 70/20/10/0/0 |"), "{md}");
         assert!(md.contains("![speedup](speedup.png)"));
         assert!(!markdown(&r, false).contains("png"));
+        assert!(md.contains("Produced by `squall bench apps --size tiny`."));
+        let mut failed = sample();
+        failed.rows[1].verified = false;
+        failed.rows[1].problems = vec!["rep 1: node 1 was killed by signal SIGSEGV".into()];
+        let md = markdown(&failed, false);
+        assert!(
+            md.contains("| sor | 2 | 2 | 0.6000 | 1.67 | 1.20 | NO |"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "## Problems\n\n- sor on 2 node(s): rep 1: node 1 was killed by signal SIGSEGV\n"
+            ),
+            "{md}"
+        );
         let text = text_table(&r).render();
         assert_eq!(text.lines().count(), 2 + r.rows.len());
         assert_eq!(human(999), "999");
