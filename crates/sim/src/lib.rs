@@ -5,9 +5,11 @@
 //! set of sequentially consistent outcomes (racy litmus programs, `sc` only).
 //!
 //! Owns: `memory` (in-memory `PageMemory`), `program` (generation and the SC oracle),
-//! `oracle` (synchronization), `world` (the event loop and checks). Must not touch: real I/O.
+//! `oracle` (synchronization), `lossy` (the reliable-datagram layer over a lossy network),
+//! `world` (the event loop and checks). Must not touch: real I/O.
 #![forbid(unsafe_code)]
 
+pub mod lossy;
 pub mod memory;
 pub mod oracle;
 pub mod program;
@@ -50,6 +52,11 @@ pub fn run_seed(protocol: ProtocolKind, seed: u64, trace: bool) -> Result<SimRep
         trace,
         max_events: MAX_EVENTS,
         sync_cores: rng.gen_bool(0.5),
+        lossy: if rng.gen_bool(0.25) {
+            Some((rng.gen_range(0.0..0.2), rng.gen_range(0.0..0.1)))
+        } else {
+            None
+        },
     };
     world::World::new(cfg, prog, rng).run()
 }

@@ -48,11 +48,13 @@ fn main() -> ExitCode {
     for p in protocols {
         let mut total = ProtoStats::default();
         let mut events = 0u64;
+        let mut resent = 0u64;
         let t0 = std::time::Instant::now();
         for &seed in &seeds {
             match squall_sim::run_seed(p, seed, args.trace) {
                 Ok(r) => {
                     events += r.events;
+                    resent += r.retransmissions;
                     total.merge(&r.stats);
                     if args.seed.is_some() {
                         println!(
@@ -72,7 +74,7 @@ fn main() -> ExitCode {
             }
         }
         println!(
-            "{}: {} seeds ok, {events} events, {} messages, {:.1}s",
+            "{}: {} seeds ok, {events} events, {} messages, {resent} datagrams retransmitted, {:.1}s",
             p.name(),
             seeds.len(),
             total.messages(),

@@ -5,6 +5,7 @@
 //! Owns: the event loop, thread execution, the reference memory and the checks. Must not touch:
 //! real I/O, clocks or threads; protocol internals (cores are driven only through `Protocol`).
 
+use crate::lossy::{LossyNet, TY_SYNC};
 use crate::memory::SimMemory;
 use crate::oracle::{BarrierOracle, LockOracle};
 use crate::program::{Check, Op, Program};
@@ -49,6 +50,8 @@ pub enum SimError {
         node: NodeId,
         err: squall_protocol::ProtoError,
     },
+    #[error("reliable-datagram layer of {node}: {err}")]
+    Net { node: NodeId, err: String },
     #[error("sync core of {node}: {err}")]
     Sync { node: NodeId, err: String },
     #[error(
@@ -73,6 +76,9 @@ pub struct SimConfig {
     /// Synchronize through `squall-sync`'s real distributed managers (`SyncCore` per node,
     /// messages over the virtual network) instead of the oracle.
     pub sync_cores: bool,
+    /// Run every message through `squall-net`'s reliable-datagram core over a network that
+    /// loses and duplicates datagrams with these probabilities.
+    pub lossy: Option<(f64, f64)>,
 }
 
 /// Lends a protocol core to a `SyncCore` as its `Consistency`.
@@ -106,6 +112,8 @@ pub struct SimReport {
     pub end_time: u64,
     pub stats: ProtoStats,
     pub program_kind: String,
+    /// Lossy mode: datagrams the reliable-datagram layer had to send again.
+    pub retransmissions: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,6 +130,13 @@ enum TState {
 #[derive(Debug)]
 pub(crate) enum Event {
     Step(usize),
+    Datagram {
+        to: NodeId,
+        data: Vec<u8>,
+    },
+    NetTimer {
+        node: NodeId,
+    },
     Deliver {
         from: NodeId,
         to: NodeId,
@@ -161,6 +176,11 @@ pub struct World {
     cores: Vec<Box<dyn Protocol>>,
     /// The real synchronization managers, when `cfg.sync_cores`.
     sync: Option<Vec<SyncCore>>,
+    lossy: Option<LossyNet>,
+    /// Lossy mode: the earliest timer event scheduled per node.
+    timer_at: Vec<Option<u64>>,
+    /// Time of the last thread step or message delivery (lossy mode deadlock detection).
+    last_progress: u64,
     mems: Vec<SimMemory>,
     now: u64,
     seq: u64,
@@ -215,10 +235,14 @@ impl World {
                 .map(|n| SyncCore::new(NodeId(n), nodes))
                 .collect()
         });
+        let lossy = cfg.lossy.map(|(loss, dup)| LossyNet::new(nodes, loss, dup));
         World {
             rng: r2,
             cores,
             sync,
+            lossy,
+            timer_at: vec![None; usize::from(nodes)],
+            last_progress: 0,
             mems,
             now: 0,
             seq: 0,
@@ -270,6 +294,12 @@ impl World {
     /// Per-pair FIFO for protocol and for sync messages separately (so the two streams also
     /// overtake each other).
     fn send(&mut self, from: NodeId, to: NodeId, msg: Vec<u8>, sync: bool) {
+        if let Some(net) = self.lossy.as_mut() {
+            // Errors here are impossible for valid ranks; keep going if one appears.
+            let _ = net.send(self.now, from, to, sync, msg);
+            self.pump_net(from);
+            return;
+        }
         let d = self.net_delay();
         let at = self.now + d;
         let key = (from, to, sync);
@@ -289,6 +319,45 @@ impl World {
         );
     }
 
+    /// Lossy mode: put `node`'s datagrams on the wire (losing, duplicating, reordering them)
+    /// and keep its timer scheduled.
+    fn pump_net(&mut self, node: NodeId) {
+        let mut out = Vec::new();
+        let mut timer = None;
+        if let Some(net) = self.lossy.as_mut() {
+            while let Some(t) = net.poll_transmit(node) {
+                out.push(t);
+            }
+            timer = net.next_timer(node);
+        }
+        let (loss, dup) = self.lossy.as_ref().map_or((0.0, 0.0), |n| (n.loss, n.dup));
+        for t in out {
+            if self.rng.gen_bool(loss) {
+                continue;
+            }
+            let copies = if self.rng.gen_bool(dup) { 2 } else { 1 };
+            for _ in 0..copies {
+                let d = self.net_delay();
+                self.schedule(
+                    d,
+                    Event::Datagram {
+                        to: t.to,
+                        data: t.data.clone(),
+                    },
+                );
+            }
+        }
+        if let Some(at) = timer {
+            let at = at.max(self.now + 1);
+            let slot = &mut self.timer_at[node.index()];
+            if slot.is_none_or(|s| at < s) {
+                *slot = Some(at);
+                let d = at - self.now;
+                self.schedule(d, Event::NetTimer { node });
+            }
+        }
+    }
+
     fn step_delay(&mut self) -> u64 {
         self.rng.gen_range(1..4)
     }
@@ -305,6 +374,15 @@ impl World {
                 return Err(SimError::Livelock(self.events_run));
             }
             self.now = time;
+            if self.lossy.is_some() {
+                // Timers never stop: finish when the threads do, fail when nothing moves.
+                if self.states.iter().all(|s| *s == TState::Done) {
+                    break;
+                }
+                if self.now > self.last_progress + 200_000 {
+                    break;
+                }
+            }
             let Some(ev) = self.events.remove(&seq) else {
                 continue;
             };
@@ -325,6 +403,7 @@ impl World {
             events: self.events_run,
             end_time: self.now,
             stats,
+            retransmissions: self.lossy.as_ref().map_or(0, |n| n.retransmissions()),
             program_kind: match &self.prog.check {
                 Check::Reference => "drf".to_string(),
                 Check::Outcomes { name, .. } => name.to_string(),
@@ -386,13 +465,62 @@ impl World {
 
     fn handle(&mut self, ev: Event) -> Result<(), SimError> {
         match ev {
-            Event::Step(t) => self.step(t)?,
+            Event::Step(t) => {
+                self.last_progress = self.now;
+                self.step(t)?
+            }
+            Event::Datagram { to, data } => {
+                let mut delivered = Vec::new();
+                if let Some(net) = self.lossy.as_mut() {
+                    net.datagram(self.now, to, &data);
+                    while let Some(ev) = net.poll_event(to) {
+                        delivered.push(ev);
+                    }
+                }
+                self.pump_net(to);
+                for ev in delivered {
+                    match ev {
+                        squall_net::udp_core::CoreEvent::Deliver {
+                            src, ty, payload, ..
+                        } => {
+                            self.handle(Event::Deliver {
+                                from: src,
+                                to,
+                                msg: payload.to_vec(),
+                                sync: ty.0 == TY_SYNC,
+                            })?;
+                        }
+                        other => {
+                            return Err(SimError::Net {
+                                node: to,
+                                err: format!("{other:?}"),
+                            })
+                        }
+                    }
+                }
+            }
+            Event::NetTimer { node } => {
+                if self.timer_at[node.index()] == Some(self.now) {
+                    self.timer_at[node.index()] = None;
+                }
+                let mut due = false;
+                if let Some(net) = self.lossy.as_mut() {
+                    if net.next_timer(node).is_some_and(|t| t <= self.now) {
+                        net.timeout(self.now, node);
+                        due = true;
+                    }
+                }
+                if due || self.timer_at[node.index()].is_none() {
+                    self.pump_net(node);
+                }
+            }
             Event::Deliver {
                 from,
                 to,
                 msg,
                 sync,
             } => {
+                self.last_progress = self.now;
                 self.trace(|| {
                     format!(
                         "{from} -> {to}: {} {} bytes, tag {}",
