@@ -96,6 +96,7 @@ struct Shared {
     waker: Waker,
     posted: Mutex<VecDeque<Posted>>,
     handlers: Mutex<HashMap<u16, Handler>>,
+    unregistered: Mutex<std::collections::HashSet<u16>>,
     held: Mutex<HashMap<u16, VecDeque<Incoming>>>,
     pending: Mutex<HashMap<u64, (NodeId, Pending)>>,
     next_request: AtomicU64,
@@ -151,6 +152,7 @@ impl Endpoint {
             waker,
             posted: Mutex::new(VecDeque::new()),
             handlers: Mutex::new(HashMap::new()),
+            unregistered: Mutex::new(std::collections::HashSet::new()),
             held: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
             next_request: AtomicU64::new(1),
@@ -222,7 +224,11 @@ impl Endpoint {
             !ty.is_reserved(),
             "{ty} is reserved for the transport (types below 64)"
         );
-        self.shared.handlers.lock().insert(ty.0, Box::new(h));
+        {
+            let mut handlers = self.shared.handlers.lock();
+            self.shared.unregistered.lock().remove(&ty.0);
+            handlers.insert(ty.0, Box::new(h));
+        }
         if self
             .shared
             .held
@@ -236,7 +242,11 @@ impl Endpoint {
 
     /// Removes the handler of a type; later messages of that type are held.
     pub fn unregister(&self, ty: MsgType) {
-        self.shared.handlers.lock().remove(&ty.0);
+        let mut handlers = self.shared.handlers.lock();
+        if handlers.remove(&ty.0).is_none() {
+            // Possibly running right now: do not put it back afterwards.
+            self.shared.unregistered.lock().insert(ty.0);
+        }
     }
 
     /// Sends a one-way message of any size. FIFO per destination, delivered exactly once.
@@ -454,6 +464,15 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Puts a handler back after it ran, unless it was replaced or unregistered meanwhile.
+    fn restore_handler(&self, ty: u16, h: Handler) {
+        let mut handlers = self.shared.handlers.lock();
+        if self.shared.unregistered.lock().remove(&ty) {
+            return;
+        }
+        handlers.entry(ty).or_insert(h);
+    }
+
     fn flush_held(&self, ty: u16) {
         loop {
             let next = self
@@ -476,7 +495,7 @@ impl Endpoint {
         match handler {
             Some(mut h) => {
                 h(self, inc);
-                self.shared.handlers.lock().entry(ty).or_insert(h);
+                self.restore_handler(ty, h);
                 true
             }
             None => {
@@ -541,7 +560,7 @@ impl Endpoint {
             match handler {
                 Some(mut h) => {
                     h(self, inc);
-                    self.shared.handlers.lock().entry(ty).or_insert(h);
+                    self.restore_handler(ty, h);
                 }
                 None => self
                     .shared

@@ -1,9 +1,10 @@
 //! Communication statistics: per message type counts and bytes, plus transport counters.
 //! Owns counting only; must not decide anything.
+use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// Messages and payload bytes of one message type.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct TypeCount {
     pub sent: u64,
     pub sent_bytes: u64,
@@ -12,7 +13,8 @@ pub struct TypeCount {
 }
 
 /// Why an incoming packet was dropped without delivery.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum DropReason {
     /// Not a squall packet or a malformed header.
     Garbage,
@@ -31,7 +33,7 @@ pub enum DropReason {
 }
 
 /// A snapshot of one node's communication counters.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct NetStats {
     /// Per message type (user and transport types), keyed by the raw type number.
     pub by_type: BTreeMap<u16, TypeCount>,
@@ -91,5 +93,28 @@ impl LinkCounters {
             *s.drops.entry(*r).or_insert(0) += n;
         }
         s.dups_dropped = s.dropped(DropReason::Duplicate);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_serialize_to_json() {
+        let mut s = NetStats::default();
+        s.by_type.insert(
+            100,
+            TypeCount {
+                sent: 2,
+                sent_bytes: 10,
+                received: 1,
+                received_bytes: 5,
+            },
+        );
+        s.drops.insert(DropReason::ForeignJob, 3);
+        let j = serde_json::to_string(&s).expect("serializes");
+        assert!(j.contains("\"foreign_job\":3"), "{j}");
+        assert!(j.contains("\"100\":{\"sent\":2"), "{j}");
     }
 }

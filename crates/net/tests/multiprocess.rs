@@ -432,6 +432,15 @@ fn single_node_without_rendezvous() {
     assert!(rx
         .recv_timeout(Duration::from_secs(5))
         .expect("callback ran"));
+    // A one-shot handler that unregisters itself: the second message is held, not handled.
+    let once = Arc::new(Mutex::new(0));
+    let o = once.clone();
+    ep.register(T_PING, move |ep, _| {
+        *o.lock() += 1;
+        ep.unregister(T_PING);
+    });
+    ep.send(NodeId(0), T_PING, vec![1u8]).expect("self send");
+    ep.send(NodeId(0), T_PING, vec![2u8]).expect("self send");
     assert!(!ep.is_service_thread());
     for i in 0..10u8 {
         ep.send(NodeId(0), T_SEQ, vec![i]).expect("self send");
@@ -443,6 +452,7 @@ fn single_node_without_rendezvous() {
     );
     assert_eq!(*got.lock(), (0..10).collect::<Vec<u8>>());
     assert_eq!(*early.lock(), vec![1, 2]);
+    assert_eq!(*once.lock(), 1);
     let st = ep.stats();
     assert_eq!(st.by_type[&T_SEQ.0].received, 10);
     assert!(
