@@ -218,6 +218,12 @@ fn rendezvous(cfg: &NetConfig, me: SocketAddr) -> Result<(JobId, Vec<SocketAddr>
             };
             let _ = s.set_nonblocking(false);
             let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+            if let (Some(t0), Ok(local)) = (table[0].as_mut(), s.local_addr()) {
+                // Bound to 0.0.0.0: advertise the address the others reached us on.
+                if t0.ip().is_unspecified() {
+                    t0.set_ip(local.ip());
+                }
+            }
             let (h, p) = read_frame(&mut s)
                 .map_err(|e| NetError::Bootstrap(format!("rank 0: bad hello from {from}: {e}")))?;
             if h.ty.0 != TY_BOOT_HELLO || p.len() < 3 {
@@ -270,6 +276,13 @@ fn rendezvous(cfg: &NetConfig, me: SocketAddr) -> Result<(JobId, Vec<SocketAddr>
             rv_addr,
             &format!("rank 0's rendezvous ({}={rv})", env::RENDEZVOUS),
         )?;
+        let mut me = me;
+        if me.ip().is_unspecified() {
+            // Bound to 0.0.0.0: advertise the address that routes to rank 0.
+            if let Ok(local) = s.local_addr() {
+                me.set_ip(local.ip());
+            }
+        }
         let mut p = Vec::new();
         p.extend_from_slice(&cfg.size.to_le_bytes());
         p.push(tcode);
