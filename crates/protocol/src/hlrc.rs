@@ -440,6 +440,8 @@ pub struct Hlrc<M: PageMemory> {
     migrate_after: u32,
     /// Most notices held before old ones are merged (see `compact_notices`).
     notice_budget: usize,
+    /// Vector time of the last barrier (notices up to it go at the next barrier).
+    barrier_vt: Vec<u32>,
     /// Grant exclusive mode to a sole writer.
     exclusive_mode: bool,
 }
@@ -469,6 +471,7 @@ impl<M: PageMemory> Hlrc<M> {
             atomics_out: BTreeMap::new(),
             migrate_after: DEFAULT_MIGRATE_AFTER,
             notice_budget: DEFAULT_NOTICE_BUDGET,
+            barrier_vt: vec![0; usize::from(layout.nodes)],
             exclusive_mode: true,
         }
     }
@@ -1372,9 +1375,15 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
                 None => self.stats.malformed_sync_info += 1,
             }
         }
-        self.vt = max;
-        // Every node has now seen every notice up to the barrier: none is needed again.
-        self.notices.clear();
+        self.vt = max.clone();
+        // Every node applied the previous barrier before it sent its info for this one, so
+        // every vector time in the job is now at least the previous barrier's: notices up to
+        // it are never needed again. (Notices up to this barrier are kept one more episode: a
+        // node that has not applied this barrier yet may still be granted a lock meanwhile,
+        // and nodes may go on creating intervals while a barrier with a thread count is out.)
+        let floor = std::mem::replace(&mut self.barrier_vt, max);
+        self.notices
+            .retain(|(n, i), _| floor.get(usize::from(*n)).is_none_or(|f| *i > *f));
     }
 }
 

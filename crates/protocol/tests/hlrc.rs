@@ -326,3 +326,46 @@ fn exclusive_mode_skips_twins_and_diffs_until_recalled() {
     assert_eq!(s.messages_of("recall_reply"), 1);
     assert_eq!(s.messages(), 12);
 }
+
+#[test]
+fn notices_are_collected_one_barrier_later() {
+    use common::{Mem, MemH};
+    use squall_core::{AllocInfo, Consistency, HeapLayout, Placement};
+    use squall_protocol::{Hlrc, Protocol};
+    use std::rc::Rc;
+    let layout = HeapLayout {
+        nodes: 2,
+        total_pages: 32,
+    };
+    let mut cores: Vec<Hlrc<MemH>> = (0..2)
+        .map(|n| Hlrc::new(MemH(Rc::new(Mem::default())), NodeId(n), layout))
+        .collect();
+    cores[0].register_allocation(AllocInfo {
+        first: PageId(0),
+        pages: 1,
+        placement: Placement::Node(NodeId(0)),
+    });
+    let barrier = |cores: &mut Vec<Hlrc<MemH>>| {
+        for c in cores.iter_mut() {
+            assert!(c.begin_release(0));
+        }
+        let infos: Vec<Vec<u8>> = cores.iter_mut().map(|c| c.barrier_info()).collect();
+        for c in cores.iter_mut() {
+            c.apply_barrier(&infos);
+        }
+    };
+    // The home writes its own page: a notice, no messages.
+    cores[0]
+        .handle_fault(PageId(0), true)
+        .expect("fault accepted");
+    barrier(&mut cores);
+    assert_eq!(cores[0].notices_held(), 1);
+    assert_eq!(cores[1].notices_held(), 1);
+    barrier(&mut cores);
+    assert_eq!(cores[0].notices_held(), 0);
+    assert_eq!(cores[1].notices_held(), 0);
+    assert!(
+        cores[0].poll_action().is_some(),
+        "the fault was served (Resume)"
+    );
+}
