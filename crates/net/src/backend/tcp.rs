@@ -108,6 +108,71 @@ impl TcpBackend {
         Ok(v)
     }
 
+    /// Fast path: nothing queued for the peer and no fault delay, so write header and payload
+    /// straight to the socket (one `writev`, no copy); only a remainder is buffered.
+    /// `Ok(None)` means the caller must take the queued path.
+    fn try_write_direct(&mut self, msg: &OutMsg) -> Result<Option<Result<(), NetError>>, NetError> {
+        let len = u32::try_from(msg.payload.len()).map_err(|_| NetError::TooLarge {
+            len: msg.payload.len(),
+        })?;
+        let registry = self.registry.as_ref();
+        let Some(p) = self.peers.get_mut(msg.to.index()).and_then(Option::as_mut) else {
+            return Ok(None);
+        };
+        if !p.open || p.want_write || p.wpos != p.wbuf.len() || p.delay.is_some() {
+            return Ok(None);
+        }
+        let mut h = Header::new(self.job, msg.ty, self.rank, msg.to);
+        h.flags = msg.flags;
+        h.request_id = msg.request_id;
+        h.payload_len = len;
+        let hb = h.to_bytes();
+        let total = HEADER_LEN + msg.payload.len();
+        let mut written = 0usize;
+        while written < total {
+            let r = if written < HEADER_LEN {
+                let bufs = [
+                    io::IoSlice::new(&hb[written..]),
+                    io::IoSlice::new(&msg.payload),
+                ];
+                p.stream.write_vectored(&bufs)
+            } else {
+                p.stream.write(&msg.payload[written - HEADER_LEN..])
+            };
+            match r {
+                Ok(0) => {
+                    return Ok(Some(Err(NetError::PeerLost {
+                        peer: msg.to,
+                        reason: "write failed: connection closed".into(),
+                    })))
+                }
+                Ok(n) => written += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Ok(Some(Err(NetError::PeerLost {
+                        peer: msg.to,
+                        reason: format!("write failed: {e}"),
+                    })))
+                }
+            }
+        }
+        self.counters.packets_sent += 1;
+        if written < total {
+            p.wbuf.clear();
+            p.wpos = 0;
+            if written < HEADER_LEN {
+                p.wbuf.extend_from_slice(&hb[written..]);
+                p.wbuf.extend_from_slice(&msg.payload);
+            } else {
+                p.wbuf
+                    .extend_from_slice(&msg.payload[written - HEADER_LEN..]);
+            }
+            Self::set_interest(registry, p, true);
+        }
+        Ok(Some(Ok(())))
+    }
+
     fn set_interest(registry: Option<&Registry>, p: &mut Peer, want_write: bool) {
         if p.want_write == want_write || !p.open {
             return;
@@ -325,6 +390,9 @@ impl Backend for TcpBackend {
     }
 
     fn send(&mut self, now: Instant, msg: OutMsg) -> Result<(), NetError> {
+        if let Some(done) = self.try_write_direct(&msg)? {
+            return done;
+        }
         let frame = self.frame(&msg)?;
         self.enqueue(now, msg.to, frame)
     }
