@@ -160,6 +160,16 @@ impl Env {
 /// Run `exe args` as a job of `nodes` processes; the job must succeed and rank 0 must print
 /// `expect` (a line containing it).
 fn job(exe: &Path, args: &[&str], nodes: usize, expect: &str) -> Result<(), String> {
+    job_output(exe, args, nodes, expect).map(|_| ())
+}
+
+/// `job`, returning what rank 0 printed on stdout.
+fn job_output(
+    exe: &Path,
+    args: &[&str],
+    nodes: usize,
+    expect: &str,
+) -> Result<Vec<String>, String> {
     let mut spec = JobSpec::local(
         nodes,
         exe.display().to_string(),
@@ -182,7 +192,7 @@ fn job(exe: &Path, args: &[&str], nodes: usize, expect: &str) -> Result<(), Stri
             out
         ));
     }
-    Ok(())
+    Ok(out)
 }
 
 /// Run `exe args` as a plain process (no launcher variables); returns its stdout.
@@ -310,6 +320,23 @@ fn cases() -> Vec<(String, Case)> {
             }),
         ));
     }
+    // The basic-cost table (CableS section 3.2) through the C API; the numbers are printed.
+    v.push((
+        "basic_costs/2 nodes".into(),
+        Box::new(|env: &Env| {
+            let exe = env.build(
+                "cc",
+                &env.src.join("basic_costs.c"),
+                "basic_costs",
+                Some("squall"),
+            )?;
+            let out = job_output(&exe, &["20"], 2, "ok basic costs")?;
+            for l in out.iter().filter(|l| l.starts_with("cost ")) {
+                println!("    {l}");
+            }
+            Ok(())
+        }),
+    ));
     // Seed applications of apps/ built from their unchanged source with the pthreads layer
     // (what `make -C apps SQUALL=1` does), against the installed headers.
     for app in ["sor", "water", "tsp"] {
