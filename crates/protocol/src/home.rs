@@ -22,7 +22,8 @@ pub struct HomeRef {
 pub struct HomeDirectory {
     me: NodeId,
     layout: HeapLayout,
-    allocs: Vec<AllocInfo>,
+    /// Registered allocations by first page (they never overlap).
+    allocs: BTreeMap<u64, AllocInfo>,
     /// Manager side: homes decided by first touch or moved by migration.
     assigned: BTreeMap<PageId, HomeRef>,
     /// This node's cache of homes.
@@ -34,7 +35,7 @@ impl HomeDirectory {
         HomeDirectory {
             me,
             layout,
-            allocs: Vec::new(),
+            allocs: BTreeMap::new(),
             assigned: BTreeMap::new(),
             cache: BTreeMap::new(),
         }
@@ -50,7 +51,7 @@ impl HomeDirectory {
     }
 
     pub fn register(&mut self, alloc: AllocInfo) {
-        self.allocs.push(alloc);
+        self.allocs.insert(alloc.first.0, alloc);
     }
 
     /// Cached home of `page`, if known.
@@ -74,10 +75,11 @@ impl HomeDirectory {
         if let Some(h) = self.assigned.get(&page) {
             return Some(*h);
         }
-        let alloc = self
+        let (_, alloc) = self
             .allocs
-            .iter()
-            .find(|a| page.0 >= a.first.0 && page.0 < a.first.0 + a.pages)?;
+            .range(..=page.0)
+            .next_back()
+            .filter(|(_, a)| page.0 < a.first.0 + a.pages)?;
         let node = alloc.static_home(page, self.layout.nodes).unwrap_or(asker);
         let h = HomeRef { node, epoch: 0 };
         self.assigned.insert(page, h);
