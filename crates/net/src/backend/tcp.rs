@@ -16,6 +16,8 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::time::{Duration, Instant};
 
+/// Largest payload a frame may announce (a garbage length must not make us reserve gigabytes).
+const MAX_FRAME_PAYLOAD: u32 = 1 << 31;
 /// How long a node that said goodbye keeps reading for peers' EOF before closing.
 const LINGER: Duration = Duration::from_millis(300);
 
@@ -286,6 +288,13 @@ impl TcpBackend {
                 return Err(format!(
                     "frame from {} to {} on the connection",
                     h.src, h.dst
+                ));
+            }
+            if h.payload_len > MAX_FRAME_PAYLOAD {
+                counters.drop(DropReason::Garbage);
+                return Err(format!(
+                    "frame of {} bytes on the connection",
+                    h.payload_len
                 ));
             }
             let total = HEADER_LEN + h.payload_len as usize;
