@@ -41,6 +41,21 @@ int main(void)
     expect(pthread_join(t, &r), 0, "join");
     if (r != m) bad = 1;
     expect(pthread_join(t, NULL), ESRCH, "second join");
+    void *al = NULL;
+    expect(posix_memalign(&al, 3, 64), EINVAL, "posix_memalign with alignment 3");
+    expect(posix_memalign(&al, 256, 1000), 0, "posix_memalign");
+    if (((unsigned long)al & 255) != 0) {
+        fprintf(stderr, "posix_memalign gave %p\n", al);
+        bad = 1;
+    }
+    void *pg = aligned_alloc(4096, 8192);
+    if (pg == NULL || ((unsigned long)pg & 4095) != 0) {
+        fprintf(stderr, "aligned_alloc gave %p\n", pg);
+        bad = 1;
+    }
+    /* both come from the shared heap: a thread on another node can use them */
+    free(al);
+    free(pg);
     free(b);
     free(c);
     free(m);

@@ -185,6 +185,12 @@ int squall_size(void);
 void *squall_malloc(size_t size);
 
 /**
+ * Allocate `size` bytes of shared memory aligned to `align` (a power of two; 0 means 16).
+ * Null on error.
+ */
+void *squall_malloc_aligned(size_t size, size_t align);
+
+/**
  * Allocate zeroed shared memory for `count` items of `size` bytes. Null on error.
  */
 void *squall_calloc(size_t count, size_t size);
@@ -519,6 +525,19 @@ int squall_pthread_barrier_destroy(void *b);
  * `malloc` from the shared heap (the C library's before the node started).
  */
 void *squall_pt_malloc(size_t size);
+
+/**
+ * `aligned_alloc` from the shared heap (`align` a power of two).
+ */
+void *squall_pt_aligned_alloc(size_t align, size_t size);
+
+/**
+ * `posix_memalign` from the shared heap: 0, `EINVAL` (bad alignment) or `ENOMEM`.
+ *
+ * # Safety
+ * `out` is a valid pointer.
+ */
+int squall_pt_posix_memalign(void **out, size_t align, size_t size);
 
 /**
  * `calloc` from the shared heap.

@@ -245,6 +245,23 @@ pub extern "C" fn squall_malloc(size: usize) -> *mut c_void {
     pointer("squall_malloc", || Ok(node()?.alloc(size.max(1))?.cast()))
 }
 
+/// Allocate `size` bytes of shared memory aligned to `align` (a power of two; 0 means 16).
+/// Null on error.
+#[no_mangle]
+pub extern "C" fn squall_malloc_aligned(size: usize, align: usize) -> *mut c_void {
+    pointer("squall_malloc_aligned", || {
+        if align != 0 && !align.is_power_of_two() {
+            return Err(CapiError::Invalid {
+                call: "squall_malloc_aligned",
+                why: format!("alignment {align} is not a power of two"),
+            });
+        }
+        let n = node()?;
+        Ok(n.alloc_with(size.max(1), align, n.default_placement())?
+            .cast())
+    })
+}
+
 /// Allocate zeroed shared memory for `count` items of `size` bytes. Null on error.
 #[no_mangle]
 pub extern "C" fn squall_calloc(count: usize, size: usize) -> *mut c_void {

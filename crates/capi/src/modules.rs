@@ -1,14 +1,26 @@
-//! Code addresses named independently of where a process loaded its modules: `(module index
-//! in the loader's list, offset from the module's load address)`. Every node runs the same
-//! program with the same libraries, so the loader lists the same modules in the same order.
+//! Code addresses named independently of where a process loaded its modules: `(hash of the
+//! module's name as the loader lists it, offset from the module's load address)`. Every node
+//! runs the same program with the same libraries (the main program's name is the empty one).
 //!
 //! Owns: the `dl_iterate_phdr` walks. Must not touch anything else.
 use std::ffi::{c_int, c_void};
 
 struct Find {
     addr: usize,
-    index: u64,
     found: Option<(u64, usize)>,
+}
+
+/// FNV-1a of a module's name (`dlpi_name`; empty for the main program).
+fn name_hash(info: &libc::dl_phdr_info) -> u64 {
+    let name: &[u8] = if info.dlpi_name.is_null() {
+        &[]
+    } else {
+        // SAFETY: a non-null `dlpi_name` is a NUL-terminated string owned by the loader.
+        unsafe { std::ffi::CStr::from_ptr(info.dlpi_name) }.to_bytes()
+    };
+    name.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 extern "C" fn visit_find(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
@@ -27,47 +39,39 @@ extern "C" fn visit_find(info: *mut libc::dl_phdr_info, _size: usize, data: *mut
         p.p_type == libc::PT_LOAD && f.addr >= start && f.addr - start < p.p_memsz as usize
     });
     if hit {
-        f.found = Some((f.index, base));
+        f.found = Some((name_hash(info), base));
         return 1;
     }
-    f.index += 1;
     0
 }
 
 struct Base {
     want: u64,
-    index: u64,
     found: Option<usize>,
 }
 
 extern "C" fn visit_base(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
     // SAFETY: `data` is the `Base` passed below; `info` is valid for this callback.
     let (b, info) = unsafe { (&mut *(data as *mut Base), &*info) };
-    if b.index == b.want {
+    if name_hash(info) == b.want {
         b.found = Some(info.dlpi_addr as usize);
         return 1;
     }
-    b.index += 1;
     0
 }
 
-/// `(module index, offset)` of a code or data address, if it is in a loaded module.
+/// `(module name hash, offset)` of a code or data address, if it is in a loaded module.
 pub(crate) fn encode(addr: usize) -> Option<(u64, u64)> {
-    let mut f = Find {
-        addr,
-        index: 0,
-        found: None,
-    };
+    let mut f = Find { addr, found: None };
     // SAFETY: the callback only reads the loader's records and writes `f`.
     unsafe { libc::dl_iterate_phdr(Some(visit_find), &mut f as *mut Find as *mut c_void) };
     f.found.map(|(i, base)| (i, (addr - base) as u64))
 }
 
-/// The local address of `(module index, offset)`.
-pub(crate) fn decode(index: u64, offset: u64) -> Option<usize> {
+/// The local address of `(module name hash, offset)`.
+pub(crate) fn decode(module: u64, offset: u64) -> Option<usize> {
     let mut b = Base {
-        want: index,
-        index: 0,
+        want: module,
         found: None,
     };
     // SAFETY: the callback only reads the loader's records and writes `b`.

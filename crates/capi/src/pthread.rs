@@ -584,6 +584,46 @@ pub extern "C" fn squall_pt_malloc(size: usize) -> *mut c_void {
     p
 }
 
+/// `aligned_alloc` from the shared heap (`align` a power of two).
+#[no_mangle]
+pub extern "C" fn squall_pt_aligned_alloc(align: usize, size: usize) -> *mut c_void {
+    if node().is_err() {
+        // SAFETY: plain libc allocation.
+        return unsafe { libc::aligned_alloc(align, size) };
+    }
+    let p = api::squall_malloc_aligned(size, align);
+    if p.is_null() {
+        set_errno(libc::ENOMEM);
+    }
+    p
+}
+
+/// `posix_memalign` from the shared heap: 0, `EINVAL` (bad alignment) or `ENOMEM`.
+///
+/// # Safety
+/// `out` is a valid pointer.
+#[no_mangle]
+pub unsafe extern "C" fn squall_pt_posix_memalign(
+    out: *mut *mut c_void,
+    align: usize,
+    size: usize,
+) -> c_int {
+    if out.is_null() || !align.is_power_of_two() || align < std::mem::size_of::<usize>() {
+        return libc::EINVAL;
+    }
+    if node().is_err() {
+        // SAFETY: plain libc allocation into a valid out pointer.
+        return unsafe { libc::posix_memalign(out, align, size) };
+    }
+    let p = api::squall_malloc_aligned(size, align);
+    if p.is_null() {
+        return libc::ENOMEM;
+    }
+    // SAFETY: valid per the contract.
+    unsafe { out.write(p) };
+    0
+}
+
 /// `calloc` from the shared heap.
 #[no_mangle]
 pub extern "C" fn squall_pt_calloc(count: usize, size: usize) -> *mut c_void {

@@ -23,8 +23,9 @@
  *    when not held: EPERM, destroy while held: EBUSY); errors are also printed on stderr.
  *    Not supported: recursive mutexes, pthread_cond_timedwait (ENOTSUP), pthread_self()
  *    compared with ids from pthread_create, pthread_exit, cancellation, thread-specific data.
- *  - malloc / calloc / realloc / free come from the shared heap (memory from the C library,
- *    e.g. strdup, is still freed by the C library).
+ *  - malloc / calloc / realloc / free / aligned_alloc / posix_memalign come from the shared
+ *    heap (memory from the C library, e.g. strdup, is private to the node and is still freed
+ *    by the C library).
  *  - SQUALL_GLOBAL marks a global variable that threads on every node read (CableS' GLOBAL).
  *    This runtime cannot yet map a program section into the shared range, so these variables
  *    are NOT coherent: when pthread_create starts a thread on another node, the creator's copy
@@ -88,5 +89,7 @@ __attribute__((constructor(101), used)) static void squall_pthread_constructor_(
 #define calloc  squall_pt_calloc
 #define realloc squall_pt_realloc
 #define free    squall_pt_free
+#define aligned_alloc  squall_pt_aligned_alloc
+#define posix_memalign squall_pt_posix_memalign
 
 #endif /* SQUALL_PTHREAD_H */
