@@ -270,3 +270,45 @@ fn silent_peer_is_lost_and_goodbye_is_not() {
         "{events:?}"
     );
 }
+
+#[test]
+fn unacknowledged_data_ends_in_peer_lost() {
+    // Datagrams a → b vanish; b keeps sending heartbeats, so a hears b but never gets an ack.
+    let t0 = Instant::now();
+    let job = JobId(2);
+    let timeout = Duration::from_millis(500);
+    let mut a = UdpCore::new(CoreConfig::new(NodeId(0), 2, job, timeout), t0);
+    // b is patient (long timeout) so it keeps heartbeating the whole time.
+    let mut bcfg = CoreConfig::new(NodeId(1), 2, job, Duration::from_secs(10));
+    bcfg.heartbeat = Duration::from_millis(50);
+    let mut b = UdpCore::new(bcfg, t0);
+    let msg = Message {
+        ty: MsgType(100),
+        flags: Flags::empty(),
+        request_id: 0,
+        payload: Bytes::from_static(b"hello"),
+    };
+    a.send(t0, NodeId(1), msg).expect("send");
+    let mut now = t0;
+    let mut lost = None;
+    while now < t0 + Duration::from_secs(3) && lost.is_none() {
+        now += Duration::from_millis(5);
+        a.handle_timeout(now);
+        b.handle_timeout(now);
+        while a.poll_transmit().is_some() {}
+        while let Some(t) = b.poll_transmit() {
+            let _ = a.handle_datagram(now, &t.data);
+        }
+        while let Some(e) = a.poll_event() {
+            if let CoreEvent::PeerLost { peer, reason } = e {
+                lost = Some((peer, reason, now - t0));
+            }
+        }
+        while b.poll_event().is_some() {}
+    }
+    let (peer, reason, after) = lost.expect("a declares b lost");
+    assert_eq!(peer, NodeId(1));
+    assert!(reason.contains("no acknowledgement"), "{reason}");
+    assert!(after < Duration::from_secs(2), "took {after:?}");
+    assert!(a.stats().retransmissions >= 6);
+}
