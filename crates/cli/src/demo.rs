@@ -14,6 +14,12 @@ pub struct DemoArgs {
     /// Backend the nodes talk over.
     #[arg(long, value_enum, default_value = "tcp")]
     pub transport: Transport,
+    /// Run the backbone demo (token ring and message flood) instead of the shared-memory one.
+    #[arg(long)]
+    pub backbone: bool,
+    /// Print the statistics table at the end (shared-memory demo).
+    #[arg(long)]
+    pub stats: bool,
 }
 
 pub fn main(a: DemoArgs) -> i32 {
@@ -24,17 +30,27 @@ pub fn main(a: DemoArgs) -> i32 {
             return 1;
         }
     };
+    let program = if a.backbone { "demo" } else { "heat" };
     let mut spec = JobSpec::local(
         a.nodes,
         exe.to_string_lossy().into_owned(),
-        vec!["__node".into(), "demo".into()],
+        vec!["__node".into(), program.into()],
     );
     spec.transport = a.transport.name().to_string();
     spec.timeout = Some(Duration::from_secs(120));
-    println!(
-        "squall demo: {} nodes over {}: a token around the ring, then every node floods the next",
-        a.nodes, spec.transport
-    );
+    spec.stats = a.stats;
+    if a.backbone {
+        println!(
+            "squall demo: {} nodes over {}: a token around the ring, then every node floods the next",
+            a.nodes, spec.transport
+        );
+    } else {
+        println!(
+            "squall demo: {} nodes over {}: heat diffusion on a grid in shared memory (hlrc), \
+             each node updating its band of rows; checked against the sequential program",
+            a.nodes, spec.transport
+        );
+    }
     match run_job(&spec, Arc::new(ForwardSink { prefix: true })) {
         Ok(report) => report.exit_code(),
         Err(e) => {

@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod demo;
 pub mod dsm;
+pub mod heat;
 pub mod selftest;
 
 use bytes::Bytes;
@@ -43,6 +44,8 @@ pub enum NodeCmd {
     BenchBandwidth(bench::BandwidthNodeArgs),
     /// Node side of `squall bench message`.
     BenchMessage(bench::MessageNodeArgs),
+    /// The shared-memory demo (heat diffusion on a shared grid) behind `squall demo`.
+    Heat(heat::HeatArgs),
     /// Node side of `squall bench fault`.
     BenchFault(dsm::FaultNodeArgs),
     /// Node side of `squall bench lock`.
@@ -70,6 +73,7 @@ pub fn main(cmd: NodeCmd) -> i32 {
         NodeCmd::BenchPingpong(a) => bench::pingpong(a),
         NodeCmd::BenchBandwidth(a) => bench::bandwidth(a),
         NodeCmd::BenchMessage(a) => bench::message(a),
+        NodeCmd::Heat(a) => heat::run(a),
         NodeCmd::BenchFault(a) => dsm::fault(a),
         NodeCmd::BenchLock(a) => dsm::lock(a),
         NodeCmd::BenchBarrier(a) => dsm::barrier(a),
