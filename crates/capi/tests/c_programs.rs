@@ -298,6 +298,18 @@ fn cases() -> Vec<(String, Case)> {
         }),
     ));
     v.push((
+        "pthreads/c++/2 nodes".into(),
+        Box::new(|env: &Env| {
+            let exe = env.build(
+                "c++",
+                &env.src.join("cxx_pthread.cpp"),
+                "cxx_pthread",
+                Some("squall-pthread"),
+            )?;
+            job(&exe, &["6"], 2, "ok cxx pthread")
+        }),
+    ));
+    v.push((
         "pthreads/misuse".into(),
         Box::new(|env: &Env| {
             let exe = env.build(

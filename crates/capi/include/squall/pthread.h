@@ -85,6 +85,17 @@ __attribute__((constructor(101), used)) static void squall_pthread_constructor_(
 #define pthread_barrier_wait    squall_pthread_barrier_wait
 #define pthread_barrier_destroy squall_pthread_barrier_destroy
 
+#ifdef __cplusplus
+/* <cstdlib> is already in: make std::malloc etc. name the redirected functions too. */
+#include <cstdlib>
+namespace std {
+using ::squall_pt_aligned_alloc;
+using ::squall_pt_calloc;
+using ::squall_pt_free;
+using ::squall_pt_malloc;
+using ::squall_pt_realloc;
+}
+#endif
 #define malloc  squall_pt_malloc
 #define calloc  squall_pt_calloc
 #define realloc squall_pt_realloc
