@@ -41,6 +41,9 @@ int main(void)
     expect(pthread_join(t, &r), 0, "join");
     if (r != m) bad = 1;
     expect(pthread_join(t, NULL), ESRCH, "second join");
+    expect(pthread_cancel(t), ENOTSUP, "cancel");
+    expect(pthread_create(&t, NULL, noop, NULL), 0, "create (to detach)");
+    expect(pthread_detach(t), 0, "detach");
     void *al = NULL;
     expect(posix_memalign(&al, 3, 64), EINVAL, "posix_memalign with alignment 3");
     expect(posix_memalign(&al, 256, 1000), 0, "posix_memalign");

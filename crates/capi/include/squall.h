@@ -447,6 +447,17 @@ int squall_pthread_create(uint64_t *thread, const void *attr, void *(*f)(void*),
 int squall_pthread_join(uint64_t thread, void **ret);
 
 /**
+ * `pthread_detach`: a Squall thread needs no join; its end is recorded by the runtime until the
+ * job ends. Always 0.
+ */
+int squall_pthread_detach(uint64_t thread);
+
+/**
+ * `pthread_cancel`: not supported for Squall threads (`ENOTSUP`, with a message).
+ */
+int squall_pthread_cancel(uint64_t thread);
+
+/**
  * `pthread_mutex_init`: checks the attributes (recursive mutexes are not supported).
  *
  * # Safety

@@ -360,6 +360,23 @@ extern "C" {
         -> c_int;
 }
 
+/// `pthread_detach`: a Squall thread needs no join; its end is recorded by the runtime until the
+/// job ends. Always 0.
+#[no_mangle]
+pub extern "C" fn squall_pthread_detach(thread: u64) -> c_int {
+    let _ = thread;
+    0
+}
+
+/// `pthread_cancel`: not supported for Squall threads (`ENOTSUP`, with a message).
+#[no_mangle]
+pub extern "C" fn squall_pthread_cancel(thread: u64) -> c_int {
+    let _ = thread;
+    pt("pthread_cancel", || {
+        Err(CapiError::Unsupported("cancelling a thread"))
+    })
+}
+
 // ----- mutexes ------------------------------------------------------------------------------
 
 /// `pthread_mutex_init`: checks the attributes (recursive mutexes are not supported).

@@ -21,8 +21,9 @@
  *    count in the pthread_barrier_t, so a barrier must be initialised in shared memory before
  *    threads on other nodes wait on it. Mutexes are error-checking (relock: EDEADLK, unlock
  *    when not held: EPERM, destroy while held: EBUSY); errors are also printed on stderr.
- *    Not supported: recursive mutexes, pthread_cond_timedwait (ENOTSUP), pthread_self()
- *    compared with ids from pthread_create, pthread_exit, cancellation, thread-specific data.
+ *    pthread_detach is accepted (a no-op). Not supported: recursive mutexes,
+ *    pthread_cond_timedwait and pthread_cancel (ENOTSUP), pthread_self() compared with ids
+ *    from pthread_create, pthread_exit, thread-specific data across nodes.
  *  - malloc / calloc / realloc / free / aligned_alloc / posix_memalign come from the shared
  *    heap (memory from the C library, e.g. strdup, is private to the node and is still freed
  *    by the C library).
@@ -70,6 +71,8 @@ __attribute__((constructor(101), used)) static void squall_pthread_constructor_(
 
 #define pthread_create          squall_pthread_create
 #define pthread_join            squall_pthread_join
+#define pthread_detach          squall_pthread_detach
+#define pthread_cancel          squall_pthread_cancel
 #define pthread_mutex_init      squall_pthread_mutex_init
 #define pthread_mutex_lock      squall_pthread_mutex_lock
 #define pthread_mutex_trylock   squall_pthread_mutex_trylock
