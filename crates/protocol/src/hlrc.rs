@@ -418,6 +418,9 @@ pub struct Hlrc<M: PageMemory> {
     notices: BTreeMap<(u16, u32), Vec<PageId>>,
     /// Pages written in the current interval.
     dirty: BTreeSet<PageId>,
+    /// Dirty pages whose writes were already sent to the home by an early flush in this
+    /// interval (they need a notice even if the twin made afterwards shows no change).
+    flushed: BTreeSet<PageId>,
     next_diff: u64,
     outstanding: BTreeSet<u64>,
     /// Unacked diffs of this node per page.
@@ -459,6 +462,7 @@ impl<M: PageMemory> Hlrc<M> {
             vt: vec![0; usize::from(layout.nodes)],
             notices: BTreeMap::new(),
             dirty: BTreeSet::new(),
+            flushed: BTreeSet::new(),
             next_diff: 0,
             outstanding: BTreeSet::new(),
             page_diffs: BTreeMap::new(),
@@ -803,6 +807,7 @@ impl<M: PageMemory> Hlrc<M> {
             if !d.is_empty() {
                 // The home is known for a dirty page, so this cannot fail.
                 let _ = self.send_diff(page, d);
+                self.flushed.insert(page);
             }
             self.stats.invalidations += 1;
         } else if self.mem.access(page) != Access::None {
@@ -1314,6 +1319,7 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
 
     fn begin_release(&mut self, token: u64) -> bool {
         let dirty = std::mem::take(&mut self.dirty);
+        let flushed = std::mem::take(&mut self.flushed);
         let mut written = Vec::new();
         for page in dirty {
             if self.is_home(page) {
@@ -1325,6 +1331,8 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
                 continue;
             }
             let twin = self.st(page).twin.take();
+            // Flushed early by an invalidation during this interval: noticed in any case.
+            let mut wrote = flushed.contains(&page);
             match twin {
                 Some(twin) => {
                     // Write-protect first so no thread writes while the diff is taken.
@@ -1333,11 +1341,13 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
                     let d = make_diff(&twin, &cur);
                     if !d.is_empty() {
                         let _ = self.send_diff(page, d);
-                        written.push(page);
+                        wrote = true;
                     }
                 }
-                // Flushed early by an invalidation during this interval.
-                None => written.push(page),
+                None => wrote = true,
+            }
+            if wrote {
+                written.push(page);
             }
         }
         if !written.is_empty() {

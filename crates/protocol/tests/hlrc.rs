@@ -369,3 +369,38 @@ fn notices_are_collected_one_barrier_later() {
         "the fault was served (Resume)"
     );
 }
+
+/// Writes sent early (a notice invalidated a page this node was writing) still need this node's
+/// notice at its release, even when the page was not changed again after its refetch.
+#[test]
+fn early_flushed_writes_are_noticed_at_the_release() {
+    let mut c = Cluster::new("hlrc", 3);
+    c.fault(2, 0, false);
+    c.settle();
+    c.fault(1, 0, true);
+    c.settle();
+    c.store(1, 0, 0, 5);
+    c.fault(0, 0, true);
+    c.store(0, 0, 8, 6);
+    c.release(0, 1);
+    c.handoff(0, 2);
+    c.fault(2, 0, false);
+    c.settle();
+    assert_eq!((c.load(2, 0, 0), c.load(2, 0, 8)), (0, 6));
+    c.handoff(0, 1); // node 1 is writing page 0: early flush, then invalid
+    c.settle();
+    assert_eq!(c.access(1, 0), Access::None);
+    c.fault(1, 0, false);
+    c.settle();
+    c.fault(1, 0, true); // twin of the refetched page; no further change
+    c.release(1, 2);
+    c.handoff(1, 2);
+    assert_eq!(
+        c.access(2, 0),
+        Access::None,
+        "node 1's flushed write must be noticed"
+    );
+    c.fault(2, 0, false);
+    c.settle();
+    assert_eq!(c.load(2, 0, 0), 5);
+}
