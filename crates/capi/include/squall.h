@@ -486,6 +486,37 @@ int squall_pthread_mutex_unlock(void *m);
 int squall_pthread_mutex_destroy(void *m);
 
 /**
+ * `pthread_rwlock_init`. Read-write locks are exclusive Squall locks: correct, but readers do
+ * not overlap, and a thread taking a read lock twice gets `EDEADLK`.
+ */
+int squall_pthread_rwlock_init(void *l, const void *attr);
+
+/**
+ * `pthread_rwlock_rdlock` / `pthread_rwlock_wrlock`: take the lock exclusively.
+ */
+int squall_pthread_rwlock_lock(void *l);
+
+/**
+ * `pthread_rwlock_tryrdlock` / `pthread_rwlock_trywrlock`: `EBUSY` if that needs waiting.
+ */
+int squall_pthread_rwlock_trylock(void *l);
+
+/**
+ * `pthread_rwlock_unlock`: `EPERM` if the calling thread does not hold it.
+ */
+int squall_pthread_rwlock_unlock(void *l);
+
+/**
+ * `pthread_rwlock_destroy`: `EBUSY` if a thread of this node holds or waits for it.
+ */
+int squall_pthread_rwlock_destroy(void *l);
+
+/**
+ * `pthread_spin_init` (the process-shared flag does not apply). Spinlocks are Squall locks.
+ */
+int squall_pthread_spin_init(void *l, int pshared);
+
+/**
  * `pthread_cond_init` (attributes are ignored).
  */
 int squall_pthread_cond_init(void *c, const void *attr);

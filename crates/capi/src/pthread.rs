@@ -444,6 +444,72 @@ pub extern "C" fn squall_pthread_mutex_destroy(m: *mut c_void) -> c_int {
     })
 }
 
+// ----- read-write locks and spinlocks (exclusive Squall locks) ------------------------------
+
+/// `pthread_rwlock_init`. Read-write locks are exclusive Squall locks: correct, but readers do
+/// not overlap, and a thread taking a read lock twice gets `EDEADLK`.
+#[no_mangle]
+pub extern "C" fn squall_pthread_rwlock_init(l: *mut c_void, attr: *const c_void) -> c_int {
+    let _ = attr;
+    pt("pthread_rwlock_init", || {
+        need("pthread_rwlock_init", "rwlock", l)?;
+        Ok(0)
+    })
+}
+
+/// `pthread_rwlock_rdlock` / `pthread_rwlock_wrlock`: take the lock exclusively.
+#[no_mangle]
+pub extern "C" fn squall_pthread_rwlock_lock(l: *mut c_void) -> c_int {
+    pt("pthread_rwlock_lock", || {
+        let a = need("pthread_rwlock_lock", "rwlock", l)?;
+        api::lock_id(&node()?, object_id(a))?;
+        Ok(0)
+    })
+}
+
+/// `pthread_rwlock_tryrdlock` / `pthread_rwlock_trywrlock`: `EBUSY` if that needs waiting.
+#[no_mangle]
+pub extern "C" fn squall_pthread_rwlock_trylock(l: *mut c_void) -> c_int {
+    pt("pthread_rwlock_trylock", || {
+        let a = need("pthread_rwlock_trylock", "rwlock", l)?;
+        Ok(if api::trylock_id(&node()?, object_id(a))? {
+            0
+        } else {
+            libc::EBUSY
+        })
+    })
+}
+
+/// `pthread_rwlock_unlock`: `EPERM` if the calling thread does not hold it.
+#[no_mangle]
+pub extern "C" fn squall_pthread_rwlock_unlock(l: *mut c_void) -> c_int {
+    pt("pthread_rwlock_unlock", || {
+        let a = need("pthread_rwlock_unlock", "rwlock", l)?;
+        api::unlock_id(&node()?, object_id(a))?;
+        Ok(0)
+    })
+}
+
+/// `pthread_rwlock_destroy`: `EBUSY` if a thread of this node holds or waits for it.
+#[no_mangle]
+pub extern "C" fn squall_pthread_rwlock_destroy(l: *mut c_void) -> c_int {
+    pt("pthread_rwlock_destroy", || {
+        let a = need("pthread_rwlock_destroy", "rwlock", l)?;
+        api::lock_destroy_id(&node()?, "pthread_rwlock_destroy", object_id(a))?;
+        Ok(0)
+    })
+}
+
+/// `pthread_spin_init` (the process-shared flag does not apply). Spinlocks are Squall locks.
+#[no_mangle]
+pub extern "C" fn squall_pthread_spin_init(l: *mut c_void, pshared: c_int) -> c_int {
+    let _ = pshared;
+    pt("pthread_spin_init", || {
+        need("pthread_spin_init", "spinlock", l)?;
+        Ok(0)
+    })
+}
+
 // ----- conditions ---------------------------------------------------------------------------
 
 /// `pthread_cond_init` (attributes are ignored).

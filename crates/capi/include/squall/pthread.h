@@ -13,7 +13,7 @@
  *  - pthread_create / pthread_join: threads are placed round-robin over the nodes (attributes
  *    are ignored). A create is a release and a join an acquire. The thread function must be in
  *    the program or a library every node loads; `arg` should point into shared memory.
- *  - pthread_mutex_*, pthread_cond_*, pthread_barrier_* become Squall locks, conditions and
+ *  - pthread_mutex_*, pthread_rwlock_*, pthread_spin_*, pthread_cond_*, pthread_barrier_* become Squall locks, conditions and
  *    barriers named by the OBJECT'S ADDRESS: PTHREAD_MUTEX_INITIALIZER and
  *    PTHREAD_COND_INITIALIZER work and nothing is stored in them. The object must live in
  *    Squall memory (malloc'd) or be a static/global of the program (named by module+offset);
@@ -21,7 +21,8 @@
  *    count in the pthread_barrier_t, so a barrier must be initialised in shared memory before
  *    threads on other nodes wait on it. Mutexes are error-checking (relock: EDEADLK, unlock
  *    when not held: EPERM, destroy while held: EBUSY); errors are also printed on stderr.
- *    pthread_detach is accepted (a no-op). Not supported: recursive mutexes,
+ *    Read-write locks and spinlocks are exclusive Squall locks too (readers do not overlap; a
+ *    second read lock by the same thread is EDEADLK). pthread_detach is accepted (a no-op). Not supported: recursive mutexes,
  *    pthread_cond_timedwait and pthread_cancel (ENOTSUP), pthread_self() compared with ids
  *    from pthread_create, pthread_exit, thread-specific data across nodes.
  *  - malloc / calloc / realloc / free / aligned_alloc / posix_memalign come from the shared
@@ -78,6 +79,19 @@ __attribute__((constructor(101), used)) static void squall_pthread_constructor_(
 #define pthread_mutex_trylock   squall_pthread_mutex_trylock
 #define pthread_mutex_unlock    squall_pthread_mutex_unlock
 #define pthread_mutex_destroy   squall_pthread_mutex_destroy
+#define pthread_rwlock_init      squall_pthread_rwlock_init
+#define pthread_rwlock_rdlock    squall_pthread_rwlock_lock
+#define pthread_rwlock_wrlock    squall_pthread_rwlock_lock
+#define pthread_rwlock_tryrdlock squall_pthread_rwlock_trylock
+#define pthread_rwlock_trywrlock squall_pthread_rwlock_trylock
+#define pthread_rwlock_unlock    squall_pthread_rwlock_unlock
+#define pthread_rwlock_destroy   squall_pthread_rwlock_destroy
+/* pthread_spinlock_t is volatile: cast it away explicitly. */
+#define pthread_spin_init(l, p)  squall_pthread_spin_init((void *)(l), (p))
+#define pthread_spin_lock(l)     squall_pthread_mutex_lock((void *)(l))
+#define pthread_spin_trylock(l)  squall_pthread_mutex_trylock((void *)(l))
+#define pthread_spin_unlock(l)   squall_pthread_mutex_unlock((void *)(l))
+#define pthread_spin_destroy(l)  squall_pthread_mutex_destroy((void *)(l))
 #define pthread_cond_init       squall_pthread_cond_init
 #define pthread_cond_wait       squall_pthread_cond_wait
 #define pthread_cond_timedwait  squall_pthread_cond_timedwait
