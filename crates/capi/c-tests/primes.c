@@ -18,7 +18,8 @@ struct work {
     pthread_barrier_t done;
     long next, n;
     int go;
-    long total; /* guarded by total_lock */
+    long total;  /* guarded by total_lock */
+    long chunks; /* guarded by total_lock: one increment per chunk, from every node */
     long per_thread[256];
 };
 
@@ -53,6 +54,9 @@ static void *worker(void *p)
         if (start >= w->n) break;
         long end = start + CHUNK < w->n ? start + CHUNK : w->n;
         for (long v = start; v < end; v++) mine += is_prime(v);
+        pthread_mutex_lock(&total_lock);
+        w->chunks++;
+        pthread_mutex_unlock(&total_lock);
     }
     w->per_thread[a->id] = mine;
     pthread_mutex_lock(&total_lock);
@@ -100,6 +104,11 @@ int main(int argc, char **argv)
     printf("primes below %ld: %ld\n", n, w->total);
     pthread_mutex_unlock(&total_lock);
     if (bad) fprintf(stderr, "a thread saw a different sum after the barrier\n");
+    if (w->chunks != (n + CHUNK - 1) / CHUNK) {
+        fprintf(stderr, "%ld chunks counted under the static mutex, expected %ld\n", w->chunks,
+                (n + CHUNK - 1) / CHUNK);
+        bad = 1;
+    }
     pthread_barrier_destroy(&w->done);
     pthread_cond_destroy(&w->go_cond);
     pthread_mutex_destroy(&w->lock);

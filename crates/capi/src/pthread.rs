@@ -28,12 +28,6 @@ pub(crate) fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
 /// The job-wide id of the synchronization object at `addr` (see the module doc).
 pub(crate) fn object_id(addr: usize) -> u64 {
     if let Ok(n) = node() {
@@ -42,21 +36,9 @@ pub(crate) fn object_id(addr: usize) -> u64 {
             return mix(addr as u64);
         }
     }
-    let mut info = libc::Dl_info {
-        dli_fname: std::ptr::null(),
-        dli_fbase: std::ptr::null_mut(),
-        dli_sname: std::ptr::null(),
-        dli_saddr: std::ptr::null_mut(),
-    };
-    // SAFETY: dladdr only reads the loader's tables and fills `info`.
-    let found = unsafe { libc::dladdr(addr as *const c_void, &mut info) } != 0;
-    if found && !info.dli_fbase.is_null() && !info.dli_fname.is_null() {
-        // SAFETY: a non-null dli_fname is a NUL-terminated string owned by the loader.
-        let name = unsafe { CStr::from_ptr(info.dli_fname) }.to_bytes();
-        let base_name = name.rsplit(|b| *b == b'/').next().unwrap_or(name);
-        let offset = (addr - info.dli_fbase as usize) as u64;
+    if let Some((module, offset)) = crate::modules::encode(addr) {
         // Tag bit 63 so a module-relative id never equals a raw-address id of a small offset.
-        return mix(fnv(base_name).wrapping_add(offset) | (1 << 63));
+        return mix(module.wrapping_add(offset) | (1 << 63));
     }
     mix(addr as u64)
 }
