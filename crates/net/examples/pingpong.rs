@@ -25,7 +25,16 @@ fn main() {
         return;
     }
     let cfg = match NetConfig::from_env() {
-        Ok(c) => c,
+        Ok(mut c) => {
+            // Example-only knob to measure datagram sizes: PINGPONG_UDP_PAYLOAD=bytes.
+            if let Some(v) = std::env::var("PINGPONG_UDP_PAYLOAD")
+                .ok()
+                .and_then(|v| v.parse().ok())
+            {
+                c.udp_max_payload = v;
+            }
+            c
+        }
         Err(e) => {
             eprintln!("pingpong: {e}");
             std::process::exit(2);
@@ -92,9 +101,27 @@ fn main() {
             );
         }
     }
+    if rank.0 == 0 {
+        // Bandwidth: 64 MiB in 1 MiB messages, then one request so everything has arrived.
+        let mb = bytes::Bytes::from(vec![3u8; 1 << 20]);
+        let t0 = Instant::now();
+        for _ in 0..64 {
+            ep.send(NodeId(1), BULK, mb.clone()).expect("bulk");
+        }
+        ep.request(NodeId(1), PING, vec![]).expect("sync");
+        let secs = t0.elapsed().as_secs_f64();
+        println!(
+            "{transport} bandwidth 1 MiB messages: {:.0} MiB/s",
+            64.0 / secs
+        );
+    } else {
+        ep.register(BULK, |_, _| {});
+    }
     barrier(&ep);
     let _ = ep.shutdown();
 }
+
+const BULK: MsgType = MsgType(203);
 
 fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
