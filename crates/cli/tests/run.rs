@@ -62,6 +62,32 @@ fn selftest_4_nodes_udp() {
 }
 
 #[test]
+fn selftest_over_lossy_udp_with_injected_faults() {
+    let out = squall(&[
+        "run",
+        "-n",
+        "3",
+        "--transport",
+        "udp",
+        "--net-faults",
+        "loss=0.05,dup=0.02,reorder=0.05,seed=7",
+        "--timeout",
+        "60",
+        SQUALL,
+        "__node",
+        "selftest",
+    ]);
+    let (so, se) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "lossy selftest failed: {so}\n{se}");
+    for r in 0..3 {
+        assert!(
+            so.contains(&format!("[{r}] selftest ok: node {r} of 3")),
+            "{so}"
+        );
+    }
+}
+
+#[test]
 fn selftest_through_a_remote_shell() {
     let out = squall(&[
         "run",
