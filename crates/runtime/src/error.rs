@@ -29,6 +29,12 @@ pub enum SquallError {
     OnServiceThread(&'static str),
     #[error("the node is shutting down")]
     ShuttingDown,
+    #[error("join of unknown {0} (never created, already joined, or joined by another thread)")]
+    UnknownThread(squall_core::ThreadId),
+    #[error("{0}")]
+    Protocol(#[from] squall_protocol::ProtoError),
+    #[error("{what}: {why}")]
+    Thread { what: String, why: String },
     #[error("{0}")]
     Remote(String),
 }

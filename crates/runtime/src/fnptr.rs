@@ -115,7 +115,7 @@ mod tests {
 
     #[test]
     fn round_trips_a_function_of_this_executable() {
-        let addr = probe as usize;
+        let addr = probe as *const () as usize;
         let r = encode(addr).expect("dladdr knows our own function");
         assert_eq!(r.module, "");
         assert_eq!(decode(&r), Some(addr));

@@ -32,6 +32,8 @@ static NEXT_WAITER: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
     static WAITER: Cell<u64> = const { Cell::new(0) };
+    /// The global id of a thread started by `spawn_on` (0 for other threads).
+    static CURRENT: Cell<u64> = const { Cell::new(0) };
 }
 
 /// This thread's waiter id (stable for the thread's life: locks are held by threads).
@@ -260,7 +262,7 @@ impl Node {
         match r? {
             Reply::Sync(r) => Ok(r?),
             Reply::Value(_) => Ok(Outcome::Done),
-            Reply::Failed(e) => Err(SquallError::Remote(e)),
+            Reply::Failed(e) => Err(e),
         }
     }
 
@@ -286,12 +288,18 @@ impl Node {
                     }
                     s.wake(w, Reply::Value(a.addr as u64))
                 }
-                Err(e) => s.wake(w, Reply::Failed(format!("allocation on {me}: {e}"))),
+                Err(e) => s.wake(
+                    w,
+                    Reply::Failed(SquallError::Alloc {
+                        node: me,
+                        source: e,
+                    }),
+                ),
             }
         })?;
         match r {
             Reply::Value(a) => Ok(a as usize as *mut u8),
-            Reply::Failed(e) => Err(SquallError::Remote(e)),
+            Reply::Failed(e) => Err(e),
             Reply::Sync(_) => Err(SquallError::Remote("unexpected reply to alloc".into())),
         }
     }
@@ -324,7 +332,7 @@ impl Node {
                 let r = free_local(s, addr);
                 s.wake(w, r)
             })? {
-                Reply::Failed(e) => Err(SquallError::Remote(e)),
+                Reply::Failed(e) => Err(e),
                 _ => Ok(()),
             }
         } else {
@@ -380,10 +388,12 @@ impl Node {
         if size <= old {
             return Ok(ptr);
         }
+        let src = ptr as usize;
         let new = self.alloc(size)?;
-        // SAFETY: both ranges are live squall allocations of at least `old` bytes, disjoint.
-        unsafe { std::ptr::copy_nonoverlapping(ptr, new, old) };
-        self.free(ptr)?;
+        // SAFETY: `usable_size` just confirmed `src` is the start of a live squall allocation of
+        // `old` bytes; `new` is a fresh one of at least `size > old` bytes; they are disjoint.
+        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, new, old) };
+        self.free(src as *mut u8)?;
         Ok(new)
     }
 
@@ -486,6 +496,19 @@ impl Node {
         .map(|_| ())
     }
 
+    /// Check that `lock` may be destroyed: no thread of this node holds it or waits for it
+    /// (misuse is an error naming the lock).
+    pub fn lock_destroy(&self, lock: LockId) -> Result<()> {
+        self.sync_call("lock_destroy", move |s, _, w| s.sync.destroy_lock(lock, w))
+            .map(|_| ())
+    }
+
+    /// Check that `cond` may be destroyed: no thread of this node waits on it.
+    pub fn cond_destroy(&self, cond: CondId) -> Result<()> {
+        self.sync_call("cond_destroy", move |s, _, w| s.sync.destroy_cond(cond, w))
+            .map(|_| ())
+    }
+
     /// Wait on a condition variable bound to `lock` (held by this thread); Mesa semantics.
     pub fn cond_wait(&self, cond: CondId, lock: LockId) -> Result<()> {
         self.sync_call("cond_wait", move |s, _, w| {
@@ -568,7 +591,14 @@ impl Node {
                     };
                     if target == s.me {
                         let r = start_thread(s, sp);
-                        s.wake(w, r.map_or_else(Reply::Failed, |_| Reply::Value(0)));
+                        let reply = match r {
+                            Ok(()) => Reply::Value(0),
+                            Err(why) => Reply::Failed(SquallError::Thread {
+                                what: format!("creating a thread on {target}"),
+                                why,
+                            }),
+                        };
+                        s.wake(w, reply);
                         return;
                     }
                     let svc_me = s.me;
@@ -576,9 +606,15 @@ impl Node {
                         let reply = match r {
                             Ok(m) => match threads::decode_answer(&m.payload) {
                                 Ok(_) => Reply::Value(0),
-                                Err(e) => Reply::Failed(e),
+                                Err((_, why)) => Reply::Failed(SquallError::Thread {
+                                    what: format!("creating a thread on {target}"),
+                                    why,
+                                }),
                             },
-                            Err(e) => Reply::Failed(format!("creating a thread on {target}: {e}")),
+                            Err(e) => Reply::Failed(SquallError::Thread {
+                                what: format!("creating a thread on {target}"),
+                                why: e.to_string(),
+                            }),
                         };
                         if let Ok(n) = node() {
                             n.inner.svc.lock().wake(w, reply);
@@ -592,15 +628,27 @@ impl Node {
                     if let Err(e) = sent {
                         s.wake(
                             w,
-                            Reply::Failed(format!("creating a thread on {target}: {e}")),
+                            Reply::Failed(SquallError::Thread {
+                                what: format!("creating a thread on {target}"),
+                                why: e.to_string(),
+                            }),
                         );
                     }
                 }),
             )
         })?;
         match r {
-            Reply::Failed(e) => Err(SquallError::Remote(e)),
+            Reply::Failed(e) => Err(e),
             _ => Ok(tid),
+        }
+    }
+
+    /// The calling thread's global id: the id `spawn_on` returned for it, or for any other
+    /// thread (such as `main`) an id naming this node that no spawned thread has.
+    pub fn current_thread(&self) -> ThreadId {
+        match CURRENT.with(Cell::get) {
+            0 => threads::make_tid(self.rank(), self.rank(), u32::MAX),
+            t => ThreadId(t),
         }
     }
 
@@ -634,7 +682,7 @@ impl Node {
         let r = if run == self.rank() {
             match self.call("join", move |s, ep, w| s.join(ep, tid, Joiner::Local(w)))? {
                 Reply::Value(ret) => Ok(ret as usize as *mut c_void),
-                Reply::Failed(e) => Err(SquallError::Remote(e)),
+                Reply::Failed(e) => Err(e),
                 Reply::Sync(_) => Err(SquallError::Remote("unexpected reply to join".into())),
             }
         } else {
@@ -642,7 +690,16 @@ impl Node {
                 .inner
                 .ep
                 .request(run, msg::JOIN, tid.0.to_le_bytes().to_vec())?;
-            let (ret, info) = threads::decode_answer(&answer).map_err(SquallError::Remote)?;
+            let (ret, info) = threads::decode_answer(&answer).map_err(|(kind, why)| {
+                if kind == threads::ERR_UNKNOWN_THREAD {
+                    SquallError::UnknownThread(tid)
+                } else {
+                    SquallError::Thread {
+                        what: format!("joining {tid}"),
+                        why,
+                    }
+                }
+            })?;
             self.call("join", move |s, _, w| {
                 s.protocol.apply_grant(&info);
                 s.wake(w, Reply::Value(0))
@@ -671,14 +728,14 @@ impl Node {
                 ep,
                 Box::new(move |s, _| {
                     if let Err(e) = s.protocol.atomic(page, offset, op, w.0) {
-                        s.wake(w, Reply::Failed(e.to_string()));
+                        s.wake(w, Reply::Failed(e.into()));
                     }
                 }),
             )
         })?;
         match r {
             Reply::Value(v) => Ok(v),
-            Reply::Failed(e) => Err(SquallError::Remote(e)),
+            Reply::Failed(e) => Err(e),
             Reply::Sync(_) => Err(SquallError::Remote("unexpected reply to an atomic".into())),
         }
     }
@@ -782,12 +839,15 @@ fn free_local(s: &mut Service, addr: usize) -> Reply {
         Ok(rec) => {
             if let Some(info) = rec.released {
                 if let Err(e) = s.space.release_pages(info.first, info.pages) {
-                    return Reply::Failed(format!("{e}"));
+                    return Reply::Failed(e.into());
                 }
             }
             Reply::Value(0)
         }
-        Err(e) => Reply::Failed(format!("free on {}: {e}", s.me)),
+        Err(e) => Reply::Failed(SquallError::Alloc {
+            node: s.me,
+            source: e,
+        }),
     }
 }
 
@@ -811,6 +871,7 @@ fn start_thread(s: &mut Service, sp: SpawnMsg) -> std::result::Result<(), String
     std::thread::Builder::new()
         .name(format!("squall-{}", tid.0 & 0xffff_ffff))
         .spawn(move || {
+            CURRENT.with(|c| c.set(tid.0));
             let ret = f(arg as usize as *mut c_void) as usize as u64;
             match node() {
                 Ok(n) => n.thread_exit(tid, ret),
@@ -856,10 +917,13 @@ fn register_handlers(
     let s = svc.clone();
     ep.register(msg::SPAWN, move |ep, m| {
         let answer = match SpawnMsg::decode(&m.payload) {
-            None => threads::encode_err(&format!("malformed spawn request from {}", m.src)),
+            None => threads::encode_err(
+                threads::ERR_OTHER,
+                &format!("malformed spawn request from {}", m.src),
+            ),
             Some(sp) => match start_thread(&mut s.lock(), sp) {
                 Ok(()) => threads::encode_join_ok(0, &[]),
-                Err(e) => threads::encode_err(&e),
+                Err(e) => threads::encode_err(threads::ERR_OTHER, &e),
             },
         };
         if let Err(e) = ep.reply(&m, answer) {
@@ -873,7 +937,10 @@ fn register_handlers(
     let s = svc.clone();
     ep.register(msg::JOIN, move |ep, m| {
         let Ok(b) = <[u8; 8]>::try_from(m.payload.as_ref()) else {
-            let _ = ep.reply(&m, threads::encode_err("malformed join request"));
+            let _ = ep.reply(
+                &m,
+                threads::encode_err(threads::ERR_OTHER, "malformed join request"),
+            );
             return;
         };
         let tid = ThreadId(u64::from_le_bytes(b));
@@ -889,7 +956,7 @@ fn register_handlers(
             let mut g = s.lock();
             match p[0] {
                 0 => match free_local(&mut g, addr) {
-                    Reply::Failed(e) => e.into_bytes(),
+                    Reply::Failed(e) => e.to_string().into_bytes(),
                     _ => Vec::new(),
                 },
                 _ => g

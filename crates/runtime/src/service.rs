@@ -27,8 +27,8 @@ pub(crate) enum Reply {
     Sync(Result<Outcome, SyncError>),
     /// A value (an address, an atomic's old value, ...).
     Value(u64),
-    /// The operation failed; the text names what and where.
-    Failed(String),
+    /// The operation failed.
+    Failed(crate::error::SquallError),
 }
 
 /// The protocol core as the service thread holds it.

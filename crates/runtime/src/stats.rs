@@ -119,12 +119,13 @@ pub fn table(nodes: &[NodeStats]) -> String {
     let mut all = nodes.to_vec();
     all.push(tot);
     for (col, n) in all.iter().enumerate() {
-        let mut f = Vec::new();
-        f.push(("time.task_s".to_string(), n.breakdown.task_s));
-        f.push(("time.sync_s".to_string(), n.breakdown.sync_s));
-        f.push(("time.data_stall_s".to_string(), n.breakdown.data_stall_s));
-        f.push(("time.messaging_s".to_string(), n.breakdown.messaging_s));
-        f.push(("time.protocol_s".to_string(), n.breakdown.protocol_s));
+        let mut f = vec![
+            ("time.task_s".to_string(), n.breakdown.task_s),
+            ("time.sync_s".to_string(), n.breakdown.sync_s),
+            ("time.data_stall_s".to_string(), n.breakdown.data_stall_s),
+            ("time.messaging_s".to_string(), n.breakdown.messaging_s),
+            ("time.protocol_s".to_string(), n.breakdown.protocol_s),
+        ];
         flat("", &Value::Object(n.counts.clone()), &mut f);
         for (k, v) in f {
             match rows.iter_mut().find(|(name, _)| *name == k) {

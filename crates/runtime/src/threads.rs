@@ -4,6 +4,7 @@
 //!
 //! Owns: the thread table of threads running on this node (on the service thread), the spawn
 //! and join message encodings. Must not touch protocol internals (only the `Consistency` hooks).
+use crate::error::SquallError;
 use crate::fnptr::FnRef;
 use crate::service::{Reply, Service};
 use squall_core::{NodeId, ThreadId};
@@ -95,7 +96,11 @@ impl SpawnMsg {
     }
 }
 
-/// A join answer: `0, ret, info` or `1, error text`.
+/// Error kinds in thread answers.
+pub(crate) const ERR_UNKNOWN_THREAD: u8 = 1;
+pub(crate) const ERR_OTHER: u8 = 2;
+
+/// A join answer: `0, ret, info` or `kind, error text`.
 pub(crate) fn encode_join_ok(ret: u64, info: &[u8]) -> Vec<u8> {
     let mut v = vec![0u8];
     v.extend_from_slice(&ret.to_le_bytes());
@@ -103,14 +108,14 @@ pub(crate) fn encode_join_ok(ret: u64, info: &[u8]) -> Vec<u8> {
     v
 }
 
-pub(crate) fn encode_err(text: &str) -> Vec<u8> {
-    let mut v = vec![1u8];
+pub(crate) fn encode_err(kind: u8, text: &str) -> Vec<u8> {
+    let mut v = vec![kind];
     v.extend_from_slice(text.as_bytes());
     v
 }
 
-/// Decode a spawn or join answer: `Ok((ret, info))` or the remote error text.
-pub(crate) fn decode_answer(b: &[u8]) -> Result<(u64, Vec<u8>), String> {
+/// Decode a spawn or join answer: `Ok((ret, info))` or the error kind and text.
+pub(crate) fn decode_answer(b: &[u8]) -> Result<(u64, Vec<u8>), (u8, String)> {
     match b.first() {
         Some(0) => {
             let mut at = 1;
@@ -118,11 +123,11 @@ pub(crate) fn decode_answer(b: &[u8]) -> Result<(u64, Vec<u8>), String> {
             let info = take_bytes(b, &mut at).map(<[u8]>::to_vec);
             match (ret, info) {
                 (Some(r), Some(i)) => Ok((r, i)),
-                _ => Err("malformed thread answer".into()),
+                _ => Err((ERR_OTHER, "malformed thread answer".into())),
             }
         }
-        Some(_) => Err(String::from_utf8_lossy(&b[1..]).into_owned()),
-        None => Err("empty thread answer".into()),
+        Some(&k) => Err((k, String::from_utf8_lossy(&b[1..]).into_owned())),
+        None => Err((ERR_OTHER, "empty thread answer".into())),
     }
 }
 
@@ -162,14 +167,16 @@ impl Service {
     fn answer_join(&mut self, ep: &Endpoint, j: Joiner, answer: Result<(u64, Vec<u8>), ThreadId>) {
         match (j, answer) {
             (Joiner::Local(w), Ok((ret, _))) => self.wake(w, Reply::Value(ret)),
-            (Joiner::Local(w), Err(tid)) => self.wake(
-                w,
-                Reply::Failed(format!("{tid} was joined by another thread")),
-            ),
+            (Joiner::Local(w), Err(tid)) => {
+                self.wake(w, Reply::Failed(SquallError::UnknownThread(tid)))
+            }
             (Joiner::Remote(req), a) => {
                 let bytes = match a {
                     Ok((ret, info)) => encode_join_ok(ret, &info),
-                    Err(tid) => encode_err(&format!("{tid} was joined by another thread")),
+                    Err(tid) => encode_err(
+                        ERR_UNKNOWN_THREAD,
+                        &format!("{tid} was joined by another thread"),
+                    ),
                 };
                 if let Err(e) = ep.reply(&req, bytes) {
                     eprintln!(
@@ -195,9 +202,11 @@ impl Service {
                     self.me
                 );
                 match j {
-                    Joiner::Local(w) => self.wake(w, Reply::Failed(text)),
+                    Joiner::Local(w) => {
+                        self.wake(w, Reply::Failed(SquallError::UnknownThread(tid)))
+                    }
                     Joiner::Remote(req) => {
-                        if let Err(e) = ep.reply(&req, encode_err(&text)) {
+                        if let Err(e) = ep.reply(&req, encode_err(ERR_UNKNOWN_THREAD, &text)) {
                             eprintln!(
                                 "squall: {}: could not answer a join from {}: {e}",
                                 self.me, req.src

@@ -347,10 +347,7 @@ fn atomics(node: &Node) -> Result<(), String> {
     const T: usize = 2;
     const ITERS: u64 = 100;
     let c = node
-        .alloc_collective(
-            16,
-            Placement::Node(squall::NodeId((node.size() - 1) as u16)),
-        )
+        .alloc_collective(16, Placement::Node(squall::NodeId(node.size() - 1)))
         .map_err(|e| e.to_string())? as usize;
     let mut hs = Vec::new();
     for _ in 0..T {
