@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what building and testing Squall needs, only when it is missing: a C toolchain,
-# make, pkg-config (Debian packages) and a Rust toolchain with rustfmt and clippy (rustup).
+# Installs what building and testing Squall needs, only when it is missing: a C/C++ toolchain,
+# make, pkg-config, m4, a font for the bench plots (Debian packages) and a Rust toolchain
+# with rustfmt and clippy (rustup).
 # Safe to run repeatedly; does nothing when everything is present.
 set -euo pipefail
 
@@ -14,6 +15,9 @@ command -v cc >/dev/null 2>&1 || missing+=(build-essential)
 command -v make >/dev/null 2>&1 || missing+=(make)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 command -v git >/dev/null 2>&1 || missing+=(git)
+command -v m4 >/dev/null 2>&1 || missing+=(m4)                      # SPLASH-2 macros (c.m4.squall)
+command -v c++ >/dev/null 2>&1 || missing+=(g++)                    # the C++ API test
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)  # bench plots
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "setup: installing ${missing[*]}"
     $SUDO apt-get update -q
