@@ -73,6 +73,11 @@ pub fn write_page(mem: &dyn PageMemory, page: PageId, data: &[u8]) {
 /// Static layout of the global range: page `p` lies in node `manager_of(p)`'s arena. A node
 /// allocates only inside its own arena, so it is the manager of every page it allocated: it
 /// knows the allocation's placement and answers home look-ups for it.
+///
+/// Adopted regions (a program's `SQUALL_GLOBAL` section, see `squall-memory`'s
+/// `AddressSpace::adopt_region`) are managed by node 0: their pages are taken from the top of
+/// node 0's arena ([`HeapLayout::adopted_first`]), and any page number at or past
+/// `total_pages` is also managed by node 0.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeapLayout {
     /// Number of nodes in the job.
@@ -88,6 +93,9 @@ impl HeapLayout {
     }
     /// The node whose arena holds `page` (the page's manager).
     pub fn manager_of(&self, page: PageId) -> NodeId {
+        if page.0 >= self.total_pages {
+            return NodeId(0);
+        }
         let per = self.pages_per_node().max(1);
         let n = (page.0 / per).min(u64::from(self.nodes.max(1)) - 1);
         NodeId(n as u16)
@@ -95,6 +103,22 @@ impl HeapLayout {
     /// First page of `node`'s arena.
     pub fn arena_start(&self, node: NodeId) -> PageId {
         PageId(u64::from(node.0) * self.pages_per_node())
+    }
+    /// One past the last page of `node`'s arena (the last node's arena also holds the
+    /// remainder of the division).
+    pub fn arena_end(&self, node: NodeId) -> PageId {
+        if u32::from(node.0) + 1 >= u32::from(self.nodes.max(1)) {
+            PageId(self.total_pages)
+        } else {
+            PageId(self.arena_start(node).0 + self.pages_per_node())
+        }
+    }
+    /// First page of an adopted region of `pages` pages: the top `pages` pages of node 0's
+    /// arena, so that node 0 manages them and every node numbers them alike. `None` if node 0's
+    /// arena is smaller than that.
+    pub fn adopted_first(&self, pages: u64) -> Option<PageId> {
+        let end = self.arena_end(NodeId(0)).0;
+        end.checked_sub(pages).map(PageId)
     }
 }
 
@@ -179,5 +203,32 @@ mod tests {
         assert_eq!(l.manager_of(PageId(100)), NodeId(1));
         assert_eq!(l.manager_of(PageId(399)), NodeId(3));
         assert_eq!(l.arena_start(NodeId(2)), PageId(200));
+    }
+
+    #[test]
+    fn adopted_pages_are_managed_by_node_zero() {
+        let l = HeapLayout {
+            nodes: 4,
+            total_pages: 402,
+        };
+        // Past the heap: node 0.
+        assert_eq!(l.manager_of(PageId(402)), NodeId(0));
+        assert_eq!(l.manager_of(PageId(u64::MAX)), NodeId(0));
+        // The last node keeps the remainder.
+        assert_eq!(l.manager_of(PageId(401)), NodeId(3));
+        assert_eq!(l.arena_end(NodeId(3)), PageId(402));
+        assert_eq!(l.arena_end(NodeId(0)), PageId(100));
+        // An adopted region sits at the top of node 0's arena and node 0 manages it.
+        let first = l.adopted_first(3).unwrap_or(PageId(u64::MAX));
+        assert_eq!(first, PageId(97));
+        for p in first.0..first.0 + 3 {
+            assert_eq!(l.manager_of(PageId(p)), NodeId(0));
+        }
+        assert_eq!(l.adopted_first(101), None);
+        let one = HeapLayout {
+            nodes: 1,
+            total_pages: 10,
+        };
+        assert_eq!(one.adopted_first(2), Some(PageId(8)));
     }
 }
