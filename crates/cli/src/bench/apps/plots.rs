@@ -17,7 +17,7 @@ pub const DEFAULT_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 /// The family name the plots ask for.
 const FAMILY: &str = "sans-serif";
 
-/// Line and bar colours (colour-blind safe, Okabe–Ito).
+/// Bar colours (colour-blind safe, Okabe–Ito).
 const PALETTE: [RGBColor; 8] = [
     RGBColor(0, 114, 178),
     RGBColor(230, 159, 0),
@@ -26,6 +26,24 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(86, 180, 233),
     RGBColor(213, 94, 0),
     RGBColor(240, 228, 66),
+    RGBColor(0, 0, 0),
+];
+
+/// Line colours: distinct enough for the 13 seed apps (Paul Tol's muted + vibrant sets).
+const LINE_COLORS: [RGBColor; 14] = [
+    RGBColor(51, 34, 136),
+    RGBColor(136, 204, 238),
+    RGBColor(68, 170, 153),
+    RGBColor(17, 119, 51),
+    RGBColor(153, 153, 51),
+    RGBColor(221, 204, 119),
+    RGBColor(204, 102, 119),
+    RGBColor(136, 34, 85),
+    RGBColor(170, 68, 153),
+    RGBColor(0, 119, 187),
+    RGBColor(238, 119, 51),
+    RGBColor(204, 51, 17),
+    RGBColor(238, 51, 119),
     RGBColor(0, 0, 0),
 ];
 
@@ -84,12 +102,16 @@ pub fn speedup(report: &AppsReport, path: &Path) -> Result<(), AppsError> {
         .unwrap_or(1)
         .max(2);
     let ideal_max = (max_nodes * report.threads_per_node.max(1)) as f64;
-    let max_speedup = report
+    // Speedups of a software DSM span decades (0.01 .. N): a log axis keeps every app visible.
+    let speedups: Vec<f64> = report
         .rows
         .iter()
         .filter_map(|r| r.speedup)
-        .fold(ideal_max, f64::max);
-    let root = BitMapBackend::new(path, (900, 600)).into_drawing_area();
+        .filter(|s| *s > 0.0)
+        .collect();
+    let lo = speedups.iter().copied().fold(1.0f64, f64::min) / 1.5;
+    let hi = speedups.iter().copied().fold(ideal_max, f64::max) * 1.5;
+    let root = BitMapBackend::new(path, (1000, 650)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
@@ -101,57 +123,73 @@ pub fn speedup(report: &AppsReport, path: &Path) -> Result<(), AppsError> {
         )
         .margin(15)
         .x_label_area_size(45)
-        .y_label_area_size(55)
-        .build_cartesian_2d(0.5f64..max_nodes as f64 + 0.5, 0f64..max_speedup * 1.1)
+        .y_label_area_size(65)
+        .build_cartesian_2d(0.5f64..max_nodes as f64 + 0.5, (lo..hi).log_scale())
         .map_err(|e| plot_err(path, e))?;
     chart
         .configure_mesh()
         .x_desc("nodes")
-        .y_desc("speedup (sequential time / Squall time)")
+        .y_desc("speedup (sequential time / Squall time, log)")
         .x_labels(max_nodes.min(16))
         .x_label_formatter(&|x| format!("{x:.0}"))
-        .y_label_formatter(&|y| format!("{y:.1}"))
+        .y_label_formatter(&|y| {
+            if *y >= 1.0 {
+                format!("{y:.0}")
+            } else {
+                format!("{y:.2}")
+            }
+        })
         .label_style((FAMILY, 15))
         .axis_desc_style((FAMILY, 16))
         .light_line_style(RGBColor(235, 235, 235))
         .draw()
         .map_err(|e| plot_err(path, e))?;
     let tpn = report.threads_per_node.max(1) as f64;
+    let grey = RGBColor(150, 150, 150);
     chart
         .draw_series(LineSeries::new(
             [(1.0, tpn), (max_nodes as f64, ideal_max)],
-            ShapeStyle::from(&RGBColor(150, 150, 150)).stroke_width(1),
+            ShapeStyle::from(&grey).stroke_width(1),
         ))
         .map_err(|e| plot_err(path, e))?
         .label("ideal")
-        .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], RGBColor(150, 150, 150)));
+        .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], grey));
+    chart
+        .draw_series(LineSeries::new(
+            [(0.5, 1.0), (max_nodes as f64 + 0.5, 1.0)],
+            ShapeStyle::from(&BLACK).stroke_width(1),
+        ))
+        .map_err(|e| plot_err(path, e))?;
     for (i, app) in apps.iter().enumerate() {
-        let color = PALETTE[i % PALETTE.len()];
+        let color = LINE_COLORS[i % LINE_COLORS.len()];
         let points: Vec<(f64, f64)> = report
             .rows
             .iter()
             .filter(|r| &r.app == app)
-            .filter_map(|r| r.speedup.map(|s| (r.nodes as f64, s)))
+            .filter_map(|r| r.speedup.filter(|s| *s > 0.0).map(|s| (r.nodes as f64, s)))
             .collect();
         if points.is_empty() {
             continue;
         }
         let style = ShapeStyle::from(&color).stroke_width(2);
+        let marker = i % 3;
         chart
             .draw_series(LineSeries::new(points.clone(), style))
             .map_err(|e| plot_err(path, e))?
             .label(app.as_str())
             .legend(move |(x, y)| {
-                PathElement::new(
-                    [(x, y), (x + 20, y)],
-                    ShapeStyle::from(&color).stroke_width(2),
-                )
+                EmptyElement::at((x, y))
+                    + PathElement::new(
+                        [(-10, 0), (10, 0)],
+                        ShapeStyle::from(&color).stroke_width(2),
+                    )
+                    + marker_at(marker, color)
             });
         chart
             .draw_series(
                 points
                     .into_iter()
-                    .map(|p| Circle::new(p, 4, ShapeStyle::from(&color).filled())),
+                    .map(|p| EmptyElement::at(p) + marker_at(marker, color)),
             )
             .map_err(|e| plot_err(path, e))?;
     }
@@ -164,6 +202,19 @@ pub fn speedup(report: &AppsReport, path: &Path) -> Result<(), AppsError> {
         .draw()
         .map_err(|e| plot_err(path, e))?;
     root.present().map_err(|e| plot_err(path, e))
+}
+
+/// A point marker: circle, triangle or cross by `kind`, so lines that share a colour differ.
+fn marker_at<DB: DrawingBackend>(
+    kind: usize,
+    color: RGBColor,
+) -> DynElement<'static, DB, (i32, i32)> {
+    let style = ShapeStyle::from(&color).filled();
+    match kind {
+        0 => Circle::new((0, 0), 4, style).into_dyn(),
+        1 => TriangleMarker::new((0, 0), 6, style).into_dyn(),
+        _ => Cross::new((0, 0), 5, ShapeStyle::from(&color).stroke_width(2)).into_dyn(),
+    }
 }
 
 /// breakdown.png: one stacked bar per (app, nodes), each component a share of that run's

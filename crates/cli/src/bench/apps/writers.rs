@@ -210,6 +210,51 @@ pub fn settings(report: &AppsReport) -> String {
     )
 }
 
+/// Baselines pivoted: one line per app, columns seq and native at each thread count.
+fn baseline_table(report: &AppsReport) -> String {
+    let mut threads: Vec<usize> = report
+        .baselines
+        .iter()
+        .filter(|b| b.mode == "native")
+        .map(|b| b.threads)
+        .collect();
+    threads.sort_unstable();
+    threads.dedup();
+    let mut apps: Vec<&str> = Vec::new();
+    for b in &report.baselines {
+        if !apps.contains(&b.app.as_str()) {
+            apps.push(&b.app);
+        }
+    }
+    let cell = |app: &str, mode: &str, t: usize| {
+        report
+            .baselines
+            .iter()
+            .find(|b| b.app == app && b.mode == mode && (mode == "seq" || b.threads == t))
+            .map(|b| {
+                let v = secs(b.time_s);
+                if b.verified {
+                    v
+                } else {
+                    format!("{v} NO")
+                }
+            })
+            .unwrap_or_else(|| "-".into())
+    };
+    let mut headers = vec!["app".to_string(), "seq".to_string()];
+    headers.extend(threads.iter().map(|t| format!("native t={t}")));
+    let rows: Vec<Vec<String>> = apps
+        .iter()
+        .map(|app| {
+            let mut r = vec![app.to_string(), cell(app, "seq", 1)];
+            r.extend(threads.iter().map(|&t| cell(app, "native", t)));
+            r
+        })
+        .collect();
+    let h: Vec<&str> = headers.iter().map(String::as_str).collect();
+    md_table(&h, &rows)
+}
+
 /// The body shared by apps.md and docs/results.md: results table, baselines, problems.
 pub fn markdown_body(report: &AppsReport, heading: &str) -> String {
     let mut s = String::new();
@@ -225,24 +270,12 @@ pub fn markdown_body(report: &AppsReport, heading: &str) -> String {
     );
     let rows: Vec<Vec<String>> = report.rows.iter().map(table_cells).collect();
     s.push_str(&md_table(TABLE_HEADER, &rows));
-    let _ = writeln!(s, "\n{heading} Baselines\n");
-    let rows: Vec<Vec<String>> = report
-        .baselines
-        .iter()
-        .map(|b| {
-            vec![
-                b.app.clone(),
-                b.mode.clone(),
-                b.threads.to_string(),
-                secs(b.time_s),
-                if b.verified { "yes" } else { "NO" }.to_string(),
-            ]
-        })
-        .collect();
-    s.push_str(&md_table(
-        &["app", "build", "threads", "time (s)", "verified"],
-        &rows,
-    ));
+    let _ = writeln!(
+        s,
+        "\n{heading} Baselines\n\nMedian parallel-phase seconds of the sequential build and of \
+         native pthreads per thread count (`NO`: a repetition was not verified).\n"
+    );
+    s.push_str(&baseline_table(report));
     let failed: Vec<&AppRow> = report
         .rows
         .iter()
@@ -389,6 +422,10 @@ pub(crate) mod tests {
         assert!(md.contains("![speedup](speedup.png)"));
         assert!(!markdown(&r, false).contains("png"));
         assert!(md.contains("Produced by `squall bench apps --size tiny`."));
+        assert!(
+            md.contains("| app | seq |\n|---|---|\n| sor | 1.0000 |\n"),
+            "{md}"
+        );
         let mut failed = sample();
         failed.rows[1].verified = false;
         failed.rows[1].problems = vec!["rep 1: node 1 was killed by signal SIGSEGV".into()];
