@@ -81,6 +81,22 @@ pub fn render(
          number of CPUs share cores and the times show protocol costs rather than scaling.\n\n",
     );
     s.push_str(&markdown_body(report, "##"));
+    s.push_str("\n## Notes\n\n");
+    if report.reps < 3 {
+        let _ = writeln!(
+            s,
+            "- {} repetition(s) per configuration: times are indicative only; rerun with \
+             `--reps 3` or more for medians worth comparing.",
+            report.reps
+        );
+    }
+    s.push_str(
+        "- The counters and the time breakdown are the runtime's own statistics \
+         (`SQUALL_STATS=1`, see crates/runtime/src/stats.rs for what each time covers), taken \
+         from the median repetition and summed over nodes.\n\
+         - `time` covers only the app's parallel phase; start-up, data initialisation and the \
+         answer check are not timed (apps/README.md).\n",
+    );
     if let Some(dir) = plots_dir {
         let p = dir.display();
         if dir.starts_with("..") {
@@ -88,9 +104,11 @@ pub fn render(
             // instead of embedding images that would not render where the document is read.
             let _ = writeln!(
                 s,
-                "\n## Plots\n\nThe command above also draws `{p}/speedup.png` (speedup over \
-                 sequential against nodes) and `{p}/breakdown.png` (time breakdown per app and \
-                 node count, as in seed 000 Figures 3–4); paths are relative to this document."
+                "\n## Plots\n\n`squall bench apps` also draws `speedup.png` (speedup over \
+                 sequential against nodes) and `breakdown.png` (time breakdown per app and node \
+                 count, as in seed 000 Figures 3–4) into its `--out` folder; for this report \
+                 they are `{p}/speedup.png` and `{p}/breakdown.png` (relative to this \
+                 document, not committed)."
             );
         } else {
             let _ = writeln!(
@@ -143,5 +161,6 @@ mod tests {
         let outside = render(&sample(), &m, "x", Some(Path::new("../results")));
         assert!(outside.contains("`../results/speedup.png`"));
         assert!(!outside.contains("!["));
+        assert!(doc.contains("## Notes\n\n- 1 repetition(s) per configuration"));
     }
 }
