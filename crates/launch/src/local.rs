@@ -6,13 +6,28 @@ use crate::spec::{resolve_program, JobSpec};
 use std::net::{Ipv4Addr, TcpListener};
 use std::process::Command;
 
-/// A TCP port on `ip` that nothing listens on right now (bound, read, released). Rank 0
-/// binds it moments later; the window for a clash is tiny on a machine not running
-/// thousands of jobs.
+/// A TCP port on `ip` that nothing listens on right now, for rank 0's rendezvous listener.
+/// It is chosen below the kernel's ephemeral range (read from
+/// `/proc/sys/net/ipv4/ip_local_port_range`, 32768.. by default): ports that `bind(0)` hands
+/// out — such as the nodes' own transport sockets, bound moments later — can then never take
+/// it before rank 0 binds it. Random within 20000..ephemeral-start, checked free by binding.
 pub fn free_port(ip: Ipv4Addr) -> Result<u16, LaunchError> {
-    let listener = TcpListener::bind((ip, 0)).map_err(LaunchError::Port)?;
-    let port = listener.local_addr().map_err(LaunchError::Port)?.port();
-    Ok(port)
+    let eph_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|p| p.parse::<u16>().ok()))
+        .unwrap_or(32768);
+    let (lo, hi) = (20000u16, eph_start.max(20001));
+    let mut last = None;
+    for _ in 0..64 {
+        let port = lo + (rand::random::<u16>() % (hi - lo));
+        match TcpListener::bind((ip, port)) {
+            Ok(_) => return Ok(port),
+            Err(e) => last = Some(e),
+        }
+    }
+    // Crowded below the ephemeral range: fall back to one the kernel picks.
+    let listener = TcpListener::bind((ip, 0)).map_err(|e| LaunchError::Port(last.unwrap_or(e)))?;
+    Ok(listener.local_addr().map_err(LaunchError::Port)?.port())
 }
 
 /// One command per rank, with the environment of [`JobSpec::node_env`].

@@ -12,12 +12,14 @@ mod codec;
 pub mod diff;
 pub mod hlrc;
 pub mod home;
+pub mod mixed;
 pub mod sc;
 pub mod stats;
 
 use squall_core::{AllocInfo, Consistency, HeapLayout, NodeId, PageId, PageMemory};
 
 pub use hlrc::Hlrc;
+pub use mixed::{ArenaSplit, Mixed};
 pub use sc::Sc;
 pub use stats::{MsgCount, ProtoStats};
 

@@ -3,34 +3,18 @@
 //! the error messages for bad values; must not touch the network or memory.
 use crate::error::{Result, SquallError};
 use squall_core::{env, NodeId, Placement};
+pub use squall_protocol::ProtocolKind;
 
-/// Which coherence protocol a run (or an allocation) uses.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub enum ProtocolKind {
-    /// Home-based lazy release consistency, multiple writers (default).
-    Hlrc,
-    /// Sequential consistency: single writer, multiple readers, directory at the home.
-    Sc,
-}
-
-impl ProtocolKind {
-    /// Parse `hlrc` or `sc`.
-    pub fn parse(s: &str) -> Result<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "hlrc" | "" => Ok(ProtocolKind::Hlrc),
-            "sc" => Ok(ProtocolKind::Sc),
-            other => Err(SquallError::Config(format!(
+/// Parse `hlrc` or `sc` (empty: `hlrc`).
+pub fn parse_protocol(s: &str) -> Result<ProtocolKind> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "" => Ok(ProtocolKind::Hlrc),
+        other => other.parse().map_err(|_| {
+            SquallError::Config(format!(
                 "unknown protocol '{other}' in {}: use hlrc or sc",
                 env::PROTOCOL
-            ))),
-        }
-    }
-    /// The command-line name.
-    pub fn name(self) -> &'static str {
-        match self {
-            ProtocolKind::Hlrc => "hlrc",
-            ProtocolKind::Sc => "sc",
-        }
+            ))
+        }),
     }
 }
 
@@ -95,7 +79,7 @@ impl RuntimeConfig {
 
     /// Read the settings through `get` (tests pass a map).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self> {
-        let protocol = ProtocolKind::parse(&get(env::PROTOCOL).unwrap_or_default())?;
+        let protocol = parse_protocol(&get(env::PROTOCOL).unwrap_or_default())?;
         let placement = PlacementSpec::parse(&get(env::PLACEMENT).unwrap_or_default())
             .map_err(|e| SquallError::Config(format!("{e} (in {})", env::PLACEMENT)))?;
         let stats = matches!(
@@ -139,7 +123,8 @@ mod tests {
             Some(Placement::Node(NodeId(2)))
         );
         assert!(PlacementSpec::parse("everywhere").is_err());
-        assert_eq!(ProtocolKind::parse("SC").ok(), Some(ProtocolKind::Sc));
-        assert!(ProtocolKind::parse("mesi").is_err());
+        assert_eq!(parse_protocol("SC").ok(), Some(ProtocolKind::Sc));
+        assert_eq!(parse_protocol("").ok(), Some(ProtocolKind::Hlrc));
+        assert!(parse_protocol("mesi").is_err());
     }
 }

@@ -5,7 +5,7 @@
 //! waits for its reply, so no protocol state is ever touched off the service thread. Owns the
 //! composition of the layers; must not touch sockets or page protections itself.
 use crate::array::{Pod, SharedArray};
-use crate::config::{PlacementSpec, ProtocolKind, RuntimeConfig};
+use crate::config::{PlacementSpec, RuntimeConfig};
 use crate::error::{Result, SquallError};
 use crate::fnptr;
 use crate::msg;
@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 use squall_core::{HeapLayout, LockId, NodeId, PageId, Placement, ThreadId};
 use squall_memory::{AddressSpace, FaultThread, Heap, SpaceConfig};
 use squall_net::{bootstrap, Endpoint, NetConfig};
-use squall_protocol::AtomicOp;
+use squall_protocol::{ArenaSplit, AtomicOp, Mixed, ProtocolKind};
 use squall_sync::{BarrierCount, BarrierId, CondId, FlagId, Outcome, SyncCore, Waiter};
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -133,35 +133,38 @@ pub fn node() -> Result<Node> {
     NODE.get().cloned().ok_or(SquallError::NotInitialised)
 }
 
-fn make_protocol(
-    kind: ProtocolKind,
-    space: Arc<AddressSpace>,
-    me: NodeId,
-    layout: HeapLayout,
-) -> BoxedProtocol {
-    match kind {
-        ProtocolKind::Hlrc => Box::new(squall_protocol::hlrc::Hlrc::new(space, me, layout)),
-        ProtocolKind::Sc => Box::new(squall_protocol::sc::Sc::new(space, me, layout)),
-    }
-}
-
 impl Node {
     /// Start a node with explicit settings (tests and embedders; `init` reads the environment).
     pub fn start(net: NetConfig, cfg: RuntimeConfig) -> Result<Node> {
         let me = net.rank;
         let nodes = net.size;
         let space = AddressSpace::reserve(&SpaceConfig::from_env()?)?;
+        // Whole half arenas per node (see `ArenaSplit`): round the page count down.
+        let unit = 2 * u64::from(nodes.max(1));
         let layout = HeapLayout {
             nodes,
-            total_pages: space.total_pages(),
+            total_pages: space.total_pages() / unit * unit,
         };
-        let heap = Heap::new(layout, me, space.base());
-        let protocol = make_protocol(cfg.protocol, space.clone(), me, layout);
+        let split = ArenaSplit::new(layout);
+        let heaps = [
+            Heap::new(
+                split.halves(),
+                ArenaSplit::half(me, ProtocolKind::Hlrc),
+                space.base(),
+            ),
+            Heap::new(
+                split.halves(),
+                ArenaSplit::half(me, ProtocolKind::Sc),
+                space.base(),
+            ),
+        ];
+        let protocol: BoxedProtocol = Box::new(Mixed::new(space.clone(), me, layout));
         let svc = Arc::new(Mutex::new(Service::new(
             me,
             protocol,
             SyncCore::new(me, nodes),
-            heap,
+            heaps,
+            split,
             space.clone(),
         )));
         let coll: Arc<Mailbox<u64>> = Arc::default();
@@ -277,11 +280,24 @@ impl Node {
     // ----- allocation -------------------------------------------------------------------
 
     /// Allocate `size` bytes of shared memory aligned to `align` (0: 16) with this placement
-    /// for its pages. Any thread, any node, any time.
+    /// for its pages, kept coherent by the run's protocol (`SQUALL_PROTOCOL`). Any thread, any
+    /// node, any time.
     pub fn alloc_with(&self, size: usize, align: usize, placement: Placement) -> Result<*mut u8> {
+        self.alloc_in(size, align, placement, self.inner.cfg.protocol)
+    }
+
+    /// Allocate as [`Node::alloc_with`], kept coherent by `protocol` whatever the run's default
+    /// (e.g. `sc` for data a program reads and writes without synchronization).
+    pub fn alloc_in(
+        &self,
+        size: usize,
+        align: usize,
+        placement: Placement,
+        protocol: ProtocolKind,
+    ) -> Result<*mut u8> {
         let me = self.rank();
         let r = self.call("alloc", move |s, _, w| {
-            match s.heap.alloc(size, align, placement) {
+            match s.heap_for(protocol).alloc(size, align, placement) {
                 Ok(a) => {
                     if let Some(info) = a.new_pages {
                         s.register(info);
@@ -361,7 +377,11 @@ impl Node {
         };
         if manager == self.rank() {
             match self.call("usable_size", move |s, _, w| {
-                let v = s.heap.size_of(addr).map(|n| n as u64).unwrap_or(u64::MAX);
+                let v = s
+                    .heap_of(addr)
+                    .size_of(addr)
+                    .map(|n| n as u64)
+                    .unwrap_or(u64::MAX);
                 s.wake(w, Reply::Value(v))
             })? {
                 Reply::Value(v) if v != u64::MAX => Ok(v as usize),
@@ -835,7 +855,7 @@ fn net_counts(ep: &Endpoint) -> Value {
 }
 
 fn free_local(s: &mut Service, addr: usize) -> Reply {
-    match s.heap.free(addr) {
+    match s.heap_of(addr).free(addr) {
         Ok(rec) => {
             if let Some(info) = rec.released {
                 if let Err(e) = s.space.release_pages(info.first, info.pages) {
@@ -960,7 +980,7 @@ fn register_handlers(
                     _ => Vec::new(),
                 },
                 _ => g
-                    .heap
+                    .heap_of(addr)
                     .size_of(addr)
                     .map(|n| n as u64)
                     .unwrap_or(u64::MAX)

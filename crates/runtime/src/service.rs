@@ -14,7 +14,7 @@ use crossbeam_channel::Sender;
 use squall_core::{AllocInfo, NodeId, PageId};
 use squall_memory::{AddressSpace, Heap};
 use squall_net::Endpoint;
-use squall_protocol::{Action as PAction, Protocol};
+use squall_protocol::{Action as PAction, ArenaSplit, Protocol, ProtocolKind};
 use squall_sync::{Action as SAction, Outcome, SyncCore, SyncError, Waiter};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -38,7 +38,9 @@ pub(crate) struct Service {
     pub me: NodeId,
     pub protocol: BoxedProtocol,
     pub sync: SyncCore,
-    pub heap: Heap,
+    /// The heaps of this node's two half arenas: `hlrc` allocations, then `sc` ones.
+    heaps: [Heap; 2],
+    split: ArenaSplit,
     pub space: Arc<AddressSpace>,
     waiters: HashMap<u64, Sender<Reply>>,
     /// Faults not yet served, by page, with the time each arrived (for data-stall time).
@@ -62,14 +64,16 @@ impl Service {
         me: NodeId,
         protocol: BoxedProtocol,
         sync: SyncCore,
-        heap: Heap,
+        heaps: [Heap; 2],
+        split: ArenaSplit,
         space: Arc<AddressSpace>,
     ) -> Self {
         Service {
             me,
             protocol,
             sync,
-            heap,
+            heaps,
+            split,
             space,
             waiters: HashMap::new(),
             pending_faults: HashMap::new(),
@@ -78,6 +82,20 @@ impl Service {
             releases: HashMap::new(),
             next_release: 0,
         }
+    }
+
+    /// The heap allocations following `kind` come from.
+    pub fn heap_for(&mut self, kind: ProtocolKind) -> &mut Heap {
+        &mut self.heaps[usize::from(kind == ProtocolKind::Sc)]
+    }
+
+    /// The heap that handed out `addr` (by the half arena it lies in).
+    pub fn heap_of(&mut self, addr: usize) -> &mut Heap {
+        let kind = match self.space.page_of(addr) {
+            Some(p) => self.split.kind_of(p),
+            None => ProtocolKind::Hlrc,
+        };
+        self.heap_for(kind)
     }
 
     /// Remember who to wake when `waiter`'s operation completes.

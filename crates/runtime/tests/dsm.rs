@@ -203,12 +203,26 @@ fn lock_counter(node: &Node) -> Result<(), String> {
 
 /// A racy flag handoff (no locks): node 0 writes data then a flag; the others spin on the flag
 /// with plain loads, must then see the data, and answer with a plain store to their ack word.
-/// Correct only under `sc`.
+/// Correct only under `sc`: the words live in an `sc` allocation even when the run's default
+/// protocol is `hlrc`.
 fn sc_flag_handoff(node: &Node) -> Result<(), String> {
     let n = node.size() as usize;
-    let base = node
-        .alloc_collective(3 * PAGE_SIZE, Placement::Node(squall::NodeId(0)))
-        .map_err(|e| e.to_string())? as usize;
+    // The racy words are allocated under `sc` whatever the run's default protocol: a
+    // per-allocation protocol choice.
+    let mine = if node.rank().0 == 0 {
+        let p = node
+            .alloc_in(
+                3 * PAGE_SIZE,
+                0,
+                Placement::Node(squall::NodeId(0)),
+                squall::ProtocolKind::Sc,
+            )
+            .map_err(|e| e.to_string())?;
+        Some(p as u64)
+    } else {
+        None
+    };
+    let base = node.broadcast(mine).map_err(|e| e.to_string())? as usize;
     let flag = base as *mut u64;
     let data = (base + PAGE_SIZE) as *mut u64;
     let acks = (base + 2 * PAGE_SIZE) as *mut u64;
@@ -400,7 +414,7 @@ const SCENARIOS: &[(&str, Scenario, &[&str])] = &[
     ("first_touch", first_touch, &["hlrc"]),
     ("threads", threads, &["hlrc", "sc"]),
     ("lock_counter", lock_counter, &["hlrc", "sc"]),
-    ("sc_flag_handoff", sc_flag_handoff, &["sc"]),
+    ("sc_flag_handoff", sc_flag_handoff, &["hlrc", "sc"]),
     ("alloc_free", alloc_free, &["hlrc"]),
     ("remote_threads", remote_threads, &["hlrc", "sc"]),
     ("atomics", atomics, &["hlrc", "sc"]),

@@ -2,13 +2,12 @@
 //! the `child_entry` test with `SQUALL_TEST_ROLE` set.
 #![allow(dead_code)]
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+/// A rendezvous port the nodes' own `bind(0)` sockets cannot take (the launcher's choice).
 pub fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    l.local_addr().expect("local addr").port()
+    squall_launch::local::free_port(std::net::Ipv4Addr::LOCALHOST).expect("a free port")
 }
 
 pub struct Job {
@@ -37,6 +36,34 @@ pub fn spawn(n: u16, transport: &str, role: &str, extra: &[(&str, &str)]) -> Job
         })
         .collect();
     Job { children }
+}
+
+/// Runs N copies of the current test binary under `mpirun -n N` (one child: mpirun), with
+/// `SQUALL_TRANSPORT=mpi` and no squall rank variables: the nodes learn rank and size from MPI.
+pub fn spawn_mpirun(n: u16, role: &str, extra: &[(&str, &str)]) -> Job {
+    let exe = std::env::current_exe().expect("current exe");
+    let mut c = Command::new("mpirun");
+    c.args(["-n", &n.to_string(), "--oversubscribe"])
+        .args(["--mca", "btl_vader_single_copy_mechanism", "none"])
+        .arg(&exe)
+        .args(["child_entry", "--exact", "--nocapture", "--test-threads=1"])
+        .env_remove("SQUALL_RANK")
+        .env_remove("SQUALL_SIZE")
+        .env_remove("SQUALL_RENDEZVOUS")
+        .env("SQUALL_TRANSPORT", "mpi")
+        .env("SQUALL_PEER_TIMEOUT_MS", "10000")
+        .env("SQUALL_TEST_ROLE", role)
+        // Containers and CI run as root; Open MPI refuses that without these.
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in extra {
+        c.env(k, v);
+    }
+    Job {
+        children: vec![c.spawn().expect("spawn mpirun (is Open MPI installed?)")],
+    }
 }
 
 pub struct Outcome {
