@@ -352,3 +352,104 @@ fn missing_binaries_are_named_with_the_make_command() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no app binaries"));
     let _ = std::fs::remove_dir_all(&empty);
 }
+
+/// Write an executable shell script.
+fn script(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, format!("#!/bin/sh\n{body}\n")).expect("write script");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+#[test]
+fn failed_and_unverified_runs_are_reported_not_hidden() {
+    // A stand-in app: native -t 2 prints verified=0; on 2 nodes node 1 exits 3 (after rank 0
+    // printed a good line and exited); the 1-node Squall run is fine but writes no statistics.
+    let dir = scratch("fake");
+    let line = |mode: &str, t: &str, time: &str, ok: &str| {
+        format!("echo \"RESULT app=fake mode={mode} threads={t} size=tiny time_s={time} verified={ok} check=1 note=\\\"x\\\"\"")
+    };
+    script(&dir.join("fake_seq"), &line("seq", "1", "1.0", "1"));
+    script(
+        &dir.join("fake_native"),
+        &format!(
+            "if [ \"$2\" = 2 ]; then {}; exit 1; fi\n{}",
+            line("native", "$2", "0.6", "0"),
+            line("native", "$2", "0.5", "1")
+        ),
+    );
+    script(
+        &dir.join("fake_squall"),
+        &format!(
+            "if [ \"$SQUALL_RANK\" = 0 ]; then {}; fi\nif [ \"$SQUALL_RANK\" = 1 ]; then sleep 0.3; exit 3; fi",
+            line("squall", "$2", "2.0", "1")
+        ),
+    );
+    let out_dir = dir.join("out");
+    let out = squall(&[
+        "--apps",
+        "fake",
+        "--nodes",
+        "1,2",
+        "--size",
+        "tiny",
+        "--reps",
+        "2",
+        "--no-plots",
+        "--json",
+        "--out",
+        out_dir.to_str().expect("utf-8 path"),
+        "--bin-dir",
+        dir.to_str().expect("utf-8 path"),
+    ]);
+    assert!(!out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("not verified: fake on 2 node(s), fake native -t 2"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("FAILED: node 1 exited with status 3"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let v: Value = serde_json::from_str(stdout.lines().last().expect("json line")).expect("json");
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows[0]["verified"], true);
+    assert_eq!(rows[0]["squall_time_s"], 2.0);
+    assert_eq!(rows[0]["speedup"], 0.5);
+    assert_eq!(rows[0]["native_ratio"], 4.0);
+    assert!(
+        rows[0]["stats"].is_null(),
+        "no statistics were written: {}",
+        rows[0]
+    );
+    assert_eq!(rows[1]["verified"], false);
+    // Rank 0's time still counts; the failure is kept with the row.
+    assert_eq!(rows[1]["squall_time_s"], 2.0);
+    let problems = rows[1]["problems"].as_array().expect("problems");
+    assert_eq!(problems.len(), 2);
+    assert_eq!(problems[0], "rep 1: node 1 exited with status 3");
+    assert_eq!(rows[1]["native_time_s"], 0.6);
+    let native2 = v["baselines"]
+        .as_array()
+        .expect("baselines")
+        .iter()
+        .find(|b| b["mode"] == "native" && b["threads"] == 2)
+        .expect("native t=2")
+        .clone();
+    assert_eq!(native2["verified"], false);
+    let md = std::fs::read_to_string(out_dir.join("apps.md")).expect("apps.md");
+    assert!(
+        md.contains("| fake | 2 | 2 | 2.0000 | 0.50 | 3.33 | NO |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| fake | 1.0000 | 0.5000 | 0.6000 NO |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("- fake on 2 node(s): rep 2: node 1 exited with status 3"),
+        "{md}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
