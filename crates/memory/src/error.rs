@@ -51,6 +51,14 @@ pub enum MemoryError {
         count: u64,
         total: u64,
     },
+    #[error("cannot adopt {start:#x}+{len:#x} into the global range: {why}")]
+    Adopt {
+        start: usize,
+        len: usize,
+        why: String,
+    },
+    #[error("cannot restart the program with address randomisation off: {why}")]
+    Reexec { why: String },
     #[error("the fault thread of this address space is already running")]
     FaultThreadRunning,
     #[error("cannot start the fault thread: {0}")]

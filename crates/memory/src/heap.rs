@@ -154,6 +154,20 @@ impl Heap {
         }
     }
 
+    /// Take the top `pages` pages of this arena away from the allocator (for an adopted region,
+    /// see `AddressSpace::adopt_region`); returns the first of them. Fails if the bump pointer
+    /// already passed them.
+    pub fn reserve_top(&mut self, pages: u64) -> Result<PageId, AllocError> {
+        let size = pages as usize * PAGE_SIZE;
+        let first = self
+            .end_page
+            .checked_sub(pages)
+            .filter(|&f| f >= self.next_page)
+            .ok_or_else(|| self.oom(size, PAGE_SIZE))?;
+        self.end_page = first;
+        Ok(PageId(first))
+    }
+
     /// The node whose arena this is.
     pub fn node(&self) -> NodeId {
         self.node
@@ -453,6 +467,22 @@ mod tests {
         assert!(!c.fresh, "a reused chunk must be reported as not fresh");
         assert_eq!(h.size_of(c.addr), Some(32));
         assert_eq!(h.size_of(c.addr + 1), None);
+    }
+
+    #[test]
+    fn reserved_top_pages_are_never_handed_out() {
+        let l = layout();
+        let mut h = Heap::new(l, NodeId(0), BASE);
+        let first = h.reserve_top(3).unwrap();
+        assert_eq!(Some(first), l.adopted_first(3));
+        assert!(!h.arena_contains(BASE + first.0 as usize * PAGE_SIZE));
+        // The rest of the arena is still usable, up to the reserved pages and no further.
+        let rest = (first.0 - l.arena_start(NodeId(0)).0) as usize * PAGE_SIZE;
+        let a = h.alloc(rest, 0, Placement::FirstTouch).unwrap();
+        assert_eq!(a.addr + rest, BASE + first.0 as usize * PAGE_SIZE);
+        assert!(h.alloc(PAGE_SIZE, 0, Placement::FirstTouch).is_err());
+        // Pages already handed out cannot be reserved.
+        assert!(h.reserve_top(1).is_err());
     }
 
     #[test]

@@ -8,12 +8,14 @@
 #![deny(unsafe_code)]
 
 pub mod error;
+pub mod exec;
 pub mod heap;
 pub mod space;
 mod sys;
 mod table;
 
 pub use error::{AllocError, MemoryError};
+pub use exec::{fixed_layout, layout_is_fixed};
 pub use heap::{AllocRecord, Allocation, Heap, HeapStats, MIN_ALIGN};
 pub use space::{
     parse_addr, parse_size, AddressSpace, Fault, FaultThread, SpaceConfig, SpaceStats,

@@ -14,6 +14,15 @@
 //! memory) wait the same way. The fault thread only reads fault messages and hands them to the
 //! runtime's callback; it runs no protocol code.
 //!
+//! An **adopted region** (`adopt_region`) is a page-aligned range of the program itself (its
+//! `SQUALL_GLOBAL` section) taken over by the same machinery: its current bytes are copied into
+//! the memfd at the offset of `pages` reserved page numbers (the top of node 0's arena, see
+//! `HeapLayout::adopted_first`), the memfd is mapped over the range at that offset
+//! (`MAP_FIXED | MAP_SHARED`) and the range is registered with the same userfaultfd. Its pages
+//! are then ordinary global pages to everyone else: the backdoor and the access table serve
+//! them at their page numbers; only `page_of`/`addr_of` know that their application-view
+//! address is the program's.
+//!
 //! Owns: the mappings, the page access-state table, the fault thread. Must not touch: the
 //! network or protocol decisions (which pages to grant is the caller's business).
 
@@ -24,7 +33,7 @@ use squall_core::{env, Access, HeapLayout, PageId, PageMemory, PAGE_SIZE};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 
 /// Default base of the global range (`SQUALL_HEAP_BASE`).
@@ -163,9 +172,21 @@ pub struct SpaceStats {
     pub transitions: u64,
 }
 
+/// A range of the program adopted into the global range (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Adopted {
+    /// Application-view address of the region (the program's own address).
+    start: usize,
+    /// Page number of its first page.
+    first: u64,
+    /// Pages in the region.
+    pages: u64,
+}
+
 /// The reserved global range of one node. `Send + Sync`; share it as `Arc<AddressSpace>`.
 pub struct AddressSpace {
     cfg: SpaceConfig,
+    adopted: OnceLock<Adopted>,
     memfd: OwnedFd,
     uffd: OwnedFd,
     backdoor: usize,
@@ -273,6 +294,7 @@ impl AddressSpace {
         }
         Ok(Arc::new(AddressSpace {
             cfg: *cfg,
+            adopted: OnceLock::new(),
             memfd,
             uffd,
             backdoor,
@@ -296,19 +318,117 @@ impl AddressSpace {
     pub fn total_pages(&self) -> u64 {
         self.table.len()
     }
-    /// Whether `addr` lies in the range.
+    /// Whether `addr` lies in the range or in the adopted region.
     pub fn contains(&self, addr: usize) -> bool {
-        addr >= self.cfg.base && addr - self.cfg.base < self.cfg.size
+        (addr >= self.cfg.base && addr - self.cfg.base < self.cfg.size)
+            || self.adopted_page(addr).is_some()
     }
-    /// The page holding `addr`, if it is in the range.
+    /// The page holding `addr`, if it is in the range or in the adopted region.
     pub fn page_of(&self, addr: usize) -> Option<PageId> {
-        self.contains(addr)
-            .then(|| PageId(((addr - self.cfg.base) / PAGE_SIZE) as u64))
+        if addr >= self.cfg.base && addr - self.cfg.base < self.cfg.size {
+            return Some(PageId(((addr - self.cfg.base) / PAGE_SIZE) as u64));
+        }
+        self.adopted_page(addr)
+    }
+    fn adopted_page(&self, addr: usize) -> Option<PageId> {
+        let a = self.adopted.get()?;
+        let off = addr.wrapping_sub(a.start);
+        (off < a.pages as usize * PAGE_SIZE).then(|| PageId(a.first + (off / PAGE_SIZE) as u64))
     }
     /// Application-view address of the first byte of `page` (may lie past the range end for an
-    /// out-of-range page; check with `contains`).
+    /// out-of-range page; check with `contains`). Pages of the adopted region are at the
+    /// program's own address.
     pub fn addr_of(&self, page: PageId) -> usize {
+        if let Some(a) = self.adopted.get() {
+            let i = page.0.wrapping_sub(a.first);
+            if i < a.pages {
+                return a.start + i as usize * PAGE_SIZE;
+            }
+        }
         self.cfg.base + page.0 as usize * PAGE_SIZE
+    }
+    /// The adopted region as `(start address, first page, pages)`, if any.
+    pub fn adopted(&self) -> Option<(usize, PageId, u64)> {
+        self.adopted
+            .get()
+            .map(|a| (a.start, PageId(a.first), a.pages))
+    }
+
+    /// Take over `start..start+len` of this process (page aligned; the program's
+    /// `SQUALL_GLOBAL` section) as global pages numbered from `first` (which must be pages of
+    /// the range no allocator hands out: `HeapLayout::adopted_first`, reserved from node 0's
+    /// heap with `Heap::reserve_top`): its current bytes are copied into the backing memfd at
+    /// those pages, the memfd is mapped over the range (`MAP_FIXED | MAP_SHARED`) and the range
+    /// is registered with this space's userfaultfd. Every page starts with `Access::None`; the
+    /// backdoor holds the bytes the range had. Call it once, before any other thread uses the
+    /// range. Returns `(first, pages)`.
+    pub fn adopt_region(
+        &self,
+        start: usize,
+        len: usize,
+        first: PageId,
+    ) -> Result<(PageId, u64), MemoryError> {
+        let err = |why: String| MemoryError::Adopt { start, len, why };
+        if start == 0 || !start.is_multiple_of(PAGE_SIZE) || !len.is_multiple_of(PAGE_SIZE) {
+            return Err(err(format!(
+                "start and length must be non-zero multiples of the page size {PAGE_SIZE} (link \
+                 with the flags of `pkg-config --libs squall`, which page-align the squall_globals \
+                 section)"
+            )));
+        }
+        if len == 0 {
+            return Err(err("the region is empty".into()));
+        }
+        let end = start
+            .checked_add(len)
+            .ok_or_else(|| err("the region wraps around the address space".into()))?;
+        if start < self.cfg.base + self.cfg.size && self.cfg.base < end {
+            return Err(err(format!(
+                "the region overlaps the global range {:#x}+{:#x}",
+                self.cfg.base, self.cfg.size
+            )));
+        }
+        let pages = (len / PAGE_SIZE) as u64;
+        self.check(first, pages)?;
+        if self.adopted.get().is_some() {
+            return Err(err("this node already adopted a region".into()));
+        }
+        for p in first.0..first.0 + pages {
+            if self.table.get(p) != Access::None {
+                return Err(err(format!("{} is already in use by the heap", PageId(p))));
+            }
+        }
+        // Copy first (the program's bytes into the memfd pages), then map those pages over the
+        // program's range: the same bytes at the same addresses.
+        let offset = first.0 as usize * PAGE_SIZE;
+        sys::copy_within_process(start, self.backdoor + offset, len);
+        sys::map_shared_over(self.memfd.as_raw_fd(), start, len, offset)
+            .map_err(|e| err(format!("mmap over the region: {e}")))?;
+        let mode = sys::UFFDIO_REGISTER_MODE_MISSING
+            | sys::UFFDIO_REGISTER_MODE_MINOR
+            | sys::UFFDIO_REGISTER_MODE_WP;
+        sys::uffd_register(self.uffd.as_raw_fd(), start, len, mode)
+            .map_err(|e| err(format!("UFFDIO_REGISTER: {e}")))?;
+        // Nothing may stay mapped behind the table's back (`None` means no page-table entry).
+        sys::zap(start, len).map_err(|e| err(format!("madvise: {e}")))?;
+        self.adopted
+            .set(Adopted {
+                start,
+                first: first.0,
+                pages,
+            })
+            .map_err(|_| err("this node already adopted a region".into()))?;
+        Ok((first, pages))
+    }
+
+    /// One past the last page of the run of pages from `p` (below `end`) whose application
+    /// view is contiguous (runs do not cross the adopted region's edges).
+    fn run_limit(&self, p: u64, end: u64) -> u64 {
+        match self.adopted.get() {
+            Some(a) if p < a.first => end.min(a.first),
+            Some(a) if p < a.first + a.pages => end.min(a.first + a.pages),
+            _ => end,
+        }
     }
     /// The static layout of this range split among `nodes` arenas (for [`crate::Heap::new`]
     /// and the protocol's manager look-ups).
@@ -361,8 +481,9 @@ impl AddressSpace {
         let end = first.0 + count;
         while p < end {
             let prev = self.table.get(p);
+            let limit = self.run_limit(p, end);
             let mut q = p + 1;
-            while q < end && self.table.get(q) == prev {
+            while q < limit && self.table.get(q) == prev {
                 q += 1;
             }
             self.transition(PageId(p), q - p, prev, access)?;
@@ -453,7 +574,7 @@ impl AddressSpace {
                         }
                         // No memfd page yet: allocate zeroed pages for the rest, then retry.
                         libc::EFAULT | libc::ENOENT if !populated => {
-                            sys::populate(self.memfd.as_raw_fd(), start - self.cfg.base, len)
+                            sys::populate(self.memfd.as_raw_fd(), p as usize * PAGE_SIZE, len)
                                 .map_err(|e| kerr("fallocate", e))?;
                             populated = true;
                         }
@@ -497,16 +618,27 @@ impl AddressSpace {
         if count == 0 {
             return Ok(());
         }
+        if self.run_limit(first.0, first.0 + count) != first.0 + count
+            || self.adopted_page(self.addr_of(first)).is_some()
+        {
+            return Err(MemoryError::Adopt {
+                start: self.addr_of(first),
+                len: count as usize * PAGE_SIZE,
+                why: format!(
+                    "{first} ({count} pages) overlaps the adopted region, which is never released"
+                ),
+            });
+        }
         let start = self.addr_of(first);
         let len = count as usize * PAGE_SIZE;
-        sys::punch_hole(self.memfd.as_raw_fd(), start - self.cfg.base, len).map_err(|source| {
-            MemoryError::Kernel {
+        sys::punch_hole(self.memfd.as_raw_fd(), first.0 as usize * PAGE_SIZE, len).map_err(
+            |source| MemoryError::Kernel {
                 op: "fallocate punch-hole",
                 page: first,
                 count,
                 source,
-            }
-        })?;
+            },
+        )?;
         sys::zap(start, len).map_err(|source| MemoryError::Kernel {
             op: "madvise",
             page: first,

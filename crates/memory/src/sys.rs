@@ -285,6 +285,80 @@ pub fn map_shared(fd: RawFd, addr: Option<usize>, len: usize) -> io::Result<usiz
     Ok(got)
 }
 
+/// `MAP_SHARED` mapping of `fd` at file offset `offset` placed exactly at `addr`, REPLACING
+/// whatever the process had mapped there (`MAP_FIXED`): used to take over a page-aligned range
+/// of the program's own data section (an adopted region).
+///
+/// The caller guarantees that the range is a page-aligned part of a private read/write mapping
+/// of the program whose current contents it has already copied into `fd` at `offset`, and that
+/// no other thread is accessing the range meanwhile: the same bytes are then visible at the same
+/// addresses afterwards, so no Rust reference into the range observes a change.
+pub fn map_shared_over(fd: RawFd, addr: usize, len: usize, offset: usize) -> io::Result<()> {
+    let flags = libc::MAP_SHARED | libc::MAP_FIXED;
+    // SAFETY: see the contract above: the replaced pages hold the same bytes afterwards.
+    let p = unsafe {
+        libc::mmap(
+            addr as *mut libc::c_void,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            fd,
+            offset as libc::off_t,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    if p as usize != addr {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    Ok(())
+}
+
+/// Copy `len` bytes of the process's own memory at `src` into the mapping at `dst`.
+///
+/// The caller guarantees `src..src+len` is readable memory of this process that is not being
+/// written concurrently, and `dst..dst+len` lies in a backdoor view owned by this crate.
+pub fn copy_within_process(src: usize, dst: usize, len: usize) {
+    // SAFETY: per the contract both ranges are mapped; they belong to different mappings, so
+    // they do not overlap.
+    unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, len) }
+}
+
+/// `ADDR_NO_RANDOMIZE` of personality(2).
+pub const ADDR_NO_RANDOMIZE: libc::c_ulong = 0x0040000;
+
+/// The process's personality flags (personality(0xffffffff) only queries).
+pub fn personality_get() -> io::Result<libc::c_ulong> {
+    // SAFETY: a query; no memory is involved.
+    let r = unsafe { libc::personality(0xffff_ffff) };
+    if r == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r as libc::c_ulong)
+}
+
+/// Set the process's personality flags (inherited across execve).
+pub fn personality_set(flags: libc::c_ulong) -> io::Result<()> {
+    // SAFETY: sets a per-process flag word; no memory is involved.
+    let r = unsafe { libc::personality(flags) };
+    if r == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Replace the process image with `path` and `args` (argv, argv[0] included), keeping the
+/// environment. Returns only on failure.
+pub fn exec(path: &CStr, args: &[std::ffi::CString]) -> io::Error {
+    let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    // SAFETY: `path` and every argument are NUL-terminated strings that live across the call;
+    // `argv` is NULL-terminated. execv keeps the current environment.
+    unsafe { libc::execv(path.as_ptr(), argv.as_ptr()) };
+    io::Error::last_os_error()
+}
+
 /// Unmap a mapping this module created. Errors are ignored (used only on drop paths).
 pub fn unmap(addr: usize, len: usize) {
     // SAFETY: callers pass a range they mapped with `map_shared` and no longer reference.
