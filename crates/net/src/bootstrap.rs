@@ -10,6 +10,9 @@
 //!    header; payload: size × (u16 length + address text));
 //! 4. tcp: rank r connects to every higher rank and accepts from every lower one, each new
 //!    connection starting with `TY_CONN_HELLO` naming the connecting rank; udp: ready at once.
+//!
+//! mpi (feature `mpi`): none of the above; the backend's progress thread initialises MPI, rank
+//! and size come from `MPI_Comm_rank`/`MPI_Comm_size` and rank 0's job id is broadcast.
 use crate::backend::tcp::TcpBackend;
 use crate::backend::udp::UdpBackend;
 use crate::backend::Backend;
@@ -44,8 +47,20 @@ pub fn start_with(
     if let (Transport::Tcp, Some(f)) = (cfg.transport, cfg.faults) {
         f.check_for_tcp()?;
     }
-    let rank = cfg.rank;
+    #[cfg_attr(not(feature = "mpi"), allow(unused_mut))]
+    let mut rank = cfg.rank;
+    #[cfg_attr(not(feature = "mpi"), allow(unused_mut))]
+    let mut size = cfg.size;
     let (backend, job): (Box<dyn Backend>, JobId) = match cfg.transport {
+        #[cfg(feature = "mpi")]
+        Transport::Mpi => {
+            // mpirun/srun started every node: MPI knows rank and size; rank 0's job id is
+            // broadcast; no rendezvous.
+            let (b, r, n, job) = crate::backend::mpi::start(&cfg)?;
+            rank = r;
+            size = n;
+            (Box::new(b), job)
+        }
         Transport::Tcp => {
             let listener = TcpListener::bind((cfg.bind_addr, 0)).map_err(|e| {
                 NetError::io(
@@ -85,14 +100,7 @@ pub fn start_with(
             (UdpBackend::boxed(&cfg, job, sock, table)?, job)
         }
     };
-    Endpoint::start(
-        rank,
-        cfg.size,
-        job,
-        backend,
-        cfg.peer_timeout,
-        Box::new(setup),
-    )
+    Endpoint::start(rank, size, job, backend, cfg.peer_timeout, Box::new(setup))
 }
 
 fn write_frame(s: &mut TcpStream, h: Header, payload: &[u8]) -> std::io::Result<()> {
@@ -172,6 +180,8 @@ fn rendezvous(cfg: &NetConfig, me: SocketAddr) -> Result<(JobId, Vec<SocketAddr>
     let tcode = match cfg.transport {
         Transport::Tcp => 0u8,
         Transport::Udp => 1u8,
+        #[cfg(feature = "mpi")]
+        Transport::Mpi => 2u8,
     };
     if rank.0 == 0 {
         let sock = socket2::Socket::new(

@@ -12,6 +12,32 @@ use std::time::Duration;
 pub enum Transport {
     Tcp,
     Udp,
+    /// MPI point-to-point (feature `mpi`): rank and size come from MPI, no rendezvous.
+    #[cfg(feature = "mpi")]
+    Mpi,
+}
+
+/// Variables MPI launchers (Open MPI's mpirun, MPICH/Hydra, PMIx, Slurm's srun) set to a
+/// process's rank.
+pub const MPI_RANK_VARS: [&str; 4] = [
+    "OMPI_COMM_WORLD_RANK",
+    "PMI_RANK",
+    "PMIX_RANK",
+    "SLURM_PROCID",
+];
+/// Variables MPI launchers set to the job size.
+pub const MPI_SIZE_VARS: [&str; 4] = [
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_SIZE",
+    "SLURM_NTASKS",
+    "SLURM_NPROCS",
+];
+
+/// The rank an MPI launcher gave this process, if one started it.
+fn mpi_launcher_rank(get: &impl Fn(&str) -> Option<String>) -> Option<u16> {
+    MPI_RANK_VARS
+        .iter()
+        .find_map(|k| get(k).and_then(|v| v.trim().parse().ok()))
 }
 
 impl std::str::FromStr for Transport {
@@ -20,8 +46,11 @@ impl std::str::FromStr for Transport {
         match s.trim().to_ascii_lowercase().as_str() {
             "tcp" | "" => Ok(Transport::Tcp),
             "udp" => Ok(Transport::Udp),
+            #[cfg(feature = "mpi")]
+            "mpi" => Ok(Transport::Mpi),
+            #[cfg(not(feature = "mpi"))]
             "mpi" => Err(NetError::Config(format!(
-                "{}=mpi: this build has no mpi backend; use tcp or udp",
+                "{}=mpi: this build has no mpi backend (build with `--features mpi`); use tcp or udp",
                 env::TRANSPORT
             ))),
             other => Err(NetError::Config(format!(
@@ -81,6 +110,30 @@ impl NetConfig {
     /// Like [`NetConfig::from_env`] over any variable source (tests).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<NetConfig, NetError> {
         let mut cfg = NetConfig::single();
+        #[cfg(feature = "mpi")]
+        {
+            // Started by mpirun/srun without squall's own variables, or SQUALL_TRANSPORT=mpi:
+            // rank and size come from MPI at bootstrap (the launcher's variables give them
+            // early; bootstrap takes MPI's word).
+            let explicit = get(env::TRANSPORT).map(|t| t.parse::<Transport>());
+            let mpi = match &explicit {
+                Some(Ok(Transport::Mpi)) => true,
+                Some(_) => false,
+                None => get(env::RANK).is_none() && mpi_launcher_rank(&get).is_some(),
+            };
+            if mpi {
+                return Self::mpi_from_lookup(cfg, &get);
+            }
+        }
+        #[cfg(not(feature = "mpi"))]
+        if get(env::RANK).is_none() && get(env::SIZE).is_none() && mpi_launcher_rank(&get).is_some()
+        {
+            return Err(NetError::Config(format!(
+                "started by an mpi launcher, but this build has no mpi backend: rebuild with \
+                 `--features mpi`, or start the program with `squall run -n N prog` ({} is not set)",
+                env::SIZE
+            )));
+        }
         let hint = "start the program with `squall run -n N prog`, or set SQUALL_RANK, SQUALL_SIZE and SQUALL_RENDEZVOUS yourself";
         let size = match get(env::SIZE) {
             None => {
@@ -135,6 +188,38 @@ impl NetConfig {
         if let Some(t) = get(env::TRANSPORT) {
             cfg.transport = t.parse()?;
         }
+        cfg.read_common(&get)?;
+        Ok(cfg)
+    }
+
+    /// The MPI case of [`NetConfig::from_lookup`]: no rendezvous; `SQUALL_RANK`/`SQUALL_SIZE`
+    /// are ignored (a program may default them for one-node runs).
+    #[cfg(feature = "mpi")]
+    fn mpi_from_lookup(
+        mut cfg: NetConfig,
+        get: &impl Fn(&str) -> Option<String>,
+    ) -> Result<NetConfig, NetError> {
+        cfg.transport = Transport::Mpi;
+        let rank = mpi_launcher_rank(get).unwrap_or(0);
+        let size = MPI_SIZE_VARS
+            .iter()
+            .find_map(|k| get(k).and_then(|v| v.trim().parse::<u16>().ok()))
+            .unwrap_or(rank.saturating_add(1));
+        cfg.rank = NodeId(rank);
+        cfg.size = size.max(rank.saturating_add(1));
+        if let Some(j) = get(env::JOB_ID).filter(|s| !s.trim().is_empty()) {
+            let t = j.trim().trim_start_matches("0x").replace('_', "");
+            cfg.job_id = Some(JobId(u64::from_str_radix(&t, 16).map_err(|_| {
+                NetError::Config(format!("{}={j:?} is not a 64-bit hex number", env::JOB_ID))
+            })?));
+        }
+        cfg.read_common(get)?;
+        Ok(cfg)
+    }
+
+    /// Faults, bind address and peer timeout (every transport).
+    fn read_common(&mut self, get: &impl Fn(&str) -> Option<String>) -> Result<(), NetError> {
+        let cfg = self;
         if let Some(f) = get(env::NET_FAULTS).filter(|s| !s.trim().is_empty()) {
             let spec = FaultSpec::parse(&f)?;
             if cfg.transport == Transport::Tcp {
@@ -158,7 +243,7 @@ impl NetConfig {
                 }
             }
         }
-        Ok(cfg)
+        Ok(())
     }
 }
 

@@ -249,6 +249,43 @@ fn run(n: u16, transport: &str, role: &str, extra: &[(&str, &str)]) {
     assert_success(&format!("{role} over {transport} with {n} nodes"), &outs);
 }
 
+/// Runs `role` under `mpirun -n N` and checks every rank reported success.
+#[cfg(feature = "mpi")]
+fn run_mpi(n: u16, role: &str, ok: &str) {
+    let _one = ONE_JOB_AT_A_TIME.lock();
+    let outs = common::spawn_mpirun(n, role, &[]).wait(Duration::from_secs(180));
+    assert_success(&format!("{role} over mpi with {n} nodes"), &outs);
+    for r in 0..n {
+        let line = format!("{ok} on node {r}");
+        assert!(
+            outs[0].stdout.contains(&line),
+            "no '{line}' from mpirun -n {n}\n--- stdout\n{}\n--- stderr\n{}",
+            outs[0].stdout,
+            outs[0].stderr
+        );
+    }
+}
+#[cfg(feature = "mpi")]
+#[test]
+fn suite_mpi_2() {
+    run_mpi(2, "suite", "suite ok");
+}
+#[cfg(feature = "mpi")]
+#[test]
+fn suite_mpi_4() {
+    run_mpi(4, "suite", "suite ok");
+}
+#[cfg(feature = "mpi")]
+#[test]
+fn message_test_mpi_2() {
+    run_mpi(2, "message", "message ok");
+}
+#[cfg(feature = "mpi")]
+#[test]
+fn message_test_mpi_4() {
+    run_mpi(4, "message", "message ok");
+}
+
 #[test]
 fn suite_tcp_2() {
     run(2, "tcp", "suite", &[]);

@@ -8,6 +8,8 @@
 //! `handle_event`/`handle_timeout` and then runs handlers with the lock released.
 //! A third backend (e.g. MPI behind the `mpi` feature) implements this trait and is chosen in
 //! `bootstrap`; nothing in `endpoint` changes.
+#[cfg(feature = "mpi")]
+pub(crate) mod mpi;
 pub(crate) mod tcp;
 pub(crate) mod udp;
 

@@ -1,0 +1,560 @@
+//! The MPI backend (feature `mpi`): every message is one MPI point-to-point message on
+//! `MPI_COMM_WORLD` (tag [`TAG`]) holding the wire-encoded frame (header + payload, any size).
+//! Owns the progress thread, MPI initialisation/finalisation and the MPI bootstrap (rank and
+//! size from `MPI_Comm_rank`/`MPI_Comm_size`, the job id broadcast by rank 0); must not touch
+//! handlers, requests or statistics by type.
+//!
+//! MPI is not fd-based, so one **progress thread** owns every MPI call: it initialises MPI with
+//! `MPI_THREAD_FUNNELED` (only that thread ever calls MPI, so no locking inside MPI is
+//! needed), posts the sends that [`Backend::send`] queues (`MPI_Isend`, then `MPI_Test` while
+//! probing incoming messages, so two large sends crossing each other cannot deadlock),
+//! receives with `MPI_Improbe`/`MPI_Mrecv`, and hands received frames to the service thread
+//! through a channel plus a `mio::Waker` registered under this backend's token.
+//! Per-pair FIFO holds because sends leave one at a time in queue order and MPI does not let
+//! messages of one (source, tag, communicator) overtake each other.
+//!
+//! Idle policy: the thread spins (probing) for [`SPIN`] after its last piece of work, then
+//! parks with a timeout growing from 2 µs to [`MAX_NAP`] (a queued send unparks it at once),
+//! so two nodes sharing two cores do not starve each other.
+//!
+//! Goodbye: a `BYE` frame to every peer; once all peers said goodbye (or [`LINGER`] passed)
+//! the progress thread calls `MPI_Finalize` and the backend reports itself flushed.
+//! A dead peer normally makes mpirun end the whole job; in case it does not, heartbeats
+//! (`TY_LINK`, every third of the peer timeout when nothing else was sent) and a silence
+//! limit of `SQUALL_PEER_TIMEOUT_MS` report the peer lost by name instead of hanging.
+use super::{Backend, BackendEvent, InMsg, OutMsg};
+use crate::config::NetConfig;
+use crate::endpoint::{TY_BYE, TY_LINK};
+use crate::error::NetError;
+use crate::stats::{DropReason, LinkCounters};
+use ::mpi::point_to_point::{Destination, MatchedReceiveVec, Source};
+use ::mpi::topology::Communicator;
+use ::mpi::traits::Root;
+use bytes::Bytes;
+use crossbeam_channel::{unbounded, Receiver, Sender, TryRecvError};
+use mio::event::Event;
+use mio::{Registry, Token, Waker};
+use squall_core::{JobId, NodeId};
+use squall_wire::{decode_header, Flags, Header, MsgType, HEADER_LEN};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::{JoinHandle, Thread};
+use std::time::{Duration, Instant};
+
+/// The MPI tag every Squall frame carries.
+pub(crate) const TAG: i32 = 0x5155;
+/// This backend's token in the service thread's poll (the waker).
+const WAKE_TOKEN: Token = Token(1);
+/// How long the progress thread keeps probing after its last piece of work before napping.
+const SPIN: Duration = Duration::from_micros(50);
+/// Longest nap of an idle progress thread.
+const MAX_NAP: Duration = Duration::from_micros(50);
+/// How long a node that said goodbye waits for its peers' goodbyes before finalising MPI.
+const LINGER: Duration = Duration::from_millis(2000);
+/// How long bootstrap waits for the progress thread to initialise MPI.
+const INIT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Work for the progress thread.
+enum Cmd {
+    Send { to: i32, frame: Vec<u8> },
+    Finalize,
+}
+
+/// State shared between the backend (service thread and senders) and the progress thread.
+struct Shared {
+    waker: parking_lot::Mutex<Option<Arc<Waker>>>,
+    wake_pending: AtomicBool,
+    /// Frames queued or being sent.
+    in_flight: AtomicUsize,
+    /// `MPI_Finalize` returned (or the progress thread ended).
+    finalized: AtomicBool,
+}
+
+impl Shared {
+    fn wake(&self) {
+        if !self.wake_pending.swap(true, Ordering::AcqRel) {
+            if let Some(w) = self.waker.lock().as_ref() {
+                // A failed wake only delays delivery to the service thread's next timeout.
+                let _ = w.wake();
+            }
+        }
+    }
+}
+
+/// What MPI reported at start-up.
+struct Started {
+    rank: NodeId,
+    size: u16,
+    job: JobId,
+}
+
+struct PeerState {
+    bye_received: bool,
+    lost: bool,
+    last_heard: Instant,
+    last_sent: Instant,
+}
+
+pub(crate) struct MpiBackend {
+    rank: NodeId,
+    job: JobId,
+    peers: Vec<PeerState>,
+    cmds: Sender<Cmd>,
+    incoming: Receiver<(i32, Vec<u8>)>,
+    progress: Thread,
+    join: Option<JoinHandle<()>>,
+    shared: Arc<Shared>,
+    counters: LinkCounters,
+    peer_timeout: Duration,
+    shutdown_at: Option<Instant>,
+}
+
+/// Starts the progress thread (which initialises MPI) and returns the backend with this node's
+/// rank, the job size and the job id (rank 0's, broadcast).
+pub(crate) fn start(cfg: &NetConfig) -> Result<(MpiBackend, NodeId, u16, JobId), NetError> {
+    if let Some(f) = cfg.faults.filter(|f| !f.is_noop()) {
+        return Err(NetError::Config(format!(
+            "SQUALL_NET_FAULTS ({f:?}) cannot be applied to the mpi transport; use SQUALL_TRANSPORT=udp or tcp"
+        )));
+    }
+    let shared = Arc::new(Shared {
+        waker: parking_lot::Mutex::new(None),
+        wake_pending: AtomicBool::new(false),
+        in_flight: AtomicUsize::new(0),
+        finalized: AtomicBool::new(false),
+    });
+    let (cmd_tx, cmd_rx) = unbounded::<Cmd>();
+    let (in_tx, in_rx) = unbounded::<(i32, Vec<u8>)>();
+    let (ready_tx, ready_rx) = crossbeam_channel::bounded::<Result<Started, String>>(1);
+    let job_hint = cfg.job_id;
+    let sh = shared.clone();
+    let join = std::thread::Builder::new()
+        .name("squall-mpi".into())
+        .spawn(move || progress_main(job_hint, cmd_rx, in_tx, ready_tx, sh))
+        .map_err(|e| NetError::io("spawning the mpi progress thread", e))?;
+    let started = match ready_rx.recv_timeout(INIT_TIMEOUT) {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(NetError::Bootstrap(e)),
+        Err(_) => {
+            return Err(NetError::Bootstrap(format!(
+                "mpi initialisation did not finish within {}s",
+                INIT_TIMEOUT.as_secs()
+            )))
+        }
+    };
+    let now = Instant::now();
+    let peers = (0..started.size)
+        .map(|_| PeerState {
+            bye_received: false,
+            lost: false,
+            last_heard: now,
+            last_sent: now,
+        })
+        .collect();
+    let progress = join.thread().clone();
+    Ok((
+        MpiBackend {
+            rank: started.rank,
+            job: started.job,
+            peers,
+            cmds: cmd_tx,
+            incoming: in_rx,
+            progress,
+            join: Some(join),
+            shared,
+            counters: LinkCounters::default(),
+            peer_timeout: cfg.peer_timeout,
+            shutdown_at: None,
+        },
+        started.rank,
+        started.size,
+        started.job,
+    ))
+}
+
+/// The progress thread: initialise, report, then post sends and receive until told to
+/// finalise.
+fn progress_main(
+    job_hint: Option<JobId>,
+    cmds: Receiver<Cmd>,
+    incoming: Sender<(i32, Vec<u8>)>,
+    ready: Sender<Result<Started, String>>,
+    shared: Arc<Shared>,
+) {
+    // Naps shorter than the default 50 µs timer slack only help if the slack is small.
+    let _ = nix::sys::prctl::set_timerslack(1_000);
+    let Some((universe, _level)) = ::mpi::initialize_with_threading(::mpi::Threading::Funneled)
+    else {
+        let _ = ready.send(Err(
+            "mpi was already initialised in this process (one squall node per process)".into(),
+        ));
+        shared.finalized.store(true, Ordering::Release);
+        return;
+    };
+    let world = universe.world();
+    let (rank, size) = (world.rank(), world.size());
+    let (Ok(rank16), Ok(size16)) = (u16::try_from(rank), u16::try_from(size)) else {
+        let _ = ready.send(Err(format!(
+            "mpi rank {rank} of {size} does not fit squall's 16-bit node ids"
+        )));
+        shared.finalized.store(true, Ordering::Release);
+        return;
+    };
+    let mut job: u64 = if rank == 0 {
+        job_hint.map_or_else(rand::random, |j| j.0)
+    } else {
+        0
+    };
+    world.process_at_rank(0).broadcast_into(&mut job);
+    let _ = ready.send(Ok(Started {
+        rank: NodeId(rank16),
+        size: size16,
+        job: JobId(job),
+    }));
+    let mut last_work = Instant::now();
+    let mut nap = Duration::from_micros(2);
+    loop {
+        let mut worked = false;
+        let mut finalize = false;
+        loop {
+            match cmds.try_recv() {
+                Ok(Cmd::Send { to, frame }) => {
+                    worked = true;
+                    send_one(&world, to, &frame, &incoming, &shared);
+                    shared.in_flight.fetch_sub(1, Ordering::AcqRel);
+                }
+                Ok(Cmd::Finalize) => finalize = true,
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    finalize = true;
+                    break;
+                }
+            }
+        }
+        if receive_all(&world, &incoming, &shared) {
+            worked = true;
+        }
+        if finalize {
+            break;
+        }
+        if worked {
+            last_work = Instant::now();
+            nap = Duration::from_micros(2);
+        } else if last_work.elapsed() < SPIN {
+            std::hint::spin_loop();
+        } else {
+            std::thread::park_timeout(nap);
+            nap = (nap * 2).min(MAX_NAP);
+        }
+    }
+    drop(world);
+    drop(universe); // MPI_Finalize
+    shared.finalized.store(true, Ordering::Release);
+    shared.wake_pending.store(false, Ordering::Release);
+    shared.wake();
+}
+
+/// Posts one send and completes it, receiving whatever arrives meanwhile.
+fn send_one(
+    world: &::mpi::topology::SimpleCommunicator,
+    to: i32,
+    frame: &[u8],
+    incoming: &Sender<(i32, Vec<u8>)>,
+    shared: &Shared,
+) {
+    ::mpi::request::scope(|scope| {
+        let mut req = world
+            .process_at_rank(to)
+            .immediate_send_with_tag(scope, frame, TAG);
+        loop {
+            match req.test() {
+                Ok(_) => break,
+                Err(r) => {
+                    req = r;
+                    receive_all(world, incoming, shared);
+                }
+            }
+        }
+    });
+}
+
+/// Receives every message already arrived; true if there was one.
+fn receive_all(
+    world: &::mpi::topology::SimpleCommunicator,
+    incoming: &Sender<(i32, Vec<u8>)>,
+    shared: &Shared,
+) -> bool {
+    let mut got = false;
+    while let Some((msg, status)) = world.any_process().immediate_matched_probe_with_tag(TAG) {
+        let (data, status2) = (msg, status).matched_receive_vec::<u8>();
+        let _ = status2;
+        got = true;
+        // The backend is gone only when the endpoint is; then nobody wants the frame.
+        let _ = incoming.send((status.source_rank(), data));
+    }
+    if got {
+        shared.wake();
+    }
+    got
+}
+
+impl MpiBackend {
+    fn queue(&mut self, now: Instant, to: NodeId, frame: Vec<u8>) -> Result<(), NetError> {
+        let Some(p) = self.peers.get_mut(to.index()) else {
+            return Err(NetError::BadDestination {
+                peer: to,
+                size: self.peers.len() as u16,
+            });
+        };
+        if p.lost {
+            return Err(NetError::PeerGone { peer: to });
+        }
+        p.last_sent = now;
+        self.shared.in_flight.fetch_add(1, Ordering::AcqRel);
+        if self
+            .cmds
+            .send(Cmd::Send {
+                to: i32::from(to.0),
+                frame,
+            })
+            .is_err()
+        {
+            self.shared.in_flight.fetch_sub(1, Ordering::AcqRel);
+            return Err(NetError::PeerLost {
+                peer: to,
+                reason: "the mpi progress thread has ended".into(),
+            });
+        }
+        self.counters.packets_sent += 1;
+        self.progress.unpark();
+        Ok(())
+    }
+
+    fn frame(
+        &self,
+        to: NodeId,
+        ty: MsgType,
+        flags: Flags,
+        request_id: u64,
+        payload: &[u8],
+    ) -> Result<Vec<u8>, NetError> {
+        if u32::try_from(payload.len()).is_err() || payload.len() > i32::MAX as usize - HEADER_LEN {
+            return Err(NetError::TooLarge { len: payload.len() });
+        }
+        let mut h = Header::new(self.job, ty, self.rank, to);
+        h.flags = flags;
+        h.request_id = request_id;
+        Ok(squall_wire::encode(&h, payload))
+    }
+
+    fn on_frame(&mut self, now: Instant, src: i32, data: Vec<u8>, out: &mut Vec<BackendEvent>) {
+        self.counters.packets_received += 1;
+        let Some(src) = u16::try_from(src)
+            .ok()
+            .filter(|s| usize::from(*s) < self.peers.len())
+        else {
+            self.counters.drop(DropReason::BadDest);
+            return;
+        };
+        let h = match decode_header(&data) {
+            Ok(h) => h,
+            Err(_) => {
+                self.counters.drop(DropReason::Garbage);
+                return;
+            }
+        };
+        if h.job != self.job {
+            self.counters.drop(DropReason::ForeignJob);
+            return;
+        }
+        if h.src.0 != src || h.dst != self.rank {
+            self.counters.drop(DropReason::BadDest);
+            return;
+        }
+        if data.len() != HEADER_LEN + h.payload_len as usize {
+            self.counters.drop(DropReason::Truncated);
+            return;
+        }
+        let p = &mut self.peers[usize::from(src)];
+        p.last_heard = now;
+        if p.lost {
+            return;
+        }
+        if h.flags.contains(Flags::BYE) {
+            p.bye_received = true;
+            out.push(BackendEvent::PeerBye(h.src));
+            return;
+        }
+        if p.bye_received {
+            self.counters.drop(DropReason::AfterBye);
+            return;
+        }
+        if h.ty.0 == TY_LINK {
+            return;
+        }
+        let mut payload = Bytes::from(data);
+        let payload = payload.split_off(HEADER_LEN);
+        out.push(BackendEvent::Deliver(InMsg {
+            src: h.src,
+            ty: h.ty,
+            flags: h.flags,
+            request_id: h.request_id,
+            payload,
+        }));
+    }
+
+    fn heartbeat_every(&self) -> Duration {
+        self.peer_timeout / 3
+    }
+}
+
+impl Backend for MpiBackend {
+    fn register(&mut self, registry: &Registry) -> Result<(), NetError> {
+        let w = Waker::new(registry, WAKE_TOKEN)
+            .map_err(|e| NetError::io("registering the mpi backend's waker", e))?;
+        *self.shared.waker.lock() = Some(Arc::new(w));
+        // Frames that arrived before registration are waiting: look at them now.
+        self.shared.wake_pending.store(false, Ordering::Release);
+        self.shared.wake();
+        Ok(())
+    }
+
+    fn send(&mut self, now: Instant, msg: OutMsg) -> Result<(), NetError> {
+        if msg.to == self.rank {
+            return Err(NetError::BadDestination {
+                peer: msg.to,
+                size: self.peers.len() as u16,
+            });
+        }
+        let frame = self.frame(msg.to, msg.ty, msg.flags, msg.request_id, &msg.payload)?;
+        self.queue(now, msg.to, frame)
+    }
+
+    fn handle_event(&mut self, now: Instant, event: &Event, out: &mut Vec<BackendEvent>) {
+        if event.token() != WAKE_TOKEN {
+            return;
+        }
+        self.shared.wake_pending.store(false, Ordering::Release);
+        while let Ok((src, data)) = self.incoming.try_recv() {
+            self.on_frame(now, src, data, out);
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant, out: &mut Vec<BackendEvent>) {
+        // Frames whose wake-up raced with the last drain.
+        while let Ok((src, data)) = self.incoming.try_recv() {
+            self.on_frame(now, src, data, out);
+        }
+        if self.shutdown_at.is_some() {
+            return;
+        }
+        let every = self.heartbeat_every();
+        let mut beats = Vec::new();
+        for (i, p) in self.peers.iter_mut().enumerate() {
+            if i == self.rank.index() || p.lost || p.bye_received {
+                continue;
+            }
+            if now.saturating_duration_since(p.last_heard) >= self.peer_timeout {
+                p.lost = true;
+                out.push(BackendEvent::PeerLost {
+                    peer: NodeId(i as u16),
+                    reason: format!(
+                        "no message or heartbeat over mpi for {} ms",
+                        self.peer_timeout.as_millis()
+                    ),
+                });
+                continue;
+            }
+            if now.saturating_duration_since(p.last_sent) >= every {
+                beats.push(NodeId(i as u16));
+            }
+        }
+        for to in beats {
+            if let Ok(f) = self.frame(to, MsgType(TY_LINK), Flags::empty(), 0, &[]) {
+                let _ = self.queue(now, to, f);
+            }
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        if self.shutdown_at.is_some() {
+            return Some(Instant::now() + Duration::from_millis(1));
+        }
+        let every = self.heartbeat_every();
+        self.peers
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| *i != self.rank.index() && !p.lost && !p.bye_received)
+            .map(|(_, p)| (p.last_sent + every).min(p.last_heard + self.peer_timeout))
+            .min()
+    }
+
+    fn start_shutdown(&mut self, now: Instant) {
+        if self.shutdown_at.is_some() {
+            return;
+        }
+        self.shutdown_at = Some(now);
+        for i in 0..self.peers.len() {
+            let p = &self.peers[i];
+            if i == self.rank.index() || p.lost || p.bye_received {
+                continue;
+            }
+            let to = NodeId(i as u16);
+            if let Ok(f) = self.frame(to, MsgType(TY_BYE), Flags::BYE, 0, &[]) {
+                let _ = self.queue(now, to, f);
+            }
+        }
+    }
+
+    fn is_flushed(&self) -> bool {
+        let sent = self.shared.in_flight.load(Ordering::Acquire) == 0;
+        let Some(s) = self.shutdown_at else {
+            return sent;
+        };
+        if self.shared.finalized.load(Ordering::Acquire) {
+            return true;
+        }
+        if !sent {
+            return false;
+        }
+        let all_gone = self
+            .peers
+            .iter()
+            .enumerate()
+            .all(|(i, p)| i == self.rank.index() || p.lost || p.bye_received);
+        if all_gone || Instant::now() >= s + LINGER {
+            // `is_flushed` takes `&self`; the finalize command is idempotent on the progress
+            // thread (it ends its loop once), so sending it more than once is harmless.
+            let _ = self.cmds.send(Cmd::Finalize);
+            self.progress.unpark();
+        }
+        false
+    }
+
+    fn udp_local_addr(&self) -> Option<SocketAddr> {
+        None
+    }
+
+    fn counters(&self) -> LinkCounters {
+        self.counters.clone()
+    }
+}
+
+impl Drop for MpiBackend {
+    fn drop(&mut self) {
+        // Let the progress thread finalise MPI if it has not (bounded: a peer that never
+        // finalises must not hang this process).
+        let _ = self.cmds.send(Cmd::Finalize);
+        self.progress.unpark();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !self.shared.finalized.load(Ordering::Acquire) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if self.shared.finalized.load(Ordering::Acquire) {
+            if let Some(j) = self.join.take() {
+                let _ = j.join();
+            }
+        }
+    }
+}
