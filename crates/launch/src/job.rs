@@ -5,7 +5,7 @@
 use crate::error::LaunchError;
 use crate::output::{pump, LineSink, Stream};
 use crate::spec::{JobSpec, LauncherKind};
-use crate::{local, rsh, EXIT_TIMEOUT};
+use crate::{local, mpirun, rsh, EXIT_TIMEOUT};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -135,6 +135,11 @@ pub fn run_job(spec: &JobSpec, sink: Arc<dyn LineSink>) -> Result<JobReport, Lau
     let mut commands = match &spec.launcher {
         LauncherKind::Local => local::commands(spec, job_id)?,
         LauncherKind::Rsh(opts) => rsh::commands(spec, opts, job_id)?,
+        LauncherKind::Mpirun(opts) => mpirun::commands(spec, opts, job_id)?,
+    };
+    let sink = match &spec.launcher {
+        LauncherKind::Mpirun(_) => mpirun::untagging_sink(sink),
+        _ => sink,
     };
 
     let guard = SignalGuard::enter()?;

@@ -1,7 +1,7 @@
 //! Starting a job: process management for `squall run`.
 //!
 //! Owns: choosing the rendezvous address, building each node's command (one module per
-//! launcher kind: [`local`], [`rsh`]), spawning node processes in their own process groups,
+//! launcher kind: [`local`], [`rsh`], [`mpirun`]), spawning node processes in their own process groups,
 //! forwarding their output line by line, noticing the first node that fails, and cleaning up
 //! every process (SIGTERM, then SIGKILL after a grace period) on failure, timeout or Ctrl-C.
 //!
@@ -12,12 +12,14 @@
 pub mod error;
 pub mod job;
 pub mod local;
+pub mod mpirun;
 pub mod output;
 pub mod rsh;
 pub mod spec;
 
 pub use error::LaunchError;
 pub use job::{run_job, JobReport, NodeExit, NodeOutcome};
+pub use mpirun::MpirunOptions;
 pub use output::{ForwardSink, LineSink, Stream};
 pub use spec::{JobSpec, LauncherKind, RshOptions};
 

@@ -14,6 +14,9 @@ pub enum LauncherKind {
     Local,
     /// Node `r` runs on `hosts[r % hosts.len()]` through a remote shell (`ssh` by default).
     Rsh(RshOptions),
+    /// One `mpirun -n N` starts every node; rank and size come from MPI
+    /// (`SQUALL_TRANSPORT=mpi`, see [`crate::mpirun`]).
+    Mpirun(crate::mpirun::MpirunOptions),
 }
 
 /// Settings of the remote-shell launcher.
