@@ -114,7 +114,16 @@ pub fn init() -> Result<Node> {
 /// runs `main`; every other rank serves thread creation and memory until rank 0 finalizes,
 /// then exits the process with status 0 (or 1 if its end failed). Never returns on those ranks.
 pub fn init_ssi() -> Result<Node> {
+    init_ssi_with_globals(None)
+}
+
+/// [`init_ssi`] for a program with a `SQUALL_GLOBAL` section `(start, len)`: every node adopts
+/// it ([`Node::adopt_globals`]) before rank 0 runs `main` and before any thread exists.
+pub fn init_ssi_with_globals(globals: Option<(usize, usize)>) -> Result<Node> {
     let node = init()?;
+    if let Some((start, len)) = globals {
+        node.adopt_globals(start, len)?;
+    }
     if node.rank() != NodeId(0) {
         let code = match node.finalize() {
             Ok(()) => 0,
@@ -227,6 +236,69 @@ impl Node {
     /// The home placement of allocations that do not name one.
     pub fn default_placement(&self) -> Placement {
         self.inner.cfg.placement.resolve(self.rank())
+    }
+
+    /// Collective, at start-up (before any application thread touches the range and before
+    /// any thread creation): make the program's `SQUALL_GLOBAL` section `start..start+len`
+    /// (page aligned, whole pages) coherent shared memory, with node 0 as the home of every
+    /// page (CableS' GLOBAL: the primary copy is on the first node, which holds the initial
+    /// values). Every node adopts the range into its address space; its pages are numbered at
+    /// the top of node 0's `hlrc` half arena (node 0's heap gives them up) and follow `hlrc`.
+    /// Rank 0 broadcasts its `start` and `len`: a node where the section lies elsewhere fails
+    /// with an error (address randomisation must be off: see `squall_memory::fixed_layout`).
+    /// A `len` of 0 on rank 0 does nothing. Returns the first page and the page count.
+    pub fn adopt_globals(&self, start: usize, len: usize) -> Result<(PageId, u64)> {
+        let me = self.rank();
+        let zero = me == NodeId(0);
+        let start0 = self.broadcast(zero.then_some(start as u64))? as usize;
+        let len0 = self.broadcast(zero.then_some(len as u64))? as usize;
+        if (start0, len0) != (start, len) {
+            return Err(SquallError::Config(format!(
+                "{me}: the SQUALL_GLOBAL section is at {start:#x} ({len} bytes) here but at \
+                 {start0:#x} ({len0} bytes) on node 0: every node must run the same binary with \
+                 address randomisation off (the pthreads layer re-executes the program with \
+                 personality ADDR_NO_RANDOMIZE; if that is refused, run under `setarch -R` or \
+                 set kernel.randomize_va_space=0)"
+            )));
+        }
+        if len == 0 {
+            return Ok((PageId(0), 0));
+        }
+        let pages = (len / squall_core::PAGE_SIZE) as u64;
+        let split = ArenaSplit::new(self.inner.layout);
+        let first = split.halves().adopted_first(pages).ok_or_else(|| {
+            SquallError::Config(format!(
+                "the SQUALL_GLOBAL section ({len} bytes) is larger than node 0's arena"
+            ))
+        })?;
+        if zero {
+            let mut s = self.inner.svc.lock();
+            let got = s
+                .heap_for(ProtocolKind::Hlrc)
+                .reserve_top(pages)
+                .map_err(|e| SquallError::Alloc {
+                    node: me,
+                    source: e,
+                })?;
+            if got != first {
+                return Err(SquallError::Config(format!(
+                    "node 0's heap reserved {got} for the SQUALL_GLOBAL section, expected {first}"
+                )));
+            }
+        }
+        self.inner.space.adopt_region(start, len, first)?;
+        if zero {
+            let mut s = self.inner.svc.lock();
+            s.register(squall_core::AllocInfo {
+                first,
+                pages,
+                placement: Placement::Node(NodeId(0)),
+            });
+            s.drain(&self.inner.ep);
+        }
+        // Every node has adopted (and node 0 registered) before anyone touches the section.
+        self.barrier()?;
+        Ok((first, pages))
     }
 
     /// Run `f` on the service state with this thread's waiter, then wait for its reply. The
