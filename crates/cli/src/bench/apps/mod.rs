@@ -102,9 +102,6 @@ fn run(a: AppsArgs) -> Result<(), AppsError> {
         None => (measure(&a)?, true),
     };
     writers::write_all(&report, &a.out, !a.no_plots)?;
-    if !a.no_plots {
-        plots::write_all(&report, &a.out)?;
-    }
     if let Some(doc) = &a.results_md {
         write_results_doc(&report, doc, &a.out, !a.no_plots)?;
     }
@@ -115,6 +112,10 @@ fn run(a: AppsArgs) -> Result<(), AppsError> {
     );
     if a.json {
         emit_json(&serde_json::to_value(&report).unwrap_or_default());
+    }
+    // Plots last: a missing font must not cost the tables and the JSON.
+    if !a.no_plots {
+        plots::write_all(&report, &a.out)?;
     }
     if measured && !report.all_verified() {
         let bad: Vec<String> = report
@@ -154,12 +155,12 @@ fn load(path: &Path) -> Result<AppsReport, AppsError> {
     Ok(report)
 }
 
-/// Node counts in the given order, each once.
-fn dedup(v: &[usize]) -> Vec<usize> {
-    let mut out = Vec::new();
-    for &x in v {
-        if !out.contains(&x) {
-            out.push(x);
+/// The values in the given order, each once.
+fn dedup<T: PartialEq + Clone>(v: &[T]) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
+    for x in v {
+        if !out.contains(x) {
+            out.push(x.clone());
         }
     }
     out
@@ -220,7 +221,13 @@ fn measure(a: &AppsArgs) -> Result<AppsReport, AppsError> {
     let apps = if a.apps.iter().any(|x| x == "all") {
         bins.discover()?
     } else {
-        dedup_names(&a.apps)
+        let names: Vec<String> = a
+            .apps
+            .iter()
+            .map(|x| x.trim().to_string())
+            .filter(|x| !x.is_empty())
+            .collect();
+        dedup(&names)
     };
     if apps.is_empty() {
         return Err(AppsError::Usage("--apps is empty".into()));
@@ -271,16 +278,6 @@ fn measure(a: &AppsArgs) -> Result<AppsReport, AppsError> {
         }
     }
     Ok(report_from(a, &apps, &results))
-}
-
-fn dedup_names(v: &[String]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for x in v.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
-        if !out.iter().any(|o| o == x) {
-            out.push(x.to_string());
-        }
-    }
-    out
 }
 
 fn progress(text: &str) {
