@@ -867,6 +867,7 @@ impl<M: PageMemory> Hlrc<M> {
                     let dirty = self.dirty.contains(&page);
                     let unused_here = self.mem.access(page) == Access::None;
                     let enabled = self.exclusive_mode;
+                    let me = self.me;
                     let st = self.st(page);
                     let exclusive = again
                         || (write
@@ -875,7 +876,18 @@ impl<M: PageMemory> Hlrc<M> {
                             && unused_here
                             && !st.copyset_all
                             && st.copyset.iter().all(|&n| n == from));
+                    let first_sharer = !st.copyset_all && st.copyset.iter().all(|&n| n == me);
                     st.copyset.insert(from);
+                    if first_sharer
+                        && !dirty
+                        && self.is_home(page)
+                        && self.mem.access(page) == Access::ReadWrite
+                    {
+                        // An unshared home page kept writable across releases: from now on
+                        // its writes must be noticed, so catch the next one.
+                        self.mem.set_access(page, Access::Read);
+                    }
+                    let st = self.st(page);
                     if exclusive && !again {
                         st.excl_holder = Some(from);
                         self.stats.exclusive_grants += 1;
@@ -1323,10 +1335,18 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
         let mut written = Vec::new();
         for page in dirty {
             if self.is_home(page) {
+                let me = self.me;
+                let st = self.st(page);
+                st.streak = None;
+                if !st.copyset_all && st.copyset.iter().all(|&n| n == me) {
+                    // No other node holds a copy: nobody needs a notice, and the page stays
+                    // writable (no write fault per interval). A later fetch write-protects it
+                    // before handing out the current contents (see `Msg::Fetch`).
+                    continue;
+                }
                 if self.mem.access(page) == Access::ReadWrite {
                     self.mem.set_access(page, Access::Read);
                 }
-                self.st(page).streak = None;
                 written.push(page);
                 continue;
             }
