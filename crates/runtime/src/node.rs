@@ -90,6 +90,11 @@ struct Inner {
     stats_in: Arc<Mailbox<NodeStats>>,
     started: Instant,
     sync_ns: AtomicU64,
+    /// Run time of threads started here by `spawn_on` that have ended.
+    thread_ns: AtomicU64,
+    /// Whether this process's main thread runs application code (not on the serving ranks of
+    /// a single-system-image program).
+    main_is_app: AtomicBool,
     finalized: AtomicBool,
     /// Threads this node created (for thread ids) and the round-robin placement cursor.
     spawned: AtomicU64,
@@ -193,6 +198,8 @@ impl Node {
                 stats_in,
                 started: Instant::now(),
                 sync_ns: AtomicU64::new(0),
+                thread_ns: AtomicU64::new(0),
+                main_is_app: AtomicBool::new(true),
                 finalized: AtomicBool::new(false),
                 spawned: AtomicU64::new(0),
             }),
@@ -549,6 +556,23 @@ impl Node {
 
     // ----- synchronization --------------------------------------------------------------
 
+    /// The barriers of `finalize`: not application synchronization, so not timed as such.
+    fn end_barrier(&self) -> Result<()> {
+        let r = self.call("finalize", move |s, _, w| {
+            s.sync.barrier(
+                &mut *s.protocol,
+                BarrierId(0),
+                w,
+                BarrierCount::PerNode { local: 1 },
+            )
+        })?;
+        match r {
+            Reply::Sync(r) => r.map(|_| ()).map_err(Into::into),
+            Reply::Failed(e) => Err(e),
+            Reply::Value(_) => Ok(()),
+        }
+    }
+
     /// Barrier of every node, with one participating thread per node.
     pub fn barrier(&self) -> Result<()> {
         self.barrier_with(BarrierId(0), BarrierCount::PerNode { local: 1 })
@@ -836,7 +860,14 @@ impl Node {
 
     /// This node's statistics so far.
     pub fn stats(&self) -> NodeStats {
-        let wall = self.inner.started.elapsed().as_secs_f64();
+        // Application time: the main thread's (where it runs application code) plus every
+        // ended thread this node ran for the job.
+        let main = if self.inner.main_is_app.load(Ordering::Relaxed) {
+            self.inner.started.elapsed().as_secs_f64()
+        } else {
+            0.0
+        };
+        let wall = main + self.inner.thread_ns.load(Ordering::Relaxed) as f64 / 1e9;
         let sync_s = self.inner.sync_ns.load(Ordering::Relaxed) as f64 / 1e9;
         let s = self.inner.svc.lock();
         let stall_s = s.times.stall_ns as f64 / 1e9;
@@ -877,7 +908,7 @@ impl Node {
         if self.inner.finalized.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        self.barrier()?;
+        self.end_barrier()?;
         if self.inner.cfg.stats {
             let mine = self.stats();
             if self.rank() == NodeId(0) {
@@ -895,7 +926,7 @@ impl Node {
                 self.inner.ep.send(NodeId(0), msg::STATS, j)?;
             }
         }
-        self.barrier()?;
+        self.end_barrier()?;
         self.inner.ep.shutdown()?;
         // Give the fault thread back; nothing may touch shared memory after this.
         self.inner.fault_thread.lock().take();
@@ -964,9 +995,15 @@ fn start_thread(s: &mut Service, sp: SpawnMsg) -> std::result::Result<(), String
         .name(format!("squall-{}", tid.0 & 0xffff_ffff))
         .spawn(move || {
             CURRENT.with(|c| c.set(tid.0));
+            let t = Instant::now();
             let ret = f(arg as usize as *mut c_void) as usize as u64;
             match node() {
-                Ok(n) => n.thread_exit(tid, ret),
+                Ok(n) => {
+                    n.inner
+                        .thread_ns
+                        .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                    n.thread_exit(tid, ret)
+                }
                 Err(e) => eprintln!("squall: {tid} ended without a node: {e}"),
             }
         })
