@@ -18,6 +18,8 @@ use clap::{Subcommand, ValueEnum};
 pub enum TransportChoice {
     Tcp,
     Udp,
+    /// MPI point-to-point, nodes started by mpirun (needs a build with `--features mpi`).
+    Mpi,
     All,
 }
 
@@ -26,6 +28,7 @@ impl TransportChoice {
         match self {
             TransportChoice::Tcp => vec!["tcp"],
             TransportChoice::Udp => vec!["udp"],
+            TransportChoice::Mpi => vec!["mpi"],
             TransportChoice::All => vec!["tcp", "udp"],
         }
     }

@@ -1,7 +1,8 @@
 //! `squall bench pingpong`: round-trip latency between 2 nodes. Squall's number is an
 //! active-message ping-pong (node 0's pong handler sends the next ping from the service
 //! thread); beside it the blocking `request()` round trip from an application thread, and a
-//! raw socket ping-pong of the same kind. Owns this driver only.
+//! raw socket ping-pong of the same kind (for `--transport mpi`: plain MPI_Send/MPI_Recv
+//! between 2 ranks of a second mpirun job, measured in the same run). Owns this driver only.
 use super::raw;
 use super::report::{emit_json, median, round, run_nodes, Table};
 use super::{parse_size, TransportChoice};
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 #[derive(Args, Debug)]
 pub struct PingpongArgs {
-    /// tcp, udp or all.
+    /// tcp, udp, mpi (nodes under mpirun; needs `--features mpi`) or all (tcp and udp).
     #[arg(long, value_enum, default_value = "tcp")]
     pub transport: TransportChoice,
     /// Message sizes in bytes (k/m suffixes allowed).
@@ -69,7 +70,7 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
             "--warmup".into(),
             warmup.to_string(),
         ];
-        let results = run_nodes(2, t, None, args, Duration::from_secs(600))?;
+        let results = run_nodes(2, t, None, args.clone(), Duration::from_secs(600))?;
         let node0 = results
             .iter()
             .find(|(r, _)| *r == 0)
@@ -80,6 +81,19 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
+        // The raw MPI baseline: plain MPI_Send/MPI_Recv between 2 ranks of their own mpirun
+        // job (MPI is initialised once per process, so it cannot share the squall nodes).
+        let mpi_raw = if *t == "mpi" {
+            let mut raw_args = args.clone();
+            raw_args[0] = "raw-mpi-pingpong".into();
+            run_nodes(2, t, None, raw_args, Duration::from_secs(600))?
+                .into_iter()
+                .find(|(r, _)| *r == 0)
+                .and_then(|(_, v)| v.get("rows").and_then(Value::as_array).cloned())
+                .ok_or_else(|| "mpi: the raw ping-pong printed no result".to_string())?
+        } else {
+            Vec::new()
+        };
         for &size in &a.sizes {
             let row = rows
                 .iter()
@@ -88,12 +102,20 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
             let squall = median(&num(row, "am_rtt_us"));
             let req = median(&num(row, "req_rtt_us"));
             let mut raw_reps = Vec::with_capacity(a.reps);
-            for _ in 0..a.reps {
-                let samples = match *t {
-                    "udp" => raw::udp_pingpong(size, a.iters, warmup)?,
-                    _ => raw::tcp_pingpong(size, a.iters, warmup)?,
-                };
-                raw_reps.push(median(&samples));
+            if *t == "mpi" {
+                raw_reps = mpi_raw
+                    .iter()
+                    .find(|r| r.get("size").and_then(Value::as_u64) == Some(size as u64))
+                    .map(|r| num(r, "raw_rtt_us"))
+                    .unwrap_or_default();
+            } else {
+                for _ in 0..a.reps {
+                    let samples = match *t {
+                        "udp" => raw::udp_pingpong(size, a.iters, warmup)?,
+                        _ => raw::tcp_pingpong(size, a.iters, warmup)?,
+                    };
+                    raw_reps.push(median(&samples));
+                }
             }
             let rawv = median(&raw_reps);
             let ratio = squall / rawv;

@@ -138,6 +138,19 @@ impl LineSink for Collect {
     }
 }
 
+/// How the benches start mpirun: Open MPI's shared-memory transport without its single-copy
+/// mechanism (CMA needs ptrace rights containers usually lack), unless the user chose one in
+/// `OMPI_MCA_btl_vader_single_copy_mechanism`.
+pub fn mpirun_options() -> squall_launch::MpirunOptions {
+    let mut o = squall_launch::MpirunOptions::default();
+    if std::env::var_os("OMPI_MCA_btl_vader_single_copy_mechanism").is_none() {
+        o.extra_args = ["--mca", "btl_vader_single_copy_mechanism", "none"]
+            .map(String::from)
+            .to_vec();
+    }
+    o
+}
+
 /// Run `nodes` copies of this executable as `squall __node ARGS...` over `transport` and
 /// return each node's result objects in rank order. Fails, naming the node, if the job fails
 /// or a result line is malformed.
@@ -155,6 +168,15 @@ pub fn run_nodes(
     spec.transport = transport.to_string();
     spec.net_faults = net_faults.map(str::to_string);
     spec.timeout = Some(timeout);
+    if transport == "mpi" {
+        if !cfg!(feature = "mpi") {
+            return Err(
+                "this squall was built without the mpi transport; rebuild with `--features mpi`"
+                    .into(),
+            );
+        }
+        spec.launcher = squall_launch::LauncherKind::Mpirun(mpirun_options());
+    }
     let collect = Arc::new(Collect::default());
     let sink: Arc<dyn LineSink> = collect.clone();
     let report = run_job(&spec, sink).map_err(|e| e.to_string())?;

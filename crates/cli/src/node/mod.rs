@@ -7,6 +7,8 @@ pub mod bench;
 pub mod demo;
 pub mod dsm;
 pub mod heat;
+#[cfg(feature = "mpi")]
+pub mod rawmpi;
 pub mod selftest;
 
 use bytes::Bytes;
@@ -54,6 +56,9 @@ pub enum NodeCmd {
     BenchBarrier(dsm::SyncNodeArgs),
     /// Node side of `squall bench thread`.
     BenchThread(dsm::SyncNodeArgs),
+    /// The raw MPI ping-pong baseline (started by mpirun; feature `mpi`).
+    #[cfg(feature = "mpi")]
+    RawMpiPingpong(rawmpi::RawMpiArgs),
 }
 
 /// A node program's failure, printed by [`main`] before exiting 1.
@@ -78,6 +83,8 @@ pub fn main(cmd: NodeCmd) -> i32 {
         NodeCmd::BenchLock(a) => dsm::lock(a),
         NodeCmd::BenchBarrier(a) => dsm::barrier(a),
         NodeCmd::BenchThread(a) => dsm::thread(a),
+        #[cfg(feature = "mpi")]
+        NodeCmd::RawMpiPingpong(a) => rawmpi::run(a),
     };
     match result {
         Ok(()) => 0,
