@@ -460,7 +460,17 @@ fn help_and_env_list_every_variable() {
 
 #[test]
 fn demo_runs_on_4_nodes() {
+    // The default demo: heat diffusion in shared memory, checked against the sequential run.
     let out = squall(&["demo"]);
+    let so = text(&out.stdout);
+    assert!(out.status.success(), "{so}{}", text(&out.stderr));
+    assert!(so.contains("steps on 4 nodes"), "{so}");
+    assert!(so.contains(": match"), "{so}");
+    for r in 0..4 {
+        assert!(so.contains(&format!("[{r}] rows ")), "{so}");
+    }
+    // The backbone demo: a token around the ring, then a message flood.
+    let out = squall(&["demo", "--backbone"]);
     let so = text(&out.stdout);
     assert!(out.status.success(), "{so}{}", text(&out.stderr));
     assert!(so.contains("[0] demo ok: 4 nodes"), "{so}");
