@@ -1,7 +1,7 @@
 //! `squall run`: turns command-line options into a [`squall_launch::JobSpec`], runs it and
 //! exits with the job's status. Owns option parsing and user-facing errors only.
 use clap::{Args, ValueEnum};
-use squall_launch::{run_job, ForwardSink, JobSpec, LauncherKind, RshOptions};
+use squall_launch::{run_job, ForwardSink, JobSpec, LauncherKind, MpirunOptions, RshOptions};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +11,9 @@ use std::time::Duration;
 pub enum Transport {
     Tcp,
     Udp,
+    /// MPI point-to-point (implies --launcher mpirun; the program must be built with the
+    /// `mpi` feature of squall-net).
+    Mpi,
 }
 
 impl Transport {
@@ -18,6 +21,7 @@ impl Transport {
         match self {
             Transport::Tcp => "tcp",
             Transport::Udp => "udp",
+            Transport::Mpi => "mpi",
         }
     }
 }
@@ -31,6 +35,9 @@ pub enum Launcher {
     Local,
     /// A remote shell per node (needs --hosts or --hostfile).
     Rsh,
+    /// One `mpirun -n N PROGRAM`; nodes use the mpi transport.
+    /// --hosts/--hostfile become mpirun's --host/--hostfile.
+    Mpirun,
 }
 
 #[derive(Args, Debug)]
@@ -71,6 +78,12 @@ pub struct RunArgs {
     /// Host nodes use to reach rank 0's rendezvous (default: found from the host list).
     #[arg(long, value_name = "HOST")]
     pub rendezvous_host: Option<String>,
+    /// Extra mpirun arguments (split on spaces), e.g. "--mca btl self,vader" (--launcher mpirun).
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    pub mpirun_args: Option<String>,
+    /// The mpirun program (--launcher mpirun).
+    #[arg(long, value_name = "PATH", default_value = "mpirun")]
+    pub mpirun: String,
     /// The program every node runs, and its arguments.
     #[arg(
         value_name = "PROGRAM",
@@ -91,7 +104,8 @@ pub fn after_help() -> String {
          squall run -n 4 ./my_app --size 1024\n  \
          squall run -n 2 --transport udp --net-faults loss=0.05,seed=7 ./my_app\n  \
          squall run -n 8 --hosts node1,node2,node3,node4 ./my_app\n  \
-         squall run -n 4 --hostfile hosts.txt --rsh 'ssh -p 2222' --timeout 600 ./my_app\n\n\
+         squall run -n 4 --hostfile hosts.txt --rsh 'ssh -p 2222' --timeout 600 ./my_app\n  \
+         squall run -n 4 --launcher mpirun --mpirun-args '--hostfile hosts' ./my_app\n\n\
          Exit status: 0 when every node exits 0; otherwise the status of the first node that \
          failed\n(128+signal if it was killed), 124 on --timeout, 2 for usage errors.",
         crate::envtable::table()
@@ -128,6 +142,35 @@ fn build_spec(args: RunArgs) -> Result<JobSpec, String> {
             return Err(format!("hostfile {} lists no hosts", file.display()));
         }
     }
+    if args.launcher == Launcher::Mpirun || args.transport == Transport::Mpi {
+        if !matches!(args.launcher, Launcher::Mpirun | Launcher::Auto) {
+            return Err("--transport mpi needs --launcher mpirun".into());
+        }
+        if args.rendezvous_host.is_some() {
+            return Err("--rendezvous-host does not apply to --launcher mpirun".into());
+        }
+        let mut extra: Vec<String> = args
+            .mpirun_args
+            .as_deref()
+            .unwrap_or("")
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        if let Some(file) = &args.hostfile {
+            extra.extend(["--hostfile".to_string(), file.display().to_string()]);
+        } else if !hosts.is_empty() {
+            extra.extend(["--host".to_string(), hosts.join(",")]);
+        }
+        spec.transport = "mpi".into();
+        spec.launcher = LauncherKind::Mpirun(MpirunOptions {
+            mpirun: args.mpirun,
+            extra_args: extra,
+        });
+        return Ok(spec);
+    }
+    if args.mpirun_args.is_some() {
+        return Err("--mpirun-args only applies with --launcher mpirun".into());
+    }
     let remote = match args.launcher {
         Launcher::Local => {
             if !hosts.is_empty() {
@@ -142,6 +185,7 @@ fn build_spec(args: RunArgs) -> Result<JobSpec, String> {
             true
         }
         Launcher::Auto => !hosts.is_empty(),
+        Launcher::Mpirun => false,
     };
     if remote {
         let rsh: Vec<String> = args.rsh.split_whitespace().map(str::to_string).collect();
