@@ -242,7 +242,9 @@ fn progress_main(
             last_work = Instant::now();
             nap = Duration::from_micros(2);
         } else if last_work.elapsed() < SPIN {
-            std::hint::spin_loop();
+            // Yield rather than burn: on a machine with fewer cores than busy threads, the
+            // service and application threads must get the core to answer at all.
+            std::thread::yield_now();
         } else {
             std::thread::park_timeout(nap);
             nap = (nap * 2).min(MAX_NAP);
