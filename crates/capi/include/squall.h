@@ -418,12 +418,19 @@ void squall_pthread_start(void);
 
 /**
  * Register the program's `SQUALL_GLOBAL` section `[start, end)` (called by the constructor in
- * `squall/pthread.h`, before `squall_pthread_start`). This runtime cannot map a program section into the shared range, so
- * such variables are not kept coherent: instead, when `pthread_create` starts a thread on
- * another node, the creator's copy of the whole section is installed on that node before
- * the thread runs (what SPLASH-2 programs need: main sets the globals, then creates the
- * threads). Writes made after a create are not shared. In a job of more than one node this is
- * said once on standard error. Returns the section's length in bytes.
+ * `squall/pthread.h`, before `squall_pthread_start`, with the bounds of the `squall_globals`
+ * section of the module that includes the header). `squall_pthread_start` then makes it
+ * coherent shared memory on every node, with node 0 as its home (`Node::adopt_globals`): main
+ * may set globals before or after creating threads, and threads on any node read and write
+ * them like malloc'd memory (synchronize as for any shared data).
+ *
+ * The section must lie at the same address on every node: if address randomisation is on,
+ * this call turns it off (`personality(ADDR_NO_RANDOMIZE)`) and re-executes the program with
+ * the same arguments and environment, so it never returns in that case. The section must be
+ * page aligned with a page-aligned end (the linker script fragment added by
+ * `pkg-config --libs squall` does that); otherwise the node fails to start with a message.
+ * Only the first module with a non-empty section is adopted (the main program); a second,
+ * different one is refused with a message. Returns the section's length in bytes.
  *
  * # Safety
  * `start..end` is the program's `squall_globals` section (or both null).

@@ -672,6 +672,7 @@ pub(crate) fn spawn(
 pub(crate) fn join(tid: u64) -> Result<*mut c_void, CapiError> {
     node()?.join(ThreadId(tid)).map_err(|e| match e {
         squall::SquallError::Remote(text) => CapiError::UnknownThread(text),
+        e @ squall::SquallError::UnknownThread(_) => CapiError::UnknownThread(e.to_string()),
         e => CapiError::Squall(e),
     })
 }

@@ -83,7 +83,13 @@ impl CapiError {
                 SquallError::NotInitialised => SQUALL_ERR_NOT_INITIALISED,
                 SquallError::Net(_) => SQUALL_ERR_NETWORK,
                 SquallError::Memory(_) | SquallError::Config(_) => SQUALL_ERR_CONFIG,
-                SquallError::Alloc { .. } => SQUALL_ERR_NO_MEMORY,
+                SquallError::Alloc { source, .. } => match source {
+                    squall_memory::AllocError::OutOfMemory { .. } => SQUALL_ERR_NO_MEMORY,
+                    squall_memory::AllocError::BadAlign { .. } => SQUALL_ERR_INVALID,
+                    squall_memory::AllocError::DoubleFree { .. }
+                    | squall_memory::AllocError::NotAllocated { .. } => SQUALL_ERR_NOT_SQUALL,
+                },
+                SquallError::UnknownThread(_) => SQUALL_ERR_UNKNOWN_THREAD,
                 SquallError::NotSquall(..) => SQUALL_ERR_NOT_SQUALL,
                 SquallError::Sync(s) => sync_code(s),
                 SquallError::OnServiceThread(_) => SQUALL_ERR_INVALID,

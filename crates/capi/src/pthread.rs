@@ -122,7 +122,9 @@ pub extern "C" fn squall_pthread_start() {
         |_| Err(String::new()),
         || {
             api::default_single_node();
-            match squall::init_ssi() {
+            let (start, len) = globals();
+            let g = (len > 0).then_some((start, len));
+            match squall::init_ssi_with_globals(g) {
                 Ok(_) => Ok(Ok(())),
                 Err(e) => Ok(Err(e.to_string())),
             }
@@ -130,7 +132,6 @@ pub extern "C" fn squall_pthread_start() {
     );
     match r {
         Ok(()) => {
-            globals_notice();
             // SAFETY: registering a plain extern "C" function with no arguments.
             if unsafe { libc::atexit(finalize_at_exit) } != 0 {
                 eprintln!("squall: could not register the finalize-at-exit handler");
@@ -153,19 +154,25 @@ pub extern "C" fn squall_pthread_start() {
 
 /// This process's `SQUALL_GLOBAL` section: (start, length).
 static GLOBALS: Mutex<(usize, usize)> = Mutex::new((0, 0));
-static GLOBALS_NOTICE: AtomicBool = AtomicBool::new(false);
 
 fn globals() -> (usize, usize) {
     *GLOBALS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Register the program's `SQUALL_GLOBAL` section `[start, end)` (called by the constructor in
-/// `squall/pthread.h`, before `squall_pthread_start`). This runtime cannot map a program section into the shared range, so
-/// such variables are not kept coherent: instead, when `pthread_create` starts a thread on
-/// another node, the creator's copy of the whole section is installed on that node before
-/// the thread runs (what SPLASH-2 programs need: main sets the globals, then creates the
-/// threads). Writes made after a create are not shared. In a job of more than one node this is
-/// said once on standard error. Returns the section's length in bytes.
+/// `squall/pthread.h`, before `squall_pthread_start`, with the bounds of the `squall_globals`
+/// section of the module that includes the header). `squall_pthread_start` then makes it
+/// coherent shared memory on every node, with node 0 as its home (`Node::adopt_globals`): main
+/// may set globals before or after creating threads, and threads on any node read and write
+/// them like malloc'd memory (synchronize as for any shared data).
+///
+/// The section must lie at the same address on every node: if address randomisation is on,
+/// this call turns it off (`personality(ADDR_NO_RANDOMIZE)`) and re-executes the program with
+/// the same arguments and environment, so it never returns in that case. The section must be
+/// page aligned with a page-aligned end (the linker script fragment added by
+/// `pkg-config --libs squall` does that); otherwise the node fails to start with a message.
+/// Only the first module with a non-empty section is adopted (the main program); a second,
+/// different one is refused with a message. Returns the section's length in bytes.
 ///
 /// # Safety
 /// `start..end` is the program's `squall_globals` section (or both null).
@@ -175,121 +182,29 @@ pub unsafe extern "C" fn squall_register_globals(start: *mut c_void, end: *mut c
     if bytes == 0 || start.is_null() {
         return 0;
     }
-    *GLOBALS.lock().unwrap_or_else(|p| p.into_inner()) = (start as usize, bytes);
-    globals_notice();
+    {
+        let mut g = GLOBALS.lock().unwrap_or_else(|p| p.into_inner());
+        if g.1 == 0 {
+            *g = (start as usize, bytes);
+        } else if *g != (start as usize, bytes) {
+            eprintln!(
+                "squall: a second SQUALL_GLOBAL section ({:#x}, {bytes} bytes, in a shared \
+                 library?) is ignored: only the main program's ({:#x}, {} bytes) is shared",
+                start as usize, g.0, g.1
+            );
+            return 0;
+        }
+    }
+    if STARTED.load(Ordering::Acquire) {
+        // A library loaded after start-up: too late to adopt its section.
+        return bytes;
+    }
+    if let Err(e) = squall_memory::fixed_layout() {
+        eprintln!(
+            "squall: warning: {e}; SQUALL_GLOBAL variables need the same address on every node"
+        );
+    }
     bytes
-}
-
-/// Say once, in a multi-node job, what SQUALL_GLOBAL means here.
-fn globals_notice() {
-    let bytes = globals().1;
-    if bytes == 0 {
-        return;
-    }
-    if let Ok(n) = node() {
-        if n.size() > 1 && !GLOBALS_NOTICE.swap(true, Ordering::AcqRel) {
-            eprintln!(
-                "squall: note: the {bytes} bytes of SQUALL_GLOBAL variables are copied from the \
-                 creating node to a node when pthread_create starts a thread there; later \
-                 writes to them are not shared between nodes (keep shared data in malloc'd memory)"
-            );
-        }
-    }
-}
-
-/// What a thread started with globals carries (in Squall memory), followed by the bytes of
-/// the creator's `SQUALL_GLOBAL` section.
-#[repr(C)]
-struct GlobalsPackage {
-    module: u64,
-    offset: u64,
-    arg: u64,
-    creator: u64,
-    len: u64,
-}
-
-const PACKAGE_HEADER: usize = std::mem::size_of::<GlobalsPackage>();
-
-/// Runs on the new thread's node: install the creator's globals, then run the user function.
-extern "C" fn globals_trampoline(p: *mut c_void) -> *mut c_void {
-    let pkg = p as *const GlobalsPackage;
-    // SAFETY: `p` is the package written by `spawn_with_globals` (Squall memory, visible here
-    // since creating a thread is a release).
-    let h = unsafe { pkg.read() };
-    let me = node().map(|n| u64::from(n.rank().0)).unwrap_or(h.creator);
-    let (start, len) = globals();
-    if me != h.creator && len as u64 == h.len && start != 0 {
-        // SAFETY: the package holds `len` bytes after its header; the section is this
-        // process's writable `squall_globals` section of the same program.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                (p as *const u8).add(PACKAGE_HEADER),
-                start as *mut u8,
-                len,
-            )
-        };
-    }
-    let f = crate::modules::decode(h.module, h.offset);
-    // SAFETY: the package is no longer read.
-    unsafe { api::squall_free(p) };
-    match f {
-        Some(addr) => {
-            // SAFETY: the creator encoded the address of a thread function of this program;
-            // every node runs the same binaries, so the decoded address is that function.
-            let f: extern "C" fn(*mut c_void) -> *mut c_void = unsafe { std::mem::transmute(addr) };
-            f(h.arg as usize as *mut c_void)
-        }
-        None => {
-            eprintln!(
-                "squall: pthread_create: the thread function (module {} offset {:#x}) is not loaded on this node",
-                h.module, h.offset
-            );
-            std::process::exit(70);
-        }
-    }
-}
-
-/// Start `f(arg)` round-robin, carrying this node's copy of the `SQUALL_GLOBAL` section.
-fn spawn_with_globals(
-    f: Option<extern "C" fn(*mut c_void) -> *mut c_void>,
-    arg: *mut c_void,
-    (start, len): (usize, usize),
-) -> Result<u64, CapiError> {
-    let call = "pthread_create";
-    let f = f.ok_or_else(|| CapiError::Invalid {
-        call,
-        why: "the thread function is a null pointer".into(),
-    })?;
-    let (module, offset) =
-        crate::modules::encode(f as usize).ok_or_else(|| CapiError::Invalid {
-            call,
-            why: format!(
-                "the thread function at {:#x} is not in any loaded module",
-                f as usize
-            ),
-        })?;
-    let n = node()?;
-    let p = n.alloc(PACKAGE_HEADER + len)?;
-    let h = GlobalsPackage {
-        module,
-        offset,
-        arg: arg as usize as u64,
-        creator: u64::from(n.rank().0),
-        len: len as u64,
-    };
-    // SAFETY: `p` is a fresh allocation of header + len bytes (16-byte aligned); the section
-    // is `len` readable bytes of this process.
-    unsafe {
-        (p as *mut GlobalsPackage).write(h);
-        std::ptr::copy_nonoverlapping(start as *const u8, p.add(PACKAGE_HEADER), len);
-    }
-    match api::spawn(api::SQUALL_ANY_NODE, Some(globals_trampoline), p.cast()) {
-        Ok(t) => Ok(t),
-        Err(e) => {
-            let _ = n.free(p);
-            Err(e)
-        }
-    }
 }
 
 // ----- threads ------------------------------------------------------------------------------
@@ -308,12 +223,7 @@ pub unsafe extern "C" fn squall_pthread_create(
     let _ = attr; // attributes (stack size, detach state) do not apply to squall threads
     pt("pthread_create", || {
         need("pthread_create", "thread", thread)?;
-        let g = globals();
-        let tid = if g.1 > 0 && node()?.size() > 1 {
-            spawn_with_globals(f, arg, g)?
-        } else {
-            api::spawn(api::SQUALL_ANY_NODE, f, arg)?
-        };
+        let tid = api::spawn(api::SQUALL_ANY_NODE, f, arg)?;
         // SAFETY: checked non-null; valid per the contract.
         unsafe { thread.write(tid) };
         Ok(0)

@@ -321,6 +321,22 @@ fn cases() -> Vec<(String, Case)> {
             job(&exe, &[], 2, "ok pthread misuse")
         }),
     ));
+    // SQUALL_GLOBAL variables: coherent, node 0 their home; the section holds only them.
+    for nodes in [2usize, 4] {
+        v.push((
+            format!("pthreads/globals/{nodes} nodes"),
+            Box::new(move |env: &Env| {
+                let exe = env.build(
+                    "cc",
+                    &env.src.join("globals.c"),
+                    "globals",
+                    Some("squall-pthread"),
+                )?;
+                globals_section_is_exclusive(&exe)?;
+                job(&exe, &[&(2 * nodes).to_string()], nodes, "ok globals")
+            }),
+        ));
+    }
     // A program in SPLASH-2 macro style, expanded with c.m4.squall.
     for nodes in [2usize, 4] {
         v.push((
@@ -382,6 +398,61 @@ fn cases() -> Vec<(String, Case)> {
         ));
     }
     v
+}
+
+/// The `squall_globals` section of `exe` starts and ends on a page boundary and every symbol
+/// inside it is one of the program's SQUALL_GLOBAL variables (checked with `nm`).
+fn globals_section_is_exclusive(exe: &Path) -> Result<(), String> {
+    let out = sh(
+        Command::new("nm").args(["-n", "--defined-only"]).arg(exe),
+        "nm (install binutils)",
+    )?;
+    let syms: Vec<(u64, String)> = out
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let addr = u64::from_str_radix(it.next()?, 16).ok()?;
+            let _kind = it.next()?;
+            Some((addr, it.next()?.to_string()))
+        })
+        .collect();
+    let find = |name: &str| {
+        syms.iter()
+            .find(|(_, n)| n == name)
+            .map(|(a, _)| *a)
+            .ok_or_else(|| format!("{name} not in {}", exe.display()))
+    };
+    let (start, stop) = (
+        find("__start_squall_globals")?,
+        find("__stop_squall_globals")?,
+    );
+    if start % 4096 != 0 || stop % 4096 != 0 || stop <= start {
+        return Err(format!(
+            "squall_globals is {start:#x}..{stop:#x}: not whole pages"
+        ));
+    }
+    let inside: Vec<&str> = syms
+        .iter()
+        .filter(|(a, n)| *a >= start && *a < stop && n != "__start_squall_globals")
+        .map(|(_, n)| n.as_str())
+        .collect();
+    let expected = [
+        "base_value",
+        "message",
+        "nthreads",
+        "ran_on",
+        "self_pointer",
+        "slots",
+        "st",
+    ];
+    let mut sorted = inside.clone();
+    sorted.sort_unstable();
+    if sorted != expected {
+        return Err(format!(
+            "squall_globals ({start:#x}..{stop:#x}) holds {inside:?}, expected exactly {expected:?}"
+        ));
+    }
+    Ok(())
 }
 
 /// Expand an m4-style SPLASH-2 source with the installed c.m4.squall.

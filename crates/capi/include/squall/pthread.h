@@ -28,14 +28,20 @@
  *  - malloc / calloc / realloc / free / aligned_alloc / posix_memalign come from the shared
  *    heap (memory from the C library, e.g. strdup, is private to the node and is still freed
  *    by the C library).
- *  - SQUALL_GLOBAL marks a global variable that threads on every node read (CableS' GLOBAL).
- *    This runtime cannot yet map a program section into the shared range, so these variables
- *    are NOT coherent: when pthread_create starts a thread on another node, the creator's copy
- *    of all SQUALL_GLOBAL variables is installed on that node first (enough for the usual
- *    pattern: main sets them, then creates the threads); later writes are not shared, and a
- *    note on stderr says so in multi-node jobs. Keep data written in parallel in malloc'd
- *    memory. Pointers stored in them must point into Squall memory (not to the program's own
- *    functions or strings, whose addresses differ between nodes).
+ *  - SQUALL_GLOBAL marks a global variable shared by the threads of every node (CableS' GLOBAL):
+ *    `SQUALL_GLOBAL int counter;`, `SQUALL_GLOBAL struct state st = {...};`. These variables are
+ *    coherent shared memory like malloc'd memory, with node 0 (where main runs) as the home of
+ *    their pages, which hold their initial values: main may set them before or after creating
+ *    threads, threads on any node read and write them; synchronize as for any shared data
+ *    (mutexes, barriers, create/join). They live in the section "squall_globals", which the
+ *    linker script fragment of `pkg-config --libs squall` page-aligns at both ends (so nothing
+ *    else of the program shares their pages); each variable starts a page. At start-up every
+ *    node maps the section into Squall's shared memory; it must be at the same address on
+ *    every node, so the program re-executes itself once with address randomisation off
+ *    (personality ADDR_NO_RANDOMIZE; also under mpirun/srun). Pointers stored in them may point
+ *    into Squall memory or to other SQUALL_GLOBAL variables. Only the main program's globals are
+ *    shared (not those of a shared library). Under the pthreads layer only: the node starts
+ *    with them from this header's constructor.
  */
 #ifndef SQUALL_PTHREAD_H
 #define SQUALL_PTHREAD_H
@@ -55,12 +61,16 @@ _Static_assert(sizeof(pthread_t) == sizeof(uint64_t), "squall needs a 64-bit pth
 
 #define SQUALL_GLOBAL __attribute__((section("squall_globals"), aligned(4096)))
 
-/* Start the node before main (and before the program's own constructors). */
+/* Start the node before main (and before the program's own constructors, which may already
+ * write SQUALL_GLOBAL variables): register the section (re-executing without address
+ * randomisation if needed), then start the node, which adopts the section on every node. */
 #ifdef __cplusplus
 extern "C" {
 #endif
-extern char __start_squall_globals[] __attribute__((weak));
-extern char __stop_squall_globals[] __attribute__((weak));
+/* Bounds of this module's squall_globals section (null when it has none); hidden, so each
+ * module sees its own section. */
+extern char __start_squall_globals[] __attribute__((weak, visibility("hidden")));
+extern char __stop_squall_globals[] __attribute__((weak, visibility("hidden")));
 #ifdef __cplusplus
 }
 #endif
