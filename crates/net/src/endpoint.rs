@@ -19,8 +19,9 @@ use parking_lot::Mutex;
 use squall_core::{JobId, NodeId};
 use squall_wire::{Flags, MsgType};
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -68,7 +69,9 @@ impl Incoming {
     }
 }
 
-type Handler = Box<dyn FnMut(&Endpoint, Incoming) + Send + 'static>;
+/// A handler is shared so that dispatch clones it out of the table (one lookup, no remove and
+/// re-insert per message); it runs under its own lock, which only the service thread takes.
+type Handler = Arc<Mutex<dyn FnMut(&Endpoint, Incoming) + Send + 'static>>;
 type Posted = Box<dyn FnOnce(&Endpoint) + Send + 'static>;
 type ReplyFn = Box<dyn FnOnce(&Endpoint, Result<Incoming, NetError>) + Send + 'static>;
 type PeerLostFn = Box<dyn FnMut(&Endpoint, NodeId, &str) + Send + 'static>;
@@ -77,6 +80,31 @@ enum Pending {
     Blocking(Sender<Result<Incoming, NetError>>),
     Async(ReplyFn),
 }
+
+/// Hasher for the small integer keys of the dispatch tables (message types, request ids): the
+/// keys are not attacker-chosen hash-flooding material, and SipHash showed in the per-message
+/// profile.
+#[derive(Default)]
+struct IntHasher(u64);
+
+impl Hasher for IntHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    fn write_u16(&mut self, n: u16) {
+        self.0 = u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
 
 const PEER_UP: u8 = 0;
 const PEER_BYE: u8 = 1;
@@ -95,10 +123,14 @@ struct Shared {
     driver: Mutex<Driver>,
     waker: Waker,
     posted: Mutex<VecDeque<Posted>>,
-    handlers: Mutex<HashMap<u16, Handler>>,
-    unregistered: Mutex<std::collections::HashSet<u16>>,
-    held: Mutex<HashMap<u16, VecDeque<Incoming>>>,
-    pending: Mutex<HashMap<u64, (NodeId, Pending)>>,
+    /// Closures in `posted` (changed under its lock; read without it by the service loop).
+    posted_len: AtomicUsize,
+    handlers: Mutex<IntMap<u16, Handler>>,
+    held: Mutex<IntMap<u16, VecDeque<Incoming>>>,
+    /// Messages in `held` (changed only on the service thread, under its lock): lets the
+    /// per-message path skip that lock while nothing is held.
+    held_len: AtomicUsize,
+    pending: Mutex<IntMap<u64, (NodeId, Pending)>>,
     next_request: AtomicU64,
     service_thread: OnceLock<std::thread::ThreadId>,
     by_type: Mutex<BTreeMap<u16, TypeCount>>,
@@ -151,10 +183,11 @@ impl Endpoint {
             }),
             waker,
             posted: Mutex::new(VecDeque::new()),
-            handlers: Mutex::new(HashMap::new()),
-            unregistered: Mutex::new(std::collections::HashSet::new()),
-            held: Mutex::new(HashMap::new()),
-            pending: Mutex::new(HashMap::new()),
+            posted_len: AtomicUsize::new(0),
+            handlers: Mutex::new(IntMap::default()),
+            held: Mutex::new(IntMap::default()),
+            held_len: AtomicUsize::new(0),
+            pending: Mutex::new(IntMap::default()),
             next_request: AtomicU64::new(1),
             service_thread: OnceLock::new(),
             by_type: Mutex::new(BTreeMap::new()),
@@ -224,11 +257,8 @@ impl Endpoint {
             !ty.is_reserved(),
             "{ty} is reserved for the transport (types below 64)"
         );
-        {
-            let mut handlers = self.shared.handlers.lock();
-            self.shared.unregistered.lock().remove(&ty.0);
-            handlers.insert(ty.0, Box::new(h));
-        }
+        let h: Handler = Arc::new(Mutex::new(h));
+        self.shared.handlers.lock().insert(ty.0, h);
         if self
             .shared
             .held
@@ -242,11 +272,8 @@ impl Endpoint {
 
     /// Removes the handler of a type; later messages of that type are held.
     pub fn unregister(&self, ty: MsgType) {
-        let mut handlers = self.shared.handlers.lock();
-        if handlers.remove(&ty.0).is_none() {
-            // Possibly running right now: do not put it back afterwards.
-            self.shared.unregistered.lock().insert(ty.0);
-        }
+        // A run in progress keeps its own reference and finishes; no later message reaches it.
+        self.shared.handlers.lock().remove(&ty.0);
     }
 
     /// Sends a one-way message of any size. FIFO per destination, delivered exactly once.
@@ -332,7 +359,11 @@ impl Endpoint {
 
     /// Runs a closure on the service thread (after the handlers already queued).
     pub fn post(&self, f: impl FnOnce(&Endpoint) + Send + 'static) {
-        self.shared.posted.lock().push_back(Box::new(f));
+        {
+            let mut q = self.shared.posted.lock();
+            q.push_back(Box::new(f));
+            self.shared.posted_len.store(q.len(), Ordering::Release);
+        }
         if !self.is_service_thread() {
             let _ = self.shared.waker.wake();
         }
@@ -464,23 +495,32 @@ impl Endpoint {
         Ok(())
     }
 
-    /// Puts a handler back after it ran, unless it was replaced or unregistered meanwhile.
-    fn restore_handler(&self, ty: u16, h: Handler) {
-        let mut handlers = self.shared.handlers.lock();
-        if self.shared.unregistered.lock().remove(&ty) {
-            return;
+    fn handler(&self, ty: u16) -> Option<Handler> {
+        self.shared.handlers.lock().get(&ty).cloned()
+    }
+
+    /// Queues `inc` until its type has a handler (service thread only).
+    fn hold(&self, inc: Incoming, front: bool) {
+        let mut held = self.shared.held.lock();
+        let q = held.entry(inc.ty.0).or_default();
+        if front {
+            q.push_front(inc);
+        } else {
+            q.push_back(inc);
         }
-        handlers.entry(ty).or_insert(h);
+        self.shared.held_len.fetch_add(1, Ordering::Release);
     }
 
     fn flush_held(&self, ty: u16) {
         loop {
-            let next = self
-                .shared
-                .held
-                .lock()
-                .get_mut(&ty)
-                .and_then(VecDeque::pop_front);
+            let next = {
+                let mut held = self.shared.held.lock();
+                let next = held.get_mut(&ty).and_then(VecDeque::pop_front);
+                if next.is_some() {
+                    self.shared.held_len.fetch_sub(1, Ordering::Release);
+                }
+                next
+            };
             let Some(inc) = next else { break };
             if !self.dispatch(inc) {
                 break;
@@ -488,23 +528,16 @@ impl Endpoint {
         }
     }
 
-    /// Runs the handler for `inc`, or holds it. Returns false if it was held.
+    /// Runs the handler for `inc`, or holds it (at the front: it came out of the hold queue).
+    /// Returns false if it was held.
     fn dispatch(&self, inc: Incoming) -> bool {
-        let ty = inc.ty.0;
-        let handler = self.shared.handlers.lock().remove(&ty);
-        match handler {
-            Some(mut h) => {
-                h(self, inc);
-                self.restore_handler(ty, h);
+        match self.handler(inc.ty.0) {
+            Some(h) => {
+                (h.lock())(self, inc);
                 true
             }
             None => {
-                self.shared
-                    .held
-                    .lock()
-                    .entry(ty)
-                    .or_default()
-                    .push_front(inc);
+                self.hold(inc, true);
                 false
             }
         }
@@ -543,33 +576,18 @@ impl Endpoint {
             }
             return;
         }
-        let must_hold = {
+        // Earlier messages of this type still held: queue behind them (FIFO).
+        let must_hold = self.shared.held_len.load(Ordering::Acquire) > 0 && {
             let held = self.shared.held.lock();
             held.get(&msg.ty.0).is_some_and(|q| !q.is_empty())
         };
         if must_hold {
-            self.shared
-                .held
-                .lock()
-                .entry(msg.ty.0)
-                .or_default()
-                .push_back(inc);
-        } else {
-            let ty = inc.ty.0;
-            let handler = self.shared.handlers.lock().remove(&ty);
-            match handler {
-                Some(mut h) => {
-                    h(self, inc);
-                    self.restore_handler(ty, h);
-                }
-                None => self
-                    .shared
-                    .held
-                    .lock()
-                    .entry(ty)
-                    .or_default()
-                    .push_back(inc),
-            }
+            self.hold(inc, false);
+            return;
+        }
+        match self.handler(inc.ty.0) {
+            Some(h) => (h.lock())(self, inc),
+            None => self.hold(inc, false),
         }
     }
 
@@ -646,8 +664,9 @@ impl Endpoint {
         }
     }
 
-    fn handle_events(&self, events: Vec<BackendEvent>) {
-        for ev in events {
+    fn handle_events(&self, events: &mut Vec<BackendEvent>) {
+        // Drained in place: the vector keeps its capacity from one iteration to the next.
+        for ev in events.drain(..) {
             match ev {
                 BackendEvent::Deliver(m) => self.deliver(m),
                 BackendEvent::PeerBye(p) => {
@@ -666,19 +685,33 @@ impl Endpoint {
         }
     }
 
+    /// Runs the posted closures (they may send or post more).
+    fn run_posted(&self) {
+        while self.shared.posted_len.load(Ordering::Acquire) > 0 {
+            let next = {
+                let mut q = self.shared.posted.lock();
+                let f = q.pop_front();
+                self.shared.posted_len.store(q.len(), Ordering::Release);
+                f
+            };
+            match next {
+                Some(f) => f(self),
+                None => break,
+            }
+        }
+    }
+
+    /// One iteration: posted closures, sleep in the poll until readiness, a wake-up or the
+    /// backend's next timer, then readiness events and their handlers, then timers.
+    /// Timers run after the handlers of what just arrived, so a backend may leave a socket's
+    /// remaining reads (the udp driver's final, usually empty, `recvfrom`) to `handle_timeout`:
+    /// the reply a handler sends leaves before that syscall instead of after it.
     fn service_loop(&self, mut poll: Poll) {
         let mut events = Events::with_capacity(256);
         let mut out = Vec::new();
         let mut shutdown_started: Option<Instant> = None;
         loop {
-            // Posted closures first (they may send).
-            loop {
-                let next = self.shared.posted.lock().pop_front();
-                match next {
-                    Some(f) => f(self),
-                    None => break,
-                }
-            }
+            self.run_posted();
             let now = Instant::now();
             if self.shared.shutting_down.load(Ordering::Acquire) {
                 let started = *shutdown_started.get_or_insert(now);
@@ -689,11 +722,10 @@ impl Endpoint {
             }
             let timeout = {
                 let mut d = self.shared.driver.lock();
-                let t = d.backend.poll_timeout();
-                let t = if self.shared.posted.lock().is_empty() {
-                    t
-                } else {
+                let t = if self.shared.posted_len.load(Ordering::Acquire) > 0 {
                     Some(now)
+                } else {
+                    d.backend.poll_timeout()
                 };
                 d.sleeping_until = Some(t);
                 t.map(|t| t.saturating_duration_since(now))
@@ -713,10 +745,17 @@ impl Endpoint {
                         d.backend.handle_event(now, ev, &mut out);
                     }
                 }
-                d.backend.handle_timeout(now, &mut out);
             }
             if !out.is_empty() {
-                self.handle_events(std::mem::take(&mut out));
+                self.handle_events(&mut out);
+            }
+            self.shared
+                .driver
+                .lock()
+                .backend
+                .handle_timeout(Instant::now(), &mut out);
+            if !out.is_empty() {
+                self.handle_events(&mut out);
             }
         }
         self.shared.stopped.store(true, Ordering::Release);

@@ -19,7 +19,7 @@ use crate::error::NetError;
 use crate::stats::DropReason;
 use bytes::{Bytes, BytesMut};
 use squall_core::{JobId, NodeId};
-use squall_wire::{decode, encode, Flags, Header, MsgType, WireError};
+use squall_wire::{decode, encode_into, Flags, Header, MsgType, WireError};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -152,15 +152,18 @@ struct Peer {
     unacked_rx: usize,
     last_heard: Instant,
     last_sent: Instant,
-    srtt: Option<Duration>,
-    rttvar: Duration,
+    /// Smoothed round trip and its variation, in nanoseconds (integer math: this runs per ack).
+    srtt_ns: Option<u64>,
+    rttvar_ns: u64,
+    /// Retransmission timeout derived from them (recomputed per sample, read per send).
+    rto: Duration,
     /// Datagrams up to this seq were in flight during a retransmission: their acks wait behind
     /// the gap, so they give no round-trip samples.
     tainted_upto: u64,
 }
 
 impl Peer {
-    fn new(now: Instant) -> Peer {
+    fn new(now: Instant, rto: Duration) -> Peer {
         Peer {
             state: PeerState::Up,
             next_seq: 1,
@@ -175,8 +178,9 @@ impl Peer {
             unacked_rx: 0,
             last_heard: now,
             last_sent: now,
-            srtt: None,
-            rttvar: Duration::ZERO,
+            srtt_ns: None,
+            rttvar_ns: 0,
+            rto,
             tainted_upto: 0,
         }
     }
@@ -191,11 +195,18 @@ pub struct UdpCore {
     events: VecDeque<CoreEvent>,
     stats: CoreStats,
     closing: bool,
+    /// Written datagram buffers handed back by the driver ([`UdpCore::recycle`]), reused so a
+    /// datagram costs no allocation.
+    spare: Vec<Vec<u8>>,
 }
+
+/// Spare buffers kept at most (a window's worth of datagrams in flight is plenty).
+const MAX_SPARE: usize = 64;
 
 impl UdpCore {
     pub fn new(cfg: CoreConfig, now: Instant) -> UdpCore {
-        let peers = (0..cfg.size).map(|_| Peer::new(now)).collect();
+        let rto = (cfg.min_rto * 5).clamp(cfg.min_rto, cfg.max_rto.max(cfg.min_rto));
+        let peers = (0..cfg.size).map(|_| Peer::new(now, rto)).collect();
         UdpCore {
             cfg,
             peers,
@@ -203,6 +214,7 @@ impl UdpCore {
             events: VecDeque::new(),
             stats: CoreStats::default(),
             closing: false,
+            spare: Vec::new(),
         }
     }
 
@@ -219,12 +231,27 @@ impl UdpCore {
     }
 
     fn rto(&self, p: usize) -> Duration {
-        let peer = &self.peers[p];
-        let rto = match peer.srtt {
-            Some(s) => s + 4 * peer.rttvar,
-            None => self.cfg.min_rto * 5,
+        self.peers[p].rto
+    }
+
+    /// Folds one round-trip sample into the estimate (RFC 6298 gains) and the cached timeout.
+    fn rtt_sample(&mut self, p: usize, sample: Duration) {
+        let s = u64::try_from(sample.as_nanos()).unwrap_or(u64::MAX);
+        let peer = &mut self.peers[p];
+        let (srtt, var) = match peer.srtt_ns {
+            None => (s, s / 2),
+            Some(x) => (
+                x.saturating_mul(7).saturating_add(s) / 8,
+                peer.rttvar_ns
+                    .saturating_mul(3)
+                    .saturating_add(x.abs_diff(s))
+                    / 4,
+            ),
         };
-        rto.clamp(self.cfg.min_rto, self.cfg.max_rto)
+        peer.srtt_ns = Some(srtt);
+        peer.rttvar_ns = var;
+        let rto = Duration::from_nanos(srtt.saturating_add(var.saturating_mul(4)));
+        peer.rto = rto.clamp(self.cfg.min_rto, self.cfg.max_rto.max(self.cfg.min_rto));
     }
 
     /// Queues one message of any size to `to` (fragmenting it), sending what the window allows.
@@ -271,6 +298,9 @@ impl UdpCore {
 
     /// Sends queued fragments while the window has room.
     fn pump(&mut self, now: Instant, p: usize) {
+        if self.peers[p].queue.is_empty() {
+            return;
+        }
         let rto = self.rto(p);
         while self.peers[p].inflight.len() < self.cfg.window {
             let Some(frag) = self.peers[p].queue.pop_front() else {
@@ -307,9 +337,10 @@ impl UdpCore {
         h.frag_count = f.count;
         self.peers[p].last_sent = now;
         self.stats.datagrams_sent += 1;
+        let data = self.encode(&h, &f.payload);
         self.transmits.push_back(Transmit {
             to: NodeId(p as u16),
-            data: encode(&h, &f.payload),
+            data,
         });
     }
 
@@ -327,9 +358,10 @@ impl UdpCore {
         }
         peer.last_sent = now;
         self.stats.datagrams_sent += 1;
+        let data = self.encode(&h, &bitmap);
         self.transmits.push_back(Transmit {
             to: NodeId(p as u16),
-            data: encode(&h, &bitmap),
+            data,
         });
     }
 
@@ -337,9 +369,10 @@ impl UdpCore {
         let h = self.header(p, TY_LINK, flags);
         self.peers[p].last_sent = now;
         self.stats.datagrams_sent += 1;
+        let data = self.encode(&h, &[]);
         self.transmits.push_back(Transmit {
             to: NodeId(p as u16),
-            data: encode(&h, &[]),
+            data,
         });
     }
 
@@ -491,8 +524,8 @@ impl UdpCore {
     /// about a round trip.
     fn on_nack(&mut self, now: Instant, p: usize, ack: u64, bitmap: &[u8]) {
         let min_gap = self.peers[p]
-            .srtt
-            .unwrap_or(self.cfg.min_rto / 4)
+            .srtt_ns
+            .map_or(self.cfg.min_rto / 4, Duration::from_nanos)
             .max(self.cfg.min_rto / 8);
         let bits = bitmap.len() as u64 * 8;
         let highest = (0..bits)
@@ -533,18 +566,7 @@ impl UdpCore {
             self.peers[p].inflight.pop_front();
             progressed = true;
             if let Some(s) = sample {
-                let peer = &mut self.peers[p];
-                match peer.srtt {
-                    None => {
-                        peer.srtt = Some(s);
-                        peer.rttvar = s / 2;
-                    }
-                    Some(srtt) => {
-                        let diff = srtt.abs_diff(s);
-                        peer.rttvar = (peer.rttvar * 3 + diff) / 4;
-                        peer.srtt = Some((srtt * 7 + s) / 8);
-                    }
-                }
+                self.rtt_sample(p, s);
             }
         }
         if progressed {
@@ -676,6 +698,20 @@ impl UdpCore {
                 || p.state != PeerState::Up
                 || (p.queue.is_empty() && p.inflight.is_empty())
         })
+    }
+
+    /// Hands back the buffer of a written [`Transmit`] for reuse (optional).
+    pub fn recycle(&mut self, mut buf: Vec<u8>) {
+        if self.spare.len() < MAX_SPARE {
+            buf.clear();
+            self.spare.push(buf);
+        }
+    }
+
+    fn encode(&mut self, h: &Header, payload: &[u8]) -> Vec<u8> {
+        let mut out = self.spare.pop().unwrap_or_default();
+        encode_into(h, payload, &mut out);
+        out
     }
 
     /// The next datagram to write.

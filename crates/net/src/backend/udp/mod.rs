@@ -28,6 +28,9 @@ pub(crate) struct UdpBackend {
     faults: Option<FaultInjector<(NodeId, Vec<u8>)>>,
     buf: Vec<u8>,
     send_failures: u64,
+    /// A readiness event was answered with one datagram and the socket may hold more: the rest
+    /// is read in `handle_timeout`, which the endpoint runs after the handlers (since when).
+    undrained: Option<Instant>,
 }
 
 impl UdpBackend {
@@ -56,6 +59,7 @@ impl UdpBackend {
             faults,
             buf: vec![0u8; 70 * 1024],
             send_failures: 0,
+            undrained: None,
         }))
     }
 
@@ -81,7 +85,10 @@ impl UdpBackend {
         while let Some(t) = self.core.poll_transmit() {
             match self.faults.as_mut() {
                 Some(f) => f.submit(now, (t.to, t.data), &mut due),
-                None => self.write(t.to, &t.data),
+                None => {
+                    self.write(t.to, &t.data);
+                    self.core.recycle(t.data);
+                }
             }
         }
         if let Some(f) = self.faults.as_mut() {
@@ -90,6 +97,30 @@ impl UdpBackend {
         for (to, d) in due {
             self.write(to, &d);
         }
+    }
+
+    /// Reads datagrams into the core: at most `limit`, or until the socket is empty. Leaves
+    /// `undrained` set if it stopped at the limit.
+    fn read(&mut self, now: Instant, limit: Option<usize>) {
+        let mut n_read = 0usize;
+        loop {
+            if limit.is_some_and(|l| n_read >= l) {
+                self.undrained = Some(now);
+                return;
+            }
+            match self.socket.recv_from(&mut self.buf) {
+                Ok((n, _from)) => {
+                    n_read += 1;
+                    let _ = self.core.handle_datagram(now, &self.buf[..n]);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // ICMP errors (e.g. port unreachable after a peer exited) surface here; the
+                // core's timers decide about peers, not socket errors.
+                Err(_) => {}
+            }
+        }
+        self.undrained = None;
     }
 
     fn drain_events(&mut self, out: &mut Vec<BackendEvent>) {
@@ -141,29 +172,27 @@ impl Backend for UdpBackend {
         if event.token() != TOKEN {
             return;
         }
-        loop {
-            match self.socket.recv_from(&mut self.buf) {
-                Ok((n, _from)) => {
-                    let _ = self.core.handle_datagram(now, &self.buf[..n]);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // ICMP errors (e.g. port unreachable after a peer exited) surface here; the
-                // core's timers decide about peers, not socket errors.
-                Err(_) => {}
-            }
-        }
+        // One datagram now, so its handler (and the reply it sends) runs before the final
+        // `recvfrom` that only confirms the socket is empty; `handle_timeout` finishes the
+        // drain, which the edge-triggered poll needs before the next sleep.
+        self.read(now, Some(1));
         self.flush(now);
         self.drain_events(out);
     }
 
     fn handle_timeout(&mut self, now: Instant, out: &mut Vec<BackendEvent>) {
+        if self.undrained.is_some() {
+            self.read(now, None);
+        }
         self.core.handle_timeout(now);
         self.flush(now);
         self.drain_events(out);
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
+        if let Some(t) = self.undrained {
+            return Some(t);
+        }
         let a = self.core.poll_timeout();
         let b = self.faults.as_ref().and_then(|f| f.poll_timeout());
         match (a, b) {
