@@ -57,6 +57,13 @@ pub fn start_with(
             // mpirun/srun started every node: MPI knows rank and size; rank 0's job id is
             // broadcast; no rendezvous.
             let (b, r, n, job) = crate::backend::mpi::start(&cfg)?;
+            if (r, n) != (cfg.rank, cfg.size) {
+                // Layers above may already have sized things from the launcher's variables.
+                return Err(NetError::Bootstrap(format!(
+                    "mpi says this is {r} of {n}, but the launcher's variables said {} of {}",
+                    cfg.rank, cfg.size
+                )));
+            }
             rank = r;
             size = n;
             (Box::new(b), job)

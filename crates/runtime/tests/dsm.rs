@@ -3,9 +3,10 @@
 //! over the real transport and the real fault path.
 //!
 //! Run: `cargo test -p squall --test dsm` (add `-- NAME` to run the scenarios whose name
-//! contains NAME).
+//! contains NAME). With `SQUALL_DSM_LAUNCHER=mpirun` every job is one `mpirun -n N` over the
+//! mpi transport (build with `--features squall-net/mpi`).
 use squall::{BarrierCount, BarrierId, LockId, Node, Placement, PAGE_SIZE};
-use squall_launch::{run_job, ForwardSink, JobSpec};
+use squall_launch::{run_job, ForwardSink, JobSpec, MpirunOptions};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -445,7 +446,8 @@ fn node_main(name: &str) -> i32 {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if std::env::var_os(squall_core_env_rank()).is_some() {
+    let under_mpi = std::env::var("SQUALL_TRANSPORT").is_ok_and(|t| t == "mpi");
+    if std::env::var_os(squall_core_env_rank()).is_some() || under_mpi {
         std::process::exit(node_main(args.get(1).map(String::as_str).unwrap_or("")));
     }
     let filter: Option<String> = args.iter().skip(1).find(|a| !a.starts_with('-')).cloned();
@@ -465,6 +467,15 @@ fn main() {
                     .push(("SQUALL_PROTOCOL".into(), proto.to_string()));
                 spec.extra_env
                     .push(("SQUALL_HEAP_SIZE".into(), "4G".into()));
+                if std::env::var("SQUALL_DSM_LAUNCHER").is_ok_and(|l| l == "mpirun") {
+                    spec.transport = "mpi".into();
+                    spec.launcher = squall_launch::LauncherKind::Mpirun(MpirunOptions {
+                        extra_args: ["--mca", "btl_vader_single_copy_mechanism", "none"]
+                            .map(String::from)
+                            .to_vec(),
+                        ..MpirunOptions::default()
+                    });
+                }
                 let t = Instant::now();
                 let ok = match run_job(&spec, Arc::new(ForwardSink { prefix: true })) {
                     Ok(r) => r.success(),

@@ -498,8 +498,8 @@ impl Backend for MpiBackend {
         }
         self.shutdown_at = Some(now);
         for i in 0..self.peers.len() {
-            let p = &self.peers[i];
-            if i == self.rank.index() || p.lost || p.bye_received {
+            // A peer that already said goodbye still waits for ours before it finalises.
+            if i == self.rank.index() || self.peers[i].lost {
                 continue;
             }
             let to = NodeId(i as u16);
