@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing Squall needs, only when it is missing: a C/C++ toolchain,
-# make, pkg-config, m4, a font for the bench plots (Debian packages) and a Rust toolchain
+# make, pkg-config, m4, a font for the bench plots, Open MPI and libclang for the mpi
+# transport (Debian packages) and a Rust toolchain
 # with rustfmt and clippy (rustup).
 # Safe to run repeatedly; does nothing when everything is present.
 set -euo pipefail
@@ -18,6 +19,11 @@ command -v git >/dev/null 2>&1 || missing+=(git)
 command -v m4 >/dev/null 2>&1 || missing+=(m4)                      # SPLASH-2 macros (c.m4.squall)
 command -v c++ >/dev/null 2>&1 || missing+=(g++)                    # the C++ API test
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)  # bench plots
+# The mpi transport (.ci/mpi.sh): mpirun, MPI headers/libraries, libclang for rsmpi's bindgen.
+command -v mpirun >/dev/null 2>&1 || missing+=(openmpi-bin)
+command -v mpicc >/dev/null 2>&1 || missing+=(libopenmpi-dev)
+ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || ls /usr/lib/*/libclang*.so* >/dev/null 2>&1 \
+    || missing+=(libclang-dev)
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "setup: installing ${missing[*]}"
     $SUDO apt-get update -q
