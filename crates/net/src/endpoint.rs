@@ -15,7 +15,7 @@ use crate::stats::{NetStats, TypeCount};
 use bytes::Bytes;
 use crossbeam_channel::{bounded, Sender};
 use mio::{Events, Poll, Token, Waker};
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use squall_core::{JobId, NodeId};
 use squall_wire::{Flags, MsgType};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -44,6 +44,11 @@ const WAKER: Token = Token(0);
 /// How late a timer set by a send from another thread may fire before that send wakes the
 /// service thread.
 const WAKE_SLACK: Duration = Duration::from_millis(5);
+/// Timers at most this far away are the poll's own timeout; later ones (retransmission,
+/// heartbeats, peer timeouts) are left to the timer thread, so the poll usually sleeps without
+/// a timeout: arming a kernel timer on every sleep cost about 0.35 us per message on the
+/// measuring machine (a virtual machine, where programming the timer is expensive).
+const SHORT_TIMER: Duration = Duration::from_millis(2);
 
 /// A message delivered to a handler.
 #[derive(Debug, Clone)]
@@ -112,8 +117,18 @@ const PEER_LOST: u8 = 2;
 
 struct Driver {
     backend: Box<dyn Backend>,
-    /// The service thread sleeps in poll until this instant (None: no deadline).
+    /// The service thread sleeps in poll until this instant (None: no poll timeout; later
+    /// timers are then the timer thread's). `None` while it is awake.
     sleeping_until: Option<Option<Instant>>,
+}
+
+/// The timer thread's state: it wakes the service thread (through the waker) at `deadline`.
+/// Deadlines are only ever lowered (by whoever creates an earlier timer) or cleared when they
+/// fire; a deadline that fires early just costs one spurious wake-up, after which the service
+/// thread sets the next one.
+struct TimerState {
+    deadline: Option<Instant>,
+    stop: bool,
 }
 
 struct Shared {
@@ -122,6 +137,8 @@ struct Shared {
     job: JobId,
     driver: Mutex<Driver>,
     waker: Waker,
+    timer: Mutex<TimerState>,
+    timer_cv: Condvar,
     posted: Mutex<VecDeque<Posted>>,
     /// Closures in `posted` (changed under its lock; read without it by the service loop).
     posted_len: AtomicUsize,
@@ -182,6 +199,11 @@ impl Endpoint {
                 sleeping_until: None,
             }),
             waker,
+            timer: Mutex::new(TimerState {
+                deadline: None,
+                stop: false,
+            }),
+            timer_cv: Condvar::new(),
             posted: Mutex::new(VecDeque::new()),
             posted_len: AtomicUsize::new(0),
             handlers: Mutex::new(IntMap::default()),
@@ -199,6 +221,11 @@ impl Endpoint {
             peer_timeout,
         });
         let ep = Endpoint { shared };
+        let timer_ep = ep.clone();
+        std::thread::Builder::new()
+            .name(format!("squall-timer-{}", rank.0))
+            .spawn(move || timer_ep.timer_loop())
+            .map_err(|e| NetError::io("spawning the timer thread", e))?;
         let (ready_tx, ready_rx) = bounded(1);
         let svc = ep.clone();
         let handle = std::thread::Builder::new()
@@ -475,24 +502,53 @@ impl Endpoint {
             request_id,
             payload,
         };
-        let wake = {
+        let timer = {
             let mut d = self.shared.driver.lock();
             d.backend.send(Instant::now(), msg)?;
             match d.sleeping_until {
-                None => false,
+                // Awake: it computes its next sleep after this send.
+                None => None,
                 Some(deadline) => match (d.backend.poll_timeout(), deadline) {
-                    // Timers may run a little late rather than cost a wake-up per send
-                    // (they only matter when a datagram was lost).
-                    (Some(t), Some(dl)) => t + WAKE_SLACK < dl,
-                    (Some(_), None) => true,
-                    (None, _) => false,
+                    (Some(t), Some(dl)) if t + WAKE_SLACK >= dl => None,
+                    (t, _) => t,
                 },
             }
         };
-        if wake {
-            let _ = self.shared.waker.wake();
+        if let Some(t) = timer {
+            // A timer created while the service thread sleeps (e.g. the retransmission timer
+            // of a request sent from an application thread): the timer thread takes it, which
+            // usually costs nothing, since an earlier deadline is already set.
+            self.arm_timer(t);
         }
         Ok(())
+    }
+
+    /// Makes the timer thread wake the service thread by `t` (give or take [`WAKE_SLACK`]:
+    /// timers may run a little late rather than cost a wake-up per send; they only matter
+    /// when something was lost).
+    fn arm_timer(&self, t: Instant) {
+        let mut st = self.shared.timer.lock();
+        if st.deadline.is_none_or(|d| t + WAKE_SLACK < d) {
+            st.deadline = Some(t);
+            self.shared.timer_cv.notify_one();
+        }
+    }
+
+    /// The timer thread: sleeps until the deadline, then wakes the service thread.
+    fn timer_loop(&self) {
+        let mut st = self.shared.timer.lock();
+        while !st.stop {
+            match st.deadline {
+                None => self.shared.timer_cv.wait(&mut st),
+                Some(d) if d > Instant::now() => {
+                    let _ = self.shared.timer_cv.wait_until(&mut st, d);
+                }
+                Some(_) => {
+                    st.deadline = None;
+                    let _ = self.shared.waker.wake();
+                }
+            }
+        }
     }
 
     fn handler(&self, ty: u16) -> Option<Handler> {
@@ -720,16 +776,23 @@ impl Endpoint {
                     break;
                 }
             }
-            let timeout = {
+            let (timeout, later) = {
                 let mut d = self.shared.driver.lock();
                 let t = if self.shared.posted_len.load(Ordering::Acquire) > 0 {
                     Some(now)
                 } else {
                     d.backend.poll_timeout()
                 };
-                d.sleeping_until = Some(t);
-                t.map(|t| t.saturating_duration_since(now))
+                let (poll_until, later) = match t {
+                    Some(t) if t > now + SHORT_TIMER => (None, Some(t)),
+                    t => (t, None),
+                };
+                d.sleeping_until = Some(poll_until);
+                (poll_until.map(|t| t.saturating_duration_since(now)), later)
             };
+            if let Some(t) = later {
+                self.arm_timer(t);
+            }
             let res = poll.poll(&mut events, timeout);
             let now = Instant::now();
             {
@@ -759,6 +822,8 @@ impl Endpoint {
             }
         }
         self.shared.stopped.store(true, Ordering::Release);
+        self.shared.timer.lock().stop = true;
+        self.shared.timer_cv.notify_one();
         self.fail_pending(None, || NetError::Shutdown);
     }
 }
