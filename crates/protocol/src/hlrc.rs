@@ -84,7 +84,7 @@ pub(crate) enum Msg {
     DiffAck {
         page: PageId,
         id: u64,
-        migrate: Option<(u32, Vec<u8>)>,
+        migrate: Option<Handover>,
     },
     /// Execute an atomic at the home.
     Atomic {
@@ -189,8 +189,23 @@ impl Msg {
                 let mut w = Writer::new(8);
                 w.page(*page).u64(*id);
                 match migrate {
-                    Some((e, d)) => w.u8(1).u32(*e).bytes(d),
-                    None => w.u8(0),
+                    Some(h) => {
+                        w.u8(1).u32(h.epoch).bytes(&h.data);
+                        match &h.copyset {
+                            Some(cs) => {
+                                w.u8(1).u16(cs.len() as u16);
+                                for n in cs {
+                                    w.node(*n);
+                                }
+                            }
+                            None => {
+                                w.u8(0);
+                            }
+                        }
+                    }
+                    None => {
+                        w.u8(0);
+                    }
                 };
                 w.finish()
             }
@@ -278,7 +293,22 @@ impl Msg {
                 let page = r.page(t)?;
                 let id = r.u64()?;
                 let migrate = if r.bool()? {
-                    Some((r.u32()?, r.page_data()?.to_vec()))
+                    let epoch = r.u32()?;
+                    let data = r.page_data()?.to_vec();
+                    let copyset = if r.bool()? {
+                        let k = r.u16()?;
+                        if k > n {
+                            return Err(r.err("copyset larger than the job"));
+                        }
+                        Some((0..k).map(|_| r.node(n)).collect::<Result<Vec<_>, _>>()?)
+                    } else {
+                        None
+                    };
+                    Some(Handover {
+                        epoch,
+                        data,
+                        copyset,
+                    })
                 } else {
                     None
                 };
@@ -340,6 +370,19 @@ pub(crate) fn check_atomic(page: PageId, offset: usize) -> Result<(), ProtoError
     Ok(())
 }
 
+/// What an old home hands the new one when the home migrates (Cashmere): the epoch of the new
+/// home, the page, and the nodes that may hold a copy (`None`: unknown).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Handover {
+    epoch: u32,
+    data: Vec<u8>,
+    copyset: Option<Vec<NodeId>>,
+}
+
+/// A non-home page whose diff was non-empty within this many releases stays writable across
+/// a release (its twin refreshed) instead of being write-protected.
+const KEEP_WRITABLE_IDLE: u8 = 2;
+
 /// Work waiting for a home look-up.
 #[derive(Debug, Clone, Copy)]
 enum Deferred {
@@ -373,6 +416,8 @@ struct PageState {
     streak: Option<(NodeId, u32)>,
     /// This node holds the page in exclusive mode.
     exclusive: bool,
+    /// Releases in a row at which this node's twin of the page showed no change.
+    idle_releases: u8,
     /// Home side: nodes sent a copy of the page (they may still hold it).
     copyset: BTreeSet<NodeId>,
     /// Home side: the copyset is unknown (the home migrated here): never grant exclusive.
@@ -1159,11 +1204,31 @@ impl<M: PageMemory> Hlrc<M> {
             } else if mgr != origin {
                 self.send(mgr, Msg::HomeMoved { page, home: new });
             }
-            // This node keeps a valid read-only copy (or none) like any other sharer.
-            if self.mem.access(page) == Access::ReadWrite {
-                self.mem.set_access(page, Access::Read);
+            // This node drops its copy (its next access fetches from the new home), so the
+            // new home knows exactly who may hold one: the nodes this home served.
+            let st = self.st(page);
+            let copyset = if st.copyset_all {
+                None
+            } else {
+                Some(
+                    st.copyset
+                        .iter()
+                        .copied()
+                        .filter(|&n| n != origin)
+                        .collect(),
+                )
+            };
+            st.copyset.clear();
+            st.copyset_all = false;
+            if self.mem.access(page) != Access::None {
+                self.mem.set_access(page, Access::None);
+                self.stats.invalidations += 1;
             }
-            Some((new.epoch, buf))
+            Some(Handover {
+                epoch: new.epoch,
+                data: buf,
+                copyset,
+            })
         } else {
             None
         };
@@ -1175,7 +1240,7 @@ impl<M: PageMemory> Hlrc<M> {
         &mut self,
         page: PageId,
         id: u64,
-        migrate: Option<(u32, Vec<u8>)>,
+        migrate: Option<Handover>,
     ) -> Result<(), ProtoError> {
         self.unacked.remove(&id);
         if self.outstanding.remove(&id) {
@@ -1186,8 +1251,8 @@ impl<M: PageMemory> Hlrc<M> {
                 }
             }
         }
-        if let Some((epoch, data)) = migrate {
-            self.become_home(page, epoch, data)?;
+        if let Some(h) = migrate {
+            self.become_home(page, h)?;
         }
         if !self.page_diffs.contains_key(&page) {
             if self.is_home(page) {
@@ -1205,12 +1270,12 @@ impl<M: PageMemory> Hlrc<M> {
     }
 
     /// The old home handed this node the page (Cashmere home migration).
-    fn become_home(
-        &mut self,
-        page: PageId,
-        epoch: u32,
-        mut data: Vec<u8>,
-    ) -> Result<(), ProtoError> {
+    fn become_home(&mut self, page: PageId, h: Handover) -> Result<(), ProtoError> {
+        let Handover {
+            epoch,
+            mut data,
+            copyset,
+        } = h;
         // Our diffs still in flight to the old home will come back here: merge them now.
         for (_, (p, d)) in self.unacked.iter() {
             if *p == page {
@@ -1243,7 +1308,13 @@ impl<M: PageMemory> Hlrc<M> {
         st.forward = None;
         st.streak = None;
         st.exclusive = false;
-        st.copyset_all = true;
+        match copyset {
+            Some(cs) => {
+                st.copyset = cs.into_iter().collect();
+                st.copyset_all = false;
+            }
+            None => st.copyset_all = true,
+        }
         if let Some(parked) = self.parked.remove(&page) {
             for (from, msg) in parked {
                 self.on_message(from, msg)?;
@@ -1333,6 +1404,7 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
         let dirty = std::mem::take(&mut self.dirty);
         let flushed = std::mem::take(&mut self.flushed);
         let mut written = Vec::new();
+        let mut keep = Vec::new();
         for page in dirty {
             if self.is_home(page) {
                 let me = self.me;
@@ -1359,9 +1431,22 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
                     self.mem.set_access(page, Access::Read);
                     let cur = self.read(page);
                     let d = make_diff(&twin, &cur);
-                    if !d.is_empty() {
+                    let changed = !d.is_empty();
+                    if changed {
                         let _ = self.send_diff(page, d);
                         wrote = true;
+                    }
+                    let st = self.st(page);
+                    st.idle_releases = if changed {
+                        0
+                    } else {
+                        st.idle_releases.saturating_add(1)
+                    };
+                    if st.idle_releases <= KEEP_WRITABLE_IDLE {
+                        // Written lately, so likely written again: stay writable with a
+                        // fresh twin instead of taking a write fault in the next interval.
+                        st.twin = Some(cur);
+                        keep.push(page);
                     }
                 }
                 None => wrote = true,
@@ -1374,6 +1459,10 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
             self.own_interval += 1;
             self.unpublished
                 .push_back((self.next_diff, self.own_interval, written));
+        }
+        for page in keep {
+            self.mem.set_access(page, Access::ReadWrite);
+            self.dirty.insert(page);
         }
         self.check_releases();
         if self

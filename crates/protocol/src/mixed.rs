@@ -46,7 +46,7 @@ impl ArenaSplit {
 
     /// The protocol `page` follows.
     pub fn kind_of(&self, page: PageId) -> ProtocolKind {
-        if page.0 >= self.halves.total_pages || self.halves.manager_of(page).0 % 2 == 0 {
+        if page.0 >= self.halves.total_pages || self.halves.manager_of(page).0.is_multiple_of(2) {
             ProtocolKind::Hlrc
         } else {
             ProtocolKind::Sc

@@ -2,6 +2,8 @@
 //! acquires and barriers, home migration with redirects, atomics, exact message counts.
 
 mod common;
+// Note: a non-home page written in an interval stays writable across the release with a
+// fresh twin (`KEEP_WRITABLE_IDLE`), so the writer's access after a release is ReadWrite.
 use common::Cluster;
 use squall_core::{Access, NodeId, PageId};
 use squall_protocol::{AtomicOp, ProtoError};
@@ -17,9 +19,10 @@ fn message_counts_of_read_miss_write_release_and_acquire() {
     c.fault(1, 0, true);
     assert_eq!(c.access(1, 0), Access::ReadWrite);
     c.store(1, 0, 8, 11);
-    // Release: one diff to the home, one ack.
+    // Release: one diff to the home, one ack. The page was just written, so it stays
+    // writable with a fresh twin (no write fault if it is written again).
     c.release(1, 1);
-    assert_eq!(c.access(1, 0), Access::Read);
+    assert_eq!(c.access(1, 0), Access::ReadWrite);
     // Node 0 (the home) acquires from node 1: its copy is already up to date.
     c.handoff(1, 0);
     c.fault(0, 0, true);
@@ -124,8 +127,8 @@ fn barrier_invalidates_and_collects_notices() {
     assert_eq!(c.access(1, 0), Access::None);
     assert_eq!(
         c.access(2, 0),
-        Access::Read,
-        "the writer's own notice does not invalidate it"
+        Access::ReadWrite,
+        "the writer's own notice does not invalidate it (and it stays writable)"
     );
     c.fault(1, 0, false);
     c.settle();
