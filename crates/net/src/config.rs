@@ -274,6 +274,52 @@ mod tests {
         assert!(e.contains("SQUALL_RANK"), "{e}");
     }
 
+    #[cfg(feature = "mpi")]
+    #[test]
+    fn mpi_launcher_variables_select_mpi() {
+        // mpirun without squall's variables (a program may have defaulted SQUALL_SIZE=1).
+        let c = cfg(&[
+            ("OMPI_COMM_WORLD_RANK", "2"),
+            ("OMPI_COMM_WORLD_SIZE", "4"),
+            ("SQUALL_SIZE", "1"),
+        ])
+        .expect("mpi");
+        assert_eq!(
+            (c.transport, c.rank, c.size),
+            (Transport::Mpi, NodeId(2), 4)
+        );
+        assert!(c.rendezvous.is_none());
+        // srun: rank and task count from Slurm.
+        let c = cfg(&[("SLURM_PROCID", "1"), ("SLURM_NTASKS", "2")]).expect("srun");
+        assert_eq!(
+            (c.transport, c.rank, c.size),
+            (Transport::Mpi, NodeId(1), 2)
+        );
+        // Explicit SQUALL_TRANSPORT=mpi without a launcher: a singleton.
+        let c = cfg(&[("SQUALL_TRANSPORT", "mpi")]).expect("singleton");
+        assert_eq!((c.rank, c.size), (NodeId(0), 1));
+        // squall's own launcher wins over inherited MPI variables.
+        let c = cfg(&[
+            ("OMPI_COMM_WORLD_RANK", "0"),
+            ("SQUALL_RANK", "1"),
+            ("SQUALL_SIZE", "2"),
+            ("SQUALL_RENDEZVOUS", "127.0.0.1:5000"),
+        ])
+        .expect("tcp");
+        assert_eq!((c.transport, c.rank), (Transport::Tcp, NodeId(1)));
+        let e = cfg(&[("SQUALL_TRANSPORT", "mpi"), ("SQUALL_NET_FAULTS", "loss=x")]);
+        assert!(e.is_err());
+    }
+
+    #[cfg(not(feature = "mpi"))]
+    #[test]
+    fn mpi_without_the_feature_says_how_to_get_it() {
+        let e = cfg(&[("OMPI_COMM_WORLD_RANK", "0")]).expect_err("no mpi");
+        assert!(e.to_string().contains("--features mpi"), "{e}");
+        let e = cfg(&[("SQUALL_SIZE", "1"), ("SQUALL_TRANSPORT", "mpi")]).expect_err("no mpi");
+        assert!(e.to_string().contains("--features mpi"), "{e}");
+    }
+
     #[test]
     fn single_node_and_full_parse() {
         let c = cfg(&[("SQUALL_SIZE", "1")]).expect("single");
