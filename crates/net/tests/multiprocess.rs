@@ -181,7 +181,7 @@ fn role_message(ep: &Endpoint, sh: &Shared) {
 
 fn role_victim(ep: &Endpoint) {
     // Everybody pings everybody until the launcher kills one node; the others must notice.
-    println!("READY {}", ep.rank().0);
+    println!("READY {} pid {}", ep.rank().0, std::process::id());
     let n = ep.size();
     let mut i = 0u64;
     loop {
@@ -284,6 +284,63 @@ fn message_test_mpi_2() {
 #[test]
 fn message_test_mpi_4() {
     run_mpi(4, "message", "message ok");
+}
+
+/// A rank SIGKILLed under mpirun ends the job within seconds (mpirun's or squall's message
+/// names the rank); nothing hangs.
+#[cfg(feature = "mpi")]
+#[test]
+fn killed_node_ends_the_job_mpi() {
+    use std::io::BufRead;
+    let _one = ONE_JOB_AT_A_TIME.lock();
+    let n = 3;
+    let mut job = common::spawn_mpirun(n, "victim", &[("SQUALL_PEER_TIMEOUT_MS", "2000")]);
+    let out = job.children[0].stdout.take().expect("mpirun stdout");
+    let mut lines = std::io::BufReader::new(out).lines();
+    let mut pids = vec![0u32; n as usize];
+    let mut ready = 0;
+    while ready < n {
+        let line = lines
+            .next()
+            .expect("mpirun ended before every rank was ready")
+            .expect("read mpirun output");
+        let Some(rest) = line.split("READY ").nth(1) else {
+            continue;
+        };
+        let w: Vec<&str> = rest.split_whitespace().collect();
+        let (Some(r), Some(pid)) = (
+            w.first().and_then(|r| r.parse::<usize>().ok()),
+            w.get(2).and_then(|p| p.parse::<u32>().ok()),
+        ) else {
+            panic!("bad ready line {line:?}");
+        };
+        pids[r] = pid;
+        ready += 1;
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let status = std::process::Command::new("kill")
+        .args(["-9", &pids[1].to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "could not kill rank 1 (pid {})", pids[1]);
+    let outs = job.wait(Duration::from_secs(20));
+    let o = &outs[0];
+    assert!(
+        o.status.is_some_and(|s| !s.success()),
+        "mpirun did not fail: {:?}\n{}",
+        o.status,
+        o.stderr
+    );
+    assert!(
+        o.stderr.contains("lost contact with node 1") || o.stderr.contains("rank 1"),
+        "nobody named rank 1:\n{}",
+        o.stderr
+    );
+    assert!(
+        o.elapsed < Duration::from_secs(10),
+        "the job took {:?} to end",
+        o.elapsed
+    );
 }
 
 #[test]
