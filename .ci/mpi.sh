@@ -32,6 +32,8 @@ run() {
 run cargo clippy --release -p squall-net -p squall-cli --features squall-net/mpi,squall-cli/mpi \
     --all-targets -- -D warnings
 run cargo test --release -p squall-net --features mpi --test multiprocess mpi
+run cargo test --release -p squall-net --features mpi --lib config
+run cargo test --release -p squall-cli --features mpi --test run mpi
 SQUALL_DSM_LAUNCHER=mpirun run cargo test --release -p squall --features squall-net/mpi --test dsm
 
 # One C app over MPI: libsquall with the mpi transport, sor linked against it.

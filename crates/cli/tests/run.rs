@@ -51,6 +51,39 @@ fn selftest_4_nodes_tcp() {
     selftest("4", "tcp");
 }
 
+/// `--transport mpi`: one mpirun starts the nodes (feature `mpi`; Open MPI installed).
+#[cfg(feature = "mpi")]
+#[test]
+fn selftest_2_nodes_mpi() {
+    selftest("2", "mpi");
+}
+
+/// `--launcher mpirun` with extra mpirun arguments passed through.
+#[cfg(feature = "mpi")]
+#[test]
+fn selftest_4_nodes_mpirun_with_args() {
+    let out = squall(&[
+        "run",
+        "-n",
+        "4",
+        "--launcher",
+        "mpirun",
+        "--mpirun-args",
+        "--mca btl_vader_single_copy_mechanism none",
+        "--timeout",
+        "120",
+        SQUALL,
+        "__node",
+        "selftest",
+    ]);
+    let (so, se) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "selftest failed: {so}\n{se}");
+    for r in 0..4 {
+        let line = format!("[{r}] selftest ok: node {r} of 4");
+        assert!(so.contains(&line), "missing {line:?} in:\n{so}\n{se}");
+    }
+}
+
 #[test]
 fn selftest_2_nodes_udp() {
     selftest("2", "udp");
