@@ -13,7 +13,7 @@ use crate::backend::{Backend, BackendEvent, InMsg, OutMsg};
 use crate::error::NetError;
 use crate::stats::{NetStats, TypeCount};
 use bytes::Bytes;
-use crossbeam_channel::{bounded, Sender};
+use crossbeam_channel::bounded;
 use mio::{Events, Poll, Token, Waker};
 use parking_lot::{Condvar, Mutex};
 use squall_core::{JobId, NodeId};
@@ -82,7 +82,7 @@ type ReplyFn = Box<dyn FnOnce(&Endpoint, Result<Incoming, NetError>) + Send + 's
 type PeerLostFn = Box<dyn FnMut(&Endpoint, NodeId, &str) + Send + 'static>;
 
 enum Pending {
-    Blocking(Sender<Result<Incoming, NetError>>),
+    Blocking(Arc<ReplySlot>),
     Async(ReplyFn),
 }
 
@@ -110,6 +110,41 @@ impl Hasher for IntHasher {
 }
 
 type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
+
+/// Where the service thread leaves the outcome of a blocking [`Endpoint::request`]: one per
+/// application thread, reused (a request costs no channel allocation). Tagged with the request
+/// id so a late outcome of an earlier, abandoned request is never taken for the current one.
+struct ReplySlot {
+    value: Mutex<Option<(u64, Result<Incoming, NetError>)>>,
+    cv: Condvar,
+}
+
+impl ReplySlot {
+    fn put(&self, id: u64, r: Result<Incoming, NetError>) {
+        *self.value.lock() = Some((id, r));
+        self.cv.notify_one();
+    }
+
+    /// Blocks until the outcome of request `id` is here.
+    fn take(&self, id: u64) -> Result<Incoming, NetError> {
+        let mut v = self.value.lock();
+        loop {
+            match v.take() {
+                Some((rid, r)) if rid == id => return r,
+                // An outcome of an earlier request of this thread: nobody wants it.
+                Some(_) => {}
+                None => self.cv.wait(&mut v),
+            }
+        }
+    }
+}
+
+thread_local! {
+    static REPLY_SLOT: Arc<ReplySlot> = Arc::new(ReplySlot {
+        value: Mutex::new(None),
+        cv: Condvar::new(),
+    });
+}
 
 const PEER_UP: u8 = 0;
 const PEER_BYE: u8 = 1;
@@ -327,20 +362,21 @@ impl Endpoint {
         if ty.is_reserved() {
             return Err(NetError::ReservedType { ty });
         }
-        let (tx, rx) = bounded(1);
+        let slot = REPLY_SLOT.with(Arc::clone);
         let id = self.shared.next_request.fetch_add(1, Ordering::Relaxed);
         self.shared
             .pending
             .lock()
-            .insert(id, (to, Pending::Blocking(tx)));
+            .insert(id, (to, Pending::Blocking(Arc::clone(&slot))));
         if let Err(e) = self.send_raw(to, ty, Flags::REQUEST, id, payload.into()) {
-            self.shared.pending.lock().remove(&id);
+            if self.shared.pending.lock().remove(&id).is_none() {
+                // Failed meanwhile (peer lost, shutdown): its outcome is on its way to the
+                // slot; collect it so it cannot linger there.
+                let _ = slot.take(id);
+            }
             return Err(e);
         }
-        match rx.recv() {
-            Ok(r) => r.map(|inc| inc.payload),
-            Err(_) => Err(NetError::Shutdown),
-        }
+        slot.take(id).map(|inc| inc.payload)
     }
 
     /// Sends a request; `on_reply` runs on the service thread with the reply (or the error that
@@ -624,9 +660,7 @@ impl Endpoint {
         if msg.flags.contains(Flags::REPLY) {
             let pending = self.shared.pending.lock().remove(&msg.request_id);
             match pending {
-                Some((_, Pending::Blocking(tx))) => {
-                    let _ = tx.send(Ok(inc));
-                }
+                Some((_, Pending::Blocking(slot))) => slot.put(msg.request_id, Ok(inc)),
                 Some((_, Pending::Async(f))) => f(self, Ok(inc)),
                 None => {} // a reply nobody waits for any more
             }
@@ -648,7 +682,7 @@ impl Endpoint {
     }
 
     fn fail_pending(&self, peer: Option<NodeId>, err: impl Fn() -> NetError) {
-        let failed: Vec<Pending> = {
+        let failed: Vec<(u64, Pending)> = {
             let mut p = self.shared.pending.lock();
             let ids: Vec<u64> = p
                 .iter()
@@ -656,15 +690,12 @@ impl Endpoint {
                 .map(|(id, _)| *id)
                 .collect();
             ids.into_iter()
-                .filter_map(|id| p.remove(&id))
-                .map(|(_, x)| x)
+                .filter_map(|id| p.remove(&id).map(|(_, x)| (id, x)))
                 .collect()
         };
-        for f in failed {
+        for (id, f) in failed {
             match f {
-                Pending::Blocking(tx) => {
-                    let _ = tx.send(Err(err()));
-                }
+                Pending::Blocking(slot) => slot.put(id, Err(err())),
                 Pending::Async(cb) => cb(self, Err(err())),
             }
         }
