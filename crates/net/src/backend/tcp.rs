@@ -260,17 +260,22 @@ impl TcpBackend {
         }
     }
 
-    fn read_frames(
+    /// Parses the whole frames at the start of `buf` into events. Returns the bytes consumed
+    /// and, if a frame is incomplete, its total length. Err = the connection carries garbage.
+    fn parse_frames(
         job: JobId,
         rank: NodeId,
-        p: &mut Peer,
+        id: NodeId,
+        bye_received: &mut bool,
+        buf: &[u8],
         counters: &mut LinkCounters,
         out: &mut Vec<BackendEvent>,
-    ) -> Result<(), String> {
+    ) -> Result<(usize, Option<usize>), String> {
+        let mut pos = 0usize;
         loop {
-            let avail = &p.rbuf[p.rpos..];
+            let avail = &buf[pos..];
             if avail.len() < HEADER_LEN {
-                break;
+                return Ok((pos, None));
             }
             let h = match decode_header(avail) {
                 Ok(h) => h,
@@ -283,7 +288,7 @@ impl TcpBackend {
                 counters.drop(DropReason::ForeignJob);
                 return Err(format!("frame of foreign {} on the connection", h.job));
             }
-            if h.src != p.id || h.dst != rank {
+            if h.src != id || h.dst != rank {
                 counters.drop(DropReason::BadDest);
                 return Err(format!(
                     "frame from {} to {} on the connection",
@@ -299,38 +304,86 @@ impl TcpBackend {
             }
             let total = HEADER_LEN + h.payload_len as usize;
             if avail.len() < total {
-                let need = p.rpos + total;
-                if p.rbuf.capacity() < need {
-                    p.rbuf.reserve(need - p.rbuf.len());
-                }
-                break;
+                return Ok((pos, Some(total)));
             }
-            let payload = Bytes::copy_from_slice(&avail[HEADER_LEN..total]);
-            p.rpos += total;
+            pos += total;
             counters.packets_received += 1;
             if h.flags.contains(Flags::BYE) {
-                p.bye_received = true;
-                out.push(BackendEvent::PeerBye(p.id));
+                *bye_received = true;
+                out.push(BackendEvent::PeerBye(id));
                 continue;
             }
-            if p.bye_received {
+            if *bye_received {
                 counters.drop(DropReason::AfterBye);
                 continue;
             }
             out.push(BackendEvent::Deliver(InMsg {
-                src: p.id,
+                src: id,
                 ty: h.ty,
                 flags: h.flags,
                 request_id: h.request_id,
-                payload,
+                payload: Bytes::copy_from_slice(&avail[HEADER_LEN..total]),
             }));
         }
+    }
+
+    /// Parses what is buffered for the peer.
+    fn read_frames(
+        job: JobId,
+        rank: NodeId,
+        p: &mut Peer,
+        counters: &mut LinkCounters,
+        out: &mut Vec<BackendEvent>,
+    ) -> Result<(), String> {
+        let (used, need) = Self::parse_frames(
+            job,
+            rank,
+            p.id,
+            &mut p.bye_received,
+            &p.rbuf[p.rpos..],
+            counters,
+            out,
+        )?;
+        p.rpos += used;
         if p.rpos == p.rbuf.len() {
             p.rbuf.clear();
             p.rpos = 0;
         } else if p.rpos > 256 * 1024 {
             p.rbuf.drain(..p.rpos);
             p.rpos = 0;
+        }
+        if let Some(total) = need {
+            let want = p.rpos + total;
+            if p.rbuf.capacity() < want {
+                p.rbuf.reserve(want - p.rbuf.len());
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes bytes just read: parsed in place when nothing is buffered (the usual case: whole
+    /// frames, no copy into the peer's buffer), else appended to the buffer and parsed there.
+    fn ingest(
+        job: JobId,
+        rank: NodeId,
+        p: &mut Peer,
+        data: &[u8],
+        counters: &mut LinkCounters,
+        out: &mut Vec<BackendEvent>,
+    ) -> Result<(), String> {
+        if p.rpos != p.rbuf.len() {
+            p.rbuf.extend_from_slice(data);
+            return Self::read_frames(job, rank, p, counters, out);
+        }
+        p.rbuf.clear();
+        p.rpos = 0;
+        let (used, need) =
+            Self::parse_frames(job, rank, p.id, &mut p.bye_received, data, counters, out)?;
+        if used < data.len() {
+            if let Some(total) = need {
+                p.rbuf.reserve(total);
+            }
+            p.rbuf.extend_from_slice(&data[used..]);
         }
         Ok(())
     }
@@ -359,9 +412,8 @@ impl TcpBackend {
                     return;
                 }
                 Ok(n) => {
-                    p.rbuf.extend_from_slice(&chunk[..n]);
                     if let Err(r) =
-                        Self::read_frames(self.job, self.rank, p, &mut self.counters, out)
+                        Self::ingest(self.job, self.rank, p, &chunk[..n], &mut self.counters, out)
                     {
                         Self::lost(p, r, out, registry);
                         return;
