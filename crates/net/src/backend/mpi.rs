@@ -10,8 +10,11 @@
 //! probing incoming messages, so two large sends crossing each other cannot deadlock),
 //! receives with `MPI_Improbe`/`MPI_Mrecv`, and hands received frames to the service thread
 //! through a channel plus a `mio::Waker` registered under this backend's token.
-//! Per-pair FIFO holds because sends leave one at a time in queue order and MPI does not let
-//! messages of one (source, tag, communicator) overtake each other.
+//! Payloads of [`SPLIT_AT`] bytes or more go as two messages, the header ([`TAG_HEAD`]) and the
+//! payload straight from the sender's buffer ([`TAG_BODY`]), so bulk data is not copied.
+//! Per-pair FIFO holds because sends leave one at a time in queue order, MPI does not let one
+//! sender's messages overtake each other within a matching receive, and the receiver matches
+//! with one any-source any-tag probe (then the body from that same source).
 //!
 //! Idle policy: the thread spins (probing) for [`SPIN`] after its last piece of work, then
 //! parks with a timeout growing from 2 µs to [`MAX_NAP`] (a queued send unparks it at once),
@@ -42,8 +45,15 @@ use std::sync::Arc;
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
-/// The MPI tag every Squall frame carries.
+/// The MPI tag of a whole frame (header + payload in one message).
 pub(crate) const TAG: i32 = 0x5155;
+/// A header alone; its payload follows from the same sender as one [`TAG_BODY`] message
+/// (large payloads go straight from the caller's buffer, without copying them behind a header).
+pub(crate) const TAG_HEAD: i32 = 0x5156;
+/// The payload after a [`TAG_HEAD`] message.
+pub(crate) const TAG_BODY: i32 = 0x5157;
+/// Payloads from this size on are sent as header + body messages.
+const SPLIT_AT: usize = 16 * 1024;
 /// This backend's token in the service thread's poll (the waker).
 const WAKE_TOKEN: Token = Token(1);
 /// How long the progress thread keeps probing after its last piece of work before napping.
@@ -57,9 +67,18 @@ const INIT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Work for the progress thread.
 enum Cmd {
-    Send { to: i32, frame: Vec<u8> },
+    Send { to: i32, frame: Frame },
     Finalize,
 }
+
+/// One encoded message: a whole frame, or a header with the payload beside it.
+struct Frame {
+    head: Vec<u8>,
+    body: Option<Bytes>,
+}
+
+/// What the progress thread hands the service thread: source rank, frame or header, body.
+type Received = (i32, Vec<u8>, Option<Vec<u8>>);
 
 /// State shared between the backend (service thread and senders) and the progress thread.
 struct Shared {
@@ -101,7 +120,7 @@ pub(crate) struct MpiBackend {
     job: JobId,
     peers: Vec<PeerState>,
     cmds: Sender<Cmd>,
-    incoming: Receiver<(i32, Vec<u8>)>,
+    incoming: Receiver<Received>,
     progress: Thread,
     join: Option<JoinHandle<()>>,
     shared: Arc<Shared>,
@@ -125,7 +144,7 @@ pub(crate) fn start(cfg: &NetConfig) -> Result<(MpiBackend, NodeId, u16, JobId),
         finalized: AtomicBool::new(false),
     });
     let (cmd_tx, cmd_rx) = unbounded::<Cmd>();
-    let (in_tx, in_rx) = unbounded::<(i32, Vec<u8>)>();
+    let (in_tx, in_rx) = unbounded::<Received>();
     let (ready_tx, ready_rx) = crossbeam_channel::bounded::<Result<Started, String>>(1);
     let job_hint = cfg.job_id;
     let sh = shared.clone();
@@ -178,7 +197,7 @@ pub(crate) fn start(cfg: &NetConfig) -> Result<(MpiBackend, NodeId, u16, JobId),
 fn progress_main(
     job_hint: Option<JobId>,
     cmds: Receiver<Cmd>,
-    incoming: Sender<(i32, Vec<u8>)>,
+    incoming: Sender<Received>,
     ready: Sender<Result<Started, String>>,
     shared: Arc<Shared>,
 ) {
@@ -261,21 +280,27 @@ fn progress_main(
 fn send_one(
     world: &::mpi::topology::SimpleCommunicator,
     to: i32,
-    frame: &[u8],
-    incoming: &Sender<(i32, Vec<u8>)>,
+    frame: &Frame,
+    incoming: &Sender<Received>,
     shared: &Shared,
 ) {
+    let dest = world.process_at_rank(to);
     ::mpi::request::scope(|scope| {
-        let mut req = world
-            .process_at_rank(to)
-            .immediate_send_with_tag(scope, frame, TAG);
-        loop {
-            match req.test() {
-                Ok(_) => break,
-                Err(r) => {
-                    req = r;
-                    receive_all(world, incoming, shared);
-                }
+        let head_tag = if frame.body.is_some() { TAG_HEAD } else { TAG };
+        let mut head = Some(dest.immediate_send_with_tag(scope, &frame.head[..], head_tag));
+        let mut body = frame
+            .body
+            .as_ref()
+            .map(|b| dest.immediate_send_with_tag(scope, &b[..], TAG_BODY));
+        while head.is_some() || body.is_some() {
+            if let Some(r) = head.take() {
+                head = r.test().err();
+            }
+            if let Some(r) = body.take() {
+                body = r.test().err();
+            }
+            if head.is_some() || body.is_some() {
+                receive_all(world, incoming, shared);
             }
         }
     });
@@ -284,16 +309,32 @@ fn send_one(
 /// Receives every message already arrived; true if there was one.
 fn receive_all(
     world: &::mpi::topology::SimpleCommunicator,
-    incoming: &Sender<(i32, Vec<u8>)>,
+    incoming: &Sender<Received>,
     shared: &Shared,
 ) -> bool {
     let mut got = false;
-    while let Some((msg, status)) = world.any_process().immediate_matched_probe_with_tag(TAG) {
-        let (data, status2) = (msg, status).matched_receive_vec::<u8>();
-        let _ = status2;
+    // Any tag: MPI keeps one sender's messages in order only among those a receive matches,
+    // so header and body (different tags) must be matched by the same any-tag probe.
+    while let Some((msg, status)) = world.any_process().immediate_matched_probe() {
+        let src = status.source_rank();
+        let tag = status.tag();
+        let (data, _) = (msg, status).matched_receive_vec::<u8>();
         got = true;
+        let body = if tag == TAG_HEAD {
+            // The body was posted right behind the header: wait for it.
+            let (body, _) = world
+                .process_at_rank(src)
+                .matched_probe_with_tag(TAG_BODY)
+                .matched_receive_vec::<u8>();
+            Some(body)
+        } else if tag == TAG {
+            None
+        } else {
+            // Not ours (a stray body, another tag): dropped.
+            continue;
+        };
         // The backend is gone only when the endpoint is; then nobody wants the frame.
-        let _ = incoming.send((status.source_rank(), data));
+        let _ = incoming.send((src, data, body));
     }
     if got {
         shared.wake();
@@ -302,7 +343,7 @@ fn receive_all(
 }
 
 impl MpiBackend {
-    fn queue(&mut self, now: Instant, to: NodeId, frame: Vec<u8>) -> Result<(), NetError> {
+    fn queue(&mut self, now: Instant, to: NodeId, frame: Frame) -> Result<(), NetError> {
         let Some(p) = self.peers.get_mut(to.index()) else {
             return Err(NetError::BadDestination {
                 peer: to,
@@ -339,18 +380,29 @@ impl MpiBackend {
         ty: MsgType,
         flags: Flags,
         request_id: u64,
-        payload: &[u8],
-    ) -> Result<Vec<u8>, NetError> {
+        payload: &Bytes,
+    ) -> Result<Frame, NetError> {
         if u32::try_from(payload.len()).is_err() || payload.len() > i32::MAX as usize - HEADER_LEN {
             return Err(NetError::TooLarge { len: payload.len() });
         }
         let mut h = Header::new(self.job, ty, self.rank, to);
         h.flags = flags;
         h.request_id = request_id;
-        Ok(squall_wire::encode(&h, payload))
+        if payload.len() >= SPLIT_AT {
+            // Header alone; the payload is sent from the caller's buffer as it is.
+            h.payload_len = payload.len() as u32;
+            return Ok(Frame {
+                head: h.to_bytes().to_vec(),
+                body: Some(payload.clone()),
+            });
+        }
+        Ok(Frame {
+            head: squall_wire::encode(&h, payload),
+            body: None,
+        })
     }
 
-    fn on_frame(&mut self, now: Instant, src: i32, data: Vec<u8>, out: &mut Vec<BackendEvent>) {
+    fn on_frame(&mut self, now: Instant, (src, data, body): Received, out: &mut Vec<BackendEvent>) {
         self.counters.packets_received += 1;
         let Some(src) = u16::try_from(src)
             .ok()
@@ -374,7 +426,11 @@ impl MpiBackend {
             self.counters.drop(DropReason::BadDest);
             return;
         }
-        if data.len() != HEADER_LEN + h.payload_len as usize {
+        let whole = match &body {
+            None => data.len() == HEADER_LEN + h.payload_len as usize,
+            Some(b) => data.len() == HEADER_LEN && b.len() == h.payload_len as usize,
+        };
+        if !whole {
             self.counters.drop(DropReason::Truncated);
             return;
         }
@@ -395,8 +451,10 @@ impl MpiBackend {
         if h.ty.0 == TY_LINK {
             return;
         }
-        let mut payload = Bytes::from(data);
-        let payload = payload.split_off(HEADER_LEN);
+        let payload = match body {
+            Some(b) => Bytes::from(b),
+            None => Bytes::from(data).split_off(HEADER_LEN),
+        };
         out.push(BackendEvent::Deliver(InMsg {
             src: h.src,
             ty: h.ty,
@@ -438,15 +496,15 @@ impl Backend for MpiBackend {
             return;
         }
         self.shared.wake_pending.store(false, Ordering::Release);
-        while let Ok((src, data)) = self.incoming.try_recv() {
-            self.on_frame(now, src, data, out);
+        while let Ok(r) = self.incoming.try_recv() {
+            self.on_frame(now, r, out);
         }
     }
 
     fn handle_timeout(&mut self, now: Instant, out: &mut Vec<BackendEvent>) {
         // Frames whose wake-up raced with the last drain.
-        while let Ok((src, data)) = self.incoming.try_recv() {
-            self.on_frame(now, src, data, out);
+        while let Ok(r) = self.incoming.try_recv() {
+            self.on_frame(now, r, out);
         }
         if self.shutdown_at.is_some() {
             return;
@@ -473,7 +531,7 @@ impl Backend for MpiBackend {
             }
         }
         for to in beats {
-            if let Ok(f) = self.frame(to, MsgType(TY_LINK), Flags::empty(), 0, &[]) {
+            if let Ok(f) = self.frame(to, MsgType(TY_LINK), Flags::empty(), 0, &Bytes::new()) {
                 let _ = self.queue(now, to, f);
             }
         }
@@ -503,7 +561,7 @@ impl Backend for MpiBackend {
                 continue;
             }
             let to = NodeId(i as u16);
-            if let Ok(f) = self.frame(to, MsgType(TY_BYE), Flags::BYE, 0, &[]) {
+            if let Ok(f) = self.frame(to, MsgType(TY_BYE), Flags::BYE, 0, &Bytes::new()) {
                 let _ = self.queue(now, to, f);
             }
         }
