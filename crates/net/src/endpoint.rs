@@ -4,8 +4,15 @@
 //!
 //! The service thread runs a `mio` poll loop: it does the backend's network I/O itself and runs
 //! handlers directly, one at a time, with no thread hop between a packet and its handler.
-//! A `mio::Waker` (token 0) wakes it for posted closures and for timers changed by sends from
-//! other threads. Sends from any thread go straight to the backend under one lock.
+//! A `mio::Waker` (token 0) wakes it for posted closures and for timers. Sends from any thread
+//! go straight to the backend under one lock.
+//!
+//! Latency path (see `service_loop`): one iteration is poll → readiness events → handlers of
+//! what arrived → backend timers. Timers further than `SHORT_TIMER` (2 ms) away (retransmission,
+//! heartbeats, peer timeouts) are kept by a small timer thread that wakes the service thread
+//! through the waker, so the poll normally sleeps with no kernel timer armed; a send from
+//! another thread that creates an earlier timer lowers that thread's deadline instead of waking
+//! the service thread. A blocking [`Endpoint::request`] waits on a per-thread reply slot.
 //!
 //! Message type ranges: `0..64` transport and bootstrap (this crate; constants `TY_*` below),
 //! `64..=65535` the layers above.
@@ -856,5 +863,52 @@ impl Endpoint {
         self.shared.timer.lock().stop = true;
         self.shared.timer_cv.notify_one();
         self.fail_pending(None, || NetError::Shutdown);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hash::BuildHasher;
+
+    fn reply(n: u8) -> Incoming {
+        Incoming {
+            src: NodeId(1),
+            ty: MsgType(70),
+            payload: Bytes::from(vec![n]),
+            request_id: u64::from(n),
+            flags: Flags::REPLY,
+        }
+    }
+
+    #[test]
+    fn reply_slot_hands_over_across_threads_and_skips_other_ids() {
+        let slot = Arc::new(ReplySlot {
+            value: Mutex::new(None),
+            cv: Condvar::new(),
+        });
+        // An outcome of an abandoned request sits in the slot: it must not answer request 2.
+        slot.put(1, Ok(reply(1)));
+        let s2 = Arc::clone(&slot);
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            s2.put(2, Ok(reply(2)));
+        });
+        let got = slot.take(2).expect("reply 2");
+        assert_eq!(&got.payload[..], &[2]);
+        t.join().expect("putter");
+        assert!(slot.value.lock().is_none());
+        slot.put(3, Err(NetError::Shutdown));
+        assert!(matches!(slot.take(3), Err(NetError::Shutdown)));
+    }
+
+    #[test]
+    fn int_hasher_keeps_small_keys_apart() {
+        let b = BuildHasherDefault::<IntHasher>::default();
+        let mut seen = std::collections::HashSet::new();
+        for ty in 0u16..4096 {
+            assert!(seen.insert(b.hash_one(ty)), "type {ty} collides");
+        }
+        assert_ne!(b.hash_one(1u64), b.hash_one(2u64));
     }
 }
