@@ -94,6 +94,11 @@ pub(crate) enum Msg {
         token: u64,
         epoch: u32,
     },
+    /// The sender invalidated its copies of these pages (homed at the receiver): the home
+    /// takes it out of their copysets, so a page nobody else holds stops needing notices.
+    Dropped {
+        pages: Vec<PageId>,
+    },
     AtomicReply {
         token: u64,
         old: u64,
@@ -115,6 +120,7 @@ impl Msg {
             Msg::DiffAck { .. } => "diff_ack",
             Msg::Atomic { .. } => "atomic",
             Msg::AtomicReply { .. } => "atomic_reply",
+            Msg::Dropped { .. } => "dropped",
         }
     }
 
@@ -222,6 +228,14 @@ impl Msg {
                 w.u64(*token).u32(*epoch).finish()
             }
             Msg::AtomicReply { token, old } => Writer::new(10).u64(*token).u64(*old).finish(),
+            Msg::Dropped { pages } => {
+                let mut w = Writer::new(13);
+                w.u32(pages.len() as u32);
+                for p in pages {
+                    w.page(*p);
+                }
+                w.finish()
+            }
         }
     }
 
@@ -325,6 +339,15 @@ impl Msg {
                 token: r.u64()?,
                 old: r.u64()?,
             },
+            13 => {
+                let k = u64::from(r.u32()?);
+                if k > t {
+                    return Err(r.err("more dropped pages than the range holds"));
+                }
+                Msg::Dropped {
+                    pages: (0..k).map(|_| r.page(t)).collect::<Result<Vec<_>, _>>()?,
+                }
+            }
             tag => return Err(r.err(format!("unknown hlrc message tag {tag}"))),
         };
         r.end()?;
@@ -379,9 +402,15 @@ pub(crate) struct Handover {
     copyset: Option<Vec<NodeId>>,
 }
 
-/// A non-home page whose diff was non-empty within this many releases stays writable across
-/// a release (its twin refreshed) instead of being write-protected.
+/// A non-home page written within this many releases stays writable across a release (its
+/// twin refreshed: a write-protect, a compare and an unprotect, a few microseconds) instead of
+/// being write-protected (a write fault costs tens of microseconds). Doubled each time the
+/// page is written again after being left protected (up to 32 releases).
 const KEEP_WRITABLE_IDLE: u8 = 2;
+
+fn keep_limit(refaults: u8) -> u8 {
+    KEEP_WRITABLE_IDLE << refaults.min(4)
+}
 
 /// Work waiting for a home look-up.
 #[derive(Debug, Clone, Copy)]
@@ -418,6 +447,8 @@ struct PageState {
     exclusive: bool,
     /// Releases in a row at which this node's twin of the page showed no change.
     idle_releases: u8,
+    /// Times the page was written again after being write-protected for being idle.
+    refaults: u8,
     /// Home side: nodes sent a copy of the page (they may still hold it).
     copyset: BTreeSet<NodeId>,
     /// Home side: the copyset is unknown (the home migrated here): never grant exclusive.
@@ -492,6 +523,8 @@ pub struct Hlrc<M: PageMemory> {
     barrier_vt: Vec<u32>,
     /// Grant exclusive mode to a sole writer.
     exclusive_mode: bool,
+    /// Copies invalidated while applying notices, by home: sent as `Dropped` batches.
+    dropped: BTreeMap<NodeId, Vec<PageId>>,
 }
 
 impl<M: PageMemory> Hlrc<M> {
@@ -522,6 +555,7 @@ impl<M: PageMemory> Hlrc<M> {
             notice_budget: DEFAULT_NOTICE_BUDGET,
             barrier_vt: vec![0; usize::from(layout.nodes)],
             exclusive_mode: true,
+            dropped: BTreeMap::new(),
         }
     }
 
@@ -674,7 +708,14 @@ impl<M: PageMemory> Hlrc<M> {
             self.actions.push_back(Action::Resume { page });
         } else if write && acc == Access::Read {
             let twin = self.read(page);
-            self.st(page).twin = Some(twin);
+            let st = self.st(page);
+            st.twin = Some(twin);
+            if st.idle_releases > keep_limit(st.refaults) {
+                // Written again after it was left write-protected for being idle: keep it
+                // writable longer next time.
+                st.refaults = st.refaults.saturating_add(1);
+            }
+            st.idle_releases = 0;
             self.stats.twins += 1;
             self.dirty.insert(page);
             self.mem.set_access(page, Access::ReadWrite);
@@ -843,6 +884,13 @@ impl<M: PageMemory> Hlrc<M> {
             f.stale = true;
         }
         let twin = st.twin.take();
+        let held = twin.is_some() || self.mem.access(page) != Access::None;
+        if held {
+            // Tell the home (batched, after the diff below: FIFO) that this copy is gone.
+            if let Some(h) = self.dir.cached(page) {
+                self.dropped.entry(h.node).or_default().push(page);
+            }
+        }
         if let Some(twin) = twin {
             // Own writes of the current interval go to the home first; the next fetch is FIFO
             // behind this diff, so it comes back with them.
@@ -873,6 +921,11 @@ impl<M: PageMemory> Hlrc<M> {
             }
             self.notices.insert((n, i), pages);
             self.compact_notices();
+        }
+        for (home, pages) in std::mem::take(&mut self.dropped) {
+            if home != self.me {
+                self.send(home, Msg::Dropped { pages });
+            }
         }
         Some(their_vt)
     }
@@ -1142,6 +1195,16 @@ impl<M: PageMemory> Hlrc<M> {
                             epoch,
                         },
                     ),
+                }
+            }
+            Msg::Dropped { pages } => {
+                for page in pages {
+                    if self.is_home(page) {
+                        let st = self.st(page);
+                        if !st.copyset_all && st.excl_holder != Some(from) {
+                            st.copyset.remove(&from);
+                        }
+                    }
                 }
             }
             Msg::AtomicReply { token, old } => {
@@ -1442,7 +1505,7 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
                     } else {
                         st.idle_releases.saturating_add(1)
                     };
-                    if st.idle_releases <= KEEP_WRITABLE_IDLE {
+                    if st.idle_releases <= keep_limit(st.refaults) {
                         // Written lately, so likely written again: stay writable with a
                         // fresh twin instead of taking a write fault in the next interval.
                         st.twin = Some(cur);

@@ -48,7 +48,12 @@ fn message_counts_of_read_miss_write_release_and_acquire() {
     assert_eq!(s.messages_of("page_data"), 2);
     assert_eq!(s.messages_of("diff"), 1);
     assert_eq!(s.messages_of("diff_ack"), 1);
-    assert_eq!(s.messages(), 8);
+    assert_eq!(
+        s.messages_of("dropped"),
+        1,
+        "node 1 tells the home its copy is gone"
+    );
+    assert_eq!(s.messages(), 9);
     assert_eq!(s.twins, 1);
     assert_eq!(s.diffs_created, 1);
     assert_eq!(s.diffs_applied, 1);
@@ -327,7 +332,8 @@ fn exclusive_mode_skips_twins_and_diffs_until_recalled() {
     assert_eq!(s.diffs_created, 1);
     assert_eq!(s.messages_of("recall"), 1);
     assert_eq!(s.messages_of("recall_reply"), 1);
-    assert_eq!(s.messages(), 12);
+    assert_eq!(s.messages_of("dropped"), 1);
+    assert_eq!(s.messages(), 13);
 }
 
 #[test]
