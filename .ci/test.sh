@@ -8,4 +8,4 @@ if ! command -v cargo >/dev/null 2>&1 && [ -f "$HOME/.cargo/env" ]; then
     # shellcheck disable=SC1091
     . "$HOME/.cargo/env"
 fi
-exec cargo test --workspace --release "$@"
+exec cargo test --workspace --release --no-fail-fast "$@"
