@@ -14,7 +14,11 @@ use std::process::Command;
 pub fn free_port(ip: Ipv4Addr) -> Result<u16, LaunchError> {
     let eph_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|p| p.parse::<u16>().ok()))
+        .and_then(|s| {
+            s.split_whitespace()
+                .next()
+                .and_then(|p| p.parse::<u16>().ok())
+        })
         .unwrap_or(32768);
     let (lo, hi) = (20000u16, eph_start.max(20001));
     let mut last = None;
