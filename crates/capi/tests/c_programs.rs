@@ -160,7 +160,7 @@ impl Env {
 /// Run `exe args` as a job of `nodes` processes; the job must succeed and rank 0 must print
 /// `expect` (a line containing it).
 fn job(exe: &Path, args: &[&str], nodes: usize, expect: &str) -> Result<(), String> {
-    job_output(exe, args, nodes, expect).map(|_| ())
+    job_output_env(exe, args, nodes, expect, &[]).map(|_| ())
 }
 
 /// `job`, returning what rank 0 printed on stdout.
@@ -170,6 +170,17 @@ fn job_output(
     nodes: usize,
     expect: &str,
 ) -> Result<Vec<String>, String> {
+    job_output_env(exe, args, nodes, expect, &[])
+}
+
+/// `job_output` with extra environment variables for every node.
+fn job_output_env(
+    exe: &Path,
+    args: &[&str],
+    nodes: usize,
+    expect: &str,
+    vars: &[(&str, &str)],
+) -> Result<Vec<String>, String> {
     let mut spec = JobSpec::local(
         nodes,
         exe.display().to_string(),
@@ -178,6 +189,9 @@ fn job_output(
     spec.timeout = Some(Duration::from_secs(90));
     spec.extra_env
         .push(("SQUALL_HEAP_SIZE".into(), "4G".into()));
+    for (k, v) in vars {
+        spec.extra_env.push((k.to_string(), v.to_string()));
+    }
     let cap = Arc::new(Capture::default());
     let report: JobReport = run_job(&spec, cap.clone()).map_err(|e| format!("launch: {e}"))?;
     let out = cap.stdout_of(0);
@@ -365,13 +379,30 @@ fn cases() -> Vec<(String, Case)> {
             Ok(())
         }),
     ));
-    // Seed applications of apps/ built from their unchanged source with the pthreads layer
-    // (what `make -C apps SQUALL=1` does), against the installed headers.
-    for app in ["sor", "water", "tsp"] {
+    // Every seed application of apps/, built from its unchanged source with the pthreads
+    // layer (what `make -C apps SQUALL=1` does) against the installed headers, checks its own
+    // answer on 1, 2 and 4 nodes (2 threads per node) under hlrc; tsp (racy bound) and barnes
+    // (tree built under locks) also under sc.
+    let apps_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../apps");
+    let mut apps: Vec<String> = std::fs::read_dir(&apps_dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| apps_dir.join(n).join(format!("{n}.c")).is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    apps.sort();
+    for app in apps {
+        let protocols: &[&str] = if app == "tsp" || app == "barnes" {
+            &["hlrc", "sc"]
+        } else {
+            &["hlrc"]
+        };
+        let app_dir = apps_dir.clone();
         v.push((
-            format!("apps/{app}/2 nodes"),
+            format!("apps/{app}/1,2,4 nodes/{}", protocols.join("+")),
             Box::new(move |env: &Env| {
-                let apps = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../apps");
                 let exe = env.bin.join(format!("{app}_squall"));
                 let mut cmd = Command::new("cc");
                 cmd.args([
@@ -384,16 +415,29 @@ fn cases() -> Vec<(String, Case)> {
                     "-DAPP_SQUALL",
                 ])
                 .arg("-I")
-                .arg(apps.join("common"))
+                .arg(app_dir.join("common"))
                 .arg("-I")
-                .arg(apps.join(app))
+                .arg(app_dir.join(&app))
                 .arg("-o")
                 .arg(&exe)
-                .arg(apps.join(app).join(format!("{app}.c")))
+                .arg(app_dir.join(&app).join(format!("{app}.c")))
                 .args(env.pkg_config(&["--cflags", "--libs", "squall"])?)
                 .arg("-lm");
                 sh(&mut cmd, &format!("compiling apps/{app}"))?;
-                job(&exe, &["-t", "4", "-s", "tiny"], 2, "verified=1")
+                for proto in protocols {
+                    for nodes in [1usize, 2, 4] {
+                        let threads = (2 * nodes).to_string();
+                        job_output_env(
+                            &exe,
+                            &["-t", &threads, "-s", "tiny"],
+                            nodes,
+                            "verified=1",
+                            &[("SQUALL_PROTOCOL", proto)],
+                        )
+                        .map_err(|e| format!("{proto}, {nodes} node(s): {e}"))?;
+                    }
+                }
+                Ok(())
             }),
         ));
     }
