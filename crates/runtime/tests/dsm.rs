@@ -409,6 +409,61 @@ fn atomics(node: &Node) -> Result<(), String> {
     node.barrier().map_err(|e| e.to_string())
 }
 
+/// DSM/IP barrier_test: 10^4 barriers across all threads of all nodes (3 per node); every
+/// 1000 episodes each thread publishes the episode number and checks everyone's.
+fn barrier_test(node: &Node) -> Result<(), String> {
+    const T: usize = 3;
+    const EPISODES: u64 = 10_000;
+    let n = node.size() as usize;
+    let slots = node
+        .alloc_array_collective::<u64>(n * T, Placement::Node(squall::NodeId(0)))
+        .map_err(|e| e.to_string())?;
+    let me = node.rank().0 as usize;
+    let mut hs = Vec::new();
+    for t in 0..T {
+        let node = node.clone();
+        hs.push(std::thread::spawn(move || -> Result<u64, String> {
+            let gid = me * T + t;
+            let mut serial = 0;
+            for e in 1..=EPISODES {
+                if e % 1000 == 0 {
+                    slots.set(gid, e);
+                }
+                let s = node
+                    .barrier_with(BarrierId(9), BarrierCount::PerNode { local: T as u32 })
+                    .map_err(|x| format!("episode {e}: {x}"))?;
+                serial += u64::from(s);
+                if e % 1000 == 0 {
+                    for g in 0..n * T {
+                        let v = slots.get(g);
+                        check(v == e, || format!("episode {e}: thread {g}'s slot is {v}"))?;
+                    }
+                    node.barrier_with(BarrierId(10), BarrierCount::PerNode { local: T as u32 })
+                        .map_err(|x| x.to_string())?;
+                }
+            }
+            Ok(serial)
+        }));
+    }
+    let mut serial = 0;
+    for h in hs {
+        serial += h.join().map_err(|_| "thread panicked".to_string())??;
+    }
+    // Exactly one thread of the whole job is told it is the serial one per episode.
+    let total = node
+        .alloc_array_collective::<u64>(1, Placement::Node(squall::NodeId(0)))
+        .map_err(|e| e.to_string())?;
+    node.atomic(total.as_ptr(), squall::AtomicOp::FetchAdd(serial))
+        .map_err(|e| e.to_string())?;
+    node.barrier().map_err(|e| e.to_string())?;
+    let all = node
+        .atomic(total.as_ptr(), squall::AtomicOp::FetchAdd(0))
+        .map_err(|e| e.to_string())?;
+    check(all == EPISODES, || {
+        format!("{all} serial threads over {EPISODES} episodes")
+    })
+}
+
 const SCENARIOS: &[(&str, Scenario, &[&str])] = &[
     ("array", array, &["hlrc", "sc"]),
     ("false_sharing", false_sharing, &["hlrc", "sc"]),
@@ -419,6 +474,7 @@ const SCENARIOS: &[(&str, Scenario, &[&str])] = &[
     ("alloc_free", alloc_free, &["hlrc"]),
     ("remote_threads", remote_threads, &["hlrc", "sc"]),
     ("atomics", atomics, &["hlrc", "sc"]),
+    ("barrier_test", barrier_test, &["hlrc"]),
 ];
 
 fn node_main(name: &str) -> i32 {
