@@ -1,7 +1,7 @@
 //! Run-length diffs between a twin and the current page (multiple-writer protocols).
 //!
-//! Owns: diff creation (byte-exact, so writers of neighbouring bytes never clobber each other)
-//! and application. Encoding: repeated `(offset: u16, len: u16, bytes[len])`.
+//! Owns: diff creation (byte-exact: runs hold changed bytes only, so writers of neighbouring
+//! bytes never clobber each other) and application. Encoding: repeated `(offset: u16, len: u16, bytes[len])`.
 //! Must not touch: page access rights, messages.
 
 use squall_core::PAGE_SIZE;
@@ -24,21 +24,11 @@ pub fn make_diff(twin: &[u8], cur: &[u8]) -> Vec<u8> {
             continue;
         }
         let start = i;
-        // A run ends at the first 8 equal bytes (short equal gaps are cheaper to copy).
+        // A run holds changed bytes only: an unchanged byte inside a run would carry this
+        // writer's stale copy of a byte another writer may have changed (false sharing).
         let mut end = i + 1;
-        let mut equal_run = 0usize;
-        let mut j = i + 1;
-        while j < n {
-            if twin[j] == cur[j] {
-                equal_run += 1;
-                if equal_run >= 8 {
-                    break;
-                }
-            } else {
-                equal_run = 0;
-                end = j + 1;
-            }
-            j += 1;
+        while end < n && twin[end] != cur[end] {
+            end += 1;
         }
         out.extend_from_slice(&(start as u16).to_le_bytes());
         out.extend_from_slice(&((end - start) as u16).to_le_bytes());
@@ -57,8 +47,14 @@ pub fn diff_payload(diff: &[u8]) -> Option<usize> {
 
 /// Apply a diff to a page buffer. `None` if the diff is malformed (nothing is applied then).
 pub fn apply_diff(page: &mut [u8], diff: &[u8]) -> Option<()> {
+    for_each_run(diff, |off, b| page[off..off + b.len()].copy_from_slice(b))
+}
+
+/// Call `f(offset, bytes)` for every run of a diff, after checking the whole diff is well
+/// formed (`None`, and no call, if it is not). Used to apply a diff in place, run by run.
+pub fn for_each_run(diff: &[u8], f: impl FnMut(usize, &[u8])) -> Option<()> {
     walk(diff, |_, _| {})?;
-    walk(diff, |off, b| page[off..off + b.len()].copy_from_slice(b))
+    walk(diff, f)
 }
 
 fn walk(diff: &[u8], mut f: impl FnMut(usize, &[u8])) -> Option<()> {

@@ -7,7 +7,7 @@
 //! only through the `PageMemory` handle. The message sequences are in this crate's README.
 
 use crate::codec::{Reader, Writer};
-use crate::diff::{apply_diff, diff_payload, make_diff};
+use crate::diff::{apply_diff, diff_payload, for_each_run, make_diff};
 use crate::home::{HomeDirectory, HomeRef};
 use crate::{Action, AtomicOp, ProtoError, ProtoStats, Protocol};
 use squall_core::{
@@ -1233,12 +1233,16 @@ impl<M: PageMemory> Hlrc<M> {
             // here: `become_home` already merged it into this copy.
             return self.on_diff_ack(page, id, None);
         }
-        let mut buf = self.read(page);
-        apply_diff(&mut buf, diff).ok_or_else(|| ProtoError::Malformed {
-            from,
-            why: format!("bad diff for {page}"),
+        // Only the diff's runs are written, in place: this node's own threads may be writing
+        // other bytes of the page right now (multiple writers), and a read-modify-write of
+        // the whole page would put back the old value of whatever they wrote meanwhile.
+        let mem = &self.mem;
+        for_each_run(diff, |off, bytes| mem.write_bytes(page, off, bytes)).ok_or_else(|| {
+            ProtoError::Malformed {
+                from,
+                why: format!("bad diff for {page}"),
+            }
         })?;
-        self.mem.write_bytes(page, 0, &buf);
         self.stats.diffs_applied += 1;
         let st = self.st(page);
         let streak = match st.streak {
@@ -1289,7 +1293,7 @@ impl<M: PageMemory> Hlrc<M> {
             }
             Some(Handover {
                 epoch: new.epoch,
-                data: buf,
+                data: self.read(page),
                 copyset,
             })
         } else {
