@@ -1580,11 +1580,7 @@ impl<M: PageMemory> Protocol for Hlrc<M> {
 
     fn handle_fault(&mut self, page: PageId, write: bool) -> Result<(), ProtoError> {
         self.check_page(page)?;
-        if write {
-            self.stats.write_faults += 1;
-        } else {
-            self.stats.read_faults += 1;
-        }
+        self.stats.count_fault(write);
         self.fault(page, write)
     }
 

@@ -701,11 +701,7 @@ impl<M: PageMemory> Protocol for Sc<M> {
         if page.0 >= self.layout.total_pages {
             return Err(ProtoError::NotAllocated { page });
         }
-        if write {
-            self.stats.write_faults += 1;
-        } else {
-            self.stats.read_faults += 1;
-        }
+        self.stats.count_fault(write);
         self.fault(page, write)
     }
 

@@ -60,6 +60,14 @@ impl ProtoStats {
             e.bytes += v.bytes;
         }
     }
+    /// Record one application fault.
+    pub fn count_fault(&mut self, write: bool) {
+        if write {
+            self.write_faults += 1;
+        } else {
+            self.read_faults += 1;
+        }
+    }
     /// Record one message sent.
     pub fn count_send(&mut self, kind: &str, bytes: usize) {
         let e = self.sent.entry(kind.to_string()).or_default();
