@@ -11,12 +11,13 @@
 use squall_core::{Access, PageId, PageMemory, PAGE_SIZE};
 use squall_memory::{AddressSpace, Fault, SpaceConfig};
 use std::cell::UnsafeCell;
-use std::io::{BufRead, Read, Write};
-use std::process::{Child, Command, Output, Stdio};
+use std::io::{BufRead, Write};
+use std::process::{Child, Output, Stdio};
 use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-const ROLE: &str = "SQUALL_MEMORY_ROLE";
+mod common;
+use common::{child, ROLE};
 const BASE: usize = 0x5100_0000_0000;
 const PAGES: usize = 3;
 /// Where the region's pages are numbered (inside the 64 MiB range, as the top of node 0's arena
@@ -65,42 +66,9 @@ fn write(addr: usize, v: u8) {
     unsafe { std::ptr::write_volatile(addr as *mut u8, v) }
 }
 
-fn child(test: &str, role: &str) -> Command {
-    let mut c = Command::new(std::env::current_exe().expect("test binary path"));
-    c.args([test, "--exact", "--nocapture", "--test-threads=1"])
-        .env(ROLE, role);
-    c
-}
-
-fn finish(mut c: Child, who: &str) -> Output {
-    let take = |r: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut v);
-            }
-            v
-        })
-    };
-    let out = take(c.stdout.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
-    let err = take(c.stderr.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(st) = c.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let _ = c.kill();
-            let _ = c.wait();
-            panic!("{who} did not finish within 60 s (killed)");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let o = Output {
-        status,
-        stdout: out.join().unwrap(),
-        stderr: err.join().unwrap(),
-    };
+/// Wait for a child (see `common::finish`); it must succeed.
+fn finish(c: Child, who: &str) -> Output {
+    let o = common::finish(c, who);
     assert!(
         o.status.success(),
         "{who} failed: {:?}\nstdout:\n{}\nstderr:\n{}",

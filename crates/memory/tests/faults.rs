@@ -6,13 +6,14 @@
 
 use squall_core::{Access, PageId, PageMemory, PAGE_SIZE};
 use squall_memory::{AddressSpace, Fault, SpaceConfig};
-use std::io::{BufRead, Read, Write};
-use std::process::{Child, Command, Output, Stdio};
+use std::io::{BufRead, Write};
+use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-const ROLE: &str = "SQUALL_MEMORY_ROLE";
+mod common;
+use common::{child, finish, ROLE};
 const BASE: usize = 0x5000_0000_0000;
 
 fn space(size: usize) -> Arc<AddressSpace> {
@@ -22,46 +23,6 @@ fn space(size: usize) -> Arc<AddressSpace> {
         user_mode_only: false,
     })
     .expect("reserve the global range")
-}
-
-fn child(test: &str, role: &str) -> Command {
-    let mut c = Command::new(std::env::current_exe().expect("test binary path"));
-    c.args([test, "--exact", "--nocapture", "--test-threads=1"])
-        .env(ROLE, role);
-    c
-}
-
-/// Wait for a child at most a minute (a hang is a failure, not a stuck CI job); its stdout and
-/// stderr (if piped) are collected.
-fn finish(mut c: Child, who: &str) -> Output {
-    let take = |r: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut v);
-            }
-            v
-        })
-    };
-    let out = take(c.stdout.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
-    let err = take(c.stderr.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(st) = c.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let _ = c.kill();
-            let _ = c.wait();
-            panic!("{who} did not finish within 60 s (killed)");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Output {
-        status,
-        stdout: out.join().unwrap(),
-        stderr: err.join().unwrap(),
-    }
 }
 
 /// Run a child with piped output, bounded by [`finish`].
