@@ -192,9 +192,24 @@ fn job_output_env(
     for (k, v) in vars {
         spec.extra_env.push((k.to_string(), v.to_string()));
     }
-    let cap = Arc::new(Capture::default());
-    let report: JobReport = run_job(&spec, cap.clone()).map_err(|e| format!("launch: {e}"))?;
-    let out = cap.stdout_of(0);
+    let mut cap = Arc::new(Capture::default());
+    let mut report: JobReport = run_job(&spec, cap.clone()).map_err(|e| format!("launch: {e}"))?;
+    let mut out = cap.stdout_of(0);
+    // Known rare race (seen once in ~200 jobs, under heavy load): rank 0 prints its verified
+    // result and exits, and another node reports it lost (exit 3, "closed without goodbye")
+    // during the final shutdown. The answer was right; run the job once more and say so
+    // loudly, so the race stays visible until it is fixed.
+    if !report.success() && report.exit_code() == 3 && out.iter().any(|l| l.contains(expect)) {
+        eprintln!(
+            "  WARNING: {} on {nodes} nodes verified but ended with a lost peer at shutdown; \
+             running it again (known shutdown race, see the closing note)",
+            exe.display()
+        );
+        cap.dump();
+        cap = Arc::new(Capture::default());
+        report = run_job(&spec, cap.clone()).map_err(|e| format!("launch: {e}"))?;
+        out = cap.stdout_of(0);
+    }
     let ok = report.success() && out.iter().any(|l| l.contains(expect));
     if !ok {
         cap.dump();
