@@ -477,13 +477,9 @@ impl Endpoint {
             )));
         }
         if !self.shared.shutting_down.swap(true, Ordering::SeqCst) {
-            self.post(|ep| {
-                ep.shared
-                    .driver
-                    .lock()
-                    .backend
-                    .start_shutdown(Instant::now());
-            });
+            // Wake the service thread: it starts the goodbyes itself when it first sees the
+            // flag, before it ever judges the backend flushed (see `service_loop`).
+            self.post(|_| {});
         }
         let handle = self.shared.join.lock().take();
         if let Some(h) = handle {
@@ -808,6 +804,12 @@ impl Endpoint {
             self.run_posted();
             let now = Instant::now();
             if self.shared.shutting_down.load(Ordering::Acquire) {
+                if shutdown_started.is_none() {
+                    // Goodbyes go out before "flushed" can mean anything: a loop that saw the
+                    // flag but not yet the goodbyes would stop with nothing queued, and the
+                    // peers would take the closed connections for a failure.
+                    self.shared.driver.lock().backend.start_shutdown(now);
+                }
                 let started = *shutdown_started.get_or_insert(now);
                 let flushed = self.shared.driver.lock().backend.is_flushed();
                 if flushed || now >= started + self.shared.peer_timeout {
