@@ -16,7 +16,7 @@ pub mod mixed;
 pub mod sc;
 pub mod stats;
 
-use squall_core::{AllocInfo, Consistency, HeapLayout, NodeId, PageId, PageMemory};
+use squall_core::{AllocInfo, Consistency, NodeId, PageId};
 
 pub use hlrc::Hlrc;
 pub use mixed::{ArenaSplit, Mixed};
@@ -146,18 +146,5 @@ impl std::str::FromStr for ProtocolKind {
                 name: other.to_string(),
             }),
         }
-    }
-}
-
-/// Build a protocol core of `kind` for node `me`.
-pub fn build<M: PageMemory + 'static>(
-    kind: ProtocolKind,
-    mem: M,
-    me: NodeId,
-    layout: HeapLayout,
-) -> Box<dyn Protocol> {
-    match kind {
-        ProtocolKind::Hlrc => Box::new(Hlrc::new(mem, me, layout)),
-        ProtocolKind::Sc => Box::new(Sc::new(mem, me, layout)),
     }
 }

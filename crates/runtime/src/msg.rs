@@ -21,15 +21,18 @@ pub const JOIN: MsgType = MsgType(70);
 
 /// A readable name for a message type in statistics.
 pub fn name(ty: u16) -> String {
-    match ty {
-        64 => "protocol".into(),
-        65 => "sync".into(),
-        66 => "collective".into(),
-        67 => "heap".into(),
-        68 => "stats".into(),
-        69 => "spawn".into(),
-        70 => "join".into(),
-        t if t < MsgType::FIRST_USER => format!("transport_{t}"),
-        t => format!("type_{t}"),
+    const NAMES: [(MsgType, &str); 7] = [
+        (PROTO, "protocol"),
+        (SYNC, "sync"),
+        (COLLECTIVE, "collective"),
+        (HEAP, "heap"),
+        (STATS, "stats"),
+        (SPAWN, "spawn"),
+        (JOIN, "join"),
+    ];
+    match NAMES.iter().find(|(t, _)| t.0 == ty) {
+        Some((_, n)) => (*n).into(),
+        None if ty < MsgType::FIRST_USER => format!("transport_{ty}"),
+        None => format!("type_{ty}"),
     }
 }

@@ -3,7 +3,7 @@
 //! acknowledgement gives MiB/s. The baseline streams the same bytes over a raw TCP_NODELAY
 //! loopback connection. Owns this driver only.
 use super::raw;
-use super::report::{emit_json, median, round, run_nodes, Table};
+use super::report::{emit_json, median, round, run_nodes, set_transports, tag_transport, Table};
 use super::{parse_size, TransportChoice};
 use clap::Args;
 use serde_json::{json, Value};
@@ -103,20 +103,14 @@ pub fn main(a: BandwidthArgs) -> Result<(), String> {
                 "raw_mib_s": round(rawv, 2),
                 "ratio": round(ratio, 3),
             });
-            if transports.len() > 1 {
-                row["transport"] = json!(t);
-            }
+            tag_transport(&mut row, &transports, t);
             rows_json.push(row);
         }
     }
     table.print();
     if a.json {
         let mut obj = json!({"bench": "bandwidth", "raw": "tcp", "rows": rows_json});
-        if transports.len() == 1 {
-            obj["transport"] = json!(transports[0]);
-        } else {
-            obj["transports"] = json!(transports);
-        }
+        set_transports(&mut obj, &transports);
         emit_json(&obj);
     }
     Ok(())

@@ -2,7 +2,7 @@
 //! messages to the next rank as fast as it can; each receiver checks that every message from
 //! its predecessor arrived exactly once and in order. Prints messages/s per node and in total.
 //! Owns this driver only.
-use super::report::{emit_json, median, round, run_nodes, Table};
+use super::report::{emit_json, median, round, run_nodes, set_transports, tag_transport, Table};
 use super::{parse_size, TransportChoice};
 use clap::Args;
 use serde_json::{json, Value};
@@ -115,9 +115,7 @@ pub fn main(a: MessageArgs) -> Result<(), String> {
                 "received": received,
                 "in_order": ok,
             });
-            if transports.len() > 1 {
-                row["transport"] = json!(t);
-            }
+            tag_transport(&mut row, &transports, t);
             rows_json.push(row);
         }
         table.row(vec![
@@ -139,11 +137,7 @@ pub fn main(a: MessageArgs) -> Result<(), String> {
     table.print();
     if a.json {
         let mut obj = json!({"bench": "message", "nodes": a.nodes, "messages": a.messages, "rows": rows_json});
-        if transports.len() == 1 {
-            obj["transport"] = json!(transports[0]);
-        } else {
-            obj["transports"] = json!(transports);
-        }
+        set_transports(&mut obj, &transports);
         emit_json(&obj);
     }
     Ok(())

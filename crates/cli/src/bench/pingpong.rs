@@ -4,7 +4,7 @@
 //! raw socket ping-pong of the same kind (for `--transport mpi`: plain MPI_Send/MPI_Recv
 //! between 2 ranks of a second mpirun job, measured in the same run). Owns this driver only.
 use super::raw;
-use super::report::{emit_json, median, round, run_nodes, Table};
+use super::report::{emit_json, median, round, run_nodes, set_transports, tag_transport, Table};
 use super::{parse_size, TransportChoice};
 use clap::Args;
 use serde_json::{json, Value};
@@ -134,20 +134,14 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
                 "raw_rtt_us": round(rawv, 2),
                 "ratio": round(ratio, 3),
             });
-            if transports.len() > 1 {
-                row["transport"] = json!(t);
-            }
+            tag_transport(&mut row, &transports, t);
             rows_json.push(row);
         }
     }
     table.print();
     if a.json {
         let mut obj = json!({"bench": "pingpong", "rows": rows_json});
-        if transports.len() == 1 {
-            obj["transport"] = json!(transports[0]);
-        } else {
-            obj["transports"] = json!(transports);
-        }
+        set_transports(&mut obj, &transports);
         emit_json(&obj);
     }
     Ok(())

@@ -91,6 +91,22 @@ impl Table {
     }
 }
 
+/// Tag `row` with its transport when the bench covers several (the bench JSON shape).
+pub fn tag_transport(row: &mut Value, transports: &[&str], t: &str) {
+    if transports.len() > 1 {
+        row["transport"] = Value::from(t);
+    }
+}
+
+/// Name the transport(s) a bench object covers: `"transport"` for one, `"transports"` for
+/// several (the bench JSON shape).
+pub fn set_transports(obj: &mut Value, transports: &[&str]) {
+    match transports {
+        [one] => obj["transport"] = Value::from(*one),
+        many => obj["transports"] = Value::from(many.to_vec()),
+    }
+}
+
 /// Print `value` as the single JSON line that ends a `--json` run.
 pub fn emit_json(value: &Value) {
     let mut out = std::io::stdout().lock();
