@@ -1494,8 +1494,18 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
             let mut wrote = flushed.contains(&page);
             match twin {
                 Some(twin) => {
-                    // Write-protect first so no thread writes while the diff is taken.
-                    self.mem.set_access(page, Access::Read);
+                    let st = self.st(page);
+                    // Written lately, so likely written again: the page stays writable with a
+                    // fresh twin instead of taking a write fault in the next interval. It is
+                    // not write-protected while its diff is taken: a byte another thread of
+                    // this node writes meanwhile is either in this diff or (differing from
+                    // the fresh twin) in the next one; such a write is not ordered by this
+                    // release anyway. This keeps a release free of page-table changes.
+                    let stays = st.idle_releases.saturating_add(1) <= keep_limit(st.refaults);
+                    if !stays {
+                        // Write-protect first so no thread writes while the diff is taken.
+                        self.mem.set_access(page, Access::Read);
+                    }
                     let cur = self.read(page);
                     let d = make_diff(&twin, &cur);
                     let changed = !d.is_empty();
@@ -1510,10 +1520,12 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
                         st.idle_releases.saturating_add(1)
                     };
                     if st.idle_releases <= keep_limit(st.refaults) {
-                        // Written lately, so likely written again: stay writable with a
-                        // fresh twin instead of taking a write fault in the next interval.
                         st.twin = Some(cur);
-                        keep.push(page);
+                        if stays {
+                            self.dirty.insert(page);
+                        } else {
+                            keep.push(page);
+                        }
                     }
                 }
                 None => wrote = true,
