@@ -507,7 +507,7 @@ static double bh_accuracy(bh_tree *t, int samples)
 }
 
 static const char *USAGE = "barnes: Barnes-Hut N-body (Plummer model) with a parallel tree build under cell locks\n"
-                           "  -n N       bodies (default by size: tiny 1024, small 16384, medium 65536, large 220000)\n"
+                           "  -n N       bodies (default by size: tiny 1024, small 20000, medium 65536, large 220000)\n"
                            "  -i S       time steps (default 4)\n"
                            "  --theta X  opening tolerance (default 0.5)\n"
                            "  --padded   pad bodies from 120 to 128 bytes\n"
@@ -517,7 +517,7 @@ int main(int argc, char **argv)
 {
     app_opts o;
     app_parse_common(argc, argv, &o, USAGE);
-    static const long NB[4] = {1024, 16384, 65536, 220000};
+    static const long NB[4] = {1024, 20000, 65536, 220000};
     long n = app_flag_long(argc, argv, &o, "-n", NB[app_size_index(&o)], 2, 50000000L);
     int steps = (int)app_flag_long(argc, argv, &o, "-i", 4, 1, 1000000);
     double theta = app_flag_double(argc, argv, NULL, "--theta", 0.5, 0.0, 2.0);

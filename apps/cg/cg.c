@@ -213,8 +213,8 @@ int main(int argc, char **argv)
                                "  -n N   rows\n"
                                "  -z Z   random off-diagonal pairs per row\n"
                                "  -i I   outer iterations";
-    static const long N[4] = {2000, 75000, 300000, 1000000};
-    static const long IT[4] = {3, 6, 12, 15};
+    static const long N[4] = {2000, 100000, 400000, 1000000};
+    static const long IT[4] = {3, 20, 25, 15};
     app_opts o;
     app_parse_common(argc, argv, &o, usage);
     int si = app_size_index(&o);

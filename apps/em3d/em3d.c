@@ -103,17 +103,27 @@ static void *em_worker(void *p)
     return NULL;
 }
 
-/* Builds the in-edges of nodes[0..n) (sources in the other kind's array). A node owned by
- * thread p takes each edge from another thread's block with probability frac, otherwise from
- * its own; either way from a window of `span` nodes around the node's relative position in
- * that block (spatial locality, so the working set does not grow with N). */
+/* Builds the in-edges of nodes[0..n) (sources in the other kind's array), as the Split-C
+ * EM3D generator does: each edge is remote with probability frac, and a remote edge comes from
+ * a processor (thread) at most `span` away (q in [p-span, p+span], q != p, no wrap-around:
+ * the threads' blocks are slabs of one object). Which node of q: one of the `window` nodes of
+ * q's block nearest p (its first `window` nodes if q > p, its last if q < p: the slab face
+ * towards p), so the remote nodes a thread reads are at most 2*span*window whatever N is
+ * (nearest-neighbour sharing, as Shasta/Cashmere report for Em3d). A local edge comes from a
+ * window of `window` nodes around the node itself (spatial locality: the working set does not
+ * grow with N). `mark` (n ints, zeroed) counts the distinct remote sources per thread into
+ * *remote_nodes. Returns the number of remote edges. */
 static long em_build(em_node *nodes, long n, int degree, int nthreads, double frac, long span,
-                     unsigned long long seed, app_rng *vr, double *init)
+                     long window, unsigned long long seed, app_rng *vr, double *init, int *mark,
+                     long *remote_nodes)
 {
     long remote = 0;
     for (int p = 0; p < nthreads; p++) {
         long lo, hi;
         app_block_range(n, nthreads, p, &lo, &hi);
+        /* processors within span on each side (clipped at the ends of the line) */
+        long below = p < span ? p : span;
+        long above = (nthreads - 1 - p) < span ? (nthreads - 1 - p) : span;
         for (long i = lo; i < hi; i++) {
             app_rng r;
             app_rng_seed(&r, seed * 0x100000001B3ULL + (unsigned long long)i);
@@ -122,31 +132,46 @@ static long em_build(em_node *nodes, long n, int degree, int nthreads, double fr
             nd->owner = p;
             for (int k = 0; k < degree; k++) {
                 int q = p;
-                if (nthreads > 1 && app_rng_double(&r) < frac) {
-                    q = (int)app_rng_below(&r, (unsigned long long)(nthreads - 1));
-                    if (q >= p)
-                        q++;
-                    remote++;
+                if (below + above > 0 && app_rng_double(&r) < frac) {
+                    long d = (long)app_rng_below(&r, (unsigned long long)(below + above));
+                    q = d < below ? p - 1 - (int)d : p + 1 + (int)(d - below);
                 }
                 long qlo, qhi;
                 app_block_range(n, nthreads, q, &qlo, &qhi);
-                if (qhi == qlo) { /* more threads than nodes: fall back to any node */
-                    qlo = 0;
-                    qhi = n;
+                if (qhi == qlo) { /* more threads than nodes: take a local edge */
+                    q = p;
+                    qlo = lo;
+                    qhi = hi;
                 }
-                /* a window of `span` nodes around the same relative position in q's block */
-                long centre = qlo + (i - lo) * (qhi - qlo) / (hi - lo);
-                long wlo = centre - span / 2, whi = wlo + span;
-                if (wlo < qlo)
+                long wlo, whi;
+                if (q == p) { /* a window around the node itself */
+                    wlo = i - window / 2;
+                    whi = wlo + window;
+                    if (wlo < qlo) {
+                        wlo = qlo;
+                        whi = qlo + window;
+                    }
+                    if (whi > qhi) {
+                        whi = qhi;
+                        wlo = qhi - window > qlo ? qhi - window : qlo;
+                    }
+                } else if (q > p) { /* the face of q's slab towards p */
                     wlo = qlo;
-                if (whi > qhi)
+                    whi = qhi - qlo > window ? qlo + window : qhi;
+                } else {
                     whi = qhi;
-                if (whi <= wlo) {
-                    wlo = qlo;
-                    whi = qhi;
+                    wlo = qhi - qlo > window ? qhi - window : qlo;
                 }
-                nd->from[k] = (int)(wlo + (long)app_rng_below(&r, (unsigned long long)(whi - wlo)));
+                long src = wlo + (long)app_rng_below(&r, (unsigned long long)(whi - wlo));
+                nd->from[k] = (int)src;
                 nd->coeff[k] = (app_rng_double(&r) - 0.5) / degree;
+                if (q != p) {
+                    remote++;
+                    if (mark[src] != p + 1) {
+                        mark[src] = p + 1;
+                        (*remote_nodes)++;
+                    }
+                }
             }
             init[i] = app_rng_double(vr);
             nd->value = init[i];
@@ -161,7 +186,9 @@ static const char *USAGE =
     "  -d D               in-edges per node, 1..16 (default 10)\n"
     "  -i I               iterations (default by size: tiny 20, small 100, medium 150, large 200)\n"
     "  --remote-frac F    fraction of edges from other threads' nodes (default 0.2)\n"
-    "  --span W           edges come from a window of W nodes around the node's position (default 4096)\n"
+    "  --span S           a remote edge comes from a thread at most S away (default 1)\n"
+    "  --window W         remote edges come from the W nodes of that thread's block nearest this\n"
+    "                     thread, local edges from W nodes around the node (default 1000)\n"
     "  --separate-values  keep node values in separate arrays (EM3D-value) instead of in the nodes";
 
 int main(int argc, char **argv)
@@ -176,7 +203,8 @@ int main(int argc, char **argv)
     int iters = (int)app_flag_long(argc, argv, &o, "-i", I[si], 1, 1000000);
     double frac = app_flag_double(argc, argv, NULL, "--remote-frac", 0.2, 0.0, 1.0);
     int separate = app_flag_present(argc, argv, "--separate-values");
-    long span = app_flag_long(argc, argv, NULL, "--span", 4096, 1, 100000000L);
+    long span = app_flag_long(argc, argv, NULL, "--span", 1, 1, 1000000L);
+    long window = app_flag_long(argc, argv, NULL, "--window", 1000, 1, 100000000L);
     int T = o.threads;
 
     em_shared *g = app_alloc(1, sizeof *g, "em3d shared state");
@@ -190,8 +218,15 @@ int main(int argc, char **argv)
     double *h0 = app_alloc((size_t)n, sizeof(double), "initial H values");
     app_rng vr;
     app_rng_seed(&vr, 42);
-    long remote = em_build(g->e, n, degree, T, frac, span, 1, &vr, e0);
-    remote += em_build(g->h, n, degree, T, frac, span, 2, &vr, h0);
+    /* distinct remote sources per thread, summed over threads and both kinds (private memory) */
+    int *mark = calloc((size_t)n, sizeof(int));
+    if (!mark)
+        app_die("out of memory for %s", "the remote-node marks");
+    long remote_nodes = 0;
+    long remote = em_build(g->e, n, degree, T, frac, span, window, 1, &vr, e0, mark, &remote_nodes);
+    memset(mark, 0, sizeof(int) * (size_t)n);
+    remote += em_build(g->h, n, degree, T, frac, span, window, 2, &vr, h0, mark, &remote_nodes);
+    free(mark);
     if (separate) {
         g->ev = app_alloc((size_t)n, sizeof(double), "E values");
         g->hv = app_alloc((size_t)n, sizeof(double), "H values");
@@ -239,11 +274,12 @@ int main(int argc, char **argv)
         }
         ok = maxrel <= 1e-12 && isfinite(sum);
         snprintf(note, sizeof note,
-                 "N=%ld D=%d iters=%d span=%ld remote_frac=%.3f remote_edges=%ld layout=%s max_rel_diff=%.3g tol=1e-12",
-                 n, degree, iters, span, frac, remote, separate ? "separate-values" : "values-in-nodes", maxrel);
+                 "N=%ld D=%d iters=%d span=%ld window=%ld remote_frac=%.3f remote_edges=%ld remote_nodes=%ld layout=%s "
+                 "max_rel_diff=%.3g tol=1e-12",
+                 n, degree, iters, span, window, frac, remote, remote_nodes, separate ? "separate-values" : "values-in-nodes", maxrel);
     } else {
-        snprintf(note, sizeof note, "N=%ld D=%d iters=%d remote_frac=%.3f layout=%s (not verified)", n, degree,
-                 iters, frac, separate ? "separate-values" : "values-in-nodes");
+        snprintf(note, sizeof note, "N=%ld D=%d iters=%d span=%ld window=%ld remote_frac=%.3f layout=%s (not verified)",
+                 n, degree, iters, span, window, frac, separate ? "separate-values" : "values-in-nodes");
     }
     app_finish("em3d", &o, time_s, ok, sum, note);
 }

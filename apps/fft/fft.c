@@ -136,7 +136,7 @@ int main(int argc, char **argv)
                                "  -m M   log2 of the number of points (n = 2^M, M >= 2)\n"
                                "  -r R   repetitions of the transform";
     static const long M[4] = {12, 22, 24, 26};
-    static const long R[4] = {1, 2, 3, 3};
+    static const long R[4] = {1, 4, 3, 3};
     app_opts o;
     app_parse_common(argc, argv, &o, usage);
     int si = app_size_index(&o);

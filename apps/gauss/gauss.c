@@ -79,7 +79,7 @@ int main(int argc, char **argv)
 {
     static const char *usage = "gauss: Gaussian elimination with cyclic rows, then back-substitution\n"
                                "  -n N   system order";
-    static const long N[4] = {200, 1600, 2000, 3600};
+    static const long N[4] = {200, 1700, 2000, 3600};
     app_opts o;
     app_parse_common(argc, argv, &o, usage);
     int si = app_size_index(&o);

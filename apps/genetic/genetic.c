@@ -214,7 +214,7 @@ static void ga_init_pop(ga_ind *pop, long n, unsigned long long target, int bmax
 static const char *USAGE =
     "genetic: genetic algorithm breeding a 64-bit target integer over a shared population\n"
     "  -p P      population size, even (default by size: tiny 512, small 4096, medium 16384, large 32768)\n"
-    "  -g G      generations (default by size: tiny 10, small 150, medium 250, large 600)\n"
+    "  -g G      generations (default by size: tiny 10, small 180, medium 250, large 600)\n"
     "  -b B      fitness compares digits in bases 2..B, the think time (default 40)\n"
     "  --seed S  seed of the population, target and breeding (default 1)";
 
@@ -223,7 +223,7 @@ int main(int argc, char **argv)
     app_opts o;
     app_parse_common(argc, argv, &o, USAGE);
     static const long PP[4] = {512, 4096, 16384, 32768};
-    static const long GG[4] = {10, 150, 250, 600};
+    static const long GG[4] = {10, 180, 250, 600};
     int si = app_size_index(&o);
     long pop = app_flag_long(argc, argv, &o, "-p", PP[si], 2, 100000000L);
     int gens = (int)app_flag_long(argc, argv, &o, "-g", GG[si], 1, 1000000);
