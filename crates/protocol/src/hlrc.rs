@@ -33,21 +33,30 @@ pub(crate) enum Msg {
     HomeQuery {
         page: PageId,
     },
-    /// The manager's answer; `None`: the page is in no allocation.
+    /// The manager's answer; `None`: the page is in no allocation. `more`: the homes of the
+    /// pages right after it that are already decided (so a sequential reader asks once).
     HomeReply {
         page: PageId,
         home: Option<HomeRef>,
+        more: Vec<HomeRef>,
     },
     /// The old home tells the manager the page moved.
     HomeMoved {
         page: PageId,
         home: HomeRef,
     },
-    /// Send me the page (`epoch`: the home epoch the requester believes the receiver has).
+    /// Send me the page (`epoch`: the home epoch the requester believes the receiver has),
+    /// and the `ahead` pages after it if you can (read-ahead: each comes as `PageData`, or as
+    /// `NoPage` if this home cannot serve it right now).
     Fetch {
         page: PageId,
         write: bool,
         epoch: u32,
+        ahead: u8,
+    },
+    /// A read-ahead page the home does not serve (not home any more, held exclusively...).
+    NoPage {
+        page: PageId,
     },
     /// The home's copy; `exclusive`: nobody else has a copy, so the receiver writes it
     /// without twin, diff or notice until the home recalls it (Cashmere's exclusive mode).
@@ -71,7 +80,10 @@ pub(crate) enum Msg {
         atomic_token: Option<u64>,
         home: HomeRef,
     },
-    /// A diff for the home (possibly forwarded by an old home; `origin` gets the ack).
+    /// A diff for the home (possibly forwarded by an old home; `origin` gets the ack). An
+    /// empty diff asks the home to migrate to `origin` (sent at a write fault; it travels
+    /// and is acked like a diff, so every race a migration by diff streak handles is
+    /// handled the same way).
     Diff {
         page: PageId,
         origin: NodeId,
@@ -112,10 +124,12 @@ impl Msg {
             Msg::HomeReply { .. } => "home_reply",
             Msg::HomeMoved { .. } => "home_moved",
             Msg::Fetch { .. } => "fetch",
+            Msg::NoPage { .. } => "no_page",
             Msg::PageData { .. } => "page_data",
             Msg::Recall { .. } => "recall",
             Msg::RecallReply { .. } => "recall_reply",
             Msg::Redirect { .. } => "redirect",
+            Msg::Diff { diff, .. } if diff.is_empty() => "want_home",
             Msg::Diff { .. } => "diff",
             Msg::DiffAck { .. } => "diff_ack",
             Msg::Atomic { .. } => "atomic",
@@ -127,13 +141,17 @@ impl Msg {
     pub(crate) fn encode(&self) -> Vec<u8> {
         match self {
             Msg::HomeQuery { page } => Writer::new(1).page(*page).finish(),
-            Msg::HomeReply { page, home } => {
+            Msg::HomeReply { page, home, more } => {
                 let mut w = Writer::new(2);
                 w.page(*page);
                 match home {
                     Some(h) => w.u8(1).node(h.node).u32(h.epoch),
                     None => w.u8(0),
                 };
+                w.u16(more.len() as u16);
+                for h in more {
+                    w.node(h.node).u32(h.epoch);
+                }
                 w.finish()
             }
             Msg::HomeMoved { page, home } => Writer::new(3)
@@ -141,11 +159,18 @@ impl Msg {
                 .node(home.node)
                 .u32(home.epoch)
                 .finish(),
-            Msg::Fetch { page, write, epoch } => Writer::new(4)
+            Msg::Fetch {
+                page,
+                write,
+                epoch,
+                ahead,
+            } => Writer::new(4)
                 .page(*page)
                 .u8(u8::from(*write))
                 .u32(*epoch)
+                .u8(*ahead)
                 .finish(),
+            Msg::NoPage { page } => Writer::new(14).page(*page).finish(),
             Msg::PageData {
                 page,
                 data,
@@ -255,7 +280,19 @@ impl Msg {
                 } else {
                     None
                 };
-                Msg::HomeReply { page, home }
+                let k = usize::from(r.u16()?);
+                if k > HOME_RUN {
+                    return Err(r.err("home run too long"));
+                }
+                let more = (0..k)
+                    .map(|_| {
+                        Ok(HomeRef {
+                            node: r.node(n)?,
+                            epoch: r.u32()?,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, ProtoError>>()?;
+                Msg::HomeReply { page, home, more }
             }
             3 => Msg::HomeMoved {
                 page: r.page(t)?,
@@ -268,7 +305,9 @@ impl Msg {
                 page: r.page(t)?,
                 write: r.bool()?,
                 epoch: r.u32()?,
+                ahead: r.u8()?,
             },
+            14 => Msg::NoPage { page: r.page(t)? },
             5 => Msg::PageData {
                 page: r.page(t)?,
                 data: r.page_data()?.to_vec(),
@@ -412,6 +451,20 @@ fn keep_limit(refaults: u8) -> u8 {
     KEEP_WRITABLE_IDLE << refaults.min(4)
 }
 
+/// A write fault on a copy of a page whose home has moved fewer times than this asks the home
+/// to move here (Cashmere: the writer becomes the home if the home is not writing the page).
+/// Pages a main thread initialised and workers then own move to their writers at once, even
+/// when the writes change nothing; beyond this, migration needs a streak of diffs (no
+/// ping-pong of pages that several nodes write in turn).
+const WANT_HOME_EPOCHS: u32 = 2;
+
+/// Most pages a fetch asks for beyond the faulting one (read-ahead), and most homes a home
+/// look-up answer carries beyond the page asked about.
+const MAX_AHEAD: usize = 15;
+const HOME_RUN: usize = 64;
+/// Sequential fetch streams remembered for read-ahead.
+const STREAMS: usize = 8;
+
 /// Work waiting for a home look-up.
 #[derive(Debug, Clone, Copy)]
 enum Deferred {
@@ -433,6 +486,8 @@ struct FetchState {
     sent: bool,
     /// A write notice arrived while the fetch was out: the reply may predate the diff.
     stale: bool,
+    /// A thread waits for the page (false: read-ahead nobody asked for yet).
+    demand: bool,
 }
 
 #[derive(Debug, Default)]
@@ -459,6 +514,10 @@ struct PageState {
     recalling: bool,
     /// Home side: work waiting for the recall.
     held: Vec<Held>,
+    /// The home epoch at which this node last asked the home to move here.
+    want_sent: Option<u32>,
+    /// This node's copy was invalidated by a notice (it used the page: read it ahead).
+    lost: bool,
 }
 
 /// Home-side work waiting for an exclusive copy to come back.
@@ -525,6 +584,8 @@ pub struct Hlrc<M: PageMemory> {
     exclusive_mode: bool,
     /// Copies invalidated while applying notices, by home: sent as `Dropped` batches.
     dropped: BTreeMap<NodeId, Vec<PageId>>,
+    /// Sequential fetch streams: (next page expected, fetches in a row), newest first.
+    streams: VecDeque<(u64, u32)>,
 }
 
 impl<M: PageMemory> Hlrc<M> {
@@ -556,6 +617,7 @@ impl<M: PageMemory> Hlrc<M> {
             barrier_vt: vec![0; usize::from(layout.nodes)],
             exclusive_mode: true,
             dropped: BTreeMap::new(),
+            streams: VecDeque::new(),
         }
     }
 
@@ -690,6 +752,7 @@ impl<M: PageMemory> Hlrc<M> {
         }
         if let Some(f) = self.st(page).fetch.as_mut() {
             f.write |= write;
+            f.demand = true;
             return Ok(());
         }
         let Some(home) = self.resolve(page, Deferred::Fault { write })? else {
@@ -720,11 +783,13 @@ impl<M: PageMemory> Hlrc<M> {
             self.dirty.insert(page);
             self.mem.set_access(page, Access::ReadWrite);
             self.actions.push_back(Action::Resume { page });
+            self.want_home(page);
         } else {
             self.st(page).fetch = Some(FetchState {
                 write,
                 sent: false,
                 stale: false,
+                demand: true,
             });
             self.stats.page_fetches += 1;
             self.send_fetch(page);
@@ -749,12 +814,102 @@ impl<M: PageMemory> Hlrc<M> {
         f.sent = true;
         f.stale = false;
         let write = f.write;
+        let ahead = self.read_ahead(page, home);
         self.send(
             home.node,
             Msg::Fetch {
                 page,
                 write,
                 epoch: home.epoch,
+                ahead,
+            },
+        );
+    }
+
+    /// Pick the pages to fetch along with `page` from `home`, and mark them being fetched: the
+    /// run of pages right after it with the same home, not held here and not being fetched,
+    /// that this node is reading sequentially (a stream of fetches reached `page`: 1, 2, 4, 8
+    /// then `MAX_AHEAD` pages as the stream goes on) or that it held until a notice took them.
+    fn read_ahead(&mut self, page: PageId, home: HomeRef) -> u8 {
+        let run = match self.streams.iter().position(|&(next, _)| next == page.0) {
+            Some(i) => self.streams.remove(i).map_or(0, |(_, r)| r + 1),
+            None => 0,
+        };
+        let seq_limit = if run == 0 {
+            0
+        } else {
+            (1usize << (run - 1).min(4)).min(MAX_AHEAD)
+        };
+        let mut k = 0usize;
+        while k < MAX_AHEAD {
+            let q = PageId(page.0 + 1 + k as u64);
+            if q.0 >= self.layout.total_pages
+                || self.dir.cached(q) != Some(home)
+                || self.mem.access(q) != Access::None
+                || self.page_diffs.contains_key(&q)
+                || self.resolving.contains_key(&q)
+            {
+                break;
+            }
+            let st = self.st(q);
+            if st.fetch.is_some()
+                || st.twin.is_some()
+                || st.exclusive
+                || (k >= seq_limit && !st.lost)
+            {
+                break;
+            }
+            st.fetch = Some(FetchState {
+                write: false,
+                sent: true,
+                stale: false,
+                demand: false,
+            });
+            k += 1;
+        }
+        self.stats.pages_prefetched += k as u64;
+        self.streams.push_front((page.0 + 1 + k as u64, run));
+        self.streams.truncate(STREAMS);
+        k as u8
+    }
+
+    /// Home side: hand out the home's copy of `page` to `from` (a fetch, or read-ahead).
+    fn serve_copy(&mut self, from: NodeId, page: PageId, write: bool, again: bool) {
+        let dirty = self.dirty.contains(&page);
+        let unused_here = self.mem.access(page) == Access::None;
+        let enabled = self.exclusive_mode;
+        let me = self.me;
+        let st = self.st(page);
+        let exclusive = again
+            || (write
+                && enabled
+                && !dirty
+                && unused_here
+                && !st.copyset_all
+                && st.copyset.iter().all(|&n| n == from));
+        let first_sharer = !st.copyset_all && st.copyset.iter().all(|&n| n == me);
+        st.copyset.insert(from);
+        if first_sharer
+            && !dirty
+            && self.is_home(page)
+            && self.mem.access(page) == Access::ReadWrite
+        {
+            // An unshared home page kept writable across releases: from now on
+            // its writes must be noticed, so catch the next one.
+            self.mem.set_access(page, Access::Read);
+        }
+        let st = self.st(page);
+        if exclusive && !again {
+            st.excl_holder = Some(from);
+            self.stats.exclusive_grants += 1;
+        }
+        let data = self.read(page);
+        self.send(
+            from,
+            Msg::PageData {
+                page,
+                data,
+                exclusive,
             },
         );
     }
@@ -837,8 +992,10 @@ impl<M: PageMemory> Hlrc<M> {
         self.outstanding.insert(id);
         *self.page_diffs.entry(page).or_default() += 1;
         self.unacked.insert(id, (page, diff.clone()));
-        self.stats.diffs_created += 1;
-        self.stats.diff_bytes += diff_payload(&diff).unwrap_or(0) as u64;
+        if !diff.is_empty() {
+            self.stats.diffs_created += 1;
+            self.stats.diff_bytes += diff_payload(&diff).unwrap_or(0) as u64;
+        }
         self.send(
             home.node,
             Msg::Diff {
@@ -850,6 +1007,27 @@ impl<M: PageMemory> Hlrc<M> {
             },
         );
         Ok(())
+    }
+
+    /// A write fault made a twin of a copy: ask the home to move here (see
+    /// [`WANT_HOME_EPOCHS`]), once per home epoch.
+    fn want_home(&mut self, page: PageId) {
+        if self.migrate_after == 0 {
+            return;
+        }
+        let Some(home) = self.dir.cached(page) else {
+            return;
+        };
+        if home.node == self.me || home.epoch >= WANT_HOME_EPOCHS {
+            return;
+        }
+        let st = self.st(page);
+        if st.want_sent == Some(home.epoch) {
+            return;
+        }
+        st.want_sent = Some(home.epoch);
+        // The home is known, so this cannot fail.
+        let _ = self.send_diff(page, Vec::new());
     }
 
     fn check_releases(&mut self) {
@@ -886,6 +1064,7 @@ impl<M: PageMemory> Hlrc<M> {
         let twin = st.twin.take();
         let held = twin.is_some() || self.mem.access(page) != Access::None;
         if held {
+            self.st(page).lost = true;
             // Tell the home (batched, after the diff below: FIFO) that this copy is gone.
             if let Some(h) = self.dir.cached(page) {
                 self.dropped.entry(h.node).or_default().push(page);
@@ -934,14 +1113,23 @@ impl<M: PageMemory> Hlrc<M> {
         match msg {
             Msg::HomeQuery { page } => {
                 let home = self.dir.manager_lookup(page, from);
-                self.send(from, Msg::HomeReply { page, home });
+                let more = match home {
+                    Some(_) => self.dir.manager_known_run(PageId(page.0 + 1), HOME_RUN),
+                    None => Vec::new(),
+                };
+                self.send(from, Msg::HomeReply { page, home, more });
             }
-            Msg::HomeReply { page, home } => {
+            Msg::HomeReply { page, home, more } => {
                 let work = self.resolving.remove(&page).unwrap_or_default();
                 let Some(h) = home else {
                     return Err(ProtoError::NotAllocated { page });
                 };
                 self.dir.learn(page, h);
+                for (q, h) in (page.0 + 1..).zip(more) {
+                    if q < self.layout.total_pages {
+                        self.dir.learn(PageId(q), h);
+                    }
+                }
                 for w in work {
                     match w {
                         Deferred::Fault { write } => self.fault(page, write)?,
@@ -952,64 +1140,71 @@ impl<M: PageMemory> Hlrc<M> {
                 }
             }
             Msg::HomeMoved { page, home } => self.dir.manager_moved(page, home),
-            Msg::Fetch { page, write, epoch } => match self.home_status(page, epoch) {
-                HomeStatus::Serve => {
-                    let msg = Msg::Fetch { page, write, epoch };
-                    let st = self.st(page);
-                    // The holder dropped its grant as stale and asks again (unless a recall is out:
-                    // then the fetch waits for the recall's answer).
-                    let again = st.excl_holder == Some(from) && !st.recalling;
-                    if !again && self.hold_for_recall(page, Held::Remote(from, msg)) {
-                        return Ok(());
-                    }
-                    let dirty = self.dirty.contains(&page);
-                    let unused_here = self.mem.access(page) == Access::None;
-                    let enabled = self.exclusive_mode;
-                    let me = self.me;
-                    let st = self.st(page);
-                    let exclusive = again
-                        || (write
-                            && enabled
-                            && !dirty
-                            && unused_here
-                            && !st.copyset_all
-                            && st.copyset.iter().all(|&n| n == from));
-                    let first_sharer = !st.copyset_all && st.copyset.iter().all(|&n| n == me);
-                    st.copyset.insert(from);
-                    if first_sharer
-                        && !dirty
-                        && self.is_home(page)
-                        && self.mem.access(page) == Access::ReadWrite
-                    {
-                        // An unshared home page kept writable across releases: from now on
-                        // its writes must be noticed, so catch the next one.
-                        self.mem.set_access(page, Access::Read);
-                    }
-                    let st = self.st(page);
-                    if exclusive && !again {
-                        st.excl_holder = Some(from);
-                        self.stats.exclusive_grants += 1;
-                    }
-                    let data = self.read(page);
-                    self.send(
-                        from,
-                        Msg::PageData {
+            Msg::Fetch {
+                page,
+                write,
+                epoch,
+                ahead,
+            } => {
+                match self.home_status(page, epoch) {
+                    HomeStatus::Serve => {
+                        let msg = Msg::Fetch {
                             page,
-                            data,
-                            exclusive,
+                            write,
+                            epoch,
+                            ahead: 0,
+                        };
+                        let st = self.st(page);
+                        // The holder dropped its grant as stale and asks again (unless a
+                        // recall is out: then the fetch waits for the recall's answer).
+                        let again = st.excl_holder == Some(from) && !st.recalling;
+                        if again || !self.hold_for_recall(page, Held::Remote(from, msg)) {
+                            self.serve_copy(from, page, write, again);
+                        }
+                    }
+                    HomeStatus::Redirect(home) => self.send(
+                        from,
+                        Msg::Redirect {
+                            page,
+                            atomic_token: None,
+                            home,
                         },
-                    );
+                    ),
+                    HomeStatus::Park => {
+                        let msg = Msg::Fetch {
+                            page,
+                            write,
+                            epoch,
+                            ahead: 0,
+                        };
+                        self.park(page, from, msg)
+                    }
                 }
-                HomeStatus::Redirect(home) => self.send(
-                    from,
-                    Msg::Redirect {
-                        page,
-                        atomic_token: None,
-                        home,
-                    },
-                ),
-                HomeStatus::Park => self.park(page, from, Msg::Fetch { page, write, epoch }),
-            },
+                // Read-ahead pages: served as plain read copies when this node is their home
+                // at the requester's epoch and nobody holds them exclusively; otherwise
+                // declined (the requester fetches them on demand).
+                for q in (page.0 + 1..).take(usize::from(ahead)) {
+                    let q = PageId(q);
+                    let servable = q.0 < self.layout.total_pages
+                        && matches!(self.home_status(q, epoch), HomeStatus::Serve)
+                        && self
+                            .pages
+                            .get(&q)
+                            .is_none_or(|s| s.excl_holder.is_none() && !s.recalling);
+                    if servable {
+                        self.serve_copy(from, q, false, false);
+                    } else {
+                        self.send(from, Msg::NoPage { page: q });
+                    }
+                }
+            }
+            Msg::NoPage { page } => {
+                if let Some(f) = self.st(page).fetch.take() {
+                    if f.demand {
+                        self.fault(page, f.write)?;
+                    }
+                }
+            }
             Msg::PageData {
                 page,
                 data,
@@ -1023,10 +1218,14 @@ impl<M: PageMemory> Hlrc<M> {
                     });
                 };
                 if f.stale {
-                    // A notice overtook this copy: fetch again (FIFO behind the notice's diff).
-                    self.fault(page, f.write)?;
+                    // A notice overtook this copy: fetch again (FIFO behind the notice's diff)
+                    // if a thread waits for it.
+                    if f.demand {
+                        self.fault(page, f.write)?;
+                    }
                     return Ok(());
                 }
+                self.st(page).lost = false;
                 self.mem.write_bytes(page, 0, &data);
                 if exclusive {
                     // Sole copy: written in place, no twin, no diff, no notice.
@@ -1037,10 +1236,13 @@ impl<M: PageMemory> Hlrc<M> {
                     self.stats.twins += 1;
                     self.dirty.insert(page);
                     self.mem.set_access(page, Access::ReadWrite);
+                    self.want_home(page);
                 } else {
                     self.mem.set_access(page, Access::Read);
                 }
-                self.actions.push_back(Action::Resume { page });
+                if f.demand {
+                    self.actions.push_back(Action::Resume { page });
+                }
             }
             Msg::Redirect {
                 page,
@@ -1236,24 +1438,35 @@ impl<M: PageMemory> Hlrc<M> {
         // Only the diff's runs are written, in place: this node's own threads may be writing
         // other bytes of the page right now (multiple writers), and a read-modify-write of
         // the whole page would put back the old value of whatever they wrote meanwhile.
-        let mem = &self.mem;
-        for_each_run(diff, |off, bytes| mem.write_bytes(page, off, bytes)).ok_or_else(|| {
-            ProtoError::Malformed {
-                from,
-                why: format!("bad diff for {page}"),
-            }
-        })?;
-        self.stats.diffs_applied += 1;
-        let st = self.st(page);
-        let streak = match st.streak {
-            Some((n, c)) if n == origin => c + 1,
-            _ => 1,
+        let migrate = if diff.is_empty() {
+            // A writer asks for the home: granted unless this node is writing the page
+            // (Cashmere: the home migrates if it is not actively modifying the page).
+            let epoch = self.dir.cached(page).map_or(0, |h| h.epoch);
+            self.migrate_after > 0
+                && epoch < WANT_HOME_EPOCHS
+                && !self.dirty.contains(&page)
+                && self.mem.access(page) != Access::ReadWrite
+                && !self.parked.contains_key(&page)
+        } else {
+            let mem = &self.mem;
+            for_each_run(diff, |off, bytes| mem.write_bytes(page, off, bytes)).ok_or_else(
+                || ProtoError::Malformed {
+                    from,
+                    why: format!("bad diff for {page}"),
+                },
+            )?;
+            self.stats.diffs_applied += 1;
+            let st = self.st(page);
+            let streak = match st.streak {
+                Some((n, c)) if n == origin => c + 1,
+                _ => 1,
+            };
+            st.streak = Some((origin, streak));
+            self.migrate_after > 0
+                && streak >= self.migrate_after
+                && !self.dirty.contains(&page)
+                && !self.parked.contains_key(&page)
         };
-        st.streak = Some((origin, streak));
-        let migrate = self.migrate_after > 0
-            && streak >= self.migrate_after
-            && !self.dirty.contains(&page)
-            && !self.parked.contains_key(&page);
         let migrate = if migrate {
             let cur = self.dir.cached(page).map_or(0, |h| h.epoch);
             let new = HomeRef {

@@ -86,6 +86,35 @@ impl HomeDirectory {
         Some(h)
     }
 
+    /// Manager side: the homes of the pages from `first` on that are already decided (first
+    /// touch done, migrated, or placed statically), up to `max` of them, stopping at the first
+    /// page that is not (a look-up never decides a first touch for a page nobody touched).
+    pub fn manager_known_run(&self, first: PageId, max: usize) -> Vec<HomeRef> {
+        let mut out = Vec::new();
+        let mut p = first.0;
+        while out.len() < max && p < self.layout.total_pages {
+            let page = PageId(p);
+            let h = match self.assigned.get(&page) {
+                Some(h) => *h,
+                None => {
+                    let node = self
+                        .allocs
+                        .range(..=p)
+                        .next_back()
+                        .filter(|(_, a)| p < a.first.0 + a.pages)
+                        .and_then(|(_, a)| a.static_home(page, self.layout.nodes));
+                    match node {
+                        Some(node) => HomeRef { node, epoch: 0 },
+                        None => break,
+                    }
+                }
+            };
+            out.push(h);
+            p += 1;
+        }
+        out
+    }
+
     /// Manager side: a migration moved the home (ignored if older than what is recorded).
     pub fn manager_moved(&mut self, page: PageId, home: HomeRef) {
         match self.assigned.get(&page) {

@@ -23,6 +23,8 @@ pub struct ProtoStats {
     pub diff_bytes: u64,
     pub diffs_applied: u64,
     pub page_fetches: u64,
+    /// hlrc: pages sent along with a fetch (read-ahead), beside `page_fetches`.
+    pub pages_prefetched: u64,
     pub invalidations: u64,
     pub home_migrations: u64,
     /// hlrc: exclusive-mode grants (no twin, diff or notice) and recalls of them.
@@ -47,6 +49,7 @@ impl ProtoStats {
         self.diff_bytes += other.diff_bytes;
         self.diffs_applied += other.diffs_applied;
         self.page_fetches += other.page_fetches;
+        self.pages_prefetched += other.pages_prefetched;
         self.invalidations += other.invalidations;
         self.home_migrations += other.home_migrations;
         self.exclusive_grants += other.exclusive_grants;

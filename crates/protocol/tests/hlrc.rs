@@ -175,8 +175,14 @@ fn home_migrates_to_a_sole_writer_and_others_are_redirected() {
     // Node 2 learns the home (node 0) before the migration.
     c.fault(2, 0, false);
     c.settle();
+    // The home is writing the page: node 1's write fault asks for the home in vain...
+    c.fault(0, 0, true);
     c.fault(1, 0, true);
     c.settle();
+    assert_eq!(c.total_stats().messages_of("want_home"), 1);
+    assert_eq!(c.total_stats().home_migrations, 0);
+    c.release(0, 1);
+    // ...but its diff (a streak of one sole-writer diff) moves the home.
     c.store(1, 0, 0, 3);
     c.release(1, 1);
     let s = c.total_stats();
@@ -204,6 +210,38 @@ fn home_migrates_to_a_sole_writer_and_others_are_redirected() {
     d.settle();
     assert_eq!(d.total_stats().messages_of("redirect"), 0);
     assert_eq!(d.load(2, 0, 0), 1);
+}
+
+#[test]
+fn a_write_fault_moves_the_home_when_the_home_is_not_writing() {
+    // Cashmere's migration at a write fault: node 0 (home) initialised the page, node 1
+    // writes it. Exact messages: fetch + page data, then want_home + its ack (with the
+    // handover); the release after sends no diff (node 1 is the home).
+    let mut c = Cluster::new("hlrc-migrate", 2);
+    c.fault(0, 1, true);
+    c.store(0, 1, 0, 5);
+    c.release(0, 1);
+    c.fault(1, 1, false);
+    c.settle();
+    c.fault(1, 1, true);
+    c.settle();
+    c.store(1, 1, 8, 6);
+    c.release(1, 1);
+    let s = c.total_stats();
+    assert_eq!(s.home_migrations, 1);
+    assert_eq!(s.messages_of("fetch"), 1);
+    assert_eq!(s.messages_of("want_home"), 1);
+    assert_eq!(s.messages_of("diff_ack"), 1);
+    assert_eq!(s.messages_of("diff"), 0);
+    assert_eq!(s.diffs_created, 0);
+    // Node 1 is the home: its next write needs no fault at all.
+    assert_eq!(c.access(1, 1), Access::ReadWrite);
+    // Node 0 dropped its copy and reads the page back from its new home.
+    c.handoff(1, 0);
+    c.fault(0, 1, false);
+    c.settle();
+    assert_eq!(c.load(0, 1, 0), 5);
+    assert_eq!(c.load(0, 1, 8), 6);
 }
 
 #[test]
@@ -442,4 +480,37 @@ fn early_flushed_writes_are_noticed_at_the_release() {
     c.fault(2, 0, false);
     c.settle();
     assert_eq!(c.load(2, 0, 0), 5);
+}
+
+#[test]
+fn sequential_reads_and_lost_copies_are_fetched_ahead() {
+    // Node 1 reads pages 0..4 (homed at node 0) in order: the first fetch asks for one page,
+    // the second (a stream of two) also for the next page; page 3 is the third fetch.
+    let mut c = Cluster::new("hlrc", 2);
+    for p in 0..4 {
+        c.fault(1, p, false);
+        c.settle();
+        assert_eq!(c.access(1, p), Access::Read);
+    }
+    let s = c.total_stats();
+    assert_eq!(s.messages_of("fetch"), 3);
+    assert_eq!(s.messages_of("page_data"), 4);
+    assert_eq!(s.pages_prefetched, 1);
+    // Node 0 writes all four; after the notices node 1 reads page 0 again: the three other
+    // copies it lost come with it, in one fetch.
+    for p in 0..4 {
+        c.fault(0, p, true);
+        c.store(0, p, 0, 10 + p);
+    }
+    c.release(0, 1);
+    c.handoff(0, 1);
+    c.fault(1, 0, false);
+    c.settle();
+    let s = c.total_stats();
+    assert_eq!(s.messages_of("fetch"), 4);
+    assert_eq!(s.messages_of("page_data"), 8);
+    for p in 0..4 {
+        assert_eq!(c.access(1, p), Access::Read);
+        assert_eq!(c.load(1, p, 0), 10 + p);
+    }
 }
