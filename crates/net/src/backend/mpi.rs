@@ -4,21 +4,32 @@
 //! size from `MPI_Comm_rank`/`MPI_Comm_size`, the job id broadcast by rank 0); must not touch
 //! handlers, requests or statistics by type.
 //!
-//! MPI is not fd-based, so one **progress thread** owns every MPI call: it initialises MPI with
-//! `MPI_THREAD_FUNNELED` (only that thread ever calls MPI, so no locking inside MPI is
-//! needed), posts the sends that [`Backend::send`] queues (`MPI_Isend`, then `MPI_Test` while
-//! probing incoming messages, so two large sends crossing each other cannot deadlock),
-//! receives with `MPI_Improbe`/`MPI_Mrecv`, and hands received frames to the service thread
-//! through a channel plus a `mio::Waker` registered under this backend's token.
+//! Who calls MPI: MPI is initialised with `MPI_THREAD_SERIALIZED` and every MPI call is made
+//! under one lock ([`Shared::mpi`]), by whichever thread needs it, so no message crosses a
+//! thread to be sent or received on the latency path:
+//! - **Sends** are posted by the sending thread itself ([`Backend::send`], already under the
+//!   endpoint's lock): `MPI_Isend`, then `MPI_Test` while probing incoming messages (so two
+//!   large sends crossing each other cannot deadlock). Only when earlier sends are still queued
+//!   for the progress thread (see below) does a send join that queue, behind them.
+//! - **Receives** are made by the endpoint's service thread while it is *hot* (a message came
+//!   or went within [`SVC_SPIN`]): [`Backend::poll_timeout`] then asks for an immediate
+//!   wake-up, so the service loop keeps calling [`Backend::handle_timeout`], which probes MPI
+//!   (`MPI_Improbe`/`MPI_Mrecv`) and delivers straight to the handlers. This is the busy-wait
+//!   a raw MPI program does inside `MPI_Recv`, bounded in time.
+//! - The **progress thread** probes while the service thread is cold (asleep in its poll) or
+//!   stalled in a long handler ([`STALL`]), handing what it receives to the service thread
+//!   through a channel plus a `mio::Waker` registered under this backend's token; it spins
+//!   for [`SPIN`] after its last piece of work, then naps with a timeout growing from 2 µs to
+//!   [`MAX_NAP`]. It also initialises and finalises MPI and posts sends queued behind it.
+//!
+//! Per-pair FIFO: sends are posted in order (a send posts itself only when nothing is queued
+//! for the progress thread, and the queue is emptied in order), MPI does not let one sender's
+//! messages overtake each other within a matching receive, the receiver matches with one
+//! any-source any-tag probe (then the body from that same source), and frames the progress
+//! thread (or a sender) received are queued under the MPI lock, which the service thread holds
+//! while it drains that queue before probing itself.
 //! Payloads of [`SPLIT_AT`] bytes or more go as two messages, the header ([`TAG_HEAD`]) and the
 //! payload straight from the sender's buffer ([`TAG_BODY`]), so bulk data is not copied.
-//! Per-pair FIFO holds because sends leave one at a time in queue order, MPI does not let one
-//! sender's messages overtake each other within a matching receive, and the receiver matches
-//! with one any-source any-tag probe (then the body from that same source).
-//!
-//! Idle policy: the thread spins (probing) for [`SPIN`] after its last piece of work, then
-//! parks with a timeout growing from 2 µs to [`MAX_NAP`] (a queued send unparks it at once),
-//! so two nodes sharing two cores do not starve each other.
 //!
 //! Goodbye: a `BYE` frame to every peer; once all peers said goodbye (or [`LINGER`] passed)
 //! the progress thread calls `MPI_Finalize` and the backend reports itself flushed.
@@ -31,16 +42,17 @@ use crate::endpoint::{TY_BYE, TY_LINK};
 use crate::error::NetError;
 use crate::stats::{DropReason, LinkCounters};
 use ::mpi::point_to_point::{Destination, MatchedReceiveVec, Source};
-use ::mpi::topology::Communicator;
+use ::mpi::topology::{Communicator, SimpleCommunicator};
 use ::mpi::traits::Root;
 use bytes::Bytes;
 use crossbeam_channel::{unbounded, Receiver, Sender, TryRecvError};
 use mio::event::Event;
 use mio::{Registry, Token, Waker};
+use parking_lot::Mutex;
 use squall_core::{JobId, NodeId};
 use squall_wire::{decode_header, Flags, Header, MsgType, HEADER_LEN};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
@@ -60,6 +72,16 @@ const WAKE_TOKEN: Token = Token(1);
 const SPIN: Duration = Duration::from_micros(50);
 /// Longest nap of an idle progress thread.
 const MAX_NAP: Duration = Duration::from_micros(50);
+/// How long the service thread keeps polling MPI itself after the last message it sent or
+/// received (then it sleeps and the progress thread watches MPI).
+const SVC_SPIN: Duration = Duration::from_micros(100);
+/// A hot service thread idle for this long yields the core between probes: an application
+/// thread that a reply woke (or a peer node sharing the cores) must get to run. Yielding
+/// sooner costs the ping-pong time when other processes load the machine.
+const YIELD_AFTER: Duration = Duration::from_micros(20);
+/// A hot service thread that has not probed for this long is stuck in a handler: the progress
+/// thread probes meanwhile (so a peer's large send to this node is not held up).
+const STALL: Duration = Duration::from_micros(500);
 /// How long a node that said goodbye waits for its peers' goodbyes before finalising MPI.
 const LINGER: Duration = Duration::from_millis(2000);
 /// How long bootstrap waits for the progress thread to initialise MPI.
@@ -77,17 +99,26 @@ struct Frame {
     body: Option<Bytes>,
 }
 
-/// What the progress thread hands the service thread: source rank, frame or header, body.
+/// A received message: source rank, frame or header, body.
 type Received = (i32, Vec<u8>, Option<Vec<u8>>);
 
 /// State shared between the backend (service thread and senders) and the progress thread.
 struct Shared {
-    waker: parking_lot::Mutex<Option<Arc<Waker>>>,
+    waker: Mutex<Option<Arc<Waker>>>,
     wake_pending: AtomicBool,
-    /// Frames queued or being sent.
+    /// Held around every MPI call (`MPI_THREAD_SERIALIZED`); true once MPI is (being)
+    /// finalised, after which nobody calls MPI. Frames are pushed to the received queue under
+    /// it, which keeps them in order with what the holder probes next.
+    mpi: Mutex<bool>,
+    /// Frames queued for the progress thread or being sent by it.
     in_flight: AtomicUsize,
     /// `MPI_Finalize` returned (or the progress thread ended).
     finalized: AtomicBool,
+    /// The service thread is polling MPI itself (see [`SVC_SPIN`]).
+    svc_hot: AtomicBool,
+    /// When the service thread last probed, in nanoseconds since `epoch`.
+    svc_seen_ns: AtomicU64,
+    epoch: Instant,
 }
 
 impl Shared {
@@ -98,6 +129,19 @@ impl Shared {
                 let _ = w.wake();
             }
         }
+    }
+
+    fn nanos(&self, t: Instant) -> u64 {
+        u64::try_from(t.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// True while the hot service thread probes MPI (and has done so recently).
+    fn service_polling(&self, now: Instant) -> bool {
+        self.svc_hot.load(Ordering::Acquire)
+            && self
+                .nanos(now)
+                .saturating_sub(self.svc_seen_ns.load(Ordering::Acquire))
+                < STALL.as_nanos() as u64
     }
 }
 
@@ -120,13 +164,20 @@ pub(crate) struct MpiBackend {
     job: JobId,
     peers: Vec<PeerState>,
     cmds: Sender<Cmd>,
+    /// Frames received by the progress thread or by a sender (pushed under the MPI lock).
     incoming: Receiver<Received>,
+    incoming_tx: Sender<Received>,
+    /// Reused buffer of frames taken off MPI or `incoming` by the service thread.
+    rx_buf: Vec<Received>,
     progress: Thread,
     join: Option<JoinHandle<()>>,
     shared: Arc<Shared>,
     counters: LinkCounters,
     peer_timeout: Duration,
     shutdown_at: Option<Instant>,
+    /// The last message sent or delivered: the service thread polls MPI until [`SVC_SPIN`]
+    /// after it.
+    last_activity: Instant,
 }
 
 /// Starts the progress thread (which initialises MPI) and returns the backend with this node's
@@ -138,19 +189,24 @@ pub(crate) fn start(cfg: &NetConfig) -> Result<(MpiBackend, NodeId, u16, JobId),
         )));
     }
     let shared = Arc::new(Shared {
-        waker: parking_lot::Mutex::new(None),
+        waker: Mutex::new(None),
         wake_pending: AtomicBool::new(false),
+        mpi: Mutex::new(false),
         in_flight: AtomicUsize::new(0),
         finalized: AtomicBool::new(false),
+        svc_hot: AtomicBool::new(false),
+        svc_seen_ns: AtomicU64::new(0),
+        epoch: Instant::now(),
     });
     let (cmd_tx, cmd_rx) = unbounded::<Cmd>();
     let (in_tx, in_rx) = unbounded::<Received>();
     let (ready_tx, ready_rx) = crossbeam_channel::bounded::<Result<Started, String>>(1);
     let job_hint = cfg.job_id;
     let sh = shared.clone();
+    let progress_in = in_tx.clone();
     let join = std::thread::Builder::new()
         .name("squall-mpi".into())
-        .spawn(move || progress_main(job_hint, cmd_rx, in_tx, ready_tx, sh))
+        .spawn(move || progress_main(job_hint, cmd_rx, progress_in, ready_tx, sh))
         .map_err(|e| NetError::io("spawning the mpi progress thread", e))?;
     let started = match ready_rx.recv_timeout(INIT_TIMEOUT) {
         Ok(Ok(s)) => s,
@@ -179,12 +235,15 @@ pub(crate) fn start(cfg: &NetConfig) -> Result<(MpiBackend, NodeId, u16, JobId),
             peers,
             cmds: cmd_tx,
             incoming: in_rx,
+            incoming_tx: in_tx,
+            rx_buf: Vec::new(),
             progress,
             join: Some(join),
             shared,
             counters: LinkCounters::default(),
             peer_timeout: cfg.peer_timeout,
             shutdown_at: None,
+            last_activity: now,
         },
         started.rank,
         started.size,
@@ -192,8 +251,8 @@ pub(crate) fn start(cfg: &NetConfig) -> Result<(MpiBackend, NodeId, u16, JobId),
     ))
 }
 
-/// The progress thread: initialise, report, then post sends and receive until told to
-/// finalise.
+/// The progress thread: initialise, report, then post queued sends and receive (while the
+/// service thread does not) until told to finalise.
 fn progress_main(
     job_hint: Option<JobId>,
     cmds: Receiver<Cmd>,
@@ -203,7 +262,7 @@ fn progress_main(
 ) {
     // Naps shorter than the default 50 µs timer slack only help if the slack is small.
     let _ = nix::sys::prctl::set_timerslack(1_000);
-    let Some((universe, _level)) = ::mpi::initialize_with_threading(::mpi::Threading::Funneled)
+    let Some((universe, _level)) = ::mpi::initialize_with_threading(::mpi::Threading::Serialized)
     else {
         let _ = ready.send(Err(
             "mpi was already initialised in this process (one squall node per process)".into(),
@@ -231,6 +290,10 @@ fn progress_main(
         size: size16,
         job: JobId(job),
     }));
+    let mut push = |r: Received| {
+        // The backend is gone only when the endpoint is; then nobody wants the frame.
+        let _ = incoming.send(r);
+    };
     let mut last_work = Instant::now();
     let mut nap = Duration::from_micros(2);
     loop {
@@ -240,7 +303,12 @@ fn progress_main(
             match cmds.try_recv() {
                 Ok(Cmd::Send { to, frame }) => {
                     worked = true;
-                    send_one(&world, to, &frame, &incoming, &shared);
+                    let closed = shared.mpi.lock();
+                    if !*closed && send_one(&world, to, &frame, &mut push) {
+                        shared.wake();
+                    }
+                    // Still under the lock: a sender that sees nothing in flight may post
+                    // its own send, which then follows this one.
                     shared.in_flight.fetch_sub(1, Ordering::AcqRel);
                 }
                 Ok(Cmd::Finalize) => finalize = true,
@@ -251,11 +319,22 @@ fn progress_main(
                 }
             }
         }
-        if receive_all(&world, &incoming, &shared) {
-            worked = true;
-        }
         if finalize {
             break;
+        }
+        let now = Instant::now();
+        if shared.service_polling(now) {
+            // The service thread receives itself; it (or a queued send) unparks this thread
+            // when it stops.
+            std::thread::park_timeout(STALL);
+            last_work = now;
+            continue;
+        }
+        if let Some(closed) = shared.mpi.try_lock() {
+            if !*closed && receive_all(&world, &mut push) {
+                worked = true;
+                shared.wake();
+            }
         }
         if worked {
             last_work = Instant::now();
@@ -269,6 +348,8 @@ fn progress_main(
             nap = (nap * 2).min(MAX_NAP);
         }
     }
+    // Nobody calls MPI once the flag is set (every caller checks it under the lock).
+    *shared.mpi.lock() = true;
     drop(world);
     drop(universe); // MPI_Finalize
     shared.finalized.store(true, Ordering::Release);
@@ -276,15 +357,16 @@ fn progress_main(
     shared.wake();
 }
 
-/// Posts one send and completes it, receiving whatever arrives meanwhile.
+/// Posts one send and completes it, receiving whatever arrives meanwhile into `sink`
+/// (true if something did). Caller holds the MPI lock.
 fn send_one(
-    world: &::mpi::topology::SimpleCommunicator,
+    world: &SimpleCommunicator,
     to: i32,
     frame: &Frame,
-    incoming: &Sender<Received>,
-    shared: &Shared,
-) {
+    sink: &mut dyn FnMut(Received),
+) -> bool {
     let dest = world.process_at_rank(to);
+    let mut got = false;
     ::mpi::request::scope(|scope| {
         let head_tag = if frame.body.is_some() { TAG_HEAD } else { TAG };
         let mut head = Some(dest.immediate_send_with_tag(scope, &frame.head[..], head_tag));
@@ -300,18 +382,16 @@ fn send_one(
                 body = r.test().err();
             }
             if head.is_some() || body.is_some() {
-                receive_all(world, incoming, shared);
+                got |= receive_all(world, sink);
             }
         }
     });
+    got
 }
 
-/// Receives every message already arrived; true if there was one.
-fn receive_all(
-    world: &::mpi::topology::SimpleCommunicator,
-    incoming: &Sender<Received>,
-    shared: &Shared,
-) -> bool {
+/// Receives every message already arrived into `sink`; true if there was one. Caller holds the
+/// MPI lock.
+fn receive_all(world: &SimpleCommunicator, sink: &mut dyn FnMut(Received)) -> bool {
     let mut got = false;
     // Any tag: MPI keeps one sender's messages in order only among those a receive matches,
     // so header and body (different tags) must be matched by the same any-tag probe.
@@ -333,17 +413,15 @@ fn receive_all(
             // Not ours (a stray body, another tag): dropped.
             continue;
         };
-        // The backend is gone only when the endpoint is; then nobody wants the frame.
-        let _ = incoming.send((src, data, body));
-    }
-    if got {
-        shared.wake();
+        sink((src, data, body));
     }
     got
 }
 
 impl MpiBackend {
-    fn queue(&mut self, now: Instant, to: NodeId, frame: Frame) -> Result<(), NetError> {
+    /// Sends one frame: posted by this thread when nothing is queued for the progress thread,
+    /// else queued behind what is (per-pair FIFO).
+    fn send_frame(&mut self, now: Instant, to: NodeId, frame: Frame) -> Result<(), NetError> {
         let Some(p) = self.peers.get_mut(to.index()) else {
             return Err(NetError::BadDestination {
                 peer: to,
@@ -354,6 +432,29 @@ impl MpiBackend {
             return Err(NetError::PeerGone { peer: to });
         }
         p.last_sent = now;
+        self.last_activity = now;
+        // Only this backend (under the endpoint's lock) adds to `in_flight`: zero means every
+        // queued send has been posted and completed.
+        if self.shared.in_flight.load(Ordering::Acquire) == 0 {
+            let closed = self.shared.mpi.lock();
+            if *closed {
+                return Err(NetError::PeerLost {
+                    peer: to,
+                    reason: "mpi has been finalised on this node".into(),
+                });
+            }
+            let world = SimpleCommunicator::world();
+            let tx = &self.incoming_tx;
+            let got = send_one(&world, i32::from(to.0), &frame, &mut |r| {
+                let _ = tx.send(r);
+            });
+            drop(closed);
+            if got {
+                self.shared.wake();
+            }
+            self.counters.packets_sent += 1;
+            return Ok(());
+        }
         self.shared.in_flight.fetch_add(1, Ordering::AcqRel);
         if self
             .cmds
@@ -372,6 +473,41 @@ impl MpiBackend {
         self.counters.packets_sent += 1;
         self.progress.unpark();
         Ok(())
+    }
+
+    /// The service thread's receive: frames others queued, then whatever MPI holds (if the
+    /// MPI lock is free; its holder queues what it receives).
+    fn poll_mpi(&mut self, now: Instant, out: &mut Vec<BackendEvent>) {
+        if now.saturating_duration_since(self.last_activity) < SVC_SPIN {
+            self.shared
+                .svc_seen_ns
+                .store(self.shared.nanos(now), Ordering::Release);
+            self.shared.svc_hot.store(true, Ordering::Release);
+        }
+        let mut buf = std::mem::take(&mut self.rx_buf);
+        match self.shared.mpi.try_lock() {
+            Some(closed) => {
+                // Under the lock: nothing can be queued after what this thread probes next.
+                buf.extend(self.incoming.try_iter());
+                if !*closed {
+                    receive_all(&SimpleCommunicator::world(), &mut |r| buf.push(r));
+                }
+            }
+            None => buf.extend(self.incoming.try_iter()),
+        }
+        let idle = buf.is_empty();
+        for r in buf.drain(..) {
+            self.on_frame(now, r, out);
+        }
+        self.rx_buf = buf;
+        if idle
+            && self.shared.svc_hot.load(Ordering::Relaxed)
+            && now.saturating_duration_since(self.last_activity) >= YIELD_AFTER
+        {
+            // Spinning: let a thread waiting for this core (an application thread a reply
+            // just woke, the peer's threads when nodes share cores) run first.
+            std::thread::yield_now();
+        }
     }
 
     fn frame(
@@ -436,6 +572,7 @@ impl MpiBackend {
         }
         let p = &mut self.peers[usize::from(src)];
         p.last_heard = now;
+        self.last_activity = now;
         if p.lost {
             return;
         }
@@ -488,7 +625,7 @@ impl Backend for MpiBackend {
             });
         }
         let frame = self.frame(msg.to, msg.ty, msg.flags, msg.request_id, &msg.payload)?;
-        self.queue(now, msg.to, frame)
+        self.send_frame(now, msg.to, frame)
     }
 
     fn handle_event(&mut self, now: Instant, event: &Event, out: &mut Vec<BackendEvent>) {
@@ -502,10 +639,9 @@ impl Backend for MpiBackend {
     }
 
     fn handle_timeout(&mut self, now: Instant, out: &mut Vec<BackendEvent>) {
-        // Frames whose wake-up raced with the last drain.
-        while let Ok(r) = self.incoming.try_recv() {
-            self.on_frame(now, r, out);
-        }
+        // Frames queued by others (including those whose wake-up raced with the last drain),
+        // then MPI itself.
+        self.poll_mpi(now, out);
         if self.shutdown_at.is_some() {
             return;
         }
@@ -532,14 +668,27 @@ impl Backend for MpiBackend {
         }
         for to in beats {
             if let Ok(f) = self.frame(to, MsgType(TY_LINK), Flags::empty(), 0, &Bytes::new()) {
-                let _ = self.queue(now, to, f);
+                let _ = self.send_frame(now, to, f);
             }
         }
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
+        let now = Instant::now();
         if self.shutdown_at.is_some() {
-            return Some(Instant::now() + Duration::from_millis(1));
+            return Some(now + Duration::from_millis(1));
+        }
+        if now.saturating_duration_since(self.last_activity) < SVC_SPIN
+            && !self.shared.finalized.load(Ordering::Acquire)
+        {
+            // Hot: come straight back to `handle_timeout`, which probes MPI. An instant in
+            // the past, so the poll's timeout is exactly zero (a timeout of a few hundred
+            // nanoseconds would be rounded up to a whole millisecond).
+            return Some(self.shared.epoch);
+        }
+        if self.shared.svc_hot.swap(false, Ordering::AcqRel) {
+            // The service thread is about to sleep: the progress thread watches MPI.
+            self.progress.unpark();
         }
         let every = self.heartbeat_every();
         self.peers
@@ -562,7 +711,7 @@ impl Backend for MpiBackend {
             }
             let to = NodeId(i as u16);
             if let Ok(f) = self.frame(to, MsgType(TY_BYE), Flags::BYE, 0, &Bytes::new()) {
-                let _ = self.queue(now, to, f);
+                let _ = self.send_frame(now, to, f);
             }
         }
     }
