@@ -9,7 +9,9 @@
  *
  * Sharing pattern: nodes are distributed in blocks (thread p owns E[lo..hi) and H[lo..hi)).
  * Each node has `degree` in-edges; a fraction F of them (--remote-frac) come from nodes of
- * other threads. Each half step a thread writes only its own nodes' values and reads its
+ * threads at most S away (--span, Split-C's dist_span), from the W nodes of that thread's block
+ * facing this one (--window), so a thread reads a bounded set of remote nodes (<= 2*S*W per
+ * kind) whatever N is. Each half step a thread writes only its own nodes' values and reads its
  * neighbours' values: producer-consumer sharing that repeats every iteration.
  *   default (EM3D-TSM): the value lives inside the node structure, mixed with the edge lists,
  *     so a remote read brings in mostly unused bytes;
