@@ -464,7 +464,7 @@ fn cases() -> Vec<(String, Case)> {
                             nodes,
                             "verified=1",
                             &[("SQUALL_PROTOCOL", proto)],
-                            Duration::from_secs(300),
+                            Duration::from_secs(480),
                         )
                         .map_err(|e| format!("{proto}, {nodes} node(s), size {size}: {e}"))?;
                         let phase = out
