@@ -763,6 +763,11 @@ impl<M: PageMemory> Hlrc<M> {
                 return Ok(());
             }
             if write {
+                let st = self.st(page);
+                if st.idle_releases > keep_limit(st.refaults) {
+                    st.refaults = st.refaults.saturating_add(1);
+                }
+                st.idle_releases = 0;
                 self.dirty.insert(page);
                 self.mem.set_access(page, Access::ReadWrite);
             } else {
@@ -1126,7 +1131,9 @@ impl<M: PageMemory> Hlrc<M> {
                 };
                 self.dir.learn(page, h);
                 for (q, h) in (page.0 + 1..).zip(more) {
-                    if q < self.layout.total_pages {
+                    // Never learn from a third party that this node is a home: a migration
+                    // to it may still be in flight (it becomes the home with the handover).
+                    if q < self.layout.total_pages && h.node != self.me {
                         self.dir.learn(PageId(q), h);
                     }
                 }
@@ -1693,13 +1700,31 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
                 if !st.copyset_all && st.copyset.iter().all(|&n| n == me) {
                     // No other node holds a copy: nobody needs a notice, and the page stays
                     // writable (no write fault per interval). A later fetch write-protects it
-                    // before handing out the current contents (see `Msg::Fetch`).
+                    // before handing out the current contents (see `Msg::Fetch`). Its old
+                    // snapshot (below) would not show the writes made meanwhile: dropped.
+                    st.twin = None;
                     continue;
                 }
-                if self.mem.access(page) == Access::ReadWrite {
+                // A shared home page: its writes need a notice. Written lately, it stays
+                // writable with a snapshot (`twin`; a home page never has a diff twin) that
+                // the next release compares to, instead of a write fault per interval.
+                let cur = self.read(page);
+                let st = self.st(page);
+                let changed = st.twin.take().is_none_or(|t| t != cur);
+                st.idle_releases = if changed {
+                    0
+                } else {
+                    st.idle_releases.saturating_add(1)
+                };
+                if st.idle_releases <= keep_limit(st.refaults) {
+                    st.twin = Some(cur);
+                    self.dirty.insert(page);
+                } else if self.mem.access(page) == Access::ReadWrite {
                     self.mem.set_access(page, Access::Read);
                 }
-                written.push(page);
+                if changed {
+                    written.push(page);
+                }
                 continue;
             }
             let twin = self.st(page).twin.take();
