@@ -2,7 +2,8 @@
 //! active-message ping-pong (node 0's pong handler sends the next ping from the service
 //! thread); beside it the blocking `request()` round trip from an application thread, and a
 //! raw socket ping-pong of the same kind (for `--transport mpi`: plain MPI_Send/MPI_Recv
-//! between 2 ranks of a second mpirun job, measured in the same run). Owns this driver only.
+//! between 2 ranks of their own mpirun jobs, alternating rep by rep with Squall's, and `ratio`
+//! the median of the per-rep ratios). Owns this driver only.
 use super::raw;
 use super::report::{emit_json, median, round, run_nodes, set_transports, tag_transport, Table};
 use super::{parse_size, TransportChoice};
@@ -36,6 +37,25 @@ fn num(v: &Value, key: &str) -> Vec<f64> {
         .unwrap_or_default()
 }
 
+/// Runs one 2-node job over `t` and returns node 0's rows.
+fn node0_rows(t: &str, args: Vec<String>) -> Result<Vec<Value>, String> {
+    run_nodes(2, t, None, args, Duration::from_secs(600))?
+        .into_iter()
+        .find(|(r, _)| *r == 0)
+        .map(|(_, v)| {
+            v.get("rows")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        })
+        .ok_or_else(|| format!("{t}: node 0 printed no result"))
+}
+
+fn size_row(rows: &[Value], size: usize) -> Option<&Value> {
+    rows.iter()
+        .find(|r| r.get("size").and_then(Value::as_u64) == Some(size as u64))
+}
+
 pub fn main(a: PingpongArgs) -> Result<(), String> {
     if a.iters == 0 || a.reps == 0 || a.sizes.is_empty() {
         return Err("--iters, --reps and --sizes must be non-empty/positive".into());
@@ -59,78 +79,88 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
     let sizes: Vec<String> = a.sizes.iter().map(|s| s.to_string()).collect();
     let warmup = (a.iters / 10).clamp(1, 100);
     for t in &transports {
-        let args = vec![
-            "bench-pingpong".to_string(),
-            "--sizes".into(),
-            sizes.join(","),
-            "--iters".into(),
-            a.iters.to_string(),
-            "--reps".into(),
-            a.reps.to_string(),
-            "--warmup".into(),
-            warmup.to_string(),
-        ];
-        let results = run_nodes(2, t, None, args.clone(), Duration::from_secs(600))?;
-        let node0 = results
-            .iter()
-            .find(|(r, _)| *r == 0)
-            .map(|(_, v)| v.clone())
-            .ok_or_else(|| format!("{t}: node 0 printed no result"))?;
-        let rows = node0
-            .get("rows")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        // The raw MPI baseline: plain MPI_Send/MPI_Recv between 2 ranks of their own mpirun
-        // job (MPI is initialised once per process, so it cannot share the squall nodes).
-        let mpi_raw = if *t == "mpi" {
-            let mut raw_args = args.clone();
-            raw_args[0] = "raw-mpi-pingpong".into();
-            run_nodes(2, t, None, raw_args, Duration::from_secs(600))?
-                .into_iter()
-                .find(|(r, _)| *r == 0)
-                .and_then(|(_, v)| v.get("rows").and_then(Value::as_array).cloned())
-                .ok_or_else(|| "mpi: the raw ping-pong printed no result".to_string())?
-        } else {
-            Vec::new()
+        let args = |program: &str, reps: usize| {
+            vec![
+                program.to_string(),
+                "--sizes".into(),
+                sizes.join(","),
+                "--iters".into(),
+                a.iters.to_string(),
+                "--reps".into(),
+                reps.to_string(),
+                "--warmup".into(),
+                warmup.to_string(),
+            ]
         };
-        for &size in &a.sizes {
-            let row = rows
-                .iter()
-                .find(|r| r.get("size").and_then(Value::as_u64) == Some(size as u64))
-                .ok_or_else(|| format!("{t}: node 0 reported no row for size {size}"))?;
-            let squall = median(&num(row, "am_rtt_us"));
-            let req = median(&num(row, "req_rtt_us"));
-            let mut raw_reps = Vec::with_capacity(a.reps);
-            if *t == "mpi" {
-                raw_reps = mpi_raw
-                    .iter()
-                    .find(|r| r.get("size").and_then(Value::as_u64) == Some(size as u64))
-                    .map(|r| num(r, "raw_rtt_us"))
-                    .unwrap_or_default();
-            } else {
+        // Per size: the per-rep medians of the active-message, request and raw round trips.
+        let mut am: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
+        let mut req: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
+        let mut raw_reps: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
+        if *t == "mpi" {
+            // Squall and the raw MPI baseline (plain MPI_Send/MPI_Recv; MPI is initialised
+            // once per process, so it needs its own mpirun job) alternate, one rep each, so
+            // each squall rep has a raw rep measured right beside it: on a shared machine the
+            // speed of the cores' shared-memory path changes over seconds.
+            for _ in 0..a.reps {
+                let rows = node0_rows(t, args("bench-pingpong", 1))?;
+                let raw_rows = node0_rows(t, args("raw-mpi-pingpong", 1))
+                    .map_err(|e| format!("the raw mpi ping-pong: {e}"))?;
+                for (i, &size) in a.sizes.iter().enumerate() {
+                    let row = size_row(&rows, size)
+                        .ok_or_else(|| format!("{t}: node 0 reported no row for size {size}"))?;
+                    am[i].extend(num(row, "am_rtt_us"));
+                    req[i].extend(num(row, "req_rtt_us"));
+                    let raw = size_row(&raw_rows, size).ok_or_else(|| {
+                        format!("mpi: the raw ping-pong reported no row for size {size}")
+                    })?;
+                    raw_reps[i].extend(num(raw, "raw_rtt_us"));
+                }
+            }
+        } else {
+            let rows = node0_rows(t, args("bench-pingpong", a.reps))?;
+            for (i, &size) in a.sizes.iter().enumerate() {
+                let row = size_row(&rows, size)
+                    .ok_or_else(|| format!("{t}: node 0 reported no row for size {size}"))?;
+                am[i] = num(row, "am_rtt_us");
+                req[i] = num(row, "req_rtt_us");
                 for _ in 0..a.reps {
                     let samples = match *t {
                         "udp" => raw::udp_pingpong(size, a.iters, warmup)?,
                         _ => raw::tcp_pingpong(size, a.iters, warmup)?,
                     };
-                    raw_reps.push(median(&samples));
+                    raw_reps[i].push(median(&samples));
                 }
             }
-            let rawv = median(&raw_reps);
-            let ratio = squall / rawv;
+        }
+        for (i, &size) in a.sizes.iter().enumerate() {
+            let squall = median(&am[i]);
+            let reqv = median(&req[i]);
+            let rawv = median(&raw_reps[i]);
+            // mpi: the median of the per-rep ratios (each squall rep over the raw rep measured
+            // beside it); otherwise, or if the reps do not pair up, the medians' ratio.
+            let paired: Vec<f64> = am[i]
+                .iter()
+                .zip(&raw_reps[i])
+                .filter(|(_, r)| **r > 0.0)
+                .map(|(s, r)| s / r)
+                .collect();
+            let ratio = if *t == "mpi" && paired.len() == am[i].len() && !paired.is_empty() {
+                median(&paired)
+            } else {
+                squall / rawv
+            };
             table.row(vec![
                 t.to_string(),
                 size.to_string(),
                 format!("{squall:.1}"),
-                format!("{req:.1}"),
+                format!("{reqv:.1}"),
                 format!("{rawv:.1}"),
                 format!("{ratio:.2}"),
             ]);
             let mut row = json!({
                 "size": size,
                 "squall_rtt_us": round(squall, 2),
-                "squall_req_rtt_us": round(req, 2),
+                "squall_req_rtt_us": round(reqv, 2),
                 "raw_rtt_us": round(rawv, 2),
                 "ratio": round(ratio, 3),
             });
