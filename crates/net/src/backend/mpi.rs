@@ -66,6 +66,10 @@ pub(crate) const TAG_HEAD: i32 = 0x5156;
 pub(crate) const TAG_BODY: i32 = 0x5157;
 /// Payloads from this size on are sent as header + body messages.
 const SPLIT_AT: usize = 16 * 1024;
+/// Whole frames up to this size are sent with a blocking `MPI_Send`: well under Open MPI's
+/// shared-memory eager limit (4 KiB including its own header), so the call never waits for the
+/// receiver to match it (two nodes sending to each other cannot deadlock).
+const BLOCKING_SEND_MAX: usize = 2048;
 /// This backend's token in the service thread's poll (the waker).
 const WAKE_TOKEN: Token = Token(1);
 /// How long the progress thread keeps probing after its last piece of work before napping.
@@ -84,7 +88,7 @@ const YIELD_AFTER: Duration = Duration::from_micros(20);
 const INNER_PROBES: u32 = 16;
 /// A hot service thread that has not probed for this long is stuck in a handler: the progress
 /// thread probes meanwhile (so a peer's large send to this node is not held up).
-const STALL: Duration = Duration::from_micros(500);
+const STALL: Duration = Duration::from_millis(2);
 /// How long a node that said goodbye waits for its peers' goodbyes before finalising MPI.
 const LINGER: Duration = Duration::from_millis(2000);
 /// How long bootstrap waits for the progress thread to initialise MPI.
@@ -372,6 +376,12 @@ fn send_one(
     sink: &mut dyn FnMut(Received),
 ) -> bool {
     let dest = world.process_at_rank(to);
+    if frame.body.is_none() && frame.head.len() <= BLOCKING_SEND_MAX {
+        // Eager size: MPI_Send returns once the frame is copied out, without waiting for
+        // the receiver (and progresses incoming messages meanwhile if it must wait for room).
+        dest.send_with_tag(&frame.head[..], TAG);
+        return false;
+    }
     let mut got = false;
     ::mpi::request::scope(|scope| {
         let head_tag = if frame.body.is_some() { TAG_HEAD } else { TAG };
