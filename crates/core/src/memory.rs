@@ -27,6 +27,13 @@ pub trait PageMemory {
     fn write_bytes(&self, page: PageId, offset: usize, data: &[u8]);
     /// Change the application's access to `page`.
     fn set_access(&self, page: PageId, access: Access);
+    /// Change the application's access to the `count` pages from `first` (one kernel call per
+    /// run where the implementation can).
+    fn set_access_run(&self, first: PageId, count: u64, access: Access) {
+        for p in first.0..first.0 + count {
+            self.set_access(PageId(p), access);
+        }
+    }
     /// The application's current access to `page`.
     fn access(&self, page: PageId) -> Access;
 }
@@ -43,6 +50,9 @@ impl<T: PageMemory + ?Sized> PageMemory for std::sync::Arc<T> {
     fn set_access(&self, page: PageId, access: Access) {
         (**self).set_access(page, access)
     }
+    fn set_access_run(&self, first: PageId, count: u64, access: Access) {
+        (**self).set_access_run(first, count, access)
+    }
     fn access(&self, page: PageId) -> Access {
         (**self).access(page)
     }
@@ -58,6 +68,9 @@ impl<T: PageMemory + ?Sized> PageMemory for std::rc::Rc<T> {
     }
     fn set_access(&self, page: PageId, access: Access) {
         (**self).set_access(page, access)
+    }
+    fn set_access_run(&self, first: PageId, count: u64, access: Access) {
+        (**self).set_access_run(first, count, access)
     }
     fn access(&self, page: PageId) -> Access {
         (**self).access(page)

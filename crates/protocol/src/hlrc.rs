@@ -58,6 +58,12 @@ pub(crate) enum Msg {
     NoPage {
         page: PageId,
     },
+    /// Read-ahead pages served together: plain read copies of `data.len() / PAGE_SIZE`
+    /// consecutive pages from `first` (installed with one page-table change per run).
+    PageRun {
+        first: PageId,
+        data: Vec<u8>,
+    },
     /// The home's copy; `exclusive`: nobody else has a copy, so the receiver writes it
     /// without twin, diff or notice until the home recalls it (Cashmere's exclusive mode).
     PageData {
@@ -125,6 +131,7 @@ impl Msg {
             Msg::HomeMoved { .. } => "home_moved",
             Msg::Fetch { .. } => "fetch",
             Msg::NoPage { .. } => "no_page",
+            Msg::PageRun { .. } => "page_run",
             Msg::PageData { .. } => "page_data",
             Msg::Recall { .. } => "recall",
             Msg::RecallReply { .. } => "recall_reply",
@@ -171,6 +178,11 @@ impl Msg {
                 .u8(*ahead)
                 .finish(),
             Msg::NoPage { page } => Writer::new(14).page(*page).finish(),
+            Msg::PageRun { first, data } => Writer::new(15)
+                .page(*first)
+                .u16((data.len() / PAGE_SIZE) as u16)
+                .bytes(data)
+                .finish(),
             Msg::PageData {
                 page,
                 data,
@@ -308,6 +320,22 @@ impl Msg {
                 ahead: r.u8()?,
             },
             14 => Msg::NoPage { page: r.page(t)? },
+            15 => {
+                let first = r.page(t)?;
+                let count = usize::from(r.u16()?);
+                let data = r.bytes()?;
+                if count == 0
+                    || count > MAX_AHEAD_LOST
+                    || data.len() != count * PAGE_SIZE
+                    || first.0 + count as u64 > t
+                {
+                    return Err(r.err("bad page run"));
+                }
+                Msg::PageRun {
+                    first,
+                    data: data.to_vec(),
+                }
+            }
             5 => Msg::PageData {
                 page: r.page(t)?,
                 data: r.page_data()?.to_vec(),
@@ -458,9 +486,11 @@ fn keep_limit(refaults: u8) -> u8 {
 /// ping-pong of pages that several nodes write in turn).
 const WANT_HOME_EPOCHS: u32 = 2;
 
-/// Most pages a fetch asks for beyond the faulting one (read-ahead), and most homes a home
-/// look-up answer carries beyond the page asked about.
+/// Most pages a fetch asks for beyond the faulting one: of a sequential stream, and of
+/// copies this node lost to notices (read-ahead); and most homes a home look-up answer
+/// carries beyond the page asked about.
 const MAX_AHEAD: usize = 15;
+const MAX_AHEAD_LOST: usize = 63;
 const HOME_RUN: usize = 64;
 /// Sequential fetch streams remembered for read-ahead.
 const STREAMS: usize = 8;
@@ -834,7 +864,8 @@ impl<M: PageMemory> Hlrc<M> {
     /// Pick the pages to fetch along with `page` from `home`, and mark them being fetched: the
     /// run of pages right after it with the same home, not held here and not being fetched,
     /// that this node is reading sequentially (a stream of fetches reached `page`: 1, 2, 4, 8
-    /// then `MAX_AHEAD` pages as the stream goes on) or that it held until a notice took them.
+    /// then `MAX_AHEAD` pages as the stream goes on) or that it held until a notice took them
+    /// (up to `MAX_AHEAD_LOST`).
     fn read_ahead(&mut self, page: PageId, home: HomeRef) -> u8 {
         let run = match self.streams.iter().position(|&(next, _)| next == page.0) {
             Some(i) => self.streams.remove(i).map_or(0, |(_, r)| r + 1),
@@ -846,7 +877,7 @@ impl<M: PageMemory> Hlrc<M> {
             (1usize << (run - 1).min(4)).min(MAX_AHEAD)
         };
         let mut k = 0usize;
-        while k < MAX_AHEAD {
+        while k < MAX_AHEAD_LOST {
             let q = PageId(page.0 + 1 + k as u64);
             if q.0 >= self.layout.total_pages
                 || self.dir.cached(q) != Some(home)
@@ -878,8 +909,28 @@ impl<M: PageMemory> Hlrc<M> {
         k as u8
     }
 
-    /// Home side: hand out the home's copy of `page` to `from` (a fetch, or read-ahead).
+    /// Home side: hand out the home's copy of `page` to `from` (a fetch).
     fn serve_copy(&mut self, from: NodeId, page: PageId, write: bool, again: bool) {
+        let (data, exclusive) = self.share_copy(from, page, write, again);
+        self.send(
+            from,
+            Msg::PageData {
+                page,
+                data,
+                exclusive,
+            },
+        );
+    }
+
+    /// Home side: record that `from` gets a copy of `page` and return it, with whether it is
+    /// granted in exclusive mode.
+    fn share_copy(
+        &mut self,
+        from: NodeId,
+        page: PageId,
+        write: bool,
+        again: bool,
+    ) -> (Vec<u8>, bool) {
         let dirty = self.dirty.contains(&page);
         let unused_here = self.mem.access(page) == Access::None;
         let enabled = self.exclusive_mode;
@@ -908,15 +959,7 @@ impl<M: PageMemory> Hlrc<M> {
             st.excl_holder = Some(from);
             self.stats.exclusive_grants += 1;
         }
-        let data = self.read(page);
-        self.send(
-            from,
-            Msg::PageData {
-                page,
-                data,
-                exclusive,
-            },
-        );
+        (self.read(page), exclusive)
     }
 
     fn start_atomic(
@@ -1055,8 +1098,9 @@ impl<M: PageMemory> Hlrc<M> {
         }
     }
 
-    /// A write notice names `page`: drop this node's copy (keeping its own modifications).
-    fn invalidate(&mut self, page: PageId) {
+    /// A write notice names `page`: drop this node's copy (keeping its own modifications). A
+    /// copy with no own writes is only pushed to `unmap` (the caller removes access in runs).
+    fn invalidate(&mut self, page: PageId, unmap: &mut Vec<PageId>) {
         if self.is_home(page) || self.pages.get(&page).is_some_and(|s| s.exclusive) {
             // Home copies are current; an exclusive copy is newer than any notice (nobody else
             // held the page when it was granted).
@@ -1088,7 +1132,7 @@ impl<M: PageMemory> Hlrc<M> {
             }
             self.stats.invalidations += 1;
         } else if self.mem.access(page) != Access::None {
-            self.mem.set_access(page, Access::None);
+            unmap.push(page);
             self.stats.invalidations += 1;
         }
     }
@@ -1096,16 +1140,20 @@ impl<M: PageMemory> Hlrc<M> {
     /// Apply notices; returns the vector time they carried.
     fn apply_notices(&mut self, info: &[u8]) -> Option<Vec<u32>> {
         let (their_vt, notices) = decode_sync(self.me, self.layout.nodes, info)?;
+        let mut named = BTreeSet::new();
         for ((n, i), pages) in notices {
             if i <= self.vt[usize::from(n)] || self.notices.contains_key(&(n, i)) {
                 continue;
             }
-            for &p in &pages {
-                self.invalidate(p);
-            }
+            named.extend(pages.iter().copied());
             self.notices.insert((n, i), pages);
             self.compact_notices();
         }
+        let mut unmap = Vec::new();
+        for p in named {
+            self.invalidate(p, &mut unmap);
+        }
+        set_access_runs(&self.mem, &unmap, Access::None);
         for (home, pages) in std::mem::take(&mut self.dropped) {
             if home != self.me {
                 self.send(home, Msg::Dropped { pages });
@@ -1190,6 +1238,7 @@ impl<M: PageMemory> Hlrc<M> {
                 // Read-ahead pages: served as plain read copies when this node is their home
                 // at the requester's epoch and nobody holds them exclusively; otherwise
                 // declined (the requester fetches them on demand).
+                let mut run: Option<(PageId, Vec<u8>)> = None;
                 for q in (page.0 + 1..).take(usize::from(ahead)) {
                     let q = PageId(q);
                     let servable = q.0 < self.layout.total_pages
@@ -1199,11 +1248,52 @@ impl<M: PageMemory> Hlrc<M> {
                             .get(&q)
                             .is_none_or(|s| s.excl_holder.is_none() && !s.recalling);
                     if servable {
-                        self.serve_copy(from, q, false, false);
+                        let (data, _) = self.share_copy(from, q, false, false);
+                        run.get_or_insert_with(|| (q, Vec::new())).1.extend(data);
                     } else {
+                        if let Some((first, data)) = run.take() {
+                            self.send(from, Msg::PageRun { first, data });
+                        }
                         self.send(from, Msg::NoPage { page: q });
                     }
                 }
+                if let Some((first, data)) = run {
+                    self.send(from, Msg::PageRun { first, data });
+                }
+            }
+            Msg::PageRun { first, data } => {
+                let mut grant = Vec::new();
+                for (i, chunk) in data.chunks_exact(PAGE_SIZE).enumerate() {
+                    let q = PageId(first.0 + i as u64);
+                    let Some(f) = self.st(q).fetch.take() else {
+                        return Err(ProtoError::Unexpected {
+                            from,
+                            page: q,
+                            why: "page data without a fetch".into(),
+                        });
+                    };
+                    if f.stale {
+                        if f.demand {
+                            self.fault(q, f.write)?;
+                        }
+                        continue;
+                    }
+                    self.st(q).lost = false;
+                    self.mem.write_bytes(q, 0, chunk);
+                    if f.write {
+                        self.st(q).twin = Some(chunk.to_vec());
+                        self.stats.twins += 1;
+                        self.dirty.insert(q);
+                        self.mem.set_access(q, Access::ReadWrite);
+                        self.want_home(q);
+                    } else {
+                        grant.push(q);
+                    }
+                    if f.demand {
+                        self.actions.push_back(Action::Resume { page: q });
+                    }
+                }
+                set_access_runs(&self.mem, &grant, Access::Read);
             }
             Msg::NoPage { page } => {
                 if let Some(f) = self.st(page).fetch.take() {
@@ -1608,6 +1698,20 @@ impl<M: PageMemory> Hlrc<M> {
             }
         }
         Ok(())
+    }
+}
+
+/// Set the access of `pages` (ascending) with one call per run of consecutive pages.
+fn set_access_runs(mem: &dyn PageMemory, pages: &[PageId], access: Access) {
+    let mut i = 0;
+    while i < pages.len() {
+        let first = pages[i];
+        let mut n = 1;
+        while i + n < pages.len() && pages[i + n].0 == first.0 + n as u64 {
+            n += 1;
+        }
+        mem.set_access_run(first, n as u64, access);
+        i += n;
     }
 }
 

@@ -500,7 +500,12 @@ fn sequential_reads_and_lost_copies_are_fetched_ahead() {
     }
     let s = c.total_stats();
     assert_eq!(s.messages_of("fetch"), 3);
-    assert_eq!(s.messages_of("page_data"), 4);
+    assert_eq!(s.messages_of("page_data"), 3);
+    assert_eq!(
+        s.messages_of("page_run"),
+        1,
+        "read-ahead pages come as one run"
+    );
     assert_eq!(s.pages_prefetched, 1);
     // Node 0 writes all four; after the notices node 1 reads page 0 again: the three other
     // copies it lost come with it, in one fetch.
@@ -514,7 +519,9 @@ fn sequential_reads_and_lost_copies_are_fetched_ahead() {
     c.settle();
     let s = c.total_stats();
     assert_eq!(s.messages_of("fetch"), 4);
-    assert_eq!(s.messages_of("page_data"), 8);
+    assert_eq!(s.messages_of("page_data"), 4);
+    assert_eq!(s.messages_of("page_run"), 2);
+    assert_eq!(s.pages_prefetched, 4);
     for p in 0..4 {
         assert_eq!(c.access(1, p), Access::Read);
         assert_eq!(c.load(1, p, 0), 10 + p);
