@@ -11,7 +11,8 @@
  * pieces (as in the non-contiguous Ocean). Step: for every field f and interior point,
  *     next_f = (1-c) * avg4(cur_f) + c * cur_{f+1 mod nf} + src_f(i,j)
  * then the buffers swap. Threads form a pr x pc grid of tiles (pr*pc = threads, as square as
- * possible); each thread relaxes its tile of every field, reads the one-point halo of its
+ * possible, more tile rows than columns, numbered column-major: see main); each thread
+ * relaxes its tile of every field, reads the one-point halo of its
  * neighbours' tiles (row and column direction), and adds its tile's sum of |next - cur| of
  * field 0 to a shared accumulator under a lock (the global residual Ocean checks).
  *
@@ -135,7 +136,8 @@ static void *ocean_worker(void *p)
 {
     ocean_arg *a = p;
     ocean_shared *g = a->g;
-    int tr = a->tid / g->pc, tc = a->tid % g->pc;
+    /* column-major tile numbering: consecutive threads are vertically adjacent tiles (see main) */
+    int tr = a->tid % g->pr, tc = a->tid / g->pr;
     long r0, r1, c0, c1;
     app_block_range(g->n, g->pr, tr, &r0, &r1);
     app_block_range(g->n, g->pc, tc, &c0, &c1);
@@ -179,12 +181,19 @@ int main(int argc, char **argv)
     g->c = 0.05;
     g->sea = app_flag_present(argc, argv, "--sea");
     size_t esz = g->sea ? sizeof(int32_t) : sizeof(double);
-    /* tile grid: pr x pc = threads, pr the largest divisor <= sqrt */
-    g->pr = 1;
+    /* Tile grid: pr x pc = threads, as square as possible with pc (tile columns) the smaller
+     * factor: a tile boundary between columns puts a page shared by two tiles on every grid
+     * row, one between rows only on the boundary row. Tiles are numbered column-major, so
+     * threads t, t+1, ... are vertically adjacent and threads t, t+pr, ... share a tile row.
+     * Squall places thread t on node t mod N; with pr a multiple of N the threads of one node
+     * then share tile rows and nodes meet only at tile-row boundaries, as on Cashmere (seed
+     * 000), whose SMP nodes held consecutive processors and SPLASH-2 numbered tiles row-major.
+     * The column halos stay non-contiguous; on one machine the numbering changes nothing. */
+    g->pc = 1;
     for (int d = 1; d * d <= o.threads; d++)
         if (o.threads % d == 0)
-            g->pr = d;
-    g->pc = o.threads / g->pr;
+            g->pc = d;
+    g->pr = o.threads / g->pc;
     if (g->pr > n || g->pc > n) {
         fprintf(stderr, "ocean: %d threads make %dx%d tiles, too many for a %ldx%ld grid\n", o.threads, g->pr,
                 g->pc, n, n);
