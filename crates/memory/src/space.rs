@@ -11,8 +11,10 @@
 //!
 //! No signal handler is involved: the kernel blocks a faulting thread until `set_access` grants
 //! what it needs (or `wake` tells it to retry); kernel accesses (e.g. `read(2)` into shared
-//! memory) wait the same way. The fault thread only reads fault messages and hands them to the
-//! runtime's callback; it runs no protocol code.
+//! memory) wait the same way. Fault messages are read either by a fault thread of this crate
+//! (`start_fault_thread`) or by the caller's own event loop (`fault_source`: the runtime's
+//! service thread polls the userfaultfd beside its sockets); both only read the messages and
+//! hand them to the caller's callback, which runs no code of this crate.
 //!
 //! An **adopted region** (`adopt_region`) is a page-aligned range of the program itself (its
 //! `SQUALL_GLOBAL` section) taken over by the same machinery: its current bytes are copied into
@@ -23,8 +25,9 @@
 //! them at their page numbers; only `page_of`/`addr_of` know that their application-view
 //! address is the program's.
 //!
-//! Owns: the mappings, the page access-state table, the fault thread. Must not touch: the
-//! network or protocol decisions (which pages to grant is the caller's business).
+//! Owns: the mappings, the page access-state table, fault capture (the fault thread or the
+//! fault source). Must not touch: the network or protocol decisions (which pages to grant is
+//! the caller's business).
 
 use crate::error::MemoryError;
 use crate::sys;
@@ -192,6 +195,8 @@ pub struct AddressSpace {
     backdoor: usize,
     table: AccessTable,
     fault_thread_running: AtomicBool,
+    /// `MADV_POPULATE_WRITE` works here (cleared the first time the kernel refuses it).
+    populate_ok: AtomicBool,
     faults: AtomicU64,
     write_faults: AtomicU64,
     transitions: AtomicU64,
@@ -300,6 +305,7 @@ impl AddressSpace {
             backdoor,
             table: AccessTable::new((cfg.size / PAGE_SIZE) as u64),
             fault_thread_running: AtomicBool::new(false),
+            populate_ok: AtomicBool::new(true),
             faults: AtomicU64::new(0),
             write_faults: AtomicU64::new(0),
             transitions: AtomicU64::new(0),
@@ -596,6 +602,35 @@ impl AddressSpace {
         Ok(())
     }
 
+    /// Get `page` ready to receive contents through the backdoor: allocate its backing memory
+    /// (zeroed, if it has none) and map it in the backdoor view, so the later write of a
+    /// fetched copy takes no page fault (which costs a few microseconds on a fresh page).
+    /// The runtime calls this while a page request is out, off the fault's critical path.
+    /// Contents are unchanged; a page already prepared costs nothing. Best effort: a kernel
+    /// without `MADV_POPULATE_WRITE` just skips it (the write then allocates the page).
+    pub fn prepare_install(&self, page: PageId) -> Result<(), MemoryError> {
+        self.check(page, 1)?;
+        if self.table.backed(page.0) || !self.populate_ok.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        match sys::populate_mapping(self.backdoor_addr(page, 0, PAGE_SIZE), PAGE_SIZE) {
+            Ok(()) => {
+                self.table.set_backed(page.0, true);
+                Ok(())
+            }
+            Err(e) if matches!(errno(&e), libc::EINVAL | libc::EOPNOTSUPP) => {
+                self.populate_ok.store(false, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(source) => Err(MemoryError::Kernel {
+                op: "madvise populate-write",
+                page,
+                count: 1,
+                source,
+            }),
+        }
+    }
+
     /// Wake threads blocked on faults of `page` so they retry their access (the runtime calls
     /// this on a protocol `Resume`; `set_access` already wakes on every grant).
     pub fn wake(&self, page: PageId) -> Result<(), MemoryError> {
@@ -647,6 +682,7 @@ impl AddressSpace {
         })?;
         for p in first.0..first.0 + count {
             self.table.set(p, Access::None);
+            self.table.set_backed(p, false);
         }
         Ok(())
     }
@@ -686,6 +722,19 @@ impl AddressSpace {
         }
     }
 
+    /// Take the fault stream for an external event loop (the runtime's service thread polls
+    /// the userfaultfd beside its sockets, so the thread a fault wakes is the one that also
+    /// receives the page's reply). Exclusive with [`start_fault_thread`](Self::start_fault_thread):
+    /// one consumer per address space; dropping the source gives the stream back.
+    pub fn fault_source(self: &Arc<Self>) -> Result<FaultSource, MemoryError> {
+        if self.fault_thread_running.swap(true, Ordering::AcqRel) {
+            return Err(MemoryError::FaultThreadRunning);
+        }
+        Ok(FaultSource {
+            space: Arc::clone(self),
+        })
+    }
+
     fn fault_loop(&self, stop: &OwnedFd, on_fault: &dyn Fn(Fault)) {
         let fd = self.uffd.as_raw_fd();
         loop {
@@ -699,50 +748,106 @@ impl AddressSpace {
             if stopping {
                 return;
             }
-            if !ready {
-                continue;
-            }
-            loop {
-                let msg = match sys::uffd_read(fd) {
-                    Ok(Some(m)) => m,
-                    Ok(None) => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => {
-                        eprintln!(
-                            "squall: fault thread cannot read the userfaultfd: {e}; aborting"
-                        );
-                        std::process::abort();
-                    }
-                };
-                if msg.event != sys::UFFD_EVENT_PAGEFAULT {
-                    continue;
-                }
-                let addr = msg.address as usize;
-                let Some(page) = self.page_of(addr) else {
-                    continue;
-                };
-                let write =
-                    msg.flags & (sys::UFFD_PAGEFAULT_FLAG_WRITE | sys::UFFD_PAGEFAULT_FLAG_WP) != 0;
-                self.faults.fetch_add(1, Ordering::Relaxed);
-                if write {
-                    self.write_faults.fetch_add(1, Ordering::Relaxed);
-                }
-                let fault = Fault {
-                    page,
-                    addr,
-                    write,
-                    tid: msg.ptid,
-                };
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| on_fault(fault)));
-                if r.is_err() {
-                    // The faulting thread would wait forever: end the process loudly instead.
-                    eprintln!(
-                        "squall: the fault callback panicked on {page} (address {addr:#x}); aborting"
-                    );
+            if ready {
+                if let Err(e) = self.drain_faults(&mut |f| on_fault(f)) {
+                    eprintln!("squall: fault thread: {e}; aborting");
                     std::process::abort();
                 }
             }
         }
+    }
+
+    /// Read every pending fault message (the fd is non-blocking) and hand each fault on the
+    /// global range to `on_fault`. Returns how many faults it handed over. A panicking callback
+    /// aborts the process: the faulting thread would otherwise wait forever.
+    fn drain_faults(&self, on_fault: &mut dyn FnMut(Fault)) -> Result<usize, MemoryError> {
+        let fd = self.uffd.as_raw_fd();
+        let mut n = 0;
+        loop {
+            let msg = match sys::uffd_read(fd) {
+                Ok(Some(m)) => m,
+                Ok(None) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(source) => {
+                    return Err(MemoryError::Kernel {
+                        op: "read userfaultfd",
+                        page: PageId(0),
+                        count: 0,
+                        source,
+                    })
+                }
+            };
+            if msg.event != sys::UFFD_EVENT_PAGEFAULT {
+                continue;
+            }
+            let addr = msg.address as usize;
+            let Some(page) = self.page_of(addr) else {
+                continue;
+            };
+            let write =
+                msg.flags & (sys::UFFD_PAGEFAULT_FLAG_WRITE | sys::UFFD_PAGEFAULT_FLAG_WP) != 0;
+            self.faults.fetch_add(1, Ordering::Relaxed);
+            if write {
+                self.write_faults.fetch_add(1, Ordering::Relaxed);
+            }
+            let fault = Fault {
+                page,
+                addr,
+                write,
+                tid: msg.ptid,
+            };
+            n += 1;
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| on_fault(fault)));
+            if r.is_err() {
+                // The faulting thread would wait forever: end the process loudly instead.
+                eprintln!(
+                    "squall: the fault callback panicked on {page} (address {addr:#x}); aborting"
+                );
+                std::process::abort();
+            }
+        }
+    }
+}
+
+/// The fault stream of an address space for an external event loop (see
+/// [`AddressSpace::fault_source`]): register [`fd`](Self::fd) for readability (edge or level
+/// triggered) and call [`drain`](Self::drain) whenever it is readable. Dropping it lets a fault
+/// thread or another source take the stream; faulting threads stay blocked meanwhile.
+pub struct FaultSource {
+    space: Arc<AddressSpace>,
+}
+
+impl std::fmt::Debug for FaultSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FaultSource").finish_non_exhaustive()
+    }
+}
+
+impl FaultSource {
+    /// The userfaultfd to poll (non-blocking; readable while fault messages are pending).
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        self.space.uffd.as_raw_fd()
+    }
+
+    /// Hand every pending fault to `on_fault` without blocking, until the kernel has none
+    /// left (what an edge-triggered poll needs). Returns how many faults were handed over.
+    /// An error means the userfaultfd itself failed (the node cannot serve faults any more).
+    pub fn drain(&self, mut on_fault: impl FnMut(Fault)) -> Result<usize, MemoryError> {
+        self.space.drain_faults(&mut on_fault)
+    }
+}
+
+impl AsRawFd for FaultSource {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.fd()
+    }
+}
+
+impl Drop for FaultSource {
+    fn drop(&mut self) {
+        self.space
+            .fault_thread_running
+            .store(false, Ordering::Release);
     }
 }
 
@@ -783,6 +888,14 @@ impl PageMemory for AddressSpace {
     fn set_access(&self, page: PageId, access: Access) {
         if let Err(e) = self.set_access_range(page, 1, access) {
             panic!("cannot set {page} to {access:?}: {e}");
+        }
+    }
+
+    /// One kernel call per run of pages sharing a previous state (see
+    /// [`AddressSpace::set_access_range`]); panics like [`set_access`](Self::set_access).
+    fn set_access_run(&self, first: PageId, count: u64, access: Access) {
+        if let Err(e) = self.set_access_range(first, count, access) {
+            panic!("cannot set {count} pages from {first} to {access:?}: {e}");
         }
     }
 

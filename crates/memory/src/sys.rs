@@ -371,6 +371,17 @@ pub fn zap(addr: usize, len: usize) -> io::Result<()> {
     syscall!(madvise(addr as *mut libc::c_void, len, libc::MADV_DONTNEED)).map(drop)
 }
 
+/// `MADV_POPULATE_WRITE` (Linux 5.14): fault pages in writable without changing their contents.
+const MADV_POPULATE_WRITE: libc::c_int = 23;
+
+/// Allocate (if they have none) and map writable the pages of `addr..addr+len` of a shared
+/// mapping, without changing their contents: a later write through it takes no page fault.
+pub fn populate_mapping(addr: usize, len: usize) -> io::Result<()> {
+    // SAFETY: MADV_POPULATE_WRITE only faults pages in (as a write would, without writing);
+    // it never changes the bytes of the range.
+    syscall!(madvise(addr as *mut libc::c_void, len, MADV_POPULATE_WRITE)).map(drop)
+}
+
 /// Allocate file pages for `offset..offset+len` (zero-filled if new), keeping existing data.
 pub fn populate(fd: RawFd, offset: usize, len: usize) -> io::Result<()> {
     syscall!(fallocate(fd, 0, offset as libc::off_t, len as libc::off_t)).map(drop)

@@ -1,5 +1,7 @@
 //! The page access-state table: one `AtomicU8` per page, allocated lazily in chunks so a
-//! 64 GiB range (16M pages) costs nothing until pages are used.
+//! 64 GiB range (16M pages) costs nothing until pages are used. Besides the access state, each
+//! entry has a `backed` bit: the page's backing memory is known to be allocated and mapped in
+//! the backdoor view (set by `AddressSpace::prepare_install`, cleared when the page is released).
 //!
 //! Owns: the record of what access each page of the application view currently has.
 //! Must not touch: the mappings themselves (that is `space`). Written only by the service
@@ -19,8 +21,11 @@ fn encode(a: Access) -> u8 {
     }
 }
 
+/// The `backed` bit of an entry (the low two bits hold the access state).
+const BACKED: u8 = 0x80;
+
 fn decode(v: u8) -> Access {
-    match v {
+    match v & !BACKED {
         1 => Access::Read,
         2 => Access::ReadWrite,
         _ => Access::None,
@@ -59,6 +64,34 @@ impl AccessTable {
         }
     }
 
+    /// Whether `page` has its `backed` bit.
+    pub fn backed(&self, page: u64) -> bool {
+        if page >= self.pages {
+            return false;
+        }
+        let (c, i) = (page as usize / CHUNK_PAGES, page as usize % CHUNK_PAGES);
+        self.chunks[c]
+            .get()
+            .is_some_and(|chunk| chunk[i].load(Ordering::Acquire) & BACKED != 0)
+    }
+
+    /// Set or clear the `backed` bit of `page`, keeping its access state.
+    pub fn set_backed(&self, page: u64, backed: bool) {
+        if page >= self.pages {
+            return;
+        }
+        let (c, i) = (page as usize / CHUNK_PAGES, page as usize % CHUNK_PAGES);
+        if backed {
+            self.chunk(c)[i].fetch_or(BACKED, Ordering::AcqRel);
+        } else if let Some(chunk) = self.chunks[c].get() {
+            chunk[i].fetch_and(!BACKED, Ordering::AcqRel);
+        }
+    }
+
+    fn chunk(&self, c: usize) -> &[AtomicU8] {
+        self.chunks[c].get_or_init(|| (0..CHUNK_PAGES).map(|_| AtomicU8::new(0)).collect())
+    }
+
     /// Record `access` for `page`; returns the previous state. Pages beyond the table are
     /// ignored (callers check bounds first).
     pub fn set(&self, page: u64, access: Access) -> Access {
@@ -66,16 +99,22 @@ impl AccessTable {
             return Access::None;
         }
         let (c, i) = (page as usize / CHUNK_PAGES, page as usize % CHUNK_PAGES);
-        if access == Access::None {
+        let chunk = if access == Access::None {
             // Setting `None` on an untouched chunk needs no allocation.
-            return match self.chunks[c].get() {
-                Some(chunk) => decode(chunk[i].swap(0, Ordering::AcqRel)),
-                None => Access::None,
-            };
-        }
-        let chunk =
-            self.chunks[c].get_or_init(|| (0..CHUNK_PAGES).map(|_| AtomicU8::new(0)).collect());
-        decode(chunk[i].swap(encode(access), Ordering::AcqRel))
+            match self.chunks[c].get() {
+                Some(chunk) => chunk,
+                None => return Access::None,
+            }
+        } else {
+            self.chunk(c)
+        };
+        let new = encode(access);
+        let old = chunk[i]
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+                Some((v & BACKED) | new)
+            })
+            .unwrap_or_else(|v| v);
+        decode(old)
     }
 
     /// Number of chunks allocated so far.
@@ -105,5 +144,25 @@ mod tests {
         assert_eq!(t.get(16 << 20), Access::None);
         assert_eq!(t.set(16 << 20, Access::Read), Access::None);
         assert_eq!(t.get(16 << 20), Access::None);
+    }
+
+    #[test]
+    fn backed_bit_is_independent_of_access() {
+        let t = AccessTable::new(1 << 20);
+        assert!(!t.backed(7));
+        t.set_backed(7, false);
+        assert_eq!(t.allocated_chunks(), 0);
+        t.set_backed(7, true);
+        assert!(t.backed(7));
+        assert_eq!(t.get(7), Access::None);
+        assert_eq!(t.set(7, Access::Read), Access::None);
+        assert!(t.backed(7));
+        assert_eq!(t.set(7, Access::None), Access::Read);
+        assert!(t.backed(7));
+        t.set_backed(7, false);
+        assert!(!t.backed(7));
+        assert_eq!(t.set(7, Access::ReadWrite), Access::None);
+        assert!(!t.backed(8));
+        assert!(!t.backed(1 << 20));
     }
 }

@@ -614,3 +614,109 @@ fn unprivileged_open_explains_what_to_do() {
     print!("{}", String::from_utf8_lossy(&out.stdout));
     check(&out, "child (unprivileged)");
 }
+
+/// Wait until `fd` is readable (at most 20 ms).
+fn wait_readable(fd: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: `p` is one live pollfd, the length passed.
+    let r = unsafe { libc::poll(&mut p, 1, 20) };
+    r == 1 && p.revents & libc::POLLIN != 0
+}
+
+/// The fault stream served by the caller's own poll loop (as the runtime's service thread
+/// does): faults of several threads on many pages, each page prepared (`prepare_install`)
+/// before its contents are written through the backdoor and granted. The source excludes a
+/// fault thread while it lives; `prepare_install` never changes a page's bytes.
+fn external_poll() {
+    let s = space(16 << 20);
+    let source = s.fault_source().unwrap();
+    assert!(s.start_fault_thread(|_| {}).is_err(), "one consumer");
+    assert!(s.fault_source().is_err(), "one consumer");
+
+    // prepare_install keeps contents: a written page, a hole (zeros), a granted page.
+    s.write_bytes(PageId(100), 0, &pattern(1));
+    s.prepare_install(PageId(100)).unwrap();
+    s.prepare_install(PageId(100)).unwrap();
+    let mut out = vec![1u8; PAGE_SIZE];
+    s.read_page(PageId(100), &mut out);
+    assert_eq!(out, pattern(1));
+    s.prepare_install(PageId(101)).unwrap();
+    s.read_page(PageId(101), &mut out);
+    assert!(out.iter().all(|&b| b == 0), "a prepared hole reads zeros");
+    assert!(s.prepare_install(PageId(1 << 30)).is_err(), "out of range");
+
+    const PAGES: u64 = 64;
+    const THREADS: u64 = 4;
+    let served = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let service = {
+        let (s, served, stop) = (Arc::clone(&s), Arc::clone(&served), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                if !wait_readable(source.fd()) {
+                    continue;
+                }
+                // Drain everything (edge-triggered pollers see no second event otherwise).
+                source
+                    .drain(|f| {
+                        assert!(f.page.0 < PAGES, "unexpected fault {f:?}");
+                        if s.access(f.page) == Access::None {
+                            s.prepare_install(f.page).unwrap();
+                            s.write_bytes(f.page, 0, &pattern(f.page.0 as u8));
+                            served.fetch_add(1, Ordering::SeqCst);
+                        }
+                        s.set_access(f.page, Access::Read);
+                    })
+                    .unwrap();
+            }
+            source
+        })
+    };
+    let apps: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let base = s.addr_of(PageId(0));
+            std::thread::spawn(move || {
+                // Every thread reads every page, starting at a different one.
+                for i in 0..PAGES {
+                    let p = (i + t * PAGES / THREADS) % PAGES;
+                    let addr = base + p as usize * PAGE_SIZE;
+                    let want = pattern(p as u8);
+                    for off in [0, 17, PAGE_SIZE - 1] {
+                        assert_eq!(app_read(addr + off), want[off], "page {p} byte {off}");
+                    }
+                }
+            })
+        })
+        .collect();
+    for a in apps {
+        a.join().unwrap();
+    }
+    stop.store(true, Ordering::SeqCst);
+    let source = service.join().unwrap();
+    assert_eq!(
+        served.load(Ordering::SeqCst),
+        PAGES as usize,
+        "each page served once"
+    );
+    assert!(s.stats().faults >= PAGES);
+    drop(source);
+    let _ft = s
+        .start_fault_thread(|_| {})
+        .expect("the stream is free again once the source is dropped");
+}
+
+#[test]
+fn faults_served_from_an_external_poll_loop() {
+    if std::env::var(ROLE).is_ok() {
+        return external_poll();
+    }
+    let out = run(
+        child("faults_served_from_an_external_poll_loop", "poll"),
+        "poll",
+    );
+    check(&out, "child (external poll)");
+}

@@ -14,6 +14,12 @@
 //! another thread that creates an earlier timer lowers that thread's deadline instead of waking
 //! the service thread. A blocking [`Endpoint::request`] waits on a per-thread reply slot.
 //!
+//! Extra sources: [`Endpoint::add_source`] registers another file descriptor (the runtime's
+//! userfaultfd) with the same poll, under tokens from `SOURCE_TOKEN_BASE`; its callback runs on
+//! the service thread when the fd becomes readable. [`Endpoint::spin_until`] makes the loop
+//! poll without sleeping for a bounded time (a page fetch is out and its reply is due within
+//! microseconds): the reply is then read without a wake-up of the service thread.
+//!
 //! Message type ranges: `0..64` transport and bootstrap (this crate; constants `TY_*` below),
 //! `64..=65535` the layers above.
 use crate::backend::{Backend, BackendEvent, InMsg, OutMsg};
@@ -21,13 +27,15 @@ use crate::error::NetError;
 use crate::stats::{NetStats, TypeCount};
 use bytes::Bytes;
 use crossbeam_channel::bounded;
-use mio::{Events, Poll, Token, Waker};
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use parking_lot::{Condvar, Mutex};
 use squall_core::{JobId, NodeId};
 use squall_wire::{Flags, MsgType};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
@@ -48,6 +56,9 @@ pub const TY_BOOT_TABLE: u16 = 9;
 pub const TY_CONN_HELLO: u16 = 10;
 
 const WAKER: Token = Token(0);
+/// Tokens of extra sources ([`Endpoint::add_source`]) start here, far above the backends'
+/// (which use small tokens from 1: one per peer at most).
+const SOURCE_TOKEN_BASE: usize = 1 << 40;
 /// How late a timer set by a send from another thread may fire before that send wakes the
 /// service thread.
 const WAKE_SLACK: Duration = Duration::from_millis(5);
@@ -87,6 +98,13 @@ type Handler = Arc<Mutex<dyn FnMut(&Endpoint, Incoming) + Send + 'static>>;
 type Posted = Box<dyn FnOnce(&Endpoint) + Send + 'static>;
 type ReplyFn = Box<dyn FnOnce(&Endpoint, Result<Incoming, NetError>) + Send + 'static>;
 type PeerLostFn = Box<dyn FnMut(&Endpoint, NodeId, &str) + Send + 'static>;
+/// An extra source's readiness callback (shared like a handler, so the service thread runs it
+/// without holding the source table's lock).
+type SourceFn = Arc<Mutex<dyn FnMut(&Endpoint) + Send + 'static>>;
+
+/// An extra file descriptor the service thread polls (see [`Endpoint::add_source`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SourceId(usize);
 
 enum Pending {
     Blocking(Arc<ReplySlot>),
@@ -162,6 +180,8 @@ struct Driver {
     /// The service thread sleeps in poll until this instant (None: no poll timeout; later
     /// timers are then the timer thread's). `None` while it is awake.
     sleeping_until: Option<Option<Instant>>,
+    /// Until this instant the service thread polls without sleeping ([`Endpoint::spin_until`]).
+    spin_until: Option<Instant>,
 }
 
 /// The timer thread's state: it wakes the service thread (through the waker) at `deadline`.
@@ -185,6 +205,11 @@ struct Shared {
     /// Closures in `posted` (changed under its lock; read without it by the service loop).
     posted_len: AtomicUsize,
     handlers: Mutex<IntMap<u16, Handler>>,
+    /// Extra sources by token: their fd (to deregister) and callback.
+    sources: Mutex<HashMap<usize, (RawFd, SourceFn)>>,
+    next_source: AtomicUsize,
+    /// The poll's registry (a clone: sources are added from any thread).
+    registry: Registry,
     held: Mutex<IntMap<u16, VecDeque<Incoming>>>,
     /// Messages in `held` (changed only on the service thread, under its lock): lets the
     /// per-message path skip that lock while nothing is held.
@@ -232,6 +257,10 @@ impl Endpoint {
         let waker = Waker::new(poll.registry(), WAKER)
             .map_err(|e| NetError::io("creating the waker", e))?;
         backend.register(poll.registry())?;
+        let registry = poll
+            .registry()
+            .try_clone()
+            .map_err(|e| NetError::io("cloning the poll registry", e))?;
         let shared = Arc::new(Shared {
             rank,
             size,
@@ -239,6 +268,7 @@ impl Endpoint {
             driver: Mutex::new(Driver {
                 backend,
                 sleeping_until: None,
+                spin_until: None,
             }),
             waker,
             timer: Mutex::new(TimerState {
@@ -249,6 +279,9 @@ impl Endpoint {
             posted: Mutex::new(VecDeque::new()),
             posted_len: AtomicUsize::new(0),
             handlers: Mutex::new(IntMap::default()),
+            sources: Mutex::new(HashMap::new()),
+            next_source: AtomicUsize::new(SOURCE_TOKEN_BASE),
+            registry,
             held: Mutex::new(IntMap::default()),
             held_len: AtomicUsize::new(0),
             pending: Mutex::new(IntMap::default()),
@@ -437,6 +470,61 @@ impl Endpoint {
         if !self.is_service_thread() {
             let _ = self.shared.waker.wake();
         }
+    }
+
+    /// Polls `fd` on the service thread beside the network: `on_ready` runs there (like a
+    /// handler, one at a time with them) whenever `fd` becomes readable. Readiness is
+    /// edge-triggered: the callback must consume everything available (read until
+    /// `EWOULDBLOCK`), or it is not called again until new input arrives. If `fd` is readable
+    /// already, the callback runs soon after registration. The caller keeps `fd` open until
+    /// [`Endpoint::remove_source`] (or the end of the endpoint). Callable from any thread.
+    pub fn add_source(
+        &self,
+        fd: RawFd,
+        on_ready: impl FnMut(&Endpoint) + Send + 'static,
+    ) -> Result<SourceId, NetError> {
+        let token = self.shared.next_source.fetch_add(1, Ordering::Relaxed);
+        let f: SourceFn = Arc::new(Mutex::new(on_ready));
+        // In the table before the poll can report it.
+        self.shared.sources.lock().insert(token, (fd, f));
+        if let Err(e) =
+            self.shared
+                .registry
+                .register(&mut SourceFd(&fd), Token(token), Interest::READABLE)
+        {
+            self.shared.sources.lock().remove(&token);
+            return Err(NetError::io(
+                format!("registering fd {fd} with the poll"),
+                e,
+            ));
+        }
+        Ok(SourceId(token))
+    }
+
+    /// Stops polling a source added with [`Endpoint::add_source`] and drops its callback (a
+    /// run in progress finishes). Returns false if it was not registered.
+    pub fn remove_source(&self, id: SourceId) -> bool {
+        let Some((fd, _)) = self.shared.sources.lock().remove(&id.0) else {
+            return false;
+        };
+        // The fd may be closed already (which removed it from the poll): nothing to undo then.
+        let _ = self.shared.registry.deregister(&mut SourceFd(&fd));
+        true
+    }
+
+    /// Until `until` (or [`Endpoint::stop_spin`]), the service thread polls the network and
+    /// the sources without sleeping, so input is read the moment it arrives instead of after a
+    /// thread wake-up. For short, bounded waits on the critical path (a page fetch whose reply
+    /// is due within microseconds); it costs a CPU while it lasts. A later call replaces the
+    /// deadline. From another thread it takes effect at the service thread's next wake-up.
+    pub fn spin_until(&self, until: Instant) {
+        self.shared.driver.lock().spin_until = Some(until);
+    }
+
+    /// Ends a spin started with [`Endpoint::spin_until`]: the service thread sleeps again when
+    /// it has nothing to do.
+    pub fn stop_spin(&self) {
+        self.shared.driver.lock().spin_until = None;
     }
 
     /// Sets what happens when a peer dies or goes silent (runs on the service thread after the
@@ -799,6 +887,7 @@ impl Endpoint {
     fn service_loop(&self, mut poll: Poll) {
         let mut events = Events::with_capacity(256);
         let mut out = Vec::new();
+        let mut ready: Vec<usize> = Vec::new();
         let mut shutdown_started: Option<Instant> = None;
         loop {
             self.run_posted();
@@ -816,9 +905,13 @@ impl Endpoint {
                     break;
                 }
             }
-            let (timeout, later) = {
+            let (timeout, later, spinning) = {
                 let mut d = self.shared.driver.lock();
-                let t = if self.shared.posted_len.load(Ordering::Acquire) > 0 {
+                let spinning = d.spin_until.is_some_and(|u| u > now);
+                if !spinning {
+                    d.spin_until = None;
+                }
+                let t = if spinning || self.shared.posted_len.load(Ordering::Acquire) > 0 {
                     Some(now)
                 } else {
                     d.backend.poll_timeout()
@@ -828,12 +921,21 @@ impl Endpoint {
                     t => (t, None),
                 };
                 d.sleeping_until = Some(poll_until);
-                (poll_until.map(|t| t.saturating_duration_since(now)), later)
+                (
+                    poll_until.map(|t| t.saturating_duration_since(now)),
+                    later,
+                    spinning,
+                )
             };
             if let Some(t) = later {
                 self.arm_timer(t);
             }
             let res = poll.poll(&mut events, timeout);
+            if spinning && events.is_empty() {
+                // Nothing yet: let another runnable thread of this CPU (the peer we wait for,
+                // on a machine with few cores) go first.
+                std::thread::yield_now();
+            }
             let now = Instant::now();
             {
                 let mut d = self.shared.driver.lock();
@@ -844,9 +946,24 @@ impl Endpoint {
                     }
                 }
                 for ev in events.iter() {
-                    if ev.token() != WAKER {
+                    if ev.token().0 >= SOURCE_TOKEN_BASE {
+                        ready.push(ev.token().0);
+                    } else if ev.token() != WAKER {
                         d.backend.handle_event(now, ev, &mut out);
                     }
+                }
+            }
+            // Extra sources first: a fault's page request leaves before the handlers of what
+            // arrived meanwhile run.
+            for token in ready.drain(..) {
+                let f = self
+                    .shared
+                    .sources
+                    .lock()
+                    .get(&token)
+                    .map(|(_, f)| f.clone());
+                if let Some(f) = f {
+                    (f.lock())(self);
                 }
             }
             if !out.is_empty() {
@@ -902,6 +1019,59 @@ mod tests {
         assert!(slot.value.lock().is_none());
         slot.put(3, Err(NetError::Shutdown));
         assert!(matches!(slot.take(3), Err(NetError::Shutdown)));
+    }
+
+    #[test]
+    fn extra_source_runs_on_the_service_thread_until_removed() {
+        use std::io::{Read, Write};
+        use std::os::fd::AsRawFd;
+        use std::os::unix::net::UnixStream;
+        let ep = crate::bootstrap::start(crate::NetConfig::single()).expect("single node");
+        let (mut tx, rx) = UnixStream::pair().expect("socket pair");
+        rx.set_nonblocking(true).expect("non-blocking");
+        let fd = rx.as_raw_fd();
+        let (got_tx, got_rx) = bounded::<(usize, bool)>(16);
+        // The callback owns a clone; `rx` keeps the socket open after the source is removed.
+        let mut reader = rx.try_clone().expect("clone");
+        let id = ep
+            .add_source(fd, move |ep| {
+                // Edge-triggered: read everything there is.
+                let mut n = 0;
+                let mut buf = [0u8; 64];
+                while let Ok(k) = reader.read(&mut buf) {
+                    if k == 0 {
+                        break;
+                    }
+                    n += k;
+                }
+                let _ = got_tx.send((n, ep.is_service_thread()));
+            })
+            .expect("add source");
+        tx.write_all(b"abc").expect("write");
+        let (n, on_service) = got_rx.recv_timeout(Duration::from_secs(5)).expect("ready");
+        assert_eq!((n, on_service), (3, true));
+        // While spinning, posted work and further input are still served.
+        ep.spin_until(Instant::now() + Duration::from_millis(50));
+        let (done_tx, done_rx) = bounded(1);
+        ep.post(move |_| {
+            let _ = done_tx.send(());
+        });
+        done_rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("posted closure ran");
+        tx.write_all(b"de").expect("write");
+        let (n, _) = got_rx.recv_timeout(Duration::from_secs(5)).expect("ready");
+        assert_eq!(n, 2);
+        ep.stop_spin();
+        assert!(ep.remove_source(id));
+        assert!(!ep.remove_source(id), "removed once");
+        tx.write_all(b"f").expect("write");
+        assert!(
+            got_rx.recv_timeout(Duration::from_millis(200)).is_err(),
+            "a removed source is not polled"
+        );
+        ep.shutdown().expect("shutdown");
+        drop(rx);
     }
 
     #[test]

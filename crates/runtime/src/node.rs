@@ -17,6 +17,7 @@ use parking_lot::{Condvar, Mutex};
 use serde_json::{Map, Value};
 use squall_core::{HeapLayout, LockId, NodeId, PageId, Placement, ThreadId};
 use squall_memory::{AddressSpace, FaultThread, Heap, SpaceConfig};
+use squall_net::endpoint::SourceId;
 use squall_net::{bootstrap, Endpoint, NetConfig};
 use squall_protocol::{ArenaSplit, AtomicOp, Mixed, ProtocolKind};
 use squall_sync::{BarrierCount, BarrierId, CondId, FlagId, Outcome, SyncCore, Waiter};
@@ -84,7 +85,7 @@ struct Inner {
     svc: Arc<Mutex<Service>>,
     cfg: RuntimeConfig,
     layout: HeapLayout,
-    fault_thread: Mutex<Option<FaultThread>>,
+    faults: Mutex<Option<FaultServing>>,
     coll_seq: AtomicU64,
     coll: Arc<Mailbox<u64>>,
     stats_in: Arc<Mailbox<NodeStats>>,
@@ -192,7 +193,7 @@ impl Node {
                 svc: svc.clone(),
                 cfg,
                 layout,
-                fault_thread: Mutex::new(None),
+                faults: Mutex::new(None),
                 coll_seq: AtomicU64::new(0),
                 coll,
                 stats_in,
@@ -206,11 +207,8 @@ impl Node {
         };
         // Handlers that start threads need the node; a process has one.
         let _ = NODE.set(node.clone());
-        // The fault thread serves faults itself under the service lock: no hop to the service
-        // thread between a fault and its page request.
-        let ft = space.start_fault_thread(move |f| svc.lock().on_fault(&ep, f.page, f.write))?;
-        *node.inner.fault_thread.lock() = Some(ft);
-        // Everyone's fault thread and handlers are up before anyone touches shared memory.
+        *node.inner.faults.lock() = Some(serve_faults(&ep, &space, &svc)?);
+        // Everyone's fault serving and handlers are up before anyone touches shared memory.
         node.barrier()?;
         Ok(node)
     }
@@ -928,9 +926,57 @@ impl Node {
         }
         self.end_barrier()?;
         self.inner.ep.shutdown()?;
-        // Give the fault thread back; nothing may touch shared memory after this.
-        self.inner.fault_thread.lock().take();
+        // Give the fault stream back; nothing may touch shared memory after this.
+        match self.inner.faults.lock().take() {
+            Some(FaultServing::Poll(id)) => {
+                self.inner.ep.remove_source(id);
+            }
+            Some(FaultServing::Thread(ft)) => drop(ft),
+            None => {}
+        }
         Ok(())
+    }
+}
+
+/// Who serves this node's faults.
+enum FaultServing {
+    /// The service thread: the userfaultfd is one more source of its poll.
+    Poll(SourceId),
+    /// A separate fault thread (only if the poll refused the userfaultfd); dropping it stops
+    /// the thread.
+    Thread(FaultThread),
+}
+
+/// Serve faults on the service thread: the userfaultfd joins the endpoint's poll, so a fault
+/// wakes the thread that sends the page request and then receives the reply (spinning for it
+/// briefly, see `Service::on_fault`), one thread wake-up instead of two on the faulting node.
+/// Faults are served under the service lock like any message. If the poll cannot take the
+/// userfaultfd, a separate fault thread serves them the same way.
+fn serve_faults(
+    ep: &Endpoint,
+    space: &Arc<AddressSpace>,
+    svc: &Arc<Mutex<Service>>,
+) -> Result<FaultServing> {
+    let source = space.fault_source()?;
+    let fd = source.fd();
+    let s = svc.clone();
+    let polled = ep.add_source(fd, move |ep| {
+        if let Err(e) = source.drain(|f| s.lock().on_fault(ep, f.page, f.write)) {
+            fatal(ep.rank(), &format!("cannot serve faults: {e}"));
+        }
+    });
+    match polled {
+        Ok(id) => Ok(FaultServing::Poll(id)),
+        Err(e) => {
+            // The failed registration dropped the source: the stream is free for a thread.
+            eprintln!(
+                "squall: {}: serving faults on a separate thread ({e})",
+                ep.rank()
+            );
+            let (s, ep) = (svc.clone(), ep.clone());
+            let ft = space.start_fault_thread(move |f| s.lock().on_fault(&ep, f.page, f.write))?;
+            Ok(FaultServing::Thread(ft))
+        }
     }
 }
 

@@ -113,16 +113,35 @@ fn diff_throughput(frac: f64, reps: usize) -> (f64, f64, usize) {
     (median(&mk), median(&ap), size)
 }
 
+/// The 1-minute load average (Linux `/proc/loadavg`), if readable: fault latencies are made of
+/// thread wake-ups, whose cost depends on how busy the machine is, so reports carry it.
+fn load_avg() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 pub fn fault(a: DsmBenchArgs) -> Result<(), String> {
+    let load_before = load_avg();
     let v = job(2, &a, "bench-fault", 200)?;
+    let load = match (load_before, load_avg()) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, y) => x.or(y),
+    };
     let read = median(&nums(&v, "read_fault_us"));
     let raw = median(&nums(&v, "raw_req_us"));
     let twin = median(&nums(&v, "write_fault_twin_us"));
     let miss = median(&nums(&v, "write_miss_us"));
     let mut table = Table::new(
         format!(
-            "fault: 2 nodes over {}, pages homed on node 1, medians of {} reps (microseconds)",
-            a.transport, a.reps
+            "fault: 2 nodes over {}, pages homed on node 1, medians of {} reps (microseconds); \
+             load average {}",
+            a.transport,
+            a.reps,
+            load.map_or("unknown".into(), |l| format!("{l:.2}"))
         ),
         &["operation", "squall_us", "raw_us", "ratio"],
     );
@@ -171,7 +190,7 @@ pub fn fault(a: DsmBenchArgs) -> Result<(), String> {
     finish(
         &a,
         table,
-        json!({"bench": "fault", "transport": a.transport, "rows": rows}),
+        json!({"bench": "fault", "transport": a.transport, "load_avg_1m": load, "rows": rows}),
     )
 }
 
