@@ -8,14 +8,20 @@
 //! under one lock ([`Shared::mpi`]), by whichever thread needs it, so no message crosses a
 //! thread to be sent or received on the latency path:
 //! - **Sends** are posted by the sending thread itself ([`Backend::send`], already under the
-//!   endpoint's lock): `MPI_Isend`, then `MPI_Test` while probing incoming messages (so two
-//!   large sends crossing each other cannot deadlock). Only when earlier sends are still queued
-//!   for the progress thread (see below) does a send join that queue, behind them.
+//!   endpoint's lock): a blocking `MPI_Send` for whole frames up to [`BLOCKING_SEND_MAX`]
+//!   (eager: it never waits for the receiver), else `MPI_Isend`, then `MPI_Test` while probing
+//!   incoming messages (so two large sends crossing each other cannot deadlock). Only when
+//!   earlier sends are still queued for the progress thread, or the MPI lock is busy, does a
+//!   send join that queue, behind them.
 //! - **Receives** are made by the endpoint's service thread while it is *hot* (a message came
 //!   or went within [`SVC_SPIN`]): [`Backend::poll_timeout`] then asks for an immediate
 //!   wake-up, so the service loop keeps calling [`Backend::handle_timeout`], which probes MPI
 //!   (`MPI_Improbe`/`MPI_Mrecv`) and delivers straight to the handlers. This is the busy-wait
-//!   a raw MPI program does inside `MPI_Recv`, bounded in time.
+//!   a raw MPI program does inside `MPI_Recv`, bounded in time: it probes up to
+//!   [`INNER_PROBES`] times per call (the endpoint's loop around it costs a system call), and
+//!   after [`YIELD_AFTER`] without a message it yields its core between probes. When the
+//!   machine runs more nodes than it has cores, the service thread does not spin at all
+//!   ([`SpinPolicy`]): spinning nodes would keep the nodes they wait for off the cores.
 //! - The **progress thread** probes while the service thread is cold (asleep in its poll) or
 //!   stalled in a long handler ([`STALL`]), handing what it receives to the service thread
 //!   through a channel plus a `mio::Waker` registered under this backend's token; it spins
@@ -23,8 +29,9 @@
 //!   [`MAX_NAP`]. It also initialises and finalises MPI and posts sends queued behind it.
 //!
 //! Per-pair FIFO: sends are posted in order (a send posts itself only when nothing is queued
-//! for the progress thread, and the queue is emptied in order), MPI does not let one sender's
-//! messages overtake each other within a matching receive, the receiver matches with one
+//! for the progress thread, and the queue is emptied in order; a busy lock sends it to the
+//! queue rather than wait for a holder that may have lost its core), MPI does not let one
+//! sender's messages overtake each other within a matching receive, the receiver matches with one
 //! any-source any-tag probe (then the body from that same source), and frames the progress
 //! thread (or a sender) received are queued under the MPI lock, which the service thread holds
 //! while it drains that queue before probing itself.
@@ -86,6 +93,66 @@ const YIELD_AFTER: Duration = Duration::from_micros(20);
 /// A hot service thread that finds nothing probes up to this many times (about 2 µs) before
 /// it returns to the endpoint's loop (whose poll is a system call and reads the clock).
 const INNER_PROBES: u32 = 16;
+/// How the hot service thread spins; chosen at start from the nodes on this machine and its
+/// cores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SpinPolicy {
+    /// The service thread polls MPI until this long after the last message.
+    hot_for: Duration,
+    /// Idle this long, it yields the core between probes (and probes once per loop).
+    yield_after: Duration,
+}
+
+impl SpinPolicy {
+    fn for_machine(local_nodes: usize, cores: usize) -> SpinPolicy {
+        if local_nodes > cores {
+            // More nodes than cores: a spinning node keeps the node it waits for off the
+            // cores (measured: the 4-node barrier test on 2 cores took ~40% longer even with a
+            // yield after every empty probe). The service thread sleeps; the progress thread
+            // watches MPI, spinning with yields for a while after each piece of work.
+            SpinPolicy {
+                hot_for: Duration::ZERO,
+                yield_after: Duration::ZERO,
+            }
+        } else {
+            SpinPolicy {
+                hot_for: SVC_SPIN,
+                yield_after: YIELD_AFTER,
+            }
+        }
+    }
+}
+
+/// The cores this machine has online (not just those this process may run on: mpirun may
+/// bind each node to one core), from `/sys/devices/system/cpu/online` ("0-3,6").
+fn online_cores() -> usize {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|t| parse_cpu_list(&t))
+        .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
+        .unwrap_or(1)
+}
+
+/// The number of cpus in a kernel cpu list ("0-3,6" is 5); None if malformed or empty.
+fn parse_cpu_list(text: &str) -> Option<usize> {
+    let mut n = 0;
+    for part in text.trim().split(',') {
+        n += match part.split_once('-') {
+            Some((a, b)) => {
+                b.parse::<usize>()
+                    .ok()?
+                    .checked_sub(a.parse::<usize>().ok()?)?
+                    + 1
+            }
+            None => {
+                part.parse::<usize>().ok()?;
+                1
+            }
+        };
+    }
+    (n > 0).then_some(n)
+}
+
 /// A hot service thread that has not probed for this long is stuck in a handler: the progress
 /// thread probes meanwhile (so a peer's large send to this node is not held up).
 const STALL: Duration = Duration::from_millis(2);
@@ -123,6 +190,8 @@ struct Shared {
     finalized: AtomicBool,
     /// The service thread is polling MPI itself (see [`SVC_SPIN`]).
     svc_hot: AtomicBool,
+    /// When a sending thread last posted a send itself, in nanoseconds since `epoch`.
+    sent_ns: AtomicU64,
     /// When the service thread last probed, in nanoseconds since `epoch`.
     svc_seen_ns: AtomicU64,
     epoch: Instant,
@@ -157,6 +226,7 @@ struct Started {
     rank: NodeId,
     size: u16,
     job: JobId,
+    spin: SpinPolicy,
 }
 
 struct PeerState {
@@ -185,6 +255,7 @@ pub(crate) struct MpiBackend {
     /// The last message sent or delivered: the service thread polls MPI until [`SVC_SPIN`]
     /// after it.
     last_activity: Instant,
+    spin: SpinPolicy,
     /// The service thread's clock at its last `handle_timeout` (`poll_timeout` reuses it).
     now_seen: Instant,
 }
@@ -205,6 +276,7 @@ pub(crate) fn start(cfg: &NetConfig) -> Result<(MpiBackend, NodeId, u16, JobId),
         finalized: AtomicBool::new(false),
         svc_hot: AtomicBool::new(false),
         svc_seen_ns: AtomicU64::new(0),
+        sent_ns: AtomicU64::new(0),
         epoch: Instant::now(),
     });
     let (cmd_tx, cmd_rx) = unbounded::<Cmd>();
@@ -253,6 +325,7 @@ pub(crate) fn start(cfg: &NetConfig) -> Result<(MpiBackend, NodeId, u16, JobId),
             peer_timeout: cfg.peer_timeout,
             shutdown_at: None,
             last_activity: now,
+            spin: started.spin,
             now_seen: now,
         },
         started.rank,
@@ -295,10 +368,14 @@ fn progress_main(
         0
     };
     world.process_at_rank(0).broadcast_into(&mut job);
+    // The nodes sharing this machine (MPI_Comm_split_type SHARED; collective, like the rest
+    // of start-up).
+    let local_nodes = usize::try_from(world.split_shared(rank).size()).unwrap_or(1);
     let _ = ready.send(Ok(Started {
         rank: NodeId(rank16),
         size: size16,
         job: JobId(job),
+        spin: SpinPolicy::for_machine(local_nodes, online_cores()),
     }));
     let mut push = |r: Received| {
         // The backend is gone only when the endpoint is; then nobody wants the frame.
@@ -345,6 +422,12 @@ fn progress_main(
                 worked = true;
                 shared.wake();
             }
+        }
+        let sent = shared.sent_ns.load(Ordering::Acquire);
+        if sent > shared.nanos(last_work) {
+            // A send posted by another thread counts as work: its answer is due soon.
+            last_work = shared.epoch + Duration::from_nanos(sent);
+            nap = Duration::from_micros(2);
         }
         if worked {
             last_work = Instant::now();
@@ -450,9 +533,16 @@ impl MpiBackend {
         p.last_sent = now;
         self.last_activity = now;
         // Only this backend (under the endpoint's lock) adds to `in_flight`: zero means every
-        // queued send has been posted and completed.
-        if self.shared.in_flight.load(Ordering::Acquire) == 0 {
-            let closed = self.shared.mpi.lock();
+        // queued send has been posted and completed, so a send posted now follows them.
+        // If another thread holds the MPI lock (the progress thread probing, a large send),
+        // the send is queued rather than waited for: a lock holder that lost its core (more
+        // threads than cores) would hold this thread up for a whole time slice.
+        let lock = if self.shared.in_flight.load(Ordering::Acquire) == 0 {
+            self.shared.mpi.try_lock()
+        } else {
+            None
+        };
+        if let Some(closed) = lock {
             if *closed {
                 return Err(NetError::PeerLost {
                     peer: to,
@@ -467,6 +557,13 @@ impl MpiBackend {
             drop(closed);
             if got {
                 self.shared.wake();
+            }
+            self.shared
+                .sent_ns
+                .store(self.shared.nanos(Instant::now()), Ordering::Release);
+            if !self.shared.svc_hot.load(Ordering::Acquire) {
+                // The progress thread watches for the answer: from now, not after its nap.
+                self.progress.unpark();
             }
             self.counters.packets_sent += 1;
             return Ok(());
@@ -496,7 +593,7 @@ impl MpiBackend {
     fn poll_mpi(&mut self, now: Instant, out: &mut Vec<BackendEvent>) {
         self.now_seen = now;
         let idle_for = now.saturating_duration_since(self.last_activity);
-        let hot = idle_for < SVC_SPIN;
+        let hot = idle_for < self.spin.hot_for;
         if hot {
             self.shared
                 .svc_seen_ns
@@ -510,7 +607,7 @@ impl MpiBackend {
                 buf.extend(self.incoming.try_iter());
                 if !*closed {
                     let world = SimpleCommunicator::world();
-                    let mut probes = if hot && idle_for < YIELD_AFTER {
+                    let mut probes = if hot && idle_for < self.spin.yield_after {
                         INNER_PROBES
                     } else {
                         1
@@ -530,7 +627,7 @@ impl MpiBackend {
         self.rx_buf = buf;
         if idle
             && self.shared.svc_hot.load(Ordering::Relaxed)
-            && now.saturating_duration_since(self.last_activity) >= YIELD_AFTER
+            && now.saturating_duration_since(self.last_activity) >= self.spin.yield_after
         {
             // Spinning: let a thread waiting for this core (an application thread a reply
             // just woke, the peer's threads when nodes share cores) run first.
@@ -707,7 +804,7 @@ impl Backend for MpiBackend {
         }
         // The clock of the last `handle_timeout` (no clock read per spin): if it is stale, the
         // service thread just spins once more and looks again with a fresh one.
-        if self.now_seen.saturating_duration_since(self.last_activity) < SVC_SPIN
+        if self.now_seen.saturating_duration_since(self.last_activity) < self.spin.hot_for
             && !self.shared.finalized.load(Ordering::Acquire)
         {
             // Hot: come straight back to `handle_timeout`, which probes MPI. An instant in
@@ -794,5 +891,32 @@ impl Drop for MpiBackend {
                 let _ = j.join();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_count_ranges_and_singles() {
+        assert_eq!(parse_cpu_list("0-1\n"), Some(2));
+        assert_eq!(parse_cpu_list("0"), Some(1));
+        assert_eq!(parse_cpu_list("0-3,6,8-9"), Some(7));
+        assert_eq!(parse_cpu_list(""), None);
+        assert_eq!(parse_cpu_list("3-1"), None);
+        assert_eq!(parse_cpu_list("0-x"), None);
+    }
+
+    #[test]
+    fn service_thread_spins_only_when_every_node_has_a_core() {
+        let fits = SpinPolicy::for_machine(2, 2);
+        assert_eq!(fits.hot_for, SVC_SPIN);
+        assert_eq!(fits.yield_after, YIELD_AFTER);
+        assert!(fits.yield_after < fits.hot_for);
+        let crowded = SpinPolicy::for_machine(4, 2);
+        assert_eq!(crowded.hot_for, Duration::ZERO);
+        // One node on a big machine spins too.
+        assert_eq!(SpinPolicy::for_machine(1, 64), fits);
     }
 }
