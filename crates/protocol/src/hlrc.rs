@@ -546,8 +546,14 @@ struct PageState {
     held: Vec<Held>,
     /// The home epoch at which this node last asked the home to move here.
     want_sent: Option<u32>,
-    /// This node's copy was invalidated by a notice (it used the page: read it ahead).
+    /// This node's copy was invalidated by a notice after it had used the page (read it
+    /// ahead next time).
     lost: bool,
+    /// A thread of this node faulted on the page at least once (a copy that only came by
+    /// read-ahead may never have been used).
+    used: bool,
+    /// This node has held a copy of the page at some time.
+    had_copy: bool,
 }
 
 /// Home-side work waiting for an exclusive copy to come back.
@@ -616,6 +622,8 @@ pub struct Hlrc<M: PageMemory> {
     dropped: BTreeMap<NodeId, Vec<PageId>>,
     /// Sequential fetch streams: (next page expected, fetches in a row), newest first.
     streams: VecDeque<(u64, u32)>,
+    /// Fetches bring following pages too (see `read_ahead`).
+    read_ahead: bool,
 }
 
 impl<M: PageMemory> Hlrc<M> {
@@ -648,12 +656,18 @@ impl<M: PageMemory> Hlrc<M> {
             exclusive_mode: true,
             dropped: BTreeMap::new(),
             streams: VecDeque::new(),
+            read_ahead: true,
         }
     }
 
     /// Set the migration threshold (consecutive sole-writer diffs); 0 disables migration.
     pub fn set_migrate_after(&mut self, n: u32) {
         self.migrate_after = n;
+    }
+
+    /// Enable or disable read-ahead (on by default).
+    pub fn set_read_ahead(&mut self, on: bool) {
+        self.read_ahead = on;
     }
 
     /// Enable or disable exclusive mode (on by default).
@@ -814,6 +828,7 @@ impl<M: PageMemory> Hlrc<M> {
                 st.refaults = st.refaults.saturating_add(1);
             }
             st.idle_releases = 0;
+            st.used = true;
             self.stats.twins += 1;
             self.dirty.insert(page);
             self.mem.set_access(page, Access::ReadWrite);
@@ -864,9 +879,14 @@ impl<M: PageMemory> Hlrc<M> {
     /// Pick the pages to fetch along with `page` from `home`, and mark them being fetched: the
     /// run of pages right after it with the same home, not held here and not being fetched,
     /// that this node is reading sequentially (a stream of fetches reached `page`: 1, 2, 4, 8
-    /// then `MAX_AHEAD` pages as the stream goes on) or that it held until a notice took them
-    /// (up to `MAX_AHEAD_LOST`).
+    /// then `MAX_AHEAD` pages as the stream goes on), that it used and held until a notice
+    /// took them (up to `MAX_AHEAD_LOST`), or that it never held (up to `MAX_AHEAD`: the
+    /// first reading of data another node initialised). Pages whose home is not decided yet
+    /// are never read ahead (their first touch decides it).
     fn read_ahead(&mut self, page: PageId, home: HomeRef) -> u8 {
+        if !self.read_ahead {
+            return 0;
+        }
         let run = match self.streams.iter().position(|&(next, _)| next == page.0) {
             Some(i) => self.streams.remove(i).map_or(0, |(_, r)| r + 1),
             None => 0,
@@ -891,7 +911,7 @@ impl<M: PageMemory> Hlrc<M> {
             if st.fetch.is_some()
                 || st.twin.is_some()
                 || st.exclusive
-                || (k >= seq_limit && !st.lost)
+                || (k >= seq_limit && !st.lost && (st.had_copy || k >= MAX_AHEAD))
             {
                 break;
             }
@@ -1113,7 +1133,8 @@ impl<M: PageMemory> Hlrc<M> {
         let twin = st.twin.take();
         let held = twin.is_some() || self.mem.access(page) != Access::None;
         if held {
-            self.st(page).lost = true;
+            let st = self.st(page);
+            st.lost = st.used;
             // Tell the home (batched, after the diff below: FIFO) that this copy is gone.
             if let Some(h) = self.dir.cached(page) {
                 self.dropped.entry(h.node).or_default().push(page);
@@ -1278,7 +1299,10 @@ impl<M: PageMemory> Hlrc<M> {
                         }
                         continue;
                     }
-                    self.st(q).lost = false;
+                    let st = self.st(q);
+                    st.lost = false;
+                    st.had_copy = true;
+                    st.used |= f.demand;
                     self.mem.write_bytes(q, 0, chunk);
                     if f.write {
                         self.st(q).twin = Some(chunk.to_vec());
@@ -1322,7 +1346,10 @@ impl<M: PageMemory> Hlrc<M> {
                     }
                     return Ok(());
                 }
-                self.st(page).lost = false;
+                let st = self.st(page);
+                st.lost = false;
+                st.had_copy = true;
+                st.used |= f.demand;
                 self.mem.write_bytes(page, 0, &data);
                 if exclusive {
                     // Sole copy: written in place, no twin, no diff, no notice.

@@ -490,25 +490,25 @@ fn early_flushed_writes_are_noticed_at_the_release() {
 
 #[test]
 fn sequential_reads_and_lost_copies_are_fetched_ahead() {
-    // Node 1 reads pages 0..4 (homed at node 0) in order: the first fetch asks for one page,
-    // the second (a stream of two) also for the next page; page 3 is the third fetch.
-    let mut c = Cluster::new("hlrc", 2);
+    // Node 1 reads page 0 (homed at node 0, like pages 1..4, which it never held): one fetch
+    // brings all four, the three it did not ask for as one run.
+    let mut c = Cluster::new("hlrc-ahead", 2);
+    c.fault(1, 0, false);
+    c.settle();
     for p in 0..4 {
-        c.fault(1, p, false);
-        c.settle();
         assert_eq!(c.access(1, p), Access::Read);
     }
     let s = c.total_stats();
-    assert_eq!(s.messages_of("fetch"), 3);
-    assert_eq!(s.messages_of("page_data"), 3);
+    assert_eq!(s.messages_of("fetch"), 1);
+    assert_eq!(s.messages_of("page_data"), 1);
     assert_eq!(
         s.messages_of("page_run"),
         1,
         "read-ahead pages come as one run"
     );
-    assert_eq!(s.pages_prefetched, 1);
-    // Node 0 writes all four; after the notices node 1 reads page 0 again: the three other
-    // copies it lost come with it, in one fetch.
+    assert_eq!(s.pages_prefetched, 3);
+    // Node 0 writes all four; after the notices node 1 reads page 0 again: only page 0 was
+    // used (faulted on), so only it is fetched; the others, never used, are not read ahead.
     for p in 0..4 {
         c.fault(0, p, true);
         c.store(0, p, 0, 10 + p);
@@ -518,12 +518,36 @@ fn sequential_reads_and_lost_copies_are_fetched_ahead() {
     c.fault(1, 0, false);
     c.settle();
     let s = c.total_stats();
-    assert_eq!(s.messages_of("fetch"), 4);
-    assert_eq!(s.messages_of("page_data"), 4);
-    assert_eq!(s.messages_of("page_run"), 2);
-    assert_eq!(s.pages_prefetched, 4);
-    for p in 0..4 {
-        assert_eq!(c.access(1, p), Access::Read);
+    assert_eq!(s.messages_of("fetch"), 2);
+    assert_eq!(s.messages_of("page_run"), 1);
+    // Node 1 uses pages 1..4: a sequential stream (page 1's fetch brings page 2 along, page
+    // 3 is fetched on its own).
+    for p in 1..4 {
+        c.fault(1, p, false);
+        c.settle();
         assert_eq!(c.load(1, p, 0), 10 + p);
     }
+    let s = c.total_stats();
+    assert_eq!(s.messages_of("fetch"), 4);
+    assert_eq!(s.messages_of("page_run"), 2);
+    assert_eq!(s.pages_prefetched, 4);
+    // Written again: pages 0, 1 and 3 were used (faulted on), page 2 only read ahead, so the
+    // fetch of page 0 brings page 1 back along with it and the run stops at page 2.
+    for p in 0..4 {
+        c.fault(0, p, true);
+        c.store(0, p, 0, 20 + p);
+    }
+    c.release(0, 2);
+    c.handoff(0, 1);
+    c.fault(1, 0, false);
+    c.settle();
+    let s = c.total_stats();
+    assert_eq!(s.messages_of("fetch"), 5);
+    assert_eq!(s.messages_of("page_run"), 3);
+    assert_eq!(s.pages_prefetched, 5);
+    for p in 0..2 {
+        assert_eq!(c.access(1, p), Access::Read);
+        assert_eq!(c.load(1, p, 0), 20 + p);
+    }
+    assert_eq!(c.access(1, 2), Access::None);
 }

@@ -216,6 +216,7 @@ impl World {
                     let mut h = Hlrc::new(mem.clone(), NodeId(n), prog.layout);
                     h.set_migrate_after(r2.gen_range(0..=3));
                     h.set_exclusive_mode(r2.gen_bool(0.7));
+                    h.set_read_ahead(r2.gen_bool(0.8));
                     if r2.gen_bool(0.3) {
                         h.set_notice_budget(r2.gen_range(1..6));
                     }
