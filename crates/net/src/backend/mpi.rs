@@ -558,9 +558,12 @@ impl MpiBackend {
             if got {
                 self.shared.wake();
             }
+            // A large send takes a while: the wait for its answer starts when it is done.
+            let done = Instant::now();
+            self.last_activity = done;
             self.shared
                 .sent_ns
-                .store(self.shared.nanos(Instant::now()), Ordering::Release);
+                .store(self.shared.nanos(done), Ordering::Release);
             if !self.shared.svc_hot.load(Ordering::Acquire) {
                 // The progress thread watches for the answer: from now, not after its nap.
                 self.progress.unpark();
@@ -621,6 +624,12 @@ impl MpiBackend {
             None => buf.extend(self.incoming.try_iter()),
         }
         let idle = buf.is_empty();
+        let now = if buf.iter().any(|(_, _, body)| body.is_some()) {
+            // A large receive took a while: the service thread stays hot from its end.
+            Instant::now()
+        } else {
+            now
+        };
         for r in buf.drain(..) {
             self.on_frame(now, r, out);
         }
