@@ -32,7 +32,7 @@ run() {
 run cargo clippy --release -p squall-net -p squall-cli --features squall-net/mpi,squall-cli/mpi \
     --all-targets -- -D warnings
 run cargo test --release -p squall-net --features mpi --test multiprocess mpi
-run cargo test --release -p squall-net --features mpi --lib config
+run cargo test --release -p squall-net --features mpi --lib -- config backend::mpi
 run cargo test --release -p squall-cli --features mpi --test run mpi
 SQUALL_DSM_LAUNCHER=mpirun run cargo test --release -p squall --features squall-net/mpi --test dsm
 
