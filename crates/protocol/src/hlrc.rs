@@ -596,6 +596,12 @@ pub struct Hlrc<M: PageMemory> {
     outstanding: BTreeSet<u64>,
     /// Unacked diffs of this node per page.
     page_diffs: BTreeMap<PageId, u32>,
+    /// The node this node's unacked diffs of a page were sent to.
+    diff_home: BTreeMap<PageId, NodeId>,
+    /// Diffs of a page held back (ids, in order) while earlier ones are on their way to
+    /// another node (a former home that forwards them): sent once those are acked, so a home
+    /// never applies an older diff of one writer over a newer one.
+    held_diffs: BTreeMap<PageId, Vec<u64>>,
     /// Copies of unacked diffs: if the home migrates here meanwhile, they come back to this
     /// node and must be merged into the copy the old home sends.
     unacked: BTreeMap<u64, (PageId, Vec<u8>)>,
@@ -643,6 +649,8 @@ impl<M: PageMemory> Hlrc<M> {
             next_diff: 0,
             outstanding: BTreeSet::new(),
             page_diffs: BTreeMap::new(),
+            diff_home: BTreeMap::new(),
+            held_diffs: BTreeMap::new(),
             unacked: BTreeMap::new(),
             releases: VecDeque::new(),
             own_interval: 0,
@@ -1064,6 +1072,12 @@ impl<M: PageMemory> Hlrc<M> {
             self.stats.diffs_created += 1;
             self.stats.diff_bytes += diff_payload(&diff).unwrap_or(0) as u64;
         }
+        let held = self.held_diffs.get(&page).is_some_and(|v| !v.is_empty());
+        if held || self.diff_home.get(&page).is_some_and(|&n| n != home.node) {
+            self.held_diffs.entry(page).or_default().push(id);
+            return Ok(());
+        }
+        self.diff_home.insert(page, home.node);
         self.send(
             home.node,
             Msg::Diff {
@@ -1652,12 +1666,14 @@ impl<M: PageMemory> Hlrc<M> {
                 *n = n.saturating_sub(1);
                 if *n == 0 {
                     self.page_diffs.remove(&page);
+                    self.diff_home.remove(&page);
                 }
             }
         }
         if let Some(h) = migrate {
             self.become_home(page, h)?;
         }
+        self.send_held_diffs(page)?;
         if !self.page_diffs.contains_key(&page) {
             if self.is_home(page) {
                 // A fetch waiting for our diffs: this node became the home meanwhile.
@@ -1670,6 +1686,43 @@ impl<M: PageMemory> Hlrc<M> {
             }
         }
         self.check_releases();
+        Ok(())
+    }
+
+    /// Send the diffs of `page` held back while earlier ones were on their way to another
+    /// node, once all of those are acked (to the current home; if that is this node now,
+    /// `become_home` merged them and they are acked here).
+    fn send_held_diffs(&mut self, page: PageId) -> Result<(), ProtoError> {
+        let held = self.held_diffs.get(&page).map_or(0, |v| v.len() as u32);
+        if held == 0 || self.page_diffs.get(&page).copied().unwrap_or(0) > held {
+            return Ok(());
+        }
+        self.diff_home.remove(&page);
+        for id in self.held_diffs.remove(&page).unwrap_or_default() {
+            let Some((_, diff)) = self.unacked.get(&id).cloned() else {
+                continue;
+            };
+            let home = self.dir.cached(page).ok_or(ProtoError::Unexpected {
+                from: self.me,
+                page,
+                why: "held diff with unknown home".into(),
+            })?;
+            if home.node == self.me {
+                self.on_diff_ack(page, id, None)?;
+            } else {
+                self.diff_home.insert(page, home.node);
+                self.send(
+                    home.node,
+                    Msg::Diff {
+                        page,
+                        origin: self.me,
+                        id,
+                        epoch: home.epoch,
+                        diff,
+                    },
+                );
+            }
+        }
         Ok(())
     }
 
