@@ -58,7 +58,7 @@ pub const TY_CONN_HELLO: u16 = 10;
 const WAKER: Token = Token(0);
 /// Tokens of extra sources ([`Endpoint::add_source`]) start here, far above the backends'
 /// (which use small tokens from 1: one per peer at most).
-const SOURCE_TOKEN_BASE: usize = 1 << 40;
+const SOURCE_TOKEN_BASE: usize = usize::MAX / 2;
 /// How late a timer set by a send from another thread may fire before that send wakes the
 /// service thread.
 const WAKE_SLACK: Duration = Duration::from_millis(5);
