@@ -921,11 +921,13 @@ impl Endpoint {
                     t => (t, None),
                 };
                 d.sleeping_until = Some(poll_until);
-                (
-                    poll_until.map(|t| t.saturating_duration_since(now)),
-                    later,
-                    spinning,
-                )
+                // A deadline a hair ahead of `now` is due: the poll would round any non-zero
+                // wait up to a whole millisecond.
+                let wait = poll_until.map(|t| match t.saturating_duration_since(now) {
+                    d if d < Duration::from_micros(1) => Duration::ZERO,
+                    d => d,
+                });
+                (wait, later, spinning)
             };
             if let Some(t) = later {
                 self.arm_timer(t);
