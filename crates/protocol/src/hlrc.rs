@@ -1077,6 +1077,12 @@ impl<M: PageMemory> Hlrc<M> {
             self.held_diffs.entry(page).or_default().push(id);
             return Ok(());
         }
+        self.post_diff(page, home, id, diff);
+        Ok(())
+    }
+
+    /// Send diff `id` of `page` to `home` (noting where this page's unacked diffs went).
+    fn post_diff(&mut self, page: PageId, home: HomeRef, id: u64, diff: Vec<u8>) {
         self.diff_home.insert(page, home.node);
         self.send(
             home.node,
@@ -1088,7 +1094,6 @@ impl<M: PageMemory> Hlrc<M> {
                 diff,
             },
         );
-        Ok(())
     }
 
     /// A write fault made a twin of a copy: ask the home to move here (see
@@ -1710,17 +1715,7 @@ impl<M: PageMemory> Hlrc<M> {
             if home.node == self.me {
                 self.on_diff_ack(page, id, None)?;
             } else {
-                self.diff_home.insert(page, home.node);
-                self.send(
-                    home.node,
-                    Msg::Diff {
-                        page,
-                        origin: self.me,
-                        id,
-                        epoch: home.epoch,
-                        diff,
-                    },
-                );
+                self.post_diff(page, home, id, diff);
             }
         }
         Ok(())

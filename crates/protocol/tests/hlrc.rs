@@ -488,6 +488,19 @@ fn early_flushed_writes_are_noticed_at_the_release() {
     assert_eq!(c.load(2, 0, 0), 5);
 }
 
+/// Node 0 writes `base + p` into pages 0..4 and releases (`token`); node 1 acquires from it
+/// and reads page 0.
+fn rewrite_then_reread_page_0(c: &mut Cluster, base: u64, token: u64) {
+    for p in 0..4 {
+        c.fault(0, p, true);
+        c.store(0, p, 0, base + p);
+    }
+    c.release(0, token);
+    c.handoff(0, 1);
+    c.fault(1, 0, false);
+    c.settle();
+}
+
 #[test]
 fn sequential_reads_and_lost_copies_are_fetched_ahead() {
     // Node 1 reads page 0 (homed at node 0, like pages 1..4, which it never held): one fetch
@@ -509,14 +522,7 @@ fn sequential_reads_and_lost_copies_are_fetched_ahead() {
     assert_eq!(s.pages_prefetched, 3);
     // Node 0 writes all four; after the notices node 1 reads page 0 again: only page 0 was
     // used (faulted on), so only it is fetched; the others, never used, are not read ahead.
-    for p in 0..4 {
-        c.fault(0, p, true);
-        c.store(0, p, 0, 10 + p);
-    }
-    c.release(0, 1);
-    c.handoff(0, 1);
-    c.fault(1, 0, false);
-    c.settle();
+    rewrite_then_reread_page_0(&mut c, 10, 1);
     let s = c.total_stats();
     assert_eq!(s.messages_of("fetch"), 2);
     assert_eq!(s.messages_of("page_run"), 1);
@@ -533,14 +539,7 @@ fn sequential_reads_and_lost_copies_are_fetched_ahead() {
     assert_eq!(s.pages_prefetched, 4);
     // Written again: pages 0, 1 and 3 were used (faulted on), page 2 only read ahead, so the
     // fetch of page 0 brings page 1 back along with it and the run stops at page 2.
-    for p in 0..4 {
-        c.fault(0, p, true);
-        c.store(0, p, 0, 20 + p);
-    }
-    c.release(0, 2);
-    c.handoff(0, 1);
-    c.fault(1, 0, false);
-    c.settle();
+    rewrite_then_reread_page_0(&mut c, 20, 2);
     let s = c.total_stats();
     assert_eq!(s.messages_of("fetch"), 5);
     assert_eq!(s.messages_of("page_run"), 3);
