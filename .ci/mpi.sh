@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The MPI step of CI: the mpi transport (feature `mpi` of squall-net, built against the system
 # Open MPI) under mpirun at 2 and 4 processes: the transport suite (FIFO, request/reply,
-# 1 MiB bulk, message_test 10^5), the runtime's multi-node DSM scenarios, one C app (sor) and
-# `squall run --launcher mpirun`, and a short `squall bench pingpong --transport mpi`.
+# 1 MiB bulk, message_test 10^5), the runtime's multi-node DSM scenarios, two C apps (sor and
+# em3d) directly and through `squall run --launcher mpirun`, and a short `squall bench pingpong --transport mpi`.
 # Skipped (successfully) when mpirun is missing. Uses its own target dir so the default
 # build's artefacts are not rebuilt with different features.
 set -euo pipefail
@@ -36,15 +36,16 @@ run cargo test --release -p squall-net --features mpi --lib -- config backend::m
 run cargo test --release -p squall-cli --features mpi --test run mpi
 SQUALL_DSM_LAUNCHER=mpirun run cargo test --release -p squall --features squall-net/mpi --test dsm
 
-# One C app over MPI: libsquall with the mpi transport, sor linked against it.
+# Two C apps over MPI: libsquall with the mpi transport, sor and em3d linked against it.
 run cargo build --release -p squall-capi -p squall-cli -p squall-net \
     --features squall-net/mpi,squall-cli/mpi
 lib="$CARGO_TARGET_DIR/release"
-app="$CARGO_TARGET_DIR/apps/sor_squall"
-mkdir -p "$(dirname "$app")"
-run cc -std=gnu11 -O2 -Wall -Wextra -Werror -pthread -Iapps/common -Iapps/sor -DAPP_SQUALL \
-    -Icrates/capi/include -o "$app" apps/sor/sor.c \
-    -L"$lib" -Wl,-rpath,"$lib" -lsquall -lpthread -ldl -lm
+mkdir -p "$CARGO_TARGET_DIR/apps"
+for a in sor em3d; do
+    run cc -std=gnu11 -O2 -Wall -Wextra -Werror -pthread -Iapps/common -Iapps/$a -DAPP_SQUALL \
+        -Icrates/capi/include -o "$CARGO_TARGET_DIR/apps/${a}_squall" apps/$a/$a.c \
+        -L"$lib" -Wl,-rpath,"$lib" -lsquall -lpthread -ldl -lm
+done
 check_app() { # $@ = command line; exactly one RESULT line with verified=1
     echo "--- $*"
     local out
@@ -65,9 +66,12 @@ check_app() { # $@ = command line; exactly one RESULT line with verified=1
     fi
     echo "ok   $results"
 }
-for n in 2 4; do
-    check_app mpirun -n "$n" --oversubscribe "$app" -s tiny -t 4
-    check_app "$lib/squall" run -n "$n" --launcher mpirun "$app" -s tiny -t 4
+for a in sor em3d; do
+    app="$CARGO_TARGET_DIR/apps/${a}_squall"
+    for n in 2 4; do
+        check_app mpirun -n "$n" --oversubscribe "$app" -s tiny -t 4
+        check_app "$lib/squall" run -n "$n" --launcher mpirun "$app" -s tiny -t 4
+    done
 done
 
 run timeout 600 "$lib/squall" bench pingpong --transport mpi --iters 200 --reps 3 \
