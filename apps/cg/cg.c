@@ -237,14 +237,7 @@ int main(int argc, char **argv)
     g->bar = app_alloc(1, sizeof *g->bar, "team barrier");
     app_barrier_init(g->bar, o.threads);
 
-    cg_arg *args = app_alloc((size_t)o.threads, sizeof *args, "thread args");
-    void **targs = app_alloc((size_t)o.threads, sizeof(void *), "thread arg pointers");
-    for (int t = 0; t < o.threads; t++) {
-        args[t].g = g;
-        args[t].tid = t;
-        targs[t] = &args[t];
-    }
-    app_run_team(o.threads, cg_worker, targs);
+    APP_RUN_TEAM_OF(cg_arg, g, cg_worker, o.threads);
 
     double zeta = g->zeta, rnorm = g->rnorm;
     int ok = 0;

@@ -296,6 +296,21 @@ static inline void app_run_team(int nthreads, void *(*fn)(void *), void **args)
 #endif
 }
 
+/* Runs `worker` on `nthreads` threads (app_run_team), thread t getting a pointer to a `type`
+ * whose fields are set to g = `shared` and tid = t (every app's per-thread argument). */
+#define APP_RUN_TEAM_OF(type, shared, worker, nthreads)                                        \
+    do {                                                                                       \
+        int n_ = (nthreads);                                                                   \
+        type *args_ = app_alloc((size_t)n_, sizeof *args_, "thread args");                    \
+        void **targs_ = app_alloc((size_t)n_, sizeof(void *), "thread arg pointers");         \
+        for (int t_ = 0; t_ < n_; t_++) {                                                      \
+            args_[t_].g = (shared);                                                            \
+            args_[t_].tid = t_;                                                                \
+            targs_[t_] = &args_[t_];                                                           \
+        }                                                                                      \
+        app_run_team(n_, (worker), targs_);                                                    \
+    } while (0)
+
 /* Thread id passed as the argument when app_run_team got args == NULL. */
 static inline int app_tid(void *arg)
 {

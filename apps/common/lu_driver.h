@@ -120,14 +120,7 @@ int main(int argc, char **argv)
         }
     app_barrier_init(&g->bar, o.threads);
 
-    lu_arg *args = app_alloc((size_t)o.threads, sizeof *args, "thread args");
-    void **targs = app_alloc((size_t)o.threads, sizeof(void *), "thread arg pointers");
-    for (int t = 0; t < o.threads; t++) {
-        args[t].g = g;
-        args[t].tid = t;
-        targs[t] = &args[t];
-    }
-    app_run_team(o.threads, lu_worker, targs);
+    APP_RUN_TEAM_OF(lu_arg, g, lu_worker, o.threads);
 
     double check = 0.0;
     for (long j = 0; j < n; j++)

@@ -169,14 +169,7 @@ int main(int argc, char **argv)
     }
     app_barrier_init(&g->bar, o.threads);
 
-    fft_arg *args = app_alloc((size_t)o.threads, sizeof *args, "thread args");
-    void **targs = app_alloc((size_t)o.threads, sizeof(void *), "thread arg pointers");
-    for (int t = 0; t < o.threads; t++) {
-        args[t].g = g;
-        args[t].tid = t;
-        targs[t] = &args[t];
-    }
-    app_run_team(o.threads, fft_worker, targs);
+    APP_RUN_TEAM_OF(fft_arg, g, fft_worker, o.threads);
 
     const cplx *X = g->t;
     double check = 0.0;

@@ -212,14 +212,7 @@ int main(int argc, char **argv)
     app_lock_init(&g->lock);
     app_barrier_init(&g->bar, o.threads);
 
-    ocean_arg *args = app_alloc((size_t)o.threads, sizeof *args, "thread args");
-    void **targs = app_alloc((size_t)o.threads, sizeof(void *), "thread arg pointers");
-    for (int t = 0; t < o.threads; t++) {
-        args[t].g = g;
-        args[t].tid = t;
-        targs[t] = &args[t];
-    }
-    app_run_team(o.threads, ocean_worker, targs);
+    APP_RUN_TEAM_OF(ocean_arg, g, ocean_worker, o.threads);
 
     const void *res = g->buf[steps & 1];
     double check = 0.0;

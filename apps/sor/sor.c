@@ -137,14 +137,7 @@ int main(int argc, char **argv)
     sor_init(g->red, g->black, m, n, g->w);
     app_barrier_init(&g->bar, o.threads);
 
-    sor_arg *args = app_alloc((size_t)o.threads, sizeof *args, "thread args");
-    void **argv_t = app_alloc((size_t)o.threads, sizeof(void *), "thread arg pointers");
-    for (int t = 0; t < o.threads; t++) {
-        args[t].g = g;
-        args[t].tid = t;
-        argv_t[t] = &args[t];
-    }
-    app_run_team(o.threads, sor_worker, argv_t);
+    APP_RUN_TEAM_OF(sor_arg, g, sor_worker, o.threads);
 
     double check = sor_sum(g->red, g->black, m, g->w);
     int ok = 0;
