@@ -24,6 +24,8 @@ pub const HEAP_SIZE: &str = "SQUALL_HEAP_SIZE";
 pub const HEAP_BASE: &str = "SQUALL_HEAP_BASE";
 pub const PLACEMENT: &str = "SQUALL_PLACEMENT";
 pub const LOG: &str = "SQUALL_LOG";
+pub const LOCAL_NODES: &str = "SQUALL_LOCAL_NODES";
+pub const FETCH_SPIN_US: &str = "SQUALL_FETCH_SPIN_US";
 
 /// Every variable, with its default and meaning.
 pub const ALL: &[EnvVar] = &[
@@ -101,5 +103,15 @@ pub const ALL: &[EnvVar] = &[
         name: LOG,
         default: "warn",
         meaning: "log filter (tracing env-filter syntax)",
+    },
+    EnvVar {
+        name: LOCAL_NODES,
+        default: "(set by the launcher; else the MPI launcher's local size; else 1)",
+        meaning: "nodes of this job on this machine; service threads spin only when they are fewer than the CPUs",
+    },
+    EnvVar {
+        name: FETCH_SPIN_US,
+        default: "auto (150 when LOCAL_NODES < CPUs, else 0)",
+        meaning: "microseconds the service thread busy-waits for a page reply after a fault; 0: never",
     },
 ];

@@ -109,7 +109,7 @@ pub fn commands(
     );
     let mut cmd = Command::new(mpirun);
     cmd.args(args);
-    for k in [env::RANK, env::RENDEZVOUS] {
+    for k in [env::RANK, env::RENDEZVOUS, env::LOCAL_NODES] {
         cmd.env_remove(k);
     }
     for (k, v) in vars {

@@ -101,6 +101,19 @@ impl JobSpec {
         Ok(())
     }
 
+    /// How many nodes of the job run on the host of node `rank` (all of them for a local job;
+    /// node `r` runs on `hosts[r % hosts.len()]`).
+    pub fn nodes_on_host_of(&self, rank: u16) -> usize {
+        let hosts = match &self.launcher {
+            LauncherKind::Rsh(o) if !o.hosts.is_empty() => &o.hosts,
+            _ => return self.nodes,
+        };
+        let host = &hosts[usize::from(rank) % hosts.len()];
+        (0..self.nodes)
+            .filter(|r| &hosts[r % hosts.len()] == host)
+            .count()
+    }
+
     /// The `SQUALL_*` variables node `rank` gets (launcher kinds add their own, such as
     /// `SQUALL_BIND_ADDR`).
     pub fn node_env(&self, rank: u16, rendezvous: &str, job_id: u64) -> Vec<(String, String)> {
@@ -110,6 +123,10 @@ impl JobSpec {
             (env::RENDEZVOUS.to_string(), rendezvous.to_string()),
             (env::JOB_ID.to_string(), format!("{job_id:016x}")),
             (env::TRANSPORT.to_string(), self.transport.clone()),
+            (
+                env::LOCAL_NODES.to_string(),
+                self.nodes_on_host_of(rank).to_string(),
+            ),
         ];
         if let Some(faults) = &self.net_faults {
             vars.push((env::NET_FAULTS.to_string(), faults.clone()));
@@ -195,6 +212,13 @@ mod tests {
         assert_eq!(get(env::TRANSPORT), "tcp");
         assert_eq!(get(env::NET_FAULTS), "loss=0.1");
         assert_eq!(get(env::STATS), "1");
+        assert_eq!(get(env::LOCAL_NODES), "4");
+        spec.launcher = LauncherKind::Rsh(RshOptions {
+            hosts: vec!["a".into(), "b".into(), "a".into()],
+            ..RshOptions::default()
+        });
+        assert_eq!(spec.nodes_on_host_of(0), 3, "ranks 0, 2 and 3 run on a");
+        assert_eq!(spec.nodes_on_host_of(1), 1);
     }
 
     #[test]

@@ -181,6 +181,7 @@ impl Node {
             heaps,
             split,
             space.clone(),
+            cfg.fetch_spin,
         )));
         let coll: Arc<Mailbox<u64>> = Arc::default();
         let stats_in: Arc<Mailbox<NodeStats>> = Arc::default();

@@ -55,10 +55,6 @@ pub(crate) struct Service {
     spin: SpinPolicy,
 }
 
-/// How long the service thread polls without sleeping after a fault sent a page request: a
-/// round trip is 20-90 us on the machines we measure, and a reply read while spinning saves
-/// the thread wake-up that is a good part of it. Bounded, as a busy home may answer late.
-const FETCH_SPIN: Duration = Duration::from_micros(150);
 /// Most faults a run of missed spins makes the service thread skip spinning for.
 const MAX_SPIN_SKIP: u32 = 64;
 
@@ -128,6 +124,7 @@ impl Service {
         heaps: [Heap; 2],
         split: ArenaSplit,
         space: Arc<AddressSpace>,
+        fetch_spin: Option<Duration>,
     ) -> Self {
         Service {
             me,
@@ -142,11 +139,7 @@ impl Service {
             threads: ThreadTable::default(),
             releases: HashMap::new(),
             next_release: 0,
-            spin: SpinPolicy::new(
-                std::thread::available_parallelism()
-                    .is_ok_and(|n| n.get() > 1)
-                    .then_some(FETCH_SPIN),
-            ),
+            spin: SpinPolicy::new(fetch_spin),
         }
     }
 
@@ -179,7 +172,7 @@ impl Service {
 
     /// An application thread faulted on `page`. On the service thread (the usual case: it
     /// polls the userfaultfd), a fault that sent a page request makes the thread spin for the
-    /// reply (`FETCH_SPIN`) and allocates the page's memory while the reply travels.
+    /// reply (`RuntimeConfig::fetch_spin`) and allocates the page's memory while the reply travels.
     pub fn on_fault(&mut self, ep: &Endpoint, page: PageId, write: bool) {
         self.pending_faults
             .entry(page)
