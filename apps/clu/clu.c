@@ -32,5 +32,5 @@ static void lu_alloc_matrix(lu_shared *g)
 {
     g->m.blk = app_alloc((size_t)(g->nb * g->nb), sizeof(double *), "block pointer table");
     for (long k = 0; k < g->nb * g->nb; k++)
-        g->m.blk[k] = app_alloc((size_t)(g->b * g->b), sizeof(double), "matrix block");
+        g->m.blk[k] = app_alloc_uninit((size_t)(g->b * g->b), sizeof(double), "matrix block");
 }

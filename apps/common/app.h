@@ -218,6 +218,34 @@ static inline void *app_alloc(size_t count, size_t size, const char *what)
     return p;
 }
 
+/* malloc that exits with a message naming what could not be had; the memory is NOT zeroed.
+ * For arrays the team initialises itself, each thread writing its own part before the timed
+ * phase (the SPLASH / TreadMarks practice of parallel initialisation): on Squall a page's home
+ * is the node that touches it first, and app_alloc (calloc) zeroes through the shared view on
+ * main's node, which would make main's node the first toucher of every page. Blocks of a page
+ * or more are page-aligned (see app_block_range_aligned). Allocate in main before the team
+ * starts, like app_alloc; free() releases it. */
+static inline void *app_alloc_uninit(size_t count, size_t size, const char *what)
+{
+    if (size && count > SIZE_MAX / size) {
+        fprintf(stderr, "allocation of %zu x %zu bytes for %s overflows\n", count, size, what);
+        exit(2);
+    }
+    size_t bytes = count * size;
+    void *p = NULL;
+    if (bytes >= 4096) { /* page-aligned, so a page-aligned partition gives whole pages */
+        if (posix_memalign(&p, 4096, bytes) != 0)
+            p = NULL;
+    } else {
+        p = malloc(bytes > 0 ? bytes : 1);
+    }
+    if (p == NULL) {
+        fprintf(stderr, "out of memory allocating %zu x %zu bytes for %s\n", count, size, what);
+        exit(2);
+    }
+    return p;
+}
+
 /* ------------------------------------------------------------------ result */
 
 /* Prints the RESULT line. The note must not contain a double quote (they are replaced). */
@@ -445,6 +473,19 @@ static inline void app_block_range(long n, int nthreads, int tid, long *lo, long
     long q = n / nthreads, r = n % nthreads;
     *lo = tid * q + (tid < r ? tid : r);
     *hi = *lo + q + (tid < r ? 1 : 0);
+}
+
+/* Block partition of [0, n) among nthreads in whole chunks of `align` elements (the last
+ * thread also takes the remainder): thread tid gets [*lo, *hi). With align = one page of
+ * elements and a page-aligned array, no page holds elements of two threads. */
+static inline void app_block_range_aligned(long n, int nthreads, int tid, long align, long *lo, long *hi)
+{
+    if (align < 1)
+        align = 1;
+    long chunks = n / align, clo, chi;
+    app_block_range(chunks, nthreads, tid, &clo, &chi);
+    *lo = clo * align;
+    *hi = tid == nthreads - 1 ? n : chi * align;
 }
 
 #endif /* SQUALL_APP_H */

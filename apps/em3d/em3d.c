@@ -38,6 +38,9 @@ typedef struct {
     int iters;
     int nthreads;
     int separate;   /* --separate-values */
+    int degree;     /* in-edges per node */
+    double frac;    /* fraction of remote edges */
+    long span, window;
     em_node *e, *h; /* E and H nodes */
     double *ev, *hv; /* separate value arrays (only with --separate-values) */
     app_barrier bar;
@@ -76,12 +79,19 @@ static inline double em_step_sep(double v, const em_node *nd, const double *src)
     return v;
 }
 
+static void em_build(em_node *nodes, double *values, long n, int degree, int nthreads, int p, double frac,
+                     long span, long window, unsigned long long seed);
+
 static void *em_worker(void *p)
 {
     em_arg *a = p;
     em_shared *g = a->g;
     long lo, hi;
     app_block_range(g->n, g->nthreads, a->tid, &lo, &hi);
+    /* every thread builds its own nodes (the Split-C generator is parallel too), so each page
+     * of the graph is first touched by the thread that owns it */
+    em_build(g->e, g->ev, g->n, g->degree, g->nthreads, a->tid, g->frac, g->span, g->window, 1);
+    em_build(g->h, g->hv, g->n, g->degree, g->nthreads, a->tid, g->frac, g->span, g->window, 2);
 
     app_barrier_wait(&g->bar);
     g->tstart[a->tid] = app_now();
@@ -105,78 +115,99 @@ static void *em_worker(void *p)
     return NULL;
 }
 
-/* Builds the in-edges of nodes[0..n) (sources in the other kind's array), as the Split-C
- * EM3D generator does: each edge is remote with probability frac, and a remote edge comes from
- * a processor (thread) at most `span` away (q in [p-span, p+span], q != p, no wrap-around:
- * the threads' blocks are slabs of one object). Which node of q: one of the `window` nodes of
- * q's block nearest p (its first `window` nodes if q > p, its last if q < p: the slab face
- * towards p), so the remote nodes a thread reads are at most 2*span*window whatever N is
- * (nearest-neighbour sharing, as Shasta/Cashmere report for Em3d). A local edge comes from a
- * window of `window` nodes around the node itself (spatial locality: the working set does not
- * grow with N). `mark` (n ints, zeroed) counts the distinct remote sources per thread into
- * *remote_nodes. Returns the number of remote edges. */
-static long em_build(em_node *nodes, long n, int degree, int nthreads, double frac, long span,
-                     long window, unsigned long long seed, app_rng *vr, double *init, int *mark,
-                     long *remote_nodes)
+/* Initial value of node i of kind `kind` (1 = E, 2 = H): a function of the position only, so
+ * the thread that builds the node can compute it and main can recompute it for the check. */
+static double em_init_value(int kind, long i)
+{
+    app_rng r;
+    app_rng_seed(&r, 42ULL * 0x100000001B3ULL + (unsigned long long)kind * 0x9E3779B97F4A7C15ULL +
+                         (unsigned long long)i);
+    return app_rng_double(&r);
+}
+
+/* Builds the in-edges and initial values of thread p's block of nodes[0..n) (sources in the
+ * other kind's array), as the Split-C EM3D generator does, each processor building its own
+ * part: each edge is remote with probability frac, and a remote edge comes from a processor
+ * (thread) at most `span` away (q in [p-span, p+span], q != p, no wrap-around: the threads'
+ * blocks are slabs of one object). Which node of q: one of the `window` nodes of q's block
+ * nearest p (its first `window` nodes if q > p, its last if q < p: the slab face towards p),
+ * so the remote nodes a thread reads are at most 2*span*window whatever N is (nearest-neighbour
+ * sharing, as Shasta/Cashmere report for Em3d). A local edge comes from a window of `window`
+ * nodes around the node itself (spatial locality: the working set does not grow with N).
+ * The graph depends only on (n, nthreads, the flags, seed), not on which thread builds it. */
+static void em_build(em_node *nodes, double *values, long n, int degree, int nthreads, int p, double frac,
+                     long span, long window, unsigned long long seed)
+{
+    long lo, hi;
+    app_block_range(n, nthreads, p, &lo, &hi);
+    /* processors within span on each side (clipped at the ends of the line) */
+    long below = p < span ? p : span;
+    long above = (nthreads - 1 - p) < span ? (nthreads - 1 - p) : span;
+    for (long i = lo; i < hi; i++) {
+        app_rng r;
+        app_rng_seed(&r, seed * 0x100000001B3ULL + (unsigned long long)i);
+        em_node *nd = &nodes[i];
+        nd->degree = degree;
+        nd->owner = p;
+        for (int k = 0; k < degree; k++) {
+            int q = p;
+            if (below + above > 0 && app_rng_double(&r) < frac) {
+                long d = (long)app_rng_below(&r, (unsigned long long)(below + above));
+                q = d < below ? p - 1 - (int)d : p + 1 + (int)(d - below);
+            }
+            long qlo, qhi;
+            app_block_range(n, nthreads, q, &qlo, &qhi);
+            if (qhi == qlo) { /* more threads than nodes: take a local edge */
+                q = p;
+                qlo = lo;
+                qhi = hi;
+            }
+            long wlo, whi;
+            if (q == p) { /* a window around the node itself */
+                wlo = i - window / 2;
+                whi = wlo + window;
+                if (wlo < qlo) {
+                    wlo = qlo;
+                    whi = qlo + window;
+                }
+                if (whi > qhi) {
+                    whi = qhi;
+                    wlo = qhi - window > qlo ? qhi - window : qlo;
+                }
+            } else if (q > p) { /* the face of q's slab towards p */
+                wlo = qlo;
+                whi = qhi - qlo > window ? qlo + window : qhi;
+            } else {
+                whi = qhi;
+                wlo = qhi - qlo > window ? qhi - window : qlo;
+            }
+            long src = wlo + (long)app_rng_below(&r, (unsigned long long)(whi - wlo));
+            nd->from[k] = (int)src;
+            nd->coeff[k] = (app_rng_double(&r) - 0.5) / degree;
+        }
+        nd->value = em_init_value((int)seed, i);
+        if (values)
+            values[i] = nd->value;
+    }
+}
+
+/* Remote edges of the graph (in-edges of `nodes` whose source, in `other`, belongs to another
+ * thread) and, into *remote_nodes, the distinct remote sources per thread (`mark`: n ints,
+ * zeroed). For the note only. */
+static long em_count_remote(const em_node *nodes, const em_node *other, long n, int *mark, long *remote_nodes)
 {
     long remote = 0;
-    for (int p = 0; p < nthreads; p++) {
-        long lo, hi;
-        app_block_range(n, nthreads, p, &lo, &hi);
-        /* processors within span on each side (clipped at the ends of the line) */
-        long below = p < span ? p : span;
-        long above = (nthreads - 1 - p) < span ? (nthreads - 1 - p) : span;
-        for (long i = lo; i < hi; i++) {
-            app_rng r;
-            app_rng_seed(&r, seed * 0x100000001B3ULL + (unsigned long long)i);
-            em_node *nd = &nodes[i];
-            nd->degree = degree;
-            nd->owner = p;
-            for (int k = 0; k < degree; k++) {
-                int q = p;
-                if (below + above > 0 && app_rng_double(&r) < frac) {
-                    long d = (long)app_rng_below(&r, (unsigned long long)(below + above));
-                    q = d < below ? p - 1 - (int)d : p + 1 + (int)(d - below);
-                }
-                long qlo, qhi;
-                app_block_range(n, nthreads, q, &qlo, &qhi);
-                if (qhi == qlo) { /* more threads than nodes: take a local edge */
-                    q = p;
-                    qlo = lo;
-                    qhi = hi;
-                }
-                long wlo, whi;
-                if (q == p) { /* a window around the node itself */
-                    wlo = i - window / 2;
-                    whi = wlo + window;
-                    if (wlo < qlo) {
-                        wlo = qlo;
-                        whi = qlo + window;
-                    }
-                    if (whi > qhi) {
-                        whi = qhi;
-                        wlo = qhi - window > qlo ? qhi - window : qlo;
-                    }
-                } else if (q > p) { /* the face of q's slab towards p */
-                    wlo = qlo;
-                    whi = qhi - qlo > window ? qlo + window : qhi;
-                } else {
-                    whi = qhi;
-                    wlo = qhi - qlo > window ? qhi - window : qlo;
-                }
-                long src = wlo + (long)app_rng_below(&r, (unsigned long long)(whi - wlo));
-                nd->from[k] = (int)src;
-                nd->coeff[k] = (app_rng_double(&r) - 0.5) / degree;
-                if (q != p) {
-                    remote++;
-                    if (mark[src] != p + 1) {
-                        mark[src] = p + 1;
-                        (*remote_nodes)++;
-                    }
+    for (long i = 0; i < n; i++) {
+        int p = nodes[i].owner;
+        for (int k = 0; k < nodes[i].degree; k++) {
+            long src = nodes[i].from[k];
+            if (other[src].owner != p) {
+                remote++;
+                if (mark[src] != p + 1) {
+                    mark[src] = p + 1;
+                    (*remote_nodes)++;
                 }
             }
-            init[i] = app_rng_double(vr);
-            nd->value = init[i];
         }
     }
     return remote;
@@ -214,26 +245,16 @@ int main(int argc, char **argv)
     g->iters = iters;
     g->nthreads = T;
     g->separate = separate;
-    g->e = app_alloc((size_t)n, sizeof(em_node), "E nodes");
-    g->h = app_alloc((size_t)n, sizeof(em_node), "H nodes");
-    double *e0 = app_alloc((size_t)n, sizeof(double), "initial E values");
-    double *h0 = app_alloc((size_t)n, sizeof(double), "initial H values");
-    app_rng vr;
-    app_rng_seed(&vr, 42);
-    /* distinct remote sources per thread, summed over threads and both kinds (private memory) */
-    int *mark = calloc((size_t)n, sizeof(int));
-    if (!mark)
-        app_die("out of memory for %s", "the remote-node marks");
-    long remote_nodes = 0;
-    long remote = em_build(g->e, n, degree, T, frac, span, window, 1, &vr, e0, mark, &remote_nodes);
-    memset(mark, 0, sizeof(int) * (size_t)n);
-    remote += em_build(g->h, n, degree, T, frac, span, window, 2, &vr, h0, mark, &remote_nodes);
-    free(mark);
+    g->degree = degree;
+    g->frac = frac;
+    g->span = span;
+    g->window = window;
+    /* built by the team, each thread its own nodes (em_worker) */
+    g->e = app_alloc_uninit((size_t)n, sizeof(em_node), "E nodes");
+    g->h = app_alloc_uninit((size_t)n, sizeof(em_node), "H nodes");
     if (separate) {
-        g->ev = app_alloc((size_t)n, sizeof(double), "E values");
-        g->hv = app_alloc((size_t)n, sizeof(double), "H values");
-        memcpy(g->ev, e0, sizeof(double) * (size_t)n);
-        memcpy(g->hv, h0, sizeof(double) * (size_t)n);
+        g->ev = app_alloc_uninit((size_t)n, sizeof(double), "E values");
+        g->hv = app_alloc_uninit((size_t)n, sizeof(double), "H values");
     }
     app_barrier_init(&g->bar, T);
     g->tstart = app_alloc((size_t)T, sizeof(double), "phase start stamps");
@@ -257,7 +278,20 @@ int main(int argc, char **argv)
     int ok = 0;
     char note[320];
     if (o.verify) {
-        /* Serial recomputation with separate value arrays from the saved initial values. */
+        /* Serial recomputation with separate value arrays from the initial values. */
+        double *e0 = app_alloc((size_t)n, sizeof(double), "initial E values");
+        double *h0 = app_alloc((size_t)n, sizeof(double), "initial H values");
+        for (long i = 0; i < n; i++) {
+            e0[i] = em_init_value(1, i);
+            h0[i] = em_init_value(2, i);
+        }
+        /* distinct remote sources per thread, summed over threads and both kinds */
+        int *mark = app_alloc((size_t)n, sizeof(int), "remote-node marks");
+        long remote_nodes = 0;
+        long remote = em_count_remote(g->e, g->h, n, mark, &remote_nodes);
+        memset(mark, 0, sizeof(int) * (size_t)n);
+        remote += em_count_remote(g->h, g->e, n, mark, &remote_nodes);
+        free(mark);
         for (int it = 0; it < iters; it++) {
             for (long i = 0; i < n; i++)
                 e0[i] = em_step_sep(e0[i], &g->e[i], h0);

@@ -31,5 +31,5 @@ static inline double *lu_elem(const lu_shared *g, long i, long j)
 }
 static void lu_alloc_matrix(lu_shared *g)
 {
-    g->m.a = app_alloc((size_t)(g->n * g->n), sizeof(double), "lu matrix");
+    g->m.a = app_alloc_uninit((size_t)(g->n * g->n), sizeof(double), "lu matrix");
 }

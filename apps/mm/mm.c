@@ -4,14 +4,20 @@
  * block-cyclic fashion. The result C shares no memory locations with A or B. Needed blocks
  * are fetched pairwise, just before they are used for multiplication").
  *
- * Owns: the three block-major matrices (each B x B block contiguous, row-major inside), the
- * 2-D block-cyclic assignment of C blocks and the check. Must not touch: the harness beyond
+ * Owns: the three block-major matrices (each B x B block contiguous, row-major inside), their
+ * 2-D block-cyclic distribution and the check. Must not touch: the harness beyond
  * its API.
  *
  * Thread (r, c) of a pr x pc grid computes every C block (I, J) with I mod pr == r and
  * J mod pc == c as sum over K of A_IK * B_KJ, reading whole row I of A blocks and column J of
  * B blocks; the same A and B blocks are read again and again by the threads of one grid row
  * or column (read-only sharing that rewards caching). `-r R` repeats the product R times.
+ *
+ * The matrices are distributed block-cyclically over the same grid: block (I,J) of A, B and C
+ * belongs to thread (I mod pr, J mod pc), which initialises it (A and B entries are a hash of
+ * their position, so any thread can generate any block) before the timed phase. A thread then
+ * reads the A blocks of its grid row and the B blocks of its grid column from their owners,
+ * and writes only its own C blocks.
  *
  * Check: Freivalds: || C x - A (B x) || / || A (B x) || <= 1e-12 for a random x (O(n^2)).
  * Every C element sees the same operation order for every thread count, so `check` (sum of
@@ -82,14 +88,33 @@ static void mm_kernel(double *restrict c, const double *restrict a, const double
  * stack and stored into C once; bigger blocks are summed in place. */
 enum { MM_LOCAL_MAX = 8192 };
 
+/* Entry (i, j) of A (which 0) or B (which 1): uniform in [-1, 1), a function of the position
+ * only, so the owner of a block can generate it. */
+static double mm_value(int which, long i, long j, long n)
+{
+    app_rng r;
+    app_rng_seed(&r, 777ULL + (unsigned long long)which * 0x9E3779B97F4A7C15ULL + (unsigned long long)(i * n + j));
+    return 2.0 * app_rng_double(&r) - 1.0;
+}
+
 static void *mm_worker(void *p)
 {
     mm_arg *arg = p;
     mm_shared *g = arg->g;
     int me = arg->tid;
     int myr = me / g->pc, myc = me % g->pc;
-    long nb = g->nb, bb = g->b * g->b;
+    long nb = g->nb, b = g->b, bb = b * b;
     double local[MM_LOCAL_MAX] __attribute__((aligned(64)));
+    /* initialise my blocks of A and B (block-cyclic, the same grid as C) */
+    for (long I = myr; I < nb; I += g->pr)
+        for (long J = myc; J < nb; J += g->pc) {
+            double *ab = mm_blk(g, g->a, I, J), *bbk = mm_blk(g, g->bm, I, J);
+            for (long i = 0; i < b; i++)
+                for (long j = 0; j < b; j++) {
+                    ab[i * b + j] = mm_value(0, I * b + i, J * b + j, g->n);
+                    bbk[i * b + j] = mm_value(1, I * b + i, J * b + j, g->n);
+                }
+        }
     app_barrier_wait(&g->bar);
     if (me == 0)
         g->t0 = app_now();
@@ -140,16 +165,12 @@ int main(int argc, char **argv)
         if (o.threads % d == 0)
             g->pr = d;
     g->pc = o.threads / g->pr;
-    g->a = app_alloc((size_t)(n * n), sizeof(double), "matrix A");
-    g->bm = app_alloc((size_t)(n * n), sizeof(double), "matrix B");
-    g->c = app_alloc((size_t)(n * n), sizeof(double), "matrix C");
+    /* every block is written first by its owner (mm_worker) */
+    g->a = app_alloc_uninit((size_t)(n * n), sizeof(double), "matrix A");
+    g->bm = app_alloc_uninit((size_t)(n * n), sizeof(double), "matrix B");
+    g->c = app_alloc_uninit((size_t)(n * n), sizeof(double), "matrix C");
     app_rng r;
-    app_rng_seed(&r, 777);
-    for (long i = 0; i < n; i++)
-        for (long j = 0; j < n; j++) {
-            *mm_elem(g, g->a, i, j) = 2.0 * app_rng_double(&r) - 1.0;
-            *mm_elem(g, g->bm, i, j) = 2.0 * app_rng_double(&r) - 1.0;
-        }
+    app_rng_seed(&r, 778);
     app_barrier_init(&g->bar, o.threads);
 
     APP_RUN_TEAM_OF(mm_arg, g, mm_worker, o.threads);

@@ -39,7 +39,8 @@ typedef struct {
     double box, cutoff2, dt;
     wt_mol *mol;
     app_lock_t *mlock;  /* one lock per molecule */
-    double *pforce;     /* nthreads private buffers of n*9 doubles */
+    double *pforce;     /* nthreads private buffers of n*9 doubles, pstride apart (whole pages) */
+    size_t pstride;
     app_lock_t elock;   /* energy sums */
     double *epot, *ekin; /* per step totals */
     app_barrier bar;
@@ -177,7 +178,7 @@ static void *wt_worker(void *p)
     const long n = g->n;
     long lo, hi;
     app_block_range(n, g->nthreads, a->tid, &lo, &hi);
-    double (*pf)[WT_SITES][3] = (double (*)[WT_SITES][3])(g->pforce + (size_t)a->tid * (size_t)n * 9);
+    double (*pf)[WT_SITES][3] = (double (*)[WT_SITES][3])(g->pforce + (size_t)a->tid * g->pstride);
     const long half = n / 2;
 
     app_barrier_wait(&g->bar);
@@ -345,7 +346,9 @@ int main(int argc, char **argv)
     g->mlock = app_alloc((size_t)n, sizeof(app_lock_t), "molecule locks");
     for (long i = 0; i < n; i++)
         app_lock_init(&g->mlock[i]);
-    g->pforce = app_alloc((size_t)T * (size_t)n * 9, sizeof(double), "private force buffers");
+    /* thread t's private buffer is the t-th slice, page-aligned, first written by t itself */
+    g->pstride = ((size_t)n * 9 + 511) / 512 * 512;
+    g->pforce = app_alloc_uninit((size_t)T * g->pstride, sizeof(double), "private force buffers");
     app_lock_init(&g->elock);
     g->epot = app_alloc((size_t)steps, sizeof(double), "potential energies");
     g->ekin = app_alloc((size_t)steps, sizeof(double), "kinetic energies");
