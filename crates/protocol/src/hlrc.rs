@@ -26,6 +26,20 @@ pub const DEFAULT_NOTICE_BUDGET: usize = 1024;
 /// Notices of each node kept individually when compacting.
 const KEEP_RECENT: usize = 4;
 
+/// When a home that grants a `want_home` hands over the following pages at once (see
+/// `Hlrc::set_run_handover`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunHandover {
+    /// Never: every page moves by its own `want_home`.
+    Off,
+    /// When the writer's `want_home`s come in page order (it writes through an array another
+    /// node initialised): the default.
+    Sequential,
+    /// After every granted `want_home` (more migrations; the simulator uses it to exercise
+    /// run handovers often).
+    Always,
+}
+
 /// `hlrc` messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Msg {
@@ -121,6 +135,12 @@ pub(crate) enum Msg {
         token: u64,
         old: u64,
     },
+    /// The old home hands over the homes of consecutive pages from `first` at once (after a
+    /// granted `want_home` for the page before `first`; see `Hlrc::set_run_handover`).
+    Handovers {
+        first: PageId,
+        items: Vec<Handover>,
+    },
 }
 
 impl Msg {
@@ -142,6 +162,7 @@ impl Msg {
             Msg::Atomic { .. } => "atomic",
             Msg::AtomicReply { .. } => "atomic_reply",
             Msg::Dropped { .. } => "dropped",
+            Msg::Handovers { .. } => "handovers",
         }
     }
 
@@ -233,18 +254,8 @@ impl Msg {
                 w.page(*page).u64(*id);
                 match migrate {
                     Some(h) => {
-                        w.u8(1).u32(h.epoch).bytes(&h.data);
-                        match &h.copyset {
-                            Some(cs) => {
-                                w.u8(1).u16(cs.len() as u16);
-                                for n in cs {
-                                    w.node(*n);
-                                }
-                            }
-                            None => {
-                                w.u8(0);
-                            }
-                        }
+                        w.u8(1);
+                        encode_handover(&mut w, h);
                     }
                     None => {
                         w.u8(0);
@@ -270,6 +281,14 @@ impl Msg {
                 w.u32(pages.len() as u32);
                 for p in pages {
                     w.page(*p);
+                }
+                w.finish()
+            }
+            Msg::Handovers { first, items } => {
+                let mut w = Writer::new(16);
+                w.page(*first).u16(items.len() as u16);
+                for h in items {
+                    encode_handover(&mut w, h);
                 }
                 w.finish()
             }
@@ -374,22 +393,7 @@ impl Msg {
                 let page = r.page(t)?;
                 let id = r.u64()?;
                 let migrate = if r.bool()? {
-                    let epoch = r.u32()?;
-                    let data = r.page_data()?.to_vec();
-                    let copyset = if r.bool()? {
-                        let k = r.u16()?;
-                        if k > n {
-                            return Err(r.err("copyset larger than the job"));
-                        }
-                        Some((0..k).map(|_| r.node(n)).collect::<Result<Vec<_>, _>>()?)
-                    } else {
-                        None
-                    };
-                    Some(Handover {
-                        epoch,
-                        data,
-                        copyset,
-                    })
+                    Some(decode_handover(&mut r, n)?)
                 } else {
                     None
                 };
@@ -415,11 +419,56 @@ impl Msg {
                     pages: (0..k).map(|_| r.page(t)).collect::<Result<Vec<_>, _>>()?,
                 }
             }
+            16 => {
+                let first = r.page(t)?;
+                let k = usize::from(r.u16()?);
+                if k == 0 || k > MAX_AHEAD_LOST || first.0 + k as u64 > t {
+                    return Err(r.err("bad handover run"));
+                }
+                let items = (0..k)
+                    .map(|_| decode_handover(&mut r, n))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Msg::Handovers { first, items }
+            }
             tag => return Err(r.err(format!("unknown hlrc message tag {tag}"))),
         };
         r.end()?;
         Ok(m)
     }
+}
+
+fn encode_handover(w: &mut Writer, h: &Handover) {
+    w.u32(h.epoch).bytes(&h.data);
+    match &h.copyset {
+        Some(cs) => {
+            w.u8(1).u16(cs.len() as u16);
+            for n in cs {
+                w.node(*n);
+            }
+        }
+        None => {
+            w.u8(0);
+        }
+    }
+}
+
+fn decode_handover(r: &mut Reader<'_>, n: u16) -> Result<Handover, ProtoError> {
+    let epoch = r.u32()?;
+    let data = r.page_data()?.to_vec();
+    let copyset = if r.bool()? {
+        let k = r.u16()?;
+        if k > n {
+            return Err(r.err("copyset larger than the job"));
+        }
+        Some((0..k).map(|_| r.node(n)).collect::<Result<Vec<_>, _>>()?)
+    } else {
+        None
+    };
+    Ok(Handover {
+        epoch,
+        data,
+        copyset,
+    })
 }
 
 pub(crate) fn encode_op(w: &mut Writer, op: AtomicOp) {
@@ -630,6 +679,12 @@ pub struct Hlrc<M: PageMemory> {
     streams: VecDeque<(u64, u32)>,
     /// Fetches bring following pages too (see `read_ahead`).
     read_ahead: bool,
+    /// Home side: a granted `want_home` is followed by the run of pages after it (see
+    /// `hand_over_run`).
+    run_handover: RunHandover,
+    /// Home side: per node, the page after the last one whose home it was handed (a
+    /// `want_home` for that page continues a sequential run).
+    handed: BTreeMap<NodeId, u64>,
 }
 
 impl<M: PageMemory> Hlrc<M> {
@@ -665,6 +720,8 @@ impl<M: PageMemory> Hlrc<M> {
             dropped: BTreeMap::new(),
             streams: VecDeque::new(),
             read_ahead: true,
+            run_handover: RunHandover::Sequential,
+            handed: BTreeMap::new(),
         }
     }
 
@@ -676,6 +733,12 @@ impl<M: PageMemory> Hlrc<M> {
     /// Enable or disable read-ahead (on by default).
     pub fn set_read_ahead(&mut self, on: bool) {
         self.read_ahead = on;
+    }
+
+    /// Set when a home that grants a `want_home` also hands over the following pages the
+    /// writer holds copies of (default `RunHandover::Sequential`; see the crate README).
+    pub fn set_run_handover(&mut self, mode: RunHandover) {
+        self.run_handover = mode;
     }
 
     /// Enable or disable exclusive mode (on by default).
@@ -1552,6 +1615,7 @@ impl<M: PageMemory> Hlrc<M> {
                     }
                 }
             }
+            Msg::Handovers { first, items } => self.on_handovers(first, items)?,
             Msg::AtomicReply { token, old } => {
                 if self.atomics_out.remove(&token).is_none() {
                     return Err(ProtoError::Malformed {
@@ -1610,52 +1674,138 @@ impl<M: PageMemory> Hlrc<M> {
                 && !self.dirty.contains(&page)
                 && !self.parked.contains_key(&page)
         };
+        let want = diff.is_empty();
         let migrate = if migrate {
-            let cur = self.dir.cached(page).map_or(0, |h| h.epoch);
-            let new = HomeRef {
-                node: origin,
-                epoch: cur + 1,
-            };
-            self.dir.learn(page, new);
-            let st = self.st(page);
-            st.forward = Some(new);
-            st.streak = None;
-            self.stats.home_migrations += 1;
-            let mgr = self.dir.manager_of(page);
-            if mgr == self.me {
-                self.dir.manager_moved(page, new);
-            } else if mgr != origin {
-                self.send(mgr, Msg::HomeMoved { page, home: new });
-            }
-            // This node drops its copy (its next access fetches from the new home), so the
-            // new home knows exactly who may hold one: the nodes this home served.
-            let st = self.st(page);
-            let copyset = if st.copyset_all {
-                None
-            } else {
-                Some(
-                    st.copyset
-                        .iter()
-                        .copied()
-                        .filter(|&n| n != origin)
-                        .collect(),
-                )
-            };
-            st.copyset.clear();
-            st.copyset_all = false;
-            if self.mem.access(page) != Access::None {
-                self.mem.set_access(page, Access::None);
-                self.stats.invalidations += 1;
-            }
-            Some(Handover {
-                epoch: new.epoch,
-                data: self.read(page),
-                copyset,
-            })
+            Some(self.hand_over(page, origin))
         } else {
             None
         };
+        let granted = migrate.is_some();
         self.send(origin, Msg::DiffAck { page, id, migrate });
+        if want && granted && self.run_handover != RunHandover::Off {
+            self.hand_over_run(page, origin);
+        }
+        Ok(())
+    }
+
+    /// Home side: make `origin` the home of `page` at the next epoch (forwarding pointer, the
+    /// manager told) and drop this node's copy; returns what the new home needs.
+    fn hand_over(&mut self, page: PageId, origin: NodeId) -> Handover {
+        let cur = self.dir.cached(page).map_or(0, |h| h.epoch);
+        let new = HomeRef {
+            node: origin,
+            epoch: cur + 1,
+        };
+        self.dir.learn(page, new);
+        let st = self.st(page);
+        st.forward = Some(new);
+        st.streak = None;
+        self.stats.home_migrations += 1;
+        let mgr = self.dir.manager_of(page);
+        if mgr == self.me {
+            self.dir.manager_moved(page, new);
+        } else if mgr != origin {
+            self.send(mgr, Msg::HomeMoved { page, home: new });
+        }
+        // This node drops its copy (its next access fetches from the new home), so the
+        // new home knows exactly who may hold one: the nodes this home served.
+        let st = self.st(page);
+        let copyset = if st.copyset_all {
+            None
+        } else {
+            Some(
+                st.copyset
+                    .iter()
+                    .copied()
+                    .filter(|&n| n != origin)
+                    .collect(),
+            )
+        };
+        st.copyset.clear();
+        st.copyset_all = false;
+        if self.mem.access(page) != Access::None {
+            self.mem.set_access(page, Access::None);
+            self.stats.invalidations += 1;
+        }
+        Handover {
+            epoch: new.epoch,
+            data: self.read(page),
+            copyset,
+        }
+    }
+
+    /// Home side, after granting `origin`'s `want_home` for `page`: if `origin` asked for the
+    /// page right before this one too (it is writing through an array this node initialised),
+    /// hand over at once the run of following pages that `origin` holds a copy of and nobody
+    /// else does, that this node is not writing and that have not moved yet (one
+    /// `handovers` message instead of a write fault, a `want_home` and an ack per page).
+    fn hand_over_run(&mut self, page: PageId, origin: NodeId) {
+        let sequential =
+            self.run_handover == RunHandover::Always || self.handed.get(&origin) == Some(&page.0);
+        let mut items = Vec::new();
+        if sequential {
+            while items.len() < MAX_AHEAD_LOST {
+                let q = PageId(page.0 + 1 + items.len() as u64);
+                if !self.can_hand_over(q, origin) {
+                    break;
+                }
+                items.push(self.hand_over(q, origin));
+            }
+        }
+        let next = page.0 + 1 + items.len() as u64;
+        self.handed.insert(origin, next);
+        if !items.is_empty() {
+            self.send(
+                origin,
+                Msg::Handovers {
+                    first: PageId(page.0 + 1),
+                    items,
+                },
+            );
+        }
+    }
+
+    /// Whether `q` may go to `origin` in a run handover (see [`Self::hand_over_run`]).
+    fn can_hand_over(&self, q: PageId, origin: NodeId) -> bool {
+        if q.0 >= self.layout.total_pages
+            || !self
+                .dir
+                .cached(q)
+                .is_some_and(|h| h.node == self.me && h.epoch < WANT_HOME_EPOCHS)
+            || self.dirty.contains(&q)
+            || self.mem.access(q) == Access::ReadWrite
+            || self.parked.contains_key(&q)
+            || self.page_diffs.contains_key(&q)
+            || self.resolving.contains_key(&q)
+        {
+            return false;
+        }
+        self.pages.get(&q).is_some_and(|st| {
+            st.excl_holder.is_none()
+                && !st.recalling
+                && st.held.is_empty()
+                && !st.copyset_all
+                && st.copyset.contains(&origin)
+                && st.copyset.iter().all(|&n| n == origin || n == self.me)
+        })
+    }
+
+    /// A run of pages handed over with [`Msg::Handovers`]: become their home; a page nobody
+    /// else holds becomes writable at once (an unshared home page needs no write fault: its
+    /// writes need no notice).
+    fn on_handovers(&mut self, first: PageId, items: Vec<Handover>) -> Result<(), ProtoError> {
+        for (i, h) in items.into_iter().enumerate() {
+            let q = PageId(first.0 + i as u64);
+            let unshared = h.copyset.as_ref().is_some_and(|c| c.is_empty());
+            self.become_home(q, h)?;
+            let st = self.st(q);
+            if unshared && st.fetch.is_none() && st.copyset.is_empty() && !st.copyset_all {
+                self.dirty.insert(q);
+                if self.mem.access(q) != Access::ReadWrite {
+                    self.mem.set_access(q, Access::ReadWrite);
+                }
+            }
+        }
         Ok(())
     }
 

@@ -18,7 +18,7 @@ pub mod stats;
 
 use squall_core::{AllocInfo, Consistency, NodeId, PageId};
 
-pub use hlrc::Hlrc;
+pub use hlrc::{Hlrc, RunHandover};
 pub use mixed::{ArenaSplit, Mixed};
 pub use sc::Sc;
 pub use stats::{MsgCount, ProtoStats};

@@ -251,6 +251,61 @@ fn a_write_fault_moves_the_home_when_the_home_is_not_writing() {
 }
 
 #[test]
+fn sequential_want_homes_move_the_following_copies_in_one_run() {
+    // Node 0 (home) initialised pages 0..4; node 1 reads them all, then writes them in page
+    // order. Page 0 moves by its own want_home; the want_home for page 1 continues the
+    // sequence, so its ack is followed by one `handovers` message with pages 2 and 3, which
+    // node 1 then writes with no fault at all (nobody else holds them). Exact messages: one
+    // home look-up (2), 4 fetches + 4 page data, 2 want_home + 2 acks, 1 handovers; the
+    // release sends nothing.
+    let mut c = Cluster::new("hlrc-migrate", 2);
+    for p in 0..4 {
+        c.fault(0, p, true);
+        c.store(0, p, 0, 100 + p);
+    }
+    c.release(0, 1);
+    for p in 0..4 {
+        c.fault(1, p, false);
+        c.settle();
+    }
+    c.fault(1, 0, true);
+    c.settle();
+    c.fault(1, 1, true);
+    c.settle();
+    for p in 2..4 {
+        assert_eq!(
+            c.access(1, p),
+            Access::ReadWrite,
+            "page {p} came in the run"
+        );
+        assert_eq!(c.load(1, p, 0), 100 + p);
+    }
+    for p in 0..4 {
+        c.store(1, p, 8, 200 + p);
+    }
+    c.release(1, 1);
+    let s = c.total_stats();
+    assert_eq!(s.home_migrations, 4);
+    assert_eq!(s.messages_of("fetch"), 4);
+    assert_eq!(s.messages_of("page_data"), 4);
+    assert_eq!(s.messages_of("want_home"), 2);
+    assert_eq!(s.messages_of("diff_ack"), 2);
+    assert_eq!(s.messages_of("handovers"), 1);
+    assert_eq!(s.messages_of("diff"), 0);
+    assert_eq!(s.messages_of("home_query"), 1);
+    assert_eq!(s.messages(), 15);
+    assert_eq!(s.write_faults, 4 + 2, "node 0's four, node 1's first two");
+    // Node 0 dropped its copies and reads the pages back from their new home.
+    c.handoff(1, 0);
+    for p in 0..4 {
+        c.fault(0, p, false);
+        c.settle();
+        assert_eq!(c.load(0, p, 0), 100 + p);
+        assert_eq!(c.load(0, p, 8), 200 + p);
+    }
+}
+
+#[test]
 fn atomics_execute_at_the_home_in_order() {
     let mut c = Cluster::new("hlrc", 3);
     for (n, token) in [(1u16, 1u64), (2, 2), (0, 3), (1, 4)] {
@@ -377,7 +432,8 @@ fn exclusive_mode_skips_twins_and_diffs_until_recalled() {
     assert_eq!(s.messages_of("recall"), 1);
     assert_eq!(s.messages_of("recall_reply"), 1);
     assert_eq!(s.messages_of("dropped"), 1);
-    assert_eq!(s.messages(), 13);
+    assert_eq!(s.messages_of("home_query"), 1);
+    assert_eq!(s.messages(), 15);
 }
 
 #[test]

@@ -13,7 +13,9 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use squall_core::{Access, NodeId, PageId, PageMemory};
 use squall_core::{Consistency, LockId};
-use squall_protocol::{Action, AtomicOp, Hlrc, ProtoStats, Protocol, ProtocolKind, Sc};
+use squall_protocol::{
+    Action, AtomicOp, Hlrc, ProtoStats, Protocol, ProtocolKind, RunHandover, Sc,
+};
 use squall_sync::{BarrierCount, BarrierId, SyncCore, Waiter};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -217,6 +219,11 @@ impl World {
                     h.set_migrate_after(r2.gen_range(0..=3));
                     h.set_exclusive_mode(r2.gen_bool(0.7));
                     h.set_read_ahead(r2.gen_bool(0.8));
+                    h.set_run_handover(match r2.gen_range(0..4) {
+                        0 => RunHandover::Off,
+                        1 => RunHandover::Sequential,
+                        _ => RunHandover::Always,
+                    });
                     if r2.gen_bool(0.3) {
                         h.set_notice_budget(r2.gen_range(1..6));
                     }
