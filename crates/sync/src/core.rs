@@ -56,6 +56,19 @@ pub struct SyncCore {
     pub(crate) barrier_mgr: HashMap<u64, MgrBarrier>,
     pub(crate) flags: HashMap<u64, NodeFlag>,
     pub(crate) flag_mgr: HashMap<u64, MgrFlag>,
+    /// Lock read-ahead: the lock this node's threads took right after each lock, last time.
+    pub(crate) lock_after: HashMap<u64, u64>,
+    /// The lock each thread of this node locked last.
+    pub(crate) last_lock: HashMap<Waiter, u64>,
+    /// The `ahead` list of each unanswered request of this node, by requested lock.
+    pub(crate) hints_out: HashMap<u64, Vec<u64>>,
+    /// Local unlocks so far (orders unlocks against the releases of hand-offs).
+    pub(crate) release_seq: u64,
+    /// Most tokens lent along with one grant (0: no read-ahead).
+    pub(crate) read_ahead_max: usize,
+    /// Lent tokens taken since the last one that left unused (halved by each such miss):
+    /// the read-ahead window is the next power of two above it.
+    pub(crate) read_ahead_streak: usize,
 }
 
 impl SyncCore {
@@ -77,6 +90,12 @@ impl SyncCore {
             barrier_mgr: HashMap::new(),
             flags: HashMap::new(),
             flag_mgr: HashMap::new(),
+            lock_after: HashMap::new(),
+            last_lock: HashMap::new(),
+            hints_out: HashMap::new(),
+            release_seq: 0,
+            read_ahead_max: crate::lock::DEFAULT_LOCK_READ_AHEAD,
+            read_ahead_streak: 0,
         }
     }
 
@@ -118,16 +137,23 @@ impl SyncCore {
             });
         }
         match Msg::decode(from, msg)? {
-            Msg::LockRequest { lock, info } => {
+            Msg::LockRequest {
+                lock,
+                hinted,
+                ahead,
+                info,
+            } => {
                 self.expect_manager(from, lock, "lock")?;
-                self.mgr_lock_request(cons, lock, from, info)
+                self.mgr_lock_request(cons, lock, from, hinted, ahead, info)
             }
             Msg::LockForward {
                 lock,
                 requester,
+                hinted,
+                ahead,
                 info,
-            } => self.on_lock_forward(cons, from, lock, requester, info),
-            Msg::LockGrant { lock, info } => self.on_lock_grant(cons, from, lock, info),
+            } => self.on_lock_forward(cons, from, lock, requester, hinted, ahead, info),
+            Msg::LockGrant { lock, lent, info } => self.on_lock_grant(cons, from, lock, lent, info),
             Msg::CondRegister { cond } => {
                 self.expect_manager(from, cond, "condition")?;
                 self.mgr_cond_register(cons, cond, from)

@@ -45,7 +45,8 @@
 //! ```
 //!
 //! Message costs (N nodes): remote lock acquire ≤ 3 (request, forward, grant; 2 when the
-//! manager holds the token, 0 when this node does), unlock 0; per-node barrier 2(N−1);
+//! manager holds the token, 0 when this node does or when its token came lent along with
+//! another lock's grant — lock read-ahead, 2-node jobs, see `lock.rs`), unlock 0; per-node barrier 2(N−1);
 //! condition wait 2 (register, ack) + 1 wake, signal 1; flag set 1 + 1 per waiting node,
 //! flag wait 1 per node; all messages between different nodes only.
 //!
@@ -68,6 +69,7 @@ pub mod stats;
 pub use crate::core::SyncCore;
 pub use error::SyncError;
 pub use ids::{BarrierId, CondId, FlagId, Waiter};
+pub use lock::DEFAULT_LOCK_READ_AHEAD;
 pub use stats::SyncStats;
 
 use serde::{Deserialize, Serialize};

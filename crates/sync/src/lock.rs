@@ -15,6 +15,39 @@
 //! token and without a request in flight also asks the manager for the token (one request, as
 //! for `lock`), so that a later `trylock` on this node can succeed once the token arrived; a
 //! token fetched this way stays on the node until another node asks for it.
+//!
+//! ## Lock read-ahead (lending idle tokens along with a grant; 2-node jobs)
+//!
+//! A node remembers, per lock, which lock its threads took right after it last time
+//! (`lock_after`). A request for lock `x` carries `ahead`: the next locks along that chain
+//! whose tokens this node neither has nor asked for (at most the window: 1, 2, 4, ... up to
+//! `set_lock_read_ahead`, default 64, growing while lent tokens get used, halved by each lent
+//! token that leaves unused); each is marked `hint_pending` until `x`'s grant arrives. The
+//! holder, when it grants `x`, also hands over the tokens of those `ahead` locks that are idle
+//! on it (no holder, no local waiter, no successor, no hand-off, and no unlock since the
+//! release of this hand-off began), listing them in the grant's `lent`:
+//!
+//! ```text
+//! A: lock(x)  --LockRequest{x, ahead=[y,z]}-->  manager of x  --LockForward{x, A, ahead}-->  B
+//! B: begin_release .. release done; grant_info(A's info)
+//! B --LockGrant{x, lent=[y,z], info}--> A: apply_grant(info); x, y, z are here
+//! A: lock(y), lock(z): local, no message
+//! ```
+//!
+//! Consistency: the grant's `info` is taken after a release that began after B's last unlock
+//! of every lent lock, so it covers every release of them; A applies it before any thread
+//! takes one. Manager view: lending needs the manager's queue tail of the lent lock `y` to
+//! become A. Only 2-node jobs lend, so the manager is B or A. If B manages `y` (its tail is B
+//! since nobody is queued after B) it sets the tail to A; if A manages it, A does so when the
+//! grant arrives (the tail is B then). A request A sends for `y` while `y` is `hint_pending`
+//! is marked `hinted` and may be overtaken by the lend: A takes the lent token as its grant
+//! and B, which remembers `lent_to` until it gets the token back, drops that marked request
+//! (B manages `y`) or the marked forward of it (A manages `y`) when it arrives — per-pair FIFO
+//! puts it before anything A sends after the lend. A marked request carries no hints itself.
+//! With more nodes a third node's request could be forwarded to B while the lent token is on
+//! its way to A, and B may ask again before that forward arrives; the manager cannot tell the
+//! two positions of B apart, so jobs of 3 or more nodes do not lend.
+
 use crate::core::{PendingRelease, SyncCore};
 use crate::error::SyncError;
 use crate::ids::Waiter;
@@ -22,6 +55,19 @@ use crate::message::Msg;
 use crate::Outcome;
 use squall_core::{Consistency, LockId, NodeId};
 use std::collections::VecDeque;
+
+/// Most tokens one grant lends along (the read-ahead window grows 1, 2, 4, ... up to this).
+pub const DEFAULT_LOCK_READ_AHEAD: usize = 64;
+
+/// The node to hand the token to next.
+#[derive(Debug)]
+struct Successor {
+    node: NodeId,
+    /// Its `acquire_info`.
+    info: Vec<u8>,
+    /// The locks it expects to take next (tokens to lend along if idle here).
+    ahead: Vec<u64>,
+}
 
 /// This node's view of one lock.
 #[derive(Debug, Default)]
@@ -34,14 +80,25 @@ pub(crate) struct NodeLock {
     queue: VecDeque<Waiter>,
     /// A request of this node is at the manager / on its way; a grant will come.
     requested: bool,
-    /// The node to hand the token to next, with its `acquire_info`.
-    next: Option<(NodeId, Vec<u8>)>,
+    /// The node to hand the token to next.
+    next: Option<Successor>,
     /// How many of `queue`'s first entries go before `next` (queued before its forward came).
     local_batch: usize,
     /// A release for handing the token to `next` is in progress.
     handing_off: bool,
     /// The token just arrived from another node and no thread has taken it yet.
     fresh: bool,
+    /// The token arrived lent along with another lock's grant and no thread has taken it yet.
+    lent_in: bool,
+    /// This lock is in the `ahead` list of one of this node's unanswered requests.
+    hint_pending: bool,
+    /// This node lent the token to that node and has not had it back since: a request or
+    /// forward of that node marked `hinted` was overtaken by the lend (dropped on arrival).
+    lent_to: Option<NodeId>,
+    /// `SyncCore::release_seq` at this lock's latest local unlock.
+    last_release: u64,
+    /// `SyncCore::release_seq` when the release of the current hand-off began.
+    handoff_seq: u64,
 }
 
 impl NodeLock {
@@ -66,6 +123,12 @@ impl SyncCore {
             .is_some_and(|l| l.holder == Some(waiter))
     }
 
+    /// Lock read-ahead: lend at most `max` idle tokens along with a grant (0 disables; the
+    /// default is [`DEFAULT_LOCK_READ_AHEAD`]). Only 2-node jobs lend (see the module doc).
+    pub fn set_lock_read_ahead(&mut self, max: usize) {
+        self.read_ahead_max = max;
+    }
+
     /// Acquire `lock` for `waiter`; woken with `Ok(Done)` once held. Locking a lock the waiter
     /// already holds is `SyncError::Deadlock` (error-checking mutex semantics).
     pub fn lock(&mut self, cons: &mut dyn Consistency, lock: LockId, waiter: Waiter) {
@@ -78,6 +141,12 @@ impl SyncCore {
             self.wake(waiter, Err(e));
             return;
         }
+        // Learn the order this node's threads take locks in (for read-ahead hints).
+        if let Some(prev) = self.last_lock.insert(waiter, lock.0) {
+            if prev != lock.0 {
+                self.lock_after.insert(prev, lock.0);
+            }
+        }
         self.acquire(cons, lock.0, waiter);
     }
 
@@ -85,10 +154,7 @@ impl SyncCore {
     pub(crate) fn acquire(&mut self, cons: &mut dyn Consistency, lock: u64, waiter: Waiter) {
         let st = self.lock_state(lock);
         if st.free_here() {
-            st.holder = Some(waiter);
-            let fresh = std::mem::take(&mut st.fresh);
-            self.count_acquire(fresh);
-            self.wake_ok(waiter);
+            self.take_token(lock, waiter);
             return;
         }
         st.queue.push_back(waiter);
@@ -97,14 +163,29 @@ impl SyncCore {
         }
     }
 
+    /// The token is here and free: `waiter` holds the lock now.
+    fn take_token(&mut self, lock: u64, waiter: Waiter) {
+        let st = self.lock_state(lock);
+        st.holder = Some(waiter);
+        let fresh = std::mem::take(&mut st.fresh);
+        let lent = std::mem::take(&mut st.lent_in);
+        if fresh {
+            self.stats.lock_acquires_remote += 1;
+        } else {
+            self.stats.lock_acquires_local += 1;
+        }
+        if lent {
+            self.stats.lock_acquires_lent += 1;
+            self.read_ahead_streak = self.read_ahead_streak.saturating_add(1);
+        }
+        self.wake_ok(waiter);
+    }
+
     /// Take `lock` only if that needs no waiting (see the module doc for exact semantics).
     pub fn trylock(&mut self, cons: &mut dyn Consistency, lock: LockId, waiter: Waiter) {
         let st = self.lock_state(lock.0);
         if st.free_here() {
-            st.holder = Some(waiter);
-            let fresh = std::mem::take(&mut st.fresh);
-            self.count_acquire(fresh);
-            self.wake_ok(waiter);
+            self.take_token(lock.0, waiter);
             return;
         }
         let fetch = !st.token && !st.requested;
@@ -154,69 +235,164 @@ impl SyncCore {
 
     /// Drop the local holder of `lock` and let the next local thread or node have it.
     pub(crate) fn release_lock(&mut self, cons: &mut dyn Consistency, lock: u64) {
-        self.lock_state(lock).holder = None;
+        self.release_seq += 1;
+        let seq = self.release_seq;
+        let st = self.lock_state(lock);
+        st.holder = None;
+        st.last_release = seq;
         self.lock_progress(cons, lock);
-    }
-
-    fn count_acquire(&mut self, remote: bool) {
-        if remote {
-            self.stats.lock_acquires_remote += 1;
-        } else {
-            self.stats.lock_acquires_local += 1;
-        }
     }
 
     /// The token is here and nobody holds it: serve the local batch, or hand it to the successor.
     fn lock_progress(&mut self, cons: &mut dyn Consistency, lock: u64) {
+        let seq = self.release_seq;
         let st = self.lock_state(lock);
         if !st.token || st.holder.is_some() || st.handing_off {
             return;
         }
         if st.next.is_some() && st.local_batch == 0 {
             st.handing_off = true;
+            // Every unlock so far happened before this release began: its writes are covered.
+            st.handoff_seq = seq;
             if self.begin_release(cons, PendingRelease::LockHandoff(lock)) {
                 self.finish_handoff(cons, lock);
             }
         } else if let Some(w) = st.queue.pop_front() {
             st.local_batch = st.local_batch.saturating_sub(1);
-            st.holder = Some(w);
-            let fresh = std::mem::take(&mut st.fresh);
-            self.count_acquire(fresh);
-            self.wake_ok(w);
+            self.take_token(lock, w);
         }
     }
 
-    /// The release before a hand-off completed: send the token to the successor.
+    /// The release before a hand-off completed: send the token to the successor, lending the
+    /// idle tokens of the locks it expects to take next.
     pub(crate) fn finish_handoff(&mut self, cons: &mut dyn Consistency, lock: u64) {
         let st = self.lock_state(lock);
         st.handing_off = false;
-        let Some((to, acquirer_info)) = st.next.take() else {
+        let Some(next) = st.next.take() else {
             return;
         };
-        st.token = false;
-        st.fresh = false;
-        st.local_batch = 0;
-        let again = !st.queue.is_empty();
-        let info = cons.grant_info(&acquirer_info);
-        self.send(to, Msg::LockGrant { lock, info });
+        let handoff_seq = st.handoff_seq;
+        self.give_token(lock);
+        let again = !self.lock_state(lock).queue.is_empty();
+        let mut lent = Vec::new();
+        for &other in next.ahead.iter().take(self.read_ahead_max) {
+            if other != lock && self.lendable(other, next.node, handoff_seq) {
+                self.give_token(other);
+                let st = self.lock_state(other);
+                st.lent_to = Some(next.node);
+                if self.manager(other) == self.me {
+                    // This node (the manager) was the queue's tail: now the borrower is.
+                    self.lock_tails.insert(other, next.node);
+                }
+                lent.push(other);
+            }
+        }
+        self.stats.lock_lends += lent.len() as u64;
+        let info = cons.grant_info(&next.info);
+        self.send(next.node, Msg::LockGrant { lock, lent, info });
         if again {
             self.send_lock_request(cons, lock);
         }
     }
 
+    /// The token of `lock` leaves this node.
+    fn give_token(&mut self, lock: u64) {
+        let st = self.lock_state(lock);
+        st.token = false;
+        st.fresh = false;
+        st.local_batch = 0;
+        if std::mem::take(&mut st.lent_in) {
+            self.stats.lock_lends_unused += 1;
+            self.read_ahead_streak /= 2;
+        }
+    }
+
+    /// Whether the token of `lock` may go to `to` along with a grant whose release began at
+    /// `handoff_seq`: it is here, idle, wanted by nobody, its last unlock is covered by that
+    /// release, and the manager's queue stays right (see the module doc).
+    fn lendable(&mut self, lock: u64, to: NodeId, handoff_seq: u64) -> bool {
+        if self.nodes != 2 {
+            return false;
+        }
+        let me = self.me;
+        let mgr = self.manager(lock);
+        let tail_here = *self.lock_tails.get(&lock).unwrap_or(&me) == me;
+        let st = self.lock_state(lock);
+        st.token
+            && st.holder.is_none()
+            && st.queue.is_empty()
+            && !st.handing_off
+            && st.next.is_none()
+            && !st.requested
+            && st.last_release <= handoff_seq
+            && (if mgr == me { tail_here } else { mgr == to })
+    }
+
+    /// The locks this node expects to take after `lock` (by the order its threads took them
+    /// before), whose tokens are neither here nor asked for; marked `hint_pending`.
+    fn read_ahead(&mut self, lock: u64) -> Vec<u64> {
+        if self.nodes != 2 || self.read_ahead_max == 0 {
+            return Vec::new();
+        }
+        let window = (self.read_ahead_streak + 1)
+            .checked_next_power_of_two()
+            .unwrap_or(usize::MAX)
+            .min(self.read_ahead_max);
+        let mut ahead = Vec::new();
+        let mut cur = lock;
+        for _ in 0..2 * self.read_ahead_max {
+            let Some(&n) = self.lock_after.get(&cur) else {
+                break;
+            };
+            if n == lock || ahead.contains(&n) {
+                break;
+            }
+            cur = n;
+            let st = self.lock_state(n);
+            if !st.token && !st.requested && !st.hint_pending {
+                st.hint_pending = true;
+                ahead.push(n);
+                if ahead.len() == window {
+                    break;
+                }
+            }
+        }
+        if !ahead.is_empty() {
+            self.hints_out.insert(lock, ahead.clone());
+        }
+        ahead
+    }
+
     fn send_lock_request(&mut self, cons: &mut dyn Consistency, lock: u64) {
-        self.lock_state(lock).requested = true;
+        let st = self.lock_state(lock);
+        st.requested = true;
+        // A request for a lock this node hinted at may be overtaken by a lend: it is marked,
+        // and carries no hints of its own (if it is dropped, nobody answers them).
+        let hinted = st.hint_pending;
+        let ahead = if hinted {
+            Vec::new()
+        } else {
+            self.read_ahead(lock)
+        };
         let info = cons.acquire_info();
         let mgr = self.manager(lock);
         if mgr == self.me {
             // The manager's own request cannot be refused: this node is not the tail (it has
             // neither the token nor a request in flight).
             let me = self.me;
-            if let Err(e) = self.mgr_lock_request(cons, lock, me, info) {
+            if let Err(e) = self.mgr_lock_request(cons, lock, me, hinted, ahead, info) {
                 self.internal_error(e);
             }
         } else {
-            self.send(mgr, Msg::LockRequest { lock, info });
+            self.send(
+                mgr,
+                Msg::LockRequest {
+                    lock,
+                    hinted,
+                    ahead,
+                    info,
+                },
+            );
         }
     }
 
@@ -226,9 +402,20 @@ impl SyncCore {
         cons: &mut dyn Consistency,
         lock: u64,
         from: NodeId,
+        hinted: bool,
+        ahead: Vec<u64>,
         info: Vec<u8>,
     ) -> Result<(), SyncError> {
         let me = self.me;
+        if hinted && from != me {
+            let st = self.lock_state(lock);
+            if st.lent_to == Some(from) && !st.token {
+                // Overtaken by the token this node lent to `from`: it took that as its grant.
+                st.lent_to = None;
+                self.stats.lock_requests_overtaken += 1;
+                return Ok(());
+            }
+        }
         let prev = *self.lock_tails.get(&lock).unwrap_or(&me);
         if prev == from {
             return Err(self.unexpected(
@@ -239,13 +426,15 @@ impl SyncCore {
         }
         self.lock_tails.insert(lock, from);
         if prev == me {
-            self.on_lock_forward(cons, me, lock, from, info)
+            self.on_lock_forward(cons, me, lock, from, hinted, ahead, info)
         } else {
             self.send(
                 prev,
                 Msg::LockForward {
                     lock,
                     requester: from,
+                    hinted,
+                    ahead,
                     info,
                 },
             );
@@ -254,17 +443,27 @@ impl SyncCore {
     }
 
     /// The manager says `requester` comes after this node for `lock`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn on_lock_forward(
         &mut self,
         cons: &mut dyn Consistency,
         from: NodeId,
         lock: u64,
         requester: NodeId,
+        hinted: bool,
+        ahead: Vec<u64>,
         info: Vec<u8>,
     ) -> Result<(), SyncError> {
         let me = self.me;
         let nodes = self.nodes;
         let st = self.lock_state(lock);
+        if hinted && st.lent_to == Some(requester) && !st.token && requester != me {
+            // The manager forwarded a request that the token this node lent to `requester`
+            // overtook (the requester took the lend as its grant): nothing to hand over.
+            st.lent_to = None;
+            self.stats.lock_requests_overtaken += 1;
+            return Ok(());
+        }
         let why = if requester == me || requester.0 >= nodes {
             Some(format!("cannot hand the lock to {requester}"))
         } else if st.next.is_some() {
@@ -277,18 +476,23 @@ impl SyncCore {
         if let Some(why) = why {
             return Err(self.unexpected(from, LockId(lock).to_string(), why));
         }
-        st.next = Some((requester, info));
+        st.next = Some(Successor {
+            node: requester,
+            info,
+            ahead,
+        });
         st.local_batch = st.queue.len();
         self.lock_progress(cons, lock);
         Ok(())
     }
 
-    /// The lock token arrived.
+    /// The lock token arrived, with the tokens lent along.
     pub(crate) fn on_lock_grant(
         &mut self,
         cons: &mut dyn Consistency,
         from: NodeId,
         lock: u64,
+        lent: Vec<u64>,
         info: Vec<u8>,
     ) -> Result<(), SyncError> {
         let st = self.lock_state(lock);
@@ -299,11 +503,50 @@ impl SyncCore {
                 "a grant came but this node did not ask for the lock".into(),
             ));
         }
+        let hinted = self.hints_out.get(&lock).map_or(&[][..], |v| &v[..]);
+        for (i, l) in lent.iter().enumerate() {
+            let ok = l != &lock
+                && hinted.contains(l)
+                && !lent[..i].contains(l)
+                && self.locks.get(l).is_some_and(|s| !s.token);
+            if !ok {
+                return Err(self.unexpected(
+                    from,
+                    LockId(lock).to_string(),
+                    format!(
+                        "the grant lends {} which this node did not ask for",
+                        LockId(*l)
+                    ),
+                ));
+            }
+        }
+        for l in self.hints_out.remove(&lock).unwrap_or_default() {
+            self.lock_state(l).hint_pending = false;
+        }
+        let st = self.lock_state(lock);
         st.token = true;
         st.requested = false;
         st.fresh = true;
+        st.lent_to = None;
         cons.apply_grant(&info);
+        let me = self.me;
+        for &l in &lent {
+            let st = self.lock_state(l);
+            // A request of ours for it (sent after the hint) was overtaken: this is its grant,
+            // and the request is dropped where it meets the lender.
+            st.requested = false;
+            st.token = true;
+            st.lent_in = true;
+            st.lent_to = None;
+            if self.manager(l) == me && self.lock_tails.get(&l).is_some_and(|&t| t == from) {
+                self.lock_tails.insert(l, me);
+            }
+        }
+        self.stats.lock_lends_received += lent.len() as u64;
         self.lock_progress(cons, lock);
+        for l in lent {
+            self.lock_progress(cons, l);
+        }
         Ok(())
     }
 }

@@ -11,15 +11,31 @@ use squall_core::NodeId;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Msg {
     /// Requester → lock manager: enqueue me (carries the requester's `acquire_info`).
-    LockRequest { lock: u64, info: Vec<u8> },
-    /// Lock manager → previous tail: when you are done, hand the lock to `requester`.
+    /// `ahead`: locks the requester expects to take next (lock read-ahead: the holder may lend
+    /// their tokens along with the grant); `hinted`: the requester sent this while `lock` was
+    /// itself in the `ahead` list of an unanswered request, so a lend may overtake it.
+    LockRequest {
+        lock: u64,
+        hinted: bool,
+        ahead: Vec<u64>,
+        info: Vec<u8>,
+    },
+    /// Lock manager → previous tail: when you are done, hand the lock to `requester` (the
+    /// request's `hinted` and `ahead` travel along).
     LockForward {
         lock: u64,
         requester: NodeId,
+        hinted: bool,
+        ahead: Vec<u64>,
         info: Vec<u8>,
     },
-    /// Previous holder → requester: the lock token, with the releaser's `grant_info`.
-    LockGrant { lock: u64, info: Vec<u8> },
+    /// Previous holder → requester: the lock token, with the releaser's `grant_info`, and the
+    /// idle tokens of `lent` (a subset of the request's `ahead`) lent along with it.
+    LockGrant {
+        lock: u64,
+        lent: Vec<u64>,
+        info: Vec<u8>,
+    },
     /// Waiting node → condition manager: one more waiting thread of mine.
     CondRegister { cond: u64 },
     /// Condition manager → waiting node: your oldest unacknowledged registration is recorded.
@@ -123,17 +139,33 @@ impl Msg {
         let mut w = Writer(Vec::with_capacity(32));
         w.u8(self.kind() as u8 + 1);
         match self {
-            Msg::LockRequest { lock, info } | Msg::LockGrant { lock, info } => {
+            Msg::LockRequest {
+                lock,
+                hinted,
+                ahead,
+                info,
+            } => {
                 w.u64(*lock);
+                w.u8(u8::from(*hinted));
+                w.ids(ahead);
                 w.bytes(info);
             }
             Msg::LockForward {
                 lock,
                 requester,
+                hinted,
+                ahead,
                 info,
             } => {
                 w.u64(*lock);
                 w.u16(requester.0);
+                w.u8(u8::from(*hinted));
+                w.ids(ahead);
+                w.bytes(info);
+            }
+            Msg::LockGrant { lock, lent, info } => {
+                w.u64(*lock);
+                w.ids(lent);
                 w.bytes(info);
             }
             Msg::CondRegister { cond } | Msg::CondRegistered { cond } => w.u64(*cond),
@@ -209,26 +241,27 @@ impl Msg {
         let msg = match kind {
             1 => Msg::LockRequest {
                 lock: r.u64()?,
+                hinted: r.flag("lock request hint")?,
+                ahead: r.ids()?,
                 info: r.bytes()?,
             },
             2 => Msg::LockForward {
                 lock: r.u64()?,
                 requester: NodeId(r.u16()?),
+                hinted: r.flag("lock forward hint")?,
+                ahead: r.ids()?,
                 info: r.bytes()?,
             },
             3 => Msg::LockGrant {
                 lock: r.u64()?,
+                lent: r.ids()?,
                 info: r.bytes()?,
             },
             4 => Msg::CondRegister { cond: r.u64()? },
             5 => Msg::CondRegistered { cond: r.u64()? },
             6 => {
                 let cond = r.u64()?;
-                let all = match r.u8()? {
-                    0 => false,
-                    1 => true,
-                    b => return Err(r.bad(format!("condition signal flag byte {b} is not 0 or 1"))),
-                };
+                let all = r.flag("condition signal")?;
                 Msg::CondSignal { cond, all }
             }
             7 => Msg::CondWake {
@@ -318,6 +351,12 @@ impl Writer {
         self.u32(b.len() as u32);
         self.0.extend_from_slice(b);
     }
+    fn ids(&mut self, ids: &[u64]) {
+        self.u32(ids.len() as u32);
+        for &id in ids {
+            self.u64(id);
+        }
+    }
 }
 
 struct Reader<'a> {
@@ -369,6 +408,21 @@ impl Reader<'_> {
         let n = self.u32()? as usize;
         Ok(self.take(n)?.to_vec())
     }
+    fn flag(&mut self, what: &str) -> Result<bool, SyncError> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            b => Err(self.bad(format!("{what} flag byte {b} is not 0 or 1"))),
+        }
+    }
+    fn ids(&mut self) -> Result<Vec<u64>, SyncError> {
+        let n = self.u32()? as usize;
+        // Bound n by the bytes left before allocating.
+        if n > self.remaining() / 8 {
+            return Err(self.bad(format!("a list claims {n} lock ids")));
+        }
+        (0..n).map(|_| self.u64()).collect()
+    }
 }
 
 #[cfg(test)]
@@ -380,15 +434,20 @@ mod tests {
         vec![
             Msg::LockRequest {
                 lock: 7,
+                hinted: false,
+                ahead: vec![8, 9],
                 info: vec![1, 2],
             },
             Msg::LockForward {
                 lock: u64::MAX,
                 requester: NodeId(3),
+                hinted: true,
+                ahead: vec![],
                 info: vec![],
             },
             Msg::LockGrant {
                 lock: 0,
+                lent: vec![1, u64::MAX],
                 info: vec![9; 300],
             },
             Msg::CondRegister { cond: 5 },

@@ -11,6 +11,22 @@ pub struct SyncStats {
     pub lock_acquires_local: u64,
     /// Lock acquisitions that needed the token to come from another node.
     pub lock_acquires_remote: u64,
+    /// Of the local acquisitions: those that took a token lent along with another lock's grant
+    /// (lock read-ahead hits).
+    #[serde(default)]
+    pub lock_acquires_lent: u64,
+    /// Idle tokens this node lent along with its grants.
+    #[serde(default)]
+    pub lock_lends: u64,
+    /// Tokens other nodes lent to this node.
+    #[serde(default)]
+    pub lock_lends_received: u64,
+    /// Lent tokens that left this node again before any thread took them (read-ahead misses).
+    #[serde(default)]
+    pub lock_lends_unused: u64,
+    /// Lock requests (or their forwards) dropped because a lend had overtaken them.
+    #[serde(default)]
+    pub lock_requests_overtaken: u64,
     /// `trylock` calls that returned `Outcome::Busy`.
     pub trylock_busy: u64,
     /// Barrier episodes this node took part in (completed).

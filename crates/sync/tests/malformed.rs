@@ -11,16 +11,37 @@ fn arb_msg() -> impl Strategy<Value = Msg> {
     let id = 0u64..4;
     let node = (0u16..5).prop_map(NodeId);
     let bytes = proptest::collection::vec(any::<u8>(), 0..6);
+    let ids = proptest::collection::vec(0u64..4, 0..3);
     prop_oneof![
-        (id.clone(), bytes.clone()).prop_map(|(lock, info)| Msg::LockRequest { lock, info }),
-        (id.clone(), node.clone(), bytes.clone()).prop_map(|(lock, requester, info)| {
-            Msg::LockForward {
+        (id.clone(), any::<bool>(), ids.clone(), bytes.clone()).prop_map(
+            |(lock, hinted, ahead, info)| Msg::LockRequest {
                 lock,
-                requester,
+                hinted,
+                ahead,
                 info,
             }
+        ),
+        (
+            id.clone(),
+            node.clone(),
+            any::<bool>(),
+            ids.clone(),
+            bytes.clone()
+        )
+            .prop_map(|(lock, requester, hinted, ahead, info)| {
+                Msg::LockForward {
+                    lock,
+                    requester,
+                    hinted,
+                    ahead,
+                    info,
+                }
+            }),
+        (id.clone(), ids.clone(), bytes.clone()).prop_map(|(lock, lent, info)| Msg::LockGrant {
+            lock,
+            lent,
+            info
         }),
-        (id.clone(), bytes.clone()).prop_map(|(lock, info)| Msg::LockGrant { lock, info }),
         id.clone().prop_map(|cond| Msg::CondRegister { cond }),
         id.clone().prop_map(|cond| Msg::CondRegistered { cond }),
         (id.clone(), any::<bool>()).prop_map(|(cond, all)| Msg::CondSignal { cond, all }),
@@ -150,6 +171,7 @@ fn a_core_that_refused_garbage_still_works() {
     // A grant nobody asked for is refused and changes nothing.
     let bogus = Msg::LockGrant {
         lock: 1,
+        lent: vec![],
         info: vec![],
     }
     .encode();
