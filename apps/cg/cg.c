@@ -225,9 +225,9 @@ int main(int argc, char **argv)
                                "  -n N   rows\n"
                                "  -z Z   random off-diagonal pairs per row\n"
                                "  -i I   outer iterations";
-    static const long N[4] = {2000, 100000, 400000, 1000000};
-    static const long IT[4] = {3, 20, 25, 15};
-    static const long Z[4] = {8, 8, 8, 8};
+    static const long N[4] = {2000, 100000, 400000, 200000};
+    static const long IT[4] = {3, 20, 25, 30};
+    static const long Z[4] = {8, 8, 8, 48};
     app_opts o;
     app_parse_common(argc, argv, &o, usage);
     int si = app_size_index(&o);

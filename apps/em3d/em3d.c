@@ -217,7 +217,7 @@ static const char *USAGE =
     "em3d: electromagnetic propagation on a bipartite E/H graph\n"
     "  -n N               nodes of each kind (default by size: tiny 4000, small 120000, medium 500000, large 2000000)\n"
     "  -d D               in-edges per node, 1..16 (default 10)\n"
-    "  -i I               iterations (default by size: tiny 20, small 100, medium 150, large 200)\n"
+    "  -i I               iterations (default by size: tiny 20, small 100, medium 150, large 120)\n"
     "  --remote-frac F    fraction of edges from other threads' nodes (default 0.2)\n"
     "  --span S           a remote edge comes from a thread at most S away (default 1)\n"
     "  --window W         remote edges come from the W nodes of that thread's block nearest this\n"
@@ -229,7 +229,7 @@ int main(int argc, char **argv)
     app_opts o;
     app_parse_common(argc, argv, &o, USAGE);
     static const long N[4] = {4000, 120000, 500000, 2000000};
-    static const long I[4] = {20, 100, 150, 200};
+    static const long I[4] = {20, 100, 150, 120};
     int si = app_size_index(&o);
     long n = app_flag_long(argc, argv, &o, "-n", N[si], 1, 100000000L);
     int degree = (int)app_flag_long(argc, argv, &o, "-d", 10, 1, EM_MAXD);

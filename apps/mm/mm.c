@@ -142,7 +142,7 @@ int main(int argc, char **argv)
                                "  -n N   matrix order (multiple of B)\n"
                                "  -b B   block size\n"
                                "  -r R   repetitions of the product";
-    static const long N[4] = {128, 1408, 2560, 4096};
+    static const long N[4] = {128, 1408, 3200, 5120};
     app_opts o;
     app_parse_common(argc, argv, &o, usage);
     int si = app_size_index(&o);

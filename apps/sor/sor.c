@@ -114,7 +114,7 @@ int main(int argc, char **argv)
                                "  -n N   interior columns (even)\n"
                                "  -i I   iterations (one red + one black sweep each)";
     static const long M[4] = {256, 2048, 4096, 6144};
-    static const long IT[4] = {10, 180, 250, 600};
+    static const long IT[4] = {10, 180, 250, 400};
     app_opts o;
     app_parse_common(argc, argv, &o, usage);
     int si = app_size_index(&o);
