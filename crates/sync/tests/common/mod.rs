@@ -131,6 +131,33 @@ pub struct RecCons {
     pub async_release: f64,
     pub pending: Vec<u64>,
     n: u64,
+    /// Knowledge model (`World::model`): sync info carries the set of writes the sender knows
+    /// (minus its own writes no release has captured yet), instead of recognisable tags.
+    pub model: bool,
+    /// Writes (ids) visible on this node.
+    pub known: std::collections::BTreeSet<u64>,
+    /// This node's own writes not captured by a release yet.
+    pub unreleased: std::collections::BTreeSet<u64>,
+}
+
+impl RecCons {
+    fn export(&self) -> Vec<u8> {
+        let ids: Vec<String> = self
+            .known
+            .difference(&self.unreleased)
+            .map(|i| i.to_string())
+            .collect();
+        format!("m:{}", ids.join(",")).into_bytes()
+    }
+    fn import(&mut self, info: &[u8]) {
+        let s = std::str::from_utf8(info).unwrap();
+        let ids = s.strip_prefix("m:").unwrap();
+        self.known.extend(
+            ids.split(',')
+                .filter(|x| !x.is_empty())
+                .map(|x| x.parse::<u64>().unwrap()),
+        );
+    }
 }
 
 impl RecCons {
@@ -150,7 +177,11 @@ impl Consistency for RecCons {
         v
     }
     fn grant_info(&mut self, acquirer_info: &[u8]) -> Vec<u8> {
-        let v = self.tag("grant");
+        let v = if self.model {
+            self.export()
+        } else {
+            self.tag("grant")
+        };
         self.rec(Ev::GrantInfo {
             acquirer: acquirer_info.to_vec(),
             out: v.clone(),
@@ -158,9 +189,14 @@ impl Consistency for RecCons {
         v
     }
     fn apply_grant(&mut self, grant_info: &[u8]) {
+        if self.model {
+            self.import(grant_info);
+        }
         self.rec(Ev::ApplyGrant(grant_info.to_vec()));
     }
     fn begin_release(&mut self, token: u64) -> bool {
+        // The release captures every write made so far (grant_info comes after it completed).
+        self.unreleased.clear();
         let done = !self.rng.gen_bool(self.async_release);
         if !done {
             self.pending.push(token);
@@ -169,11 +205,20 @@ impl Consistency for RecCons {
         done
     }
     fn barrier_info(&mut self) -> Vec<u8> {
-        let v = self.tag("bar");
+        let v = if self.model {
+            self.export()
+        } else {
+            self.tag("bar")
+        };
         self.rec(Ev::BarrierInfo(v.clone()));
         v
     }
     fn apply_barrier(&mut self, all: &[Vec<u8>]) {
+        if self.model {
+            for info in all {
+                self.import(info);
+            }
+        }
         self.rec(Ev::ApplyBarrier(all.to_vec()));
     }
 }
@@ -212,6 +257,13 @@ pub struct World {
     pub deliver_bias: f64,
     /// Every delivered message (from, to, bytes), in delivery order.
     pub deliveries: Vec<(u16, u16, Vec<u8>)>,
+    /// Check lock consistency (`set_model`): every critical section writes once at its unlock;
+    /// a thread taking a lock must see the lock's last write.
+    model: bool,
+    next_write: u64,
+    last_write: HashMap<u64, u64>,
+    /// Lock acquisitions checked against the model.
+    pub model_checks: u64,
 }
 
 impl World {
@@ -229,6 +281,9 @@ impl World {
                     async_release,
                     pending: Vec::new(),
                     n: 0,
+                    model: false,
+                    known: Default::default(),
+                    unreleased: Default::default(),
                 })
                 .collect(),
             queues: BTreeMap::new(),
@@ -241,6 +296,18 @@ impl World {
             steps: 0,
             deliver_bias: 0.5,
             deliveries: Vec::new(),
+            model: false,
+            next_write: 1,
+            last_write: HashMap::new(),
+            model_checks: 0,
+        }
+    }
+
+    /// Turn on the knowledge model (before any operation).
+    pub fn set_model(&mut self) {
+        self.model = true;
+        for c in &mut self.cons {
+            c.model = true;
         }
     }
 
@@ -275,13 +342,24 @@ impl World {
     pub fn issue(&mut self, t: usize, op: Op) {
         let node = self.threads[t].node as usize;
         let w = Waiter(t as u64);
-        let core = &mut self.cores[node];
-        let cons = &mut self.cons[node];
+        if let Op::Unlock(l) | Op::CondWait(_, l) = op {
+            // The critical section's write, made just before its lock is released.
+            if self.model && self.holders.get(&l) == Some(&t) {
+                let id = self.next_write;
+                self.next_write += 1;
+                let cons = &mut self.cons[node];
+                cons.known.insert(id);
+                cons.unreleased.insert(id);
+                self.last_write.insert(l, id);
+            }
+        }
         if let Op::CondWait(_, lock) = op {
             if self.holders.get(&lock) == Some(&t) {
                 self.holders.remove(&lock);
             }
         }
+        let core = &mut self.cores[node];
+        let cons = &mut self.cons[node];
         match op {
             Op::Lock(l) => core.lock(cons, LockId(l), w),
             Op::TryLock(l) => core.trylock(cons, LockId(l), w),
@@ -327,12 +405,11 @@ impl World {
     fn on_wake(&mut self, node: u16, waiter: Waiter, result: OpResult) {
         let seed = self.seed;
         let t = waiter.0 as usize;
-        let th = &mut self.threads[t];
         assert_eq!(
-            th.node, node,
+            self.threads[t].node, node,
             "seed {seed}: thread {t} woken on the wrong node"
         );
-        let TState::Blocked(op) = th.state else {
+        let TState::Blocked(op) = self.threads[t].state else {
             panic!("seed {seed}: thread {t} woken while not blocked ({result:?})");
         };
         self.trace.borrow_mut().push((
@@ -345,6 +422,16 @@ impl World {
         ));
         match (op, &result) {
             (Op::Lock(l) | Op::TryLock(l) | Op::CondWait(_, l), Ok(Outcome::Done)) => {
+                if self.model {
+                    if let Some(w) = self.last_write.get(&l) {
+                        assert!(
+                            self.cons[node as usize].known.contains(w),
+                            "seed {seed}: thread {t} on node {node} took lock {l} without seeing \
+                             its last write {w}"
+                        );
+                    }
+                    self.model_checks += 1;
+                }
                 if let Some(other) = self.holders.insert(l, t) {
                     panic!(
                         "seed {seed}: mutual exclusion broken on lock {l}: threads {other} and {t}"
@@ -361,6 +448,7 @@ impl World {
             }
             _ => {}
         }
+        let th = &mut self.threads[t];
         th.state = TState::Ready;
         th.last = Some(result);
     }
