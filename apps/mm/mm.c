@@ -13,11 +13,13 @@
  * B blocks; the same A and B blocks are read again and again by the threads of one grid row
  * or column (read-only sharing that rewards caching). `-r R` repeats the product R times.
  *
- * The matrices are distributed block-cyclically over the same grid: block (I,J) of A, B and C
- * belongs to thread (I mod pr, J mod pc), which initialises it (A and B entries are a hash of
- * their position, so any thread can generate any block) before the timed phase. A thread then
- * reads the A blocks of its grid row and the B blocks of its grid column from their owners,
- * and writes only its own C blocks.
+ * Distribution: C block (I,J) belongs to the thread that computes it. A is stored by block
+ * rows and B by block columns (each contiguous); block row I of A is read by the pc threads of
+ * grid row I mod pr and is dealt cyclically among them, block column J of B likewise among
+ * the pr threads of grid column J mod pc. Each owner initialises its rows / columns before the
+ * timed phase (entries are a hash of their position, so any thread can generate any block).
+ * A thread then reads whole remote block rows of A and block columns of B (contiguous, so a
+ * page-based DSM moves them in long runs) and writes only its own C blocks.
  *
  * Check: Freivalds: || C x - A (B x) || / || A (B x) || <= 1e-12 for a random x (O(n^2)).
  * Every C element sees the same operation order for every thread count, so `check` (sum of
@@ -28,7 +30,8 @@
 typedef struct {
     long n, b, nb;
     int reps, nthreads, pr, pc;
-    double *a, *bm, *c; /* block-major: block (I,J) at ((I*nb)+J)*b*b, row-major inside */
+    double *a, *bm, *c; /* block-major, row-major inside; A and C by block rows (block (I,J) at
+                         * (I*nb+J)*b*b), B by block columns (block (I,J) at (J*nb+I)*b*b) */
     app_barrier bar;
     double t0, t1;
 } mm_shared;
@@ -40,11 +43,25 @@ typedef struct {
 
 static inline double *mm_blk(const mm_shared *g, double *m, long I, long J)
 {
+    if (m == g->bm) /* B: a block column is contiguous */
+        return m + (size_t)(J * g->nb + I) * (size_t)(g->b * g->b);
     return m + (size_t)(I * g->nb + J) * (size_t)(g->b * g->b);
 }
 static inline double *mm_elem(const mm_shared *g, double *m, long i, long j)
 {
     return mm_blk(g, m, i / g->b, j / g->b) + (i % g->b) * g->b + (j % g->b);
+}
+
+/* Owner of block row I of A: rows I = r mod pr are read by the threads of grid row r, and are
+ * dealt cyclically among them. Owner of block column J of B: likewise among the threads of
+ * grid column J mod pc. */
+static inline int mm_arow_owner(const mm_shared *g, long I)
+{
+    return (int)((I % g->pr) * g->pc + (I / g->pr) % g->pc);
+}
+static inline int mm_bcol_owner(const mm_shared *g, long J)
+{
+    return (int)(((J / g->pc) % g->pr) * g->pc + J % g->pc);
 }
 
 /* c += a * bm for B x B row-major blocks. Four C elements of a row at a time are summed in
@@ -105,15 +122,23 @@ static void *mm_worker(void *p)
     int myr = me / g->pc, myc = me % g->pc;
     long nb = g->nb, b = g->b, bb = b * b;
     double local[MM_LOCAL_MAX] __attribute__((aligned(64)));
-    /* initialise my blocks of A and B (block-cyclic, the same grid as C) */
-    for (long I = myr; I < nb; I += g->pr)
-        for (long J = myc; J < nb; J += g->pc) {
-            double *ab = mm_blk(g, g->a, I, J), *bbk = mm_blk(g, g->bm, I, J);
-            for (long i = 0; i < b; i++)
-                for (long j = 0; j < b; j++) {
-                    ab[i * b + j] = mm_value(0, I * b + i, J * b + j, g->n);
-                    bbk[i * b + j] = mm_value(1, I * b + i, J * b + j, g->n);
-                }
+    /* initialise my block rows of A, block columns of B and C blocks */
+    for (long I = 0; I < nb; I++)
+        for (long K = 0; K < nb; K++) {
+            if (mm_arow_owner(g, I) == me) {
+                double *ab = mm_blk(g, g->a, I, K);
+                for (long i = 0; i < b; i++)
+                    for (long j = 0; j < b; j++)
+                        ab[i * b + j] = mm_value(0, I * b + i, K * b + j, g->n);
+            }
+            if (I % g->pr == myr && K % g->pc == myc) /* my C block (I, K): first touch here */
+                memset(mm_blk(g, g->c, I, K), 0, (size_t)bb * sizeof(double));
+            if (mm_bcol_owner(g, I) == me) { /* block (K, I) of B: column I */
+                double *bbk = mm_blk(g, g->bm, K, I);
+                for (long i = 0; i < b; i++)
+                    for (long j = 0; j < b; j++)
+                        bbk[i * b + j] = mm_value(1, K * b + i, I * b + j, g->n);
+            }
         }
     app_barrier_wait(&g->bar);
     if (me == 0)
