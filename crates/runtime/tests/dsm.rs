@@ -202,6 +202,87 @@ fn lock_counter(node: &Node) -> Result<(), String> {
     check(v == want, || format!("counter is {v}, expected {want}"))
 }
 
+fn sync_count(node: &Node, name: &str) -> u64 {
+    node.stats()
+        .counts
+        .get("sync")
+        .and_then(|p| p.get(name))
+        .and_then(|v| v.as_u64())
+        .unwrap_or(0)
+}
+
+/// Water's lock pattern: 3 threads per node each sweep 96 locks in id order from their own
+/// starting point, adding to the lock's counter (8 counters per 512 bytes: several locks
+/// guard words of one page), barrier, again. Every counter must come out exact; on 2 nodes
+/// lock read-ahead must have lent tokens (about a quarter of the acquires take one here, as
+/// six sweeps cross), on 4 nodes none.
+fn lock_sweep(node: &Node) -> Result<(), String> {
+    const T: usize = 3;
+    const K: usize = 96;
+    const ROUNDS: u64 = 4;
+    const STRIDE: usize = 8; // u64 words between counters
+    let n = node.size() as usize;
+    let me = node.rank().0 as usize;
+    let c = node
+        .alloc_collective((K * STRIDE + 8) * 8, Placement::Blocked)
+        .map_err(|e| e.to_string())? as usize;
+    let mut hs = Vec::new();
+    for t in 0..T {
+        let node = node.clone();
+        hs.push(std::thread::spawn(move || -> Result<(), String> {
+            let start = (me * T + t) * K / (n * T);
+            for _ in 0..ROUNDS {
+                for o in 0..K {
+                    let i = (start + o) % K;
+                    node.lock(LockId(1000 + i as u64))
+                        .map_err(|e| e.to_string())?;
+                    // SAFETY: c has K * STRIDE u64 of shared memory; lock 1000 + i orders the
+                    // accesses to counter i.
+                    unsafe {
+                        let p = (c as *mut u64).add(i * STRIDE);
+                        let v = p.read_volatile();
+                        std::hint::spin_loop();
+                        p.write_volatile(v + 1);
+                    }
+                    node.unlock(LockId(1000 + i as u64))
+                        .map_err(|e| e.to_string())?;
+                }
+                node.barrier_with(BarrierId(3), BarrierCount::PerNode { local: T as u32 })
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        }));
+    }
+    for h in hs {
+        h.join().map_err(|_| "thread panicked".to_string())??;
+    }
+    // Each node's lent acquires into the word after the counters (node 0 adds them up).
+    let lent = sync_count(node, "lock_acquires_lent");
+    node.lock(LockId(999)).map_err(|e| e.to_string())?;
+    // SAFETY: the word after the counters; lock 999 orders the accesses.
+    unsafe {
+        let p = (c as *mut u64).add(K * STRIDE);
+        p.write_volatile(p.read_volatile() + lent);
+    }
+    node.unlock(LockId(999)).map_err(|e| e.to_string())?;
+    node.barrier().map_err(|e| e.to_string())?;
+    for i in 0..K {
+        // SAFETY: as above, after the barrier.
+        let v = unsafe { (c as *const u64).add(i * STRIDE).read_volatile() };
+        let want = ROUNDS * (T * n) as u64;
+        check(v == want, || format!("counter {i} is {v}, expected {want}"))?;
+    }
+    // SAFETY: as above, after the barrier.
+    let lent_all = unsafe { (c as *const u64).add(K * STRIDE).read_volatile() };
+    let acquires = ROUNDS * (K * T * n) as u64;
+    check(n != 2 || lent_all > 0, || {
+        format!("none of {acquires} acquires took a lent token on 2 nodes")
+    })?;
+    check(n == 2 || lent_all == 0, || {
+        format!("{lent_all} lent acquires on {n} nodes")
+    })
+}
+
 /// A racy flag handoff (no locks): node 0 writes data then a flag; the others spin on the flag
 /// with plain loads, must then see the data, and answer with a plain store to their ack word.
 /// Correct only under `sc`: the words live in an `sc` allocation even when the run's default
@@ -470,6 +551,7 @@ const SCENARIOS: &[(&str, Scenario, &[&str])] = &[
     ("first_touch", first_touch, &["hlrc"]),
     ("threads", threads, &["hlrc", "sc"]),
     ("lock_counter", lock_counter, &["hlrc", "sc"]),
+    ("lock_sweep", lock_sweep, &["hlrc", "sc"]),
     ("sc_flag_handoff", sc_flag_handoff, &["hlrc", "sc"]),
     ("alloc_free", alloc_free, &["hlrc"]),
     ("remote_threads", remote_threads, &["hlrc", "sc"]),
