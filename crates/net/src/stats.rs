@@ -1,7 +1,9 @@
 //! Communication statistics: per message type counts and bytes, plus transport counters.
 //! Owns counting only; must not decide anything.
+use parking_lot::Mutex;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Messages and payload bytes of one message type.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -96,9 +98,172 @@ impl LinkCounters {
     }
 }
 
+/// Slots of [`TypeCounters`]' lock-free table (a job uses a few dozen message types).
+const TYPE_SLOTS: usize = 256;
+
+/// One slot: `key` is 0 while free, else the message type + 1 (set once, never cleared).
+#[derive(Default)]
+struct TypeSlot {
+    key: AtomicU32,
+    sent: AtomicU64,
+    sent_bytes: AtomicU64,
+    received: AtomicU64,
+    received_bytes: AtomicU64,
+}
+
+/// Per message type counts, updated on every message without a lock: an open-addressed table
+/// of atomic counters keyed by type (a slot is claimed once with a compare-and-swap), with a
+/// locked map behind it for types beyond the table's room.
+pub(crate) struct TypeCounters {
+    slots: Box<[TypeSlot]>,
+    overflow: Mutex<BTreeMap<u16, TypeCount>>,
+}
+
+impl Default for TypeCounters {
+    fn default() -> Self {
+        TypeCounters {
+            slots: (0..TYPE_SLOTS).map(|_| TypeSlot::default()).collect(),
+            overflow: Mutex::new(BTreeMap::new()),
+        }
+    }
+}
+
+impl TypeCounters {
+    /// The slot of `ty`, claiming a free one; None when the table is full.
+    fn slot(&self, ty: u16) -> Option<&TypeSlot> {
+        let key = u32::from(ty) + 1;
+        let start = (u32::from(ty).wrapping_mul(0x9e37_79b9) >> 24) as usize % TYPE_SLOTS;
+        for i in 0..TYPE_SLOTS {
+            let s = &self.slots[(start + i) % TYPE_SLOTS];
+            match s.key.load(Ordering::Acquire) {
+                k if k == key => return Some(s),
+                0 => match s
+                    .key
+                    .compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire)
+                {
+                    Ok(_) => return Some(s),
+                    Err(k) if k == key => return Some(s),
+                    Err(_) => {}
+                },
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// Counts one message of `len` payload bytes sent.
+    pub fn sent(&self, ty: u16, len: usize) {
+        match self.slot(ty) {
+            Some(s) => {
+                s.sent.fetch_add(1, Ordering::Relaxed);
+                s.sent_bytes.fetch_add(len as u64, Ordering::Relaxed);
+            }
+            None => {
+                let mut m = self.overflow.lock();
+                let c = m.entry(ty).or_default();
+                c.sent += 1;
+                c.sent_bytes += len as u64;
+            }
+        }
+    }
+
+    /// Counts one message of `len` payload bytes received.
+    pub fn received(&self, ty: u16, len: usize) {
+        match self.slot(ty) {
+            Some(s) => {
+                s.received.fetch_add(1, Ordering::Relaxed);
+                s.received_bytes.fetch_add(len as u64, Ordering::Relaxed);
+            }
+            None => {
+                let mut m = self.overflow.lock();
+                let c = m.entry(ty).or_default();
+                c.received += 1;
+                c.received_bytes += len as u64;
+            }
+        }
+    }
+
+    /// A snapshot by type (each counter read on its own: a message counted meanwhile may show
+    /// in one counter and not yet in its partner).
+    pub fn snapshot(&self) -> BTreeMap<u16, TypeCount> {
+        let mut m = self.overflow.lock().clone();
+        for s in self.slots.iter() {
+            let key = s.key.load(Ordering::Acquire);
+            let Some(ty) = key.checked_sub(1).and_then(|t| u16::try_from(t).ok()) else {
+                continue;
+            };
+            let c = m.entry(ty).or_default();
+            c.sent += s.sent.load(Ordering::Relaxed);
+            c.sent_bytes += s.sent_bytes.load(Ordering::Relaxed);
+            c.received += s.received.load(Ordering::Relaxed);
+            c.received_bytes += s.received_bytes.load(Ordering::Relaxed);
+        }
+        m
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn type_counters_count_every_type_even_past_the_table() {
+        let t = TypeCounters::default();
+        // More types than slots: the rest go to the locked map.
+        for ty in 0..(TYPE_SLOTS as u16 + 40) {
+            t.sent(ty, usize::from(ty));
+            t.received(ty, 1);
+            t.received(ty, 2);
+        }
+        t.sent(u16::MAX, 7);
+        let m = t.snapshot();
+        assert_eq!(m.len(), TYPE_SLOTS + 41);
+        for (ty, c) in &m {
+            if *ty == u16::MAX {
+                assert_eq!(
+                    *c,
+                    TypeCount {
+                        sent: 1,
+                        sent_bytes: 7,
+                        received: 0,
+                        received_bytes: 0
+                    }
+                );
+                continue;
+            }
+            assert_eq!(
+                *c,
+                TypeCount {
+                    sent: 1,
+                    sent_bytes: u64::from(*ty),
+                    received: 2,
+                    received_bytes: 3
+                },
+                "type {ty}"
+            );
+        }
+    }
+
+    #[test]
+    fn type_counters_are_exact_under_concurrent_claims() {
+        let t = std::sync::Arc::new(TypeCounters::default());
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let t = std::sync::Arc::clone(&t);
+                std::thread::spawn(move || {
+                    for i in 0..1000u16 {
+                        t.sent(64 + i % 50, 10);
+                    }
+                })
+            })
+            .collect();
+        for h in threads {
+            h.join().expect("counting thread");
+        }
+        let m = t.snapshot();
+        assert_eq!(m.len(), 50);
+        assert!(m.values().all(|c| c.sent == 80 && c.sent_bytes == 800));
+    }
 
     #[test]
     fn stats_serialize_to_json() {

@@ -24,6 +24,10 @@ pub struct PingpongNodeArgs {
     pub reps: usize,
     #[arg(long, default_value_t = 10)]
     pub warmup: usize,
+    /// Only the active-message ping-pong (no blocking-request round trips): for profiling the
+    /// message path alone.
+    #[arg(long, hide = true)]
+    pub am_only: bool,
 }
 
 /// State of one active-message ping-pong chain, touched only on the service thread.
@@ -122,6 +126,9 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
                 ))
             })?;
             am.push(median(&samples));
+            if a.am_only {
+                continue;
+            }
 
             let mut s = Vec::with_capacity(a.iters);
             for i in 0..a.warmup + a.iters {

@@ -76,4 +76,15 @@ pub(crate) trait Backend: Send {
     fn udp_local_addr(&self) -> Option<SocketAddr>;
     /// Transport counters.
     fn counters(&self) -> LinkCounters;
+    /// True while the backend wants the service thread to look for input in a tight loop of
+    /// [`Backend::poll_hot`] calls instead of through the readiness poll: input that is not a
+    /// file descriptor (MPI) with traffic a moment ago. The endpoint then polls its other
+    /// sources (waker, extra sources, timers) only every few dozen calls. Default: never.
+    fn hot(&self) -> bool {
+        false
+    }
+    /// One cheap look for input while [`Backend::hot`]: no clock read, no system call; what
+    /// arrived goes to `out` like `handle_timeout`'s events (the clock of the last
+    /// `handle_timeout` stands for now).
+    fn poll_hot(&mut self, _out: &mut Vec<BackendEvent>) {}
 }

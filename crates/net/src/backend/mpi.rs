@@ -48,6 +48,7 @@ use crate::config::NetConfig;
 use crate::endpoint::{TY_BYE, TY_LINK};
 use crate::error::NetError;
 use crate::stats::{DropReason, LinkCounters};
+use ::mpi::datatype::Equivalence;
 use ::mpi::point_to_point::{Destination, MatchedReceiveVec, Source};
 use ::mpi::topology::{Communicator, SimpleCommunicator};
 use ::mpi::traits::Root;
@@ -57,7 +58,7 @@ use mio::event::Event;
 use mio::{Registry, Token, Waker};
 use parking_lot::Mutex;
 use squall_core::{JobId, NodeId};
-use squall_wire::{decode_header, Flags, Header, MsgType, HEADER_LEN};
+use squall_wire::{decode_header, encode_into, Flags, Header, MsgType, HEADER_LEN};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -73,6 +74,10 @@ pub(crate) const TAG_HEAD: i32 = 0x5156;
 pub(crate) const TAG_BODY: i32 = 0x5157;
 /// Payloads from this size on are sent as header + body messages.
 const SPLIT_AT: usize = 16 * 1024;
+/// Frames up to this size are received into a reused buffer and their payload copied out;
+/// larger ones are received into a vector of their own that becomes the payload (measured: a
+/// 4 KiB copy cost more than the allocation it saves).
+const COPY_MAX: usize = 1024;
 /// Whole frames up to this size are sent with a blocking `MPI_Send`: well under Open MPI's
 /// shared-memory eager limit (4 KiB including its own header), so the call never waits for the
 /// receiver to match it (two nodes sending to each other cannot deadlock).
@@ -90,9 +95,10 @@ const SVC_SPIN: Duration = Duration::from_micros(100);
 /// thread that a reply woke (or a peer node sharing the cores) must get to run. Yielding
 /// sooner costs the ping-pong time when other processes load the machine.
 const YIELD_AFTER: Duration = Duration::from_micros(20);
-/// A hot service thread that finds nothing probes up to this many times (about 2 µs) before
-/// it returns to the endpoint's loop (whose poll is a system call and reads the clock).
-const INNER_PROBES: u32 = 16;
+/// A hot service thread that finds nothing in `handle_timeout` probes up to this many times
+/// before it returns to the endpoint's loop (which mostly probes through [`Backend::poll_hot`],
+/// without its poll's system call and clock read).
+const INNER_PROBES: u32 = 4;
 /// How the hot service thread spins; chosen at start from the nodes on this machine and its
 /// cores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,6 +181,9 @@ struct Frame {
 
 /// A received message: source rank, frame or header, body.
 type Received = (i32, Vec<u8>, Option<Vec<u8>>);
+/// A message the service thread received: source rank, the frame or header if it was too
+/// large for the reused receive buffer, the body of a header + body pair.
+type Probed = (i32, Option<Vec<u8>>, Option<Vec<u8>>);
 
 /// State shared between the backend (service thread and senders) and the progress thread.
 struct Shared {
@@ -244,8 +253,15 @@ pub(crate) struct MpiBackend {
     /// Frames received by the progress thread or by a sender (pushed under the MPI lock).
     incoming: Receiver<Received>,
     incoming_tx: Sender<Received>,
-    /// Reused buffer of frames taken off MPI or `incoming` by the service thread.
+    /// Reused buffer of frames taken off `incoming` by the service thread.
     rx_buf: Vec<Received>,
+    /// Reused buffer the service thread receives each frame (or header) into.
+    rx_frame: Vec<u8>,
+    /// Reused buffer small frames are encoded into by a thread that sends them itself.
+    tx_buf: Vec<u8>,
+    /// The service thread probes MPI in a tight loop ([`Backend::hot`]): set by the last
+    /// `handle_timeout` while messages came or went within the spin policy's `yield_after`.
+    hot_probe: bool,
     progress: Thread,
     join: Option<JoinHandle<()>>,
     shared: Arc<Shared>,
@@ -318,6 +334,9 @@ pub(crate) fn start(cfg: &NetConfig) -> Result<(MpiBackend, NodeId, u16, JobId),
             incoming: in_rx,
             incoming_tx: in_tx,
             rx_buf: Vec::new(),
+            rx_frame: Vec::new(),
+            tx_buf: Vec::with_capacity(BLOCKING_SEND_MAX),
+            hot_probe: false,
             progress,
             join: Some(join),
             shared,
@@ -488,6 +507,41 @@ fn send_one(
     got
 }
 
+/// Receives the next message that has arrived, if any: the frame (or the header of a header +
+/// body pair) into `frame`, reused (its length set to the message's), the body as a vector of
+/// its own. Messages with other tags are dropped. Caller holds the MPI lock.
+fn receive_next(world: &SimpleCommunicator, frame: &mut Vec<u8>) -> Option<Probed> {
+    loop {
+        let (msg, status) = world.any_process().immediate_matched_probe()?;
+        let src = status.source_rank();
+        let tag = status.tag();
+        let n = usize::try_from(status.count(u8::equivalent_datatype())).unwrap_or(0);
+        let owned = if n <= COPY_MAX {
+            // Only the bytes beyond the old length are zeroed; MPI overwrites all `n`.
+            frame.resize(n, 0);
+            msg.matched_receive_into(&mut frame[..]);
+            None
+        } else {
+            // Larger frames are kept as received: copying them out costs more than the
+            // allocation.
+            Some((msg, status).matched_receive_vec::<u8>().0)
+        };
+        match tag {
+            TAG => return Some((src, owned, None)),
+            TAG_HEAD => {
+                // The body was posted right behind the header: wait for it.
+                let (body, _) = world
+                    .process_at_rank(src)
+                    .matched_probe_with_tag(TAG_BODY)
+                    .matched_receive_vec::<u8>();
+                return Some((src, owned, Some(body)));
+            }
+            // Not ours (a stray body, another tag): dropped.
+            _ => continue,
+        }
+    }
+}
+
 /// Receives every message already arrived into `sink`; true if there was one. Caller holds the
 /// MPI lock.
 fn receive_all(world: &SimpleCommunicator, sink: &mut dyn FnMut(Received)) -> bool {
@@ -592,7 +646,9 @@ impl MpiBackend {
     }
 
     /// The service thread's receive: frames others queued, then whatever MPI holds (if the
-    /// MPI lock is free; its holder queues what it receives).
+    /// MPI lock is free; its holder queues what it receives); probes up to [`INNER_PROBES`]
+    /// times while hot and finding nothing. Decides whether the endpoint may probe in a tight
+    /// loop until the next call ([`Backend::hot`]).
     fn poll_mpi(&mut self, now: Instant, out: &mut Vec<BackendEvent>) {
         self.now_seen = now;
         let idle_for = now.saturating_duration_since(self.last_activity);
@@ -603,45 +659,68 @@ impl MpiBackend {
                 .store(self.shared.nanos(now), Ordering::Release);
             self.shared.svc_hot.store(true, Ordering::Release);
         }
-        let mut buf = std::mem::take(&mut self.rx_buf);
-        match self.shared.mpi.try_lock() {
-            Some(closed) => {
-                // Under the lock: nothing can be queued after what this thread probes next.
-                buf.extend(self.incoming.try_iter());
-                if !*closed {
-                    let world = SimpleCommunicator::world();
-                    let mut probes = if hot && idle_for < self.spin.yield_after {
-                        INNER_PROBES
-                    } else {
-                        1
-                    };
-                    while probes > 0 && buf.is_empty() {
-                        receive_all(&world, &mut |r| buf.push(r));
-                        probes -= 1;
-                    }
-                }
-            }
-            None => buf.extend(self.incoming.try_iter()),
-        }
-        let idle = buf.is_empty();
-        let now = if buf.iter().any(|(_, _, body)| body.is_some()) {
-            // A large receive took a while: the service thread stays hot from its end.
-            Instant::now()
+        let mut probes = if hot && idle_for < self.spin.yield_after {
+            INNER_PROBES
         } else {
-            now
+            1
         };
-        for r in buf.drain(..) {
-            self.on_frame(now, r, out);
+        let mut found = false;
+        while probes > 0 && !found {
+            found = self.look(now, out);
+            probes -= 1;
         }
-        self.rx_buf = buf;
-        if idle
+        let idle_for = self.now_seen.saturating_duration_since(self.last_activity);
+        self.hot_probe = self.shutdown_at.is_none()
+            && !self.shared.finalized.load(Ordering::Relaxed)
+            && idle_for < self.spin.yield_after;
+        if !found
             && self.shared.svc_hot.load(Ordering::Relaxed)
-            && now.saturating_duration_since(self.last_activity) >= self.spin.yield_after
+            && idle_for >= self.spin.yield_after
         {
             // Spinning: let a thread waiting for this core (an application thread a reply
             // just woke, the peer's threads when nodes share cores) run first.
             std::thread::yield_now();
         }
+    }
+
+    /// One look at MPI: under its lock, the frames others queued (they came first) and then at
+    /// most one message probed by this thread; if another thread holds the lock, only the
+    /// queued frames (the holder queues what it receives, in order). True if anything came.
+    fn look(&mut self, now: Instant, out: &mut Vec<BackendEvent>) -> bool {
+        let mut queued = std::mem::take(&mut self.rx_buf);
+        let mut frame = std::mem::take(&mut self.rx_frame);
+        let mut probed = None;
+        match self.shared.mpi.try_lock() {
+            Some(closed) => {
+                queued.extend(self.incoming.try_iter());
+                if !*closed {
+                    probed = receive_next(&SimpleCommunicator::world(), &mut frame);
+                }
+            }
+            None => queued.extend(self.incoming.try_iter()),
+        }
+        let found = !queued.is_empty() || probed.is_some();
+        if found {
+            let large = matches!(probed, Some((_, _, Some(_))))
+                || queued.iter().any(|(_, _, body)| body.is_some());
+            // A large receive took a while: the service thread stays hot from its end.
+            let now = if large {
+                let t = Instant::now();
+                self.now_seen = t;
+                t
+            } else {
+                now
+            };
+            for (src, data, body) in queued.drain(..) {
+                self.on_frame(now, src, &[], Some(data), body, out);
+            }
+            if let Some((src, owned, body)) = probed {
+                self.on_frame(now, src, &frame, owned, body, out);
+            }
+        }
+        self.rx_buf = queued;
+        self.rx_frame = frame;
+        found
     }
 
     fn frame(
@@ -672,7 +751,17 @@ impl MpiBackend {
         })
     }
 
-    fn on_frame(&mut self, now: Instant, (src, data, body): Received, out: &mut Vec<BackendEvent>) {
+    fn on_frame(
+        &mut self,
+        now: Instant,
+        src: i32,
+        data: &[u8],
+        owned: Option<Vec<u8>>,
+        body: Option<Vec<u8>>,
+        out: &mut Vec<BackendEvent>,
+    ) {
+        // The frame (or header): the owned vector if there is one, else `data`.
+        let data = owned.as_deref().unwrap_or(data);
         self.counters.packets_received += 1;
         let Some(src) = u16::try_from(src)
             .ok()
@@ -681,7 +770,7 @@ impl MpiBackend {
             self.counters.drop(DropReason::BadDest);
             return;
         };
-        let h = match decode_header(&data) {
+        let h = match decode_header(data) {
             Ok(h) => h,
             Err(_) => {
                 self.counters.drop(DropReason::Garbage);
@@ -724,7 +813,11 @@ impl MpiBackend {
         }
         let payload = match body {
             Some(b) => Bytes::from(b),
-            None => Bytes::from(data).split_off(HEADER_LEN),
+            // Whole frames are below SPLIT_AT: one copy out of the reused receive buffer.
+            None => match owned {
+                Some(v) => Bytes::from(v).split_off(HEADER_LEN),
+                None => Bytes::copy_from_slice(&data[HEADER_LEN..]),
+            },
         };
         out.push(BackendEvent::Deliver(InMsg {
             src: h.src,
@@ -758,6 +851,49 @@ impl Backend for MpiBackend {
                 size: self.peers.len() as u16,
             });
         }
+        if HEADER_LEN + msg.payload.len() <= BLOCKING_SEND_MAX
+            && self.shared.in_flight.load(Ordering::Acquire) == 0
+        {
+            // The latency path: a small frame this thread sends itself, encoded into a reused
+            // buffer (no allocation) and sent with one blocking (eager) `MPI_Send`.
+            let Some(p) = self.peers.get_mut(msg.to.index()) else {
+                return Err(NetError::BadDestination {
+                    peer: msg.to,
+                    size: self.peers.len() as u16,
+                });
+            };
+            if p.lost {
+                return Err(NetError::PeerGone { peer: msg.to });
+            }
+            if let Some(closed) = self.shared.mpi.try_lock() {
+                if *closed {
+                    return Err(NetError::PeerLost {
+                        peer: msg.to,
+                        reason: "mpi has been finalised on this node".into(),
+                    });
+                }
+                p.last_sent = now;
+                let mut h = Header::new(self.job, msg.ty, self.rank, msg.to);
+                h.flags = msg.flags;
+                h.request_id = msg.request_id;
+                self.tx_buf.clear();
+                encode_into(&h, &msg.payload, &mut self.tx_buf);
+                SimpleCommunicator::world()
+                    .process_at_rank(i32::from(msg.to.0))
+                    .send_with_tag(&self.tx_buf[..], TAG);
+                drop(closed);
+                self.last_activity = now;
+                self.counters.packets_sent += 1;
+                self.shared
+                    .sent_ns
+                    .store(self.shared.nanos(now), Ordering::Release);
+                if !self.shared.svc_hot.load(Ordering::Acquire) {
+                    // The progress thread watches for the answer: from now, not after its nap.
+                    self.progress.unpark();
+                }
+                return Ok(());
+            }
+        }
         let frame = self.frame(msg.to, msg.ty, msg.flags, msg.request_id, &msg.payload)?;
         self.send_frame(now, msg.to, frame)
     }
@@ -767,8 +903,8 @@ impl Backend for MpiBackend {
             return;
         }
         self.shared.wake_pending.store(false, Ordering::Release);
-        while let Ok(r) = self.incoming.try_recv() {
-            self.on_frame(now, r, out);
+        while let Ok((src, data, body)) = self.incoming.try_recv() {
+            self.on_frame(now, src, &[], Some(data), body, out);
         }
     }
 
@@ -882,6 +1018,15 @@ impl Backend for MpiBackend {
 
     fn counters(&self) -> LinkCounters {
         self.counters.clone()
+    }
+
+    fn hot(&self) -> bool {
+        self.hot_probe
+    }
+
+    fn poll_hot(&mut self, out: &mut Vec<BackendEvent>) {
+        let now = self.now_seen;
+        self.look(now, out);
     }
 }
 
