@@ -11,9 +11,9 @@
  * The sparse matrix-vector product q = A p reads p at the random column indices of the
  * thread's rows, i.e. nearly all of p, written by all threads in the previous step (irregular
  * all-to-all reads); everything else is row-local. Each dot product is a reduction: every
- * thread writes its partial sum into its own slot (a page of its own), a barrier, then every thread adds
- * the slots in thread order (two alternating slot arrays, so a slot is never rewritten before
- * everyone has read it). 3 barriers per CG iteration: the reductions of p.q and r.r, and p
+ * thread writes its partial sum into its own slot (a page of its own), a barrier, then every
+ * thread adds the slots in thread order (two alternating slot arrays, so a slot is never
+ * rewritten before everyone has read it). 3 barriers per CG iteration: the reductions of p.q and r.r, and p
  * complete before the next product (every remote read of p is in the product, before the
  * p.q reduction, so p can be rewritten right after the r.r reduction).
  *
