@@ -10,6 +10,8 @@
 //! `bootstrap`; nothing in `endpoint` changes.
 #[cfg(feature = "mpi")]
 pub(crate) mod mpi;
+#[cfg(feature = "mpi")]
+mod mpi_rx;
 pub(crate) mod tcp;
 pub(crate) mod udp;
 

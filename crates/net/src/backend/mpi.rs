@@ -1,28 +1,32 @@
-//! The MPI backend (feature `mpi`): every message is one MPI point-to-point message on
-//! `MPI_COMM_WORLD` (tag [`TAG`]) holding the wire-encoded frame (header + payload, any size).
-//! Owns the progress thread, MPI initialisation/finalisation and the MPI bootstrap (rank and
-//! size from `MPI_Comm_rank`/`MPI_Comm_size`, the job id broadcast by rank 0); must not touch
-//! handlers, requests or statistics by type.
+//! The MPI backend (feature `mpi`): every frame (wire header + payload) up to [`RX_MAX`] bytes
+//! is one MPI point-to-point message on `MPI_COMM_WORLD` (tag [`TAG`]); a larger one is its
+//! header alone (tag [`TAG`]) followed by the payload, sent straight from the caller's buffer
+//! ([`TAG_BODY`]), so bulk data is not copied. Owns the progress thread, MPI
+//! initialisation/finalisation and the MPI bootstrap (rank and size from
+//! `MPI_Comm_rank`/`MPI_Comm_size`, the job id broadcast by rank 0); must not touch handlers,
+//! requests or statistics by type.
 //!
 //! Who calls MPI: MPI is initialised with `MPI_THREAD_SERIALIZED` and every MPI call is made
 //! under one lock ([`Shared::mpi`]), by whichever thread needs it, so no message crosses a
 //! thread to be sent or received on the latency path:
 //! - **Sends** are posted by the sending thread itself ([`Backend::send`], already under the
-//!   endpoint's lock): a blocking `MPI_Send` for whole frames up to [`BLOCKING_SEND_MAX`]
-//!   (eager: it never waits for the receiver), else `MPI_Isend`, then `MPI_Test` while probing
-//!   incoming messages (so two large sends crossing each other cannot deadlock). Only when
-//!   earlier sends are still queued for the progress thread, or the MPI lock is busy, does a
-//!   send join that queue, behind them.
-//! - **Receives** are made by the endpoint's service thread while it is *hot* (a message came
-//!   or went within [`SVC_SPIN`]): [`Backend::poll_timeout`] then asks for an immediate
-//!   wake-up, so the service loop keeps calling [`Backend::handle_timeout`], which probes MPI
-//!   (`MPI_Improbe`/`MPI_Mrecv`) and delivers straight to the handlers. This is the busy-wait
-//!   a raw MPI program does inside `MPI_Recv`, bounded in time: it probes up to
-//!   [`INNER_PROBES`] times per call (the endpoint's loop around it costs a system call), and
-//!   after [`YIELD_AFTER`] without a message it yields its core between probes. When the
-//!   machine runs more nodes than it has cores, the service thread does not spin at all
-//!   ([`SpinPolicy`]): spinning nodes would keep the nodes they wait for off the cores.
-//! - The **progress thread** probes while the service thread is cold (asleep in its poll) or
+//!   endpoint's lock): a whole frame with one blocking `MPI_Send` encoded into a reused buffer
+//!   (eager: it never waits for the receiver), else `MPI_Isend`s, then `MPI_Test` while
+//!   receiving (so two large sends crossing each other cannot deadlock). Only when earlier
+//!   sends are still queued for the progress thread, or the MPI lock is busy, does a send join
+//!   that queue, behind them.
+//! - **Receives** go through one receive kept posted for [`TAG`] from any source
+//!   ([`super::mpi_rx::PostedRecv`]): a message is matched to it as MPI pulls it in, and one
+//!   `MPI_Test` finds it, as `MPI_Recv` does in a raw MPI program. The endpoint's service
+//!   thread tests it itself while *hot* (a message came or went within [`SVC_SPIN`]): in the
+//!   endpoint's tight loop ([`Backend::hot`], [`Backend::poll_hot`]: no poll system call, no
+//!   clock read) while the last message is less than [`YIELD_AFTER`] old, then in
+//!   [`Backend::handle_timeout`], which [`Backend::poll_timeout`] keeps calling without sleep,
+//!   yielding its core between tests. Frames are decoded straight from the posted receive's
+//!   buffer and delivered to the handlers. When the machine runs more nodes than it has cores,
+//!   the service thread does not spin at all ([`SpinPolicy`]): spinning nodes would keep the
+//!   nodes they wait for off the cores.
+//! - The **progress thread** receives while the service thread is cold (asleep in its poll) or
 //!   stalled in a long handler ([`STALL`]), handing what it receives to the service thread
 //!   through a channel plus a `mio::Waker` registered under this backend's token; it spins
 //!   for [`SPIN`] after its last piece of work, then naps with a timeout growing from 2 µs to
@@ -30,25 +34,26 @@
 //!
 //! Per-pair FIFO: sends are posted in order (a send posts itself only when nothing is queued
 //! for the progress thread, and the queue is emptied in order; a busy lock sends it to the
-//! queue rather than wait for a holder that may have lost its core), MPI does not let one
-//! sender's messages overtake each other within a matching receive, the receiver matches with one
-//! any-source any-tag probe (then the body from that same source), and frames the progress
-//! thread (or a sender) received are queued under the MPI lock, which the service thread holds
-//! while it drains that queue before probing itself.
-//! Payloads of [`SPLIT_AT`] bytes or more go as two messages, the header ([`TAG_HEAD`]) and the
-//! payload straight from the sender's buffer ([`TAG_BODY`]), so bulk data is not copied.
+//! queue rather than wait for a holder that may have lost its core); MPI does not let one
+//! sender's messages overtake each other among those one receive matches, and every [`TAG`]
+//! message goes through the one posted receive, reposted right after each message (a new
+//! receive matches the oldest waiting message first); a body is taken from its header's
+//! sender right after the header (bodies of one sender stay in order too); frames another
+//! thread received are queued under the MPI lock, which the service thread holds while it
+//! drains that queue before testing the receive itself.
 //!
 //! Goodbye: a `BYE` frame to every peer; once all peers said goodbye (or [`LINGER`] passed)
-//! the progress thread calls `MPI_Finalize` and the backend reports itself flushed.
-//! A dead peer normally makes mpirun end the whole job; in case it does not, heartbeats
-//! (`TY_LINK`, every third of the peer timeout when nothing else was sent) and a silence
-//! limit of `SQUALL_PEER_TIMEOUT_MS` report the peer lost by name instead of hanging.
+//! the progress thread withdraws the posted receive and calls `MPI_Finalize`, and the backend
+//! reports itself flushed. A dead peer normally makes mpirun end the whole job; in case it
+//! does not, heartbeats (`TY_LINK`, every third of the peer timeout when nothing else was
+//! sent) and a silence limit of `SQUALL_PEER_TIMEOUT_MS` report the peer lost by name instead
+//! of hanging.
+use super::mpi_rx::PostedRecv;
 use super::{Backend, BackendEvent, InMsg, OutMsg};
 use crate::config::NetConfig;
 use crate::endpoint::{TY_BYE, TY_LINK};
 use crate::error::NetError;
 use crate::stats::{DropReason, LinkCounters};
-use ::mpi::datatype::Equivalence;
 use ::mpi::point_to_point::{Destination, MatchedReceiveVec, Source};
 use ::mpi::topology::{Communicator, SimpleCommunicator};
 use ::mpi::traits::Root;
@@ -65,23 +70,23 @@ use std::sync::Arc;
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
-/// The MPI tag of a whole frame (header + payload in one message).
+/// The MPI tag of a whole frame (header + payload in one message), or of a header alone whose
+/// payload follows as one [`TAG_BODY`] message from the same sender.
 pub(crate) const TAG: i32 = 0x5155;
-/// A header alone; its payload follows from the same sender as one [`TAG_BODY`] message
-/// (large payloads go straight from the caller's buffer, without copying them behind a header).
-pub(crate) const TAG_HEAD: i32 = 0x5156;
-/// The payload after a [`TAG_HEAD`] message.
+/// The payload after a header alone.
 pub(crate) const TAG_BODY: i32 = 0x5157;
-/// Payloads from this size on are sent as header + body messages.
-const SPLIT_AT: usize = 16 * 1024;
-/// Frames up to this size are received into a reused buffer and their payload copied out;
-/// larger ones are received into a vector of their own that becomes the payload (measured: a
-/// 4 KiB copy cost more than the allocation it saves).
-const COPY_MAX: usize = 1024;
+/// The largest [`TAG`] message (the posted receive's buffer): frames up to this size are sent
+/// whole and their payload copied out of that buffer; larger ones go as header + body, the body
+/// straight from the sender's buffer into a vector that becomes the payload (measured on the
+/// 2-core VM: copying a 4 KiB frame cost about 1 µs more than receiving it into its own
+/// vector, more than an extra small message costs).
+pub(crate) const RX_MAX: usize = HEADER_LEN + 1024;
 /// Whole frames up to this size are sent with a blocking `MPI_Send`: well under Open MPI's
 /// shared-memory eager limit (4 KiB including its own header), so the call never waits for the
 /// receiver to match it (two nodes sending to each other cannot deadlock).
 const BLOCKING_SEND_MAX: usize = 2048;
+// Whole frames are sent with a blocking `MPI_Send`.
+const _: () = assert!(RX_MAX <= BLOCKING_SEND_MAX);
 /// This backend's token in the service thread's poll (the waker).
 const WAKE_TOKEN: Token = Token(1);
 /// How long the progress thread keeps probing after its last piece of work before napping.
@@ -181,18 +186,22 @@ struct Frame {
 
 /// A received message: source rank, frame or header, body.
 type Received = (i32, Vec<u8>, Option<Vec<u8>>);
-/// A message the service thread received: source rank, the frame or header if it was too
-/// large for the reused receive buffer, the body of a header + body pair.
-type Probed = (i32, Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// What the MPI lock guards.
+struct MpiState {
+    /// True once MPI is (being) finalised: nobody calls MPI any more.
+    closed: bool,
+    /// The receive kept posted for [`TAG`] messages.
+    rx: PostedRecv,
+}
 
 /// State shared between the backend (service thread and senders) and the progress thread.
 struct Shared {
     waker: Mutex<Option<Arc<Waker>>>,
     wake_pending: AtomicBool,
-    /// Held around every MPI call (`MPI_THREAD_SERIALIZED`); true once MPI is (being)
-    /// finalised, after which nobody calls MPI. Frames are pushed to the received queue under
-    /// it, which keeps them in order with what the holder probes next.
-    mpi: Mutex<bool>,
+    /// Held around every MPI call (`MPI_THREAD_SERIALIZED`). Frames are pushed to the received
+    /// queue under it, which keeps them in order with what the holder receives next.
+    mpi: Mutex<MpiState>,
     /// Frames queued for the progress thread or being sent by it.
     in_flight: AtomicUsize,
     /// `MPI_Finalize` returned (or the progress thread ended).
@@ -255,8 +264,6 @@ pub(crate) struct MpiBackend {
     incoming_tx: Sender<Received>,
     /// Reused buffer of frames taken off `incoming` by the service thread.
     rx_buf: Vec<Received>,
-    /// Reused buffer the service thread receives each frame (or header) into.
-    rx_frame: Vec<u8>,
     /// Reused buffer small frames are encoded into by a thread that sends them itself.
     tx_buf: Vec<u8>,
     /// The service thread probes MPI in a tight loop ([`Backend::hot`]): set by the last
@@ -287,7 +294,10 @@ pub(crate) fn start(cfg: &NetConfig) -> Result<(MpiBackend, NodeId, u16, JobId),
     let shared = Arc::new(Shared {
         waker: Mutex::new(None),
         wake_pending: AtomicBool::new(false),
-        mpi: Mutex::new(false),
+        mpi: Mutex::new(MpiState {
+            closed: false,
+            rx: PostedRecv::new(TAG, RX_MAX),
+        }),
         in_flight: AtomicUsize::new(0),
         finalized: AtomicBool::new(false),
         svc_hot: AtomicBool::new(false),
@@ -334,7 +344,6 @@ pub(crate) fn start(cfg: &NetConfig) -> Result<(MpiBackend, NodeId, u16, JobId),
             incoming: in_rx,
             incoming_tx: in_tx,
             rx_buf: Vec::new(),
-            rx_frame: Vec::new(),
             tx_buf: Vec::with_capacity(BLOCKING_SEND_MAX),
             hot_probe: false,
             progress,
@@ -409,8 +418,8 @@ fn progress_main(
             match cmds.try_recv() {
                 Ok(Cmd::Send { to, frame }) => {
                     worked = true;
-                    let closed = shared.mpi.lock();
-                    if !*closed && send_one(&world, to, &frame, &mut push) {
+                    let mut st = shared.mpi.lock();
+                    if !st.closed && send_one(&world, &mut st, to, &frame, &mut push) {
                         shared.wake();
                     }
                     // Still under the lock: a sender that sees nothing in flight may post
@@ -436,8 +445,8 @@ fn progress_main(
             last_work = now;
             continue;
         }
-        if let Some(closed) = shared.mpi.try_lock() {
-            if !*closed && receive_all(&world, &mut push) {
+        if let Some(mut st) = shared.mpi.try_lock() {
+            if !st.closed && receive_all(&world, &mut st, &mut push) {
                 worked = true;
                 shared.wake();
             }
@@ -460,8 +469,13 @@ fn progress_main(
             nap = (nap * 2).min(MAX_NAP);
         }
     }
-    // Nobody calls MPI once the flag is set (every caller checks it under the lock).
-    *shared.mpi.lock() = true;
+    // Nobody calls MPI once the flag is set (every caller checks it under the lock); the
+    // posted receive is withdrawn before MPI_Finalize.
+    {
+        let mut st = shared.mpi.lock();
+        st.rx.cancel();
+        st.closed = true;
+    }
     drop(world);
     drop(universe); // MPI_Finalize
     shared.finalized.store(true, Ordering::Release);
@@ -473,6 +487,7 @@ fn progress_main(
 /// (true if something did). Caller holds the MPI lock.
 fn send_one(
     world: &SimpleCommunicator,
+    st: &mut MpiState,
     to: i32,
     frame: &Frame,
     sink: &mut dyn FnMut(Received),
@@ -486,8 +501,7 @@ fn send_one(
     }
     let mut got = false;
     ::mpi::request::scope(|scope| {
-        let head_tag = if frame.body.is_some() { TAG_HEAD } else { TAG };
-        let mut head = Some(dest.immediate_send_with_tag(scope, &frame.head[..], head_tag));
+        let mut head = Some(dest.immediate_send_with_tag(scope, &frame.head[..], TAG));
         let mut body = frame
             .body
             .as_ref()
@@ -500,75 +514,81 @@ fn send_one(
                 body = r.test().err();
             }
             if head.is_some() || body.is_some() {
-                got |= receive_all(world, sink);
+                got |= receive_all(world, st, sink);
             }
         }
     });
     got
 }
 
-/// Receives the next message that has arrived, if any: the frame (or the header of a header +
-/// body pair) into `frame`, reused (its length set to the message's), the body as a vector of
-/// its own. Messages with other tags are dropped. Caller holds the MPI lock.
-fn receive_next(world: &SimpleCommunicator, frame: &mut Vec<u8>) -> Option<Probed> {
-    loop {
-        let (msg, status) = world.any_process().immediate_matched_probe()?;
-        let src = status.source_rank();
-        let tag = status.tag();
-        let n = usize::try_from(status.count(u8::equivalent_datatype())).unwrap_or(0);
-        let owned = if n <= COPY_MAX {
-            // Only the bytes beyond the old length are zeroed; MPI overwrites all `n`.
-            frame.resize(n, 0);
-            msg.matched_receive_into(&mut frame[..]);
-            None
-        } else {
-            // Larger frames are kept as received: copying them out costs more than the
-            // allocation.
-            Some((msg, status).matched_receive_vec::<u8>().0)
-        };
-        match tag {
-            TAG => return Some((src, owned, None)),
-            TAG_HEAD => {
-                // The body was posted right behind the header: wait for it.
-                let (body, _) = world
-                    .process_at_rank(src)
-                    .matched_probe_with_tag(TAG_BODY)
-                    .matched_receive_vec::<u8>();
-                return Some((src, owned, Some(body)));
-            }
-            // Not ours (a stray body, another tag): dropped.
-            _ => continue,
-        }
-    }
-}
-
-/// Receives every message already arrived into `sink`; true if there was one. Caller holds the
-/// MPI lock.
-fn receive_all(world: &SimpleCommunicator, sink: &mut dyn FnMut(Received)) -> bool {
+/// Receives every frame already arrived into `sink` (copied out of the posted receive, which
+/// is posted again at once); true if there was one. Caller holds the MPI lock.
+fn receive_all(
+    world: &SimpleCommunicator,
+    st: &mut MpiState,
+    sink: &mut dyn FnMut(Received),
+) -> bool {
     let mut got = false;
-    // Any tag: MPI keeps one sender's messages in order only among those a receive matches,
-    // so header and body (different tags) must be matched by the same any-tag probe.
-    while let Some((msg, status)) = world.any_process().immediate_matched_probe() {
-        let src = status.source_rank();
-        let tag = status.tag();
-        let (data, _) = (msg, status).matched_receive_vec::<u8>();
+    while let Some((src, _)) = st.rx.test(world) {
         got = true;
-        let body = if tag == TAG_HEAD {
-            // The body was posted right behind the header: wait for it.
-            let (body, _) = world
-                .process_at_rank(src)
-                .matched_probe_with_tag(TAG_BODY)
-                .matched_receive_vec::<u8>();
-            Some(body)
-        } else if tag == TAG {
-            None
-        } else {
-            // Not ours (a stray body, another tag): dropped.
-            continue;
-        };
+        let data = st.rx.data().to_vec();
+        st.rx.release(world);
+        let body = is_split_header(&data).then(|| receive_body(world, src));
         sink((src, data, body));
     }
     got
+}
+
+/// Checks one received frame from MPI rank `src` (a whole frame, or a header with its `body`)
+/// against this node (`job`, `rank`, `peers` nodes) and returns its header and payload (a
+/// whole frame's payload copied out: frames are at most [`RX_MAX`] bytes), or why it is
+/// dropped. Pure: it may run under the MPI lock, on the posted receive's buffer.
+fn decode_frame(
+    job: JobId,
+    rank: NodeId,
+    peers: usize,
+    src: i32,
+    data: &[u8],
+    body: Option<Vec<u8>>,
+) -> Result<(Header, Bytes), DropReason> {
+    let src = u16::try_from(src)
+        .ok()
+        .filter(|s| usize::from(*s) < peers)
+        .ok_or(DropReason::BadDest)?;
+    let h = decode_header(data).map_err(|_| DropReason::Garbage)?;
+    if h.job != job {
+        return Err(DropReason::ForeignJob);
+    }
+    if h.src.0 != src || h.dst != rank {
+        return Err(DropReason::BadDest);
+    }
+    let payload = match body {
+        Some(b) if data.len() == HEADER_LEN && b.len() == h.payload_len as usize => Bytes::from(b),
+        None if data.len() == HEADER_LEN + h.payload_len as usize => {
+            Bytes::copy_from_slice(&data[HEADER_LEN..])
+        }
+        _ => return Err(DropReason::Truncated),
+    };
+    Ok((h, payload))
+}
+
+/// True if `frame` is a header alone whose payload follows as a [`TAG_BODY`] message.
+fn is_split_header(frame: &[u8]) -> bool {
+    frame.len() == HEADER_LEN
+        && frame
+            .get(44..48)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .is_some_and(|b| u32::from_le_bytes(b) > 0)
+}
+
+/// The body behind a split header from `src`: posted right behind it, so this waits only for
+/// its transfer. Caller holds the MPI lock.
+fn receive_body(world: &SimpleCommunicator, src: i32) -> Vec<u8> {
+    world
+        .process_at_rank(src)
+        .matched_probe_with_tag(TAG_BODY)
+        .matched_receive_vec::<u8>()
+        .0
 }
 
 impl MpiBackend {
@@ -596,8 +616,8 @@ impl MpiBackend {
         } else {
             None
         };
-        if let Some(closed) = lock {
-            if *closed {
+        if let Some(mut st) = lock {
+            if st.closed {
                 return Err(NetError::PeerLost {
                     peer: to,
                     reason: "mpi has been finalised on this node".into(),
@@ -605,10 +625,10 @@ impl MpiBackend {
             }
             let world = SimpleCommunicator::world();
             let tx = &self.incoming_tx;
-            let got = send_one(&world, i32::from(to.0), &frame, &mut |r| {
+            let got = send_one(&world, &mut st, i32::from(to.0), &frame, &mut |r| {
                 let _ = tx.send(r);
             });
-            drop(closed);
+            drop(st);
             if got {
                 self.shared.wake();
             }
@@ -688,20 +708,30 @@ impl MpiBackend {
     /// queued frames (the holder queues what it receives, in order). True if anything came.
     fn look(&mut self, now: Instant, out: &mut Vec<BackendEvent>) -> bool {
         let mut queued = std::mem::take(&mut self.rx_buf);
-        let mut frame = std::mem::take(&mut self.rx_frame);
         let mut probed = None;
         match self.shared.mpi.try_lock() {
-            Some(closed) => {
+            Some(mut st) => {
                 queued.extend(self.incoming.try_iter());
-                if !*closed {
-                    probed = receive_next(&SimpleCommunicator::world(), &mut frame);
+                if !st.closed {
+                    let world = SimpleCommunicator::world();
+                    if let Some((src, _)) = st.rx.test(&world) {
+                        let data = st.rx.data();
+                        let body = is_split_header(data).then(|| receive_body(&world, src));
+                        // Decoded straight from the posted receive's buffer, which is then
+                        // posted again.
+                        probed = Some((
+                            body.is_some(),
+                            decode_frame(self.job, self.rank, self.peers.len(), src, data, body),
+                        ));
+                        st.rx.release(&world);
+                    }
                 }
             }
             None => queued.extend(self.incoming.try_iter()),
         }
         let found = !queued.is_empty() || probed.is_some();
         if found {
-            let large = matches!(probed, Some((_, _, Some(_))))
+            let large = matches!(probed, Some((true, _)))
                 || queued.iter().any(|(_, _, body)| body.is_some());
             // A large receive took a while: the service thread stays hot from its end.
             let now = if large {
@@ -712,17 +742,17 @@ impl MpiBackend {
                 now
             };
             for (src, data, body) in queued.drain(..) {
-                self.on_frame(now, src, &[], Some(data), body, out);
+                self.on_frame(now, src, &data, body, out);
             }
-            if let Some((src, owned, body)) = probed {
-                self.on_frame(now, src, &frame, owned, body, out);
+            if let Some((_, decoded)) = probed {
+                self.accept(now, decoded, out);
             }
         }
         self.rx_buf = queued;
-        self.rx_frame = frame;
         found
     }
 
+    /// Encodes one message: a whole frame, or a header with the payload beside it.
     fn frame(
         &self,
         to: NodeId,
@@ -737,8 +767,9 @@ impl MpiBackend {
         let mut h = Header::new(self.job, ty, self.rank, to);
         h.flags = flags;
         h.request_id = request_id;
-        if payload.len() >= SPLIT_AT {
-            // Header alone; the payload is sent from the caller's buffer as it is.
+        if HEADER_LEN + payload.len() > RX_MAX {
+            // Header alone (never empty: see `is_split_header`); the payload is sent from the
+            // caller's buffer as it is.
             h.payload_len = payload.len() as u32;
             return Ok(Frame {
                 head: h.to_bytes().to_vec(),
@@ -751,49 +782,36 @@ impl MpiBackend {
         })
     }
 
+    /// Accounts for and delivers one received frame (`data`, with `body` beside a header).
     fn on_frame(
         &mut self,
         now: Instant,
         src: i32,
         data: &[u8],
-        owned: Option<Vec<u8>>,
         body: Option<Vec<u8>>,
         out: &mut Vec<BackendEvent>,
     ) {
-        // The frame (or header): the owned vector if there is one, else `data`.
-        let data = owned.as_deref().unwrap_or(data);
+        let decoded = decode_frame(self.job, self.rank, self.peers.len(), src, data, body);
+        self.accept(now, decoded, out);
+    }
+
+    /// The stateful half of receiving a frame (see [`decode_frame`]): counters, peer state,
+    /// goodbyes and heartbeats, delivery.
+    fn accept(
+        &mut self,
+        now: Instant,
+        decoded: Result<(Header, Bytes), DropReason>,
+        out: &mut Vec<BackendEvent>,
+    ) {
         self.counters.packets_received += 1;
-        let Some(src) = u16::try_from(src)
-            .ok()
-            .filter(|s| usize::from(*s) < self.peers.len())
-        else {
-            self.counters.drop(DropReason::BadDest);
-            return;
-        };
-        let h = match decode_header(data) {
-            Ok(h) => h,
-            Err(_) => {
-                self.counters.drop(DropReason::Garbage);
+        let (h, payload) = match decoded {
+            Ok(d) => d,
+            Err(reason) => {
+                self.counters.drop(reason);
                 return;
             }
         };
-        if h.job != self.job {
-            self.counters.drop(DropReason::ForeignJob);
-            return;
-        }
-        if h.src.0 != src || h.dst != self.rank {
-            self.counters.drop(DropReason::BadDest);
-            return;
-        }
-        let whole = match &body {
-            None => data.len() == HEADER_LEN + h.payload_len as usize,
-            Some(b) => data.len() == HEADER_LEN && b.len() == h.payload_len as usize,
-        };
-        if !whole {
-            self.counters.drop(DropReason::Truncated);
-            return;
-        }
-        let p = &mut self.peers[usize::from(src)];
+        let p = &mut self.peers[h.src.index()];
         p.last_heard = now;
         self.last_activity = now;
         if p.lost {
@@ -811,14 +829,6 @@ impl MpiBackend {
         if h.ty.0 == TY_LINK {
             return;
         }
-        let payload = match body {
-            Some(b) => Bytes::from(b),
-            // Whole frames are below SPLIT_AT: one copy out of the reused receive buffer.
-            None => match owned {
-                Some(v) => Bytes::from(v).split_off(HEADER_LEN),
-                None => Bytes::copy_from_slice(&data[HEADER_LEN..]),
-            },
-        };
         out.push(BackendEvent::Deliver(InMsg {
             src: h.src,
             ty: h.ty,
@@ -851,7 +861,7 @@ impl Backend for MpiBackend {
                 size: self.peers.len() as u16,
             });
         }
-        if HEADER_LEN + msg.payload.len() <= BLOCKING_SEND_MAX
+        if HEADER_LEN + msg.payload.len() <= RX_MAX
             && self.shared.in_flight.load(Ordering::Acquire) == 0
         {
             // The latency path: a small frame this thread sends itself, encoded into a reused
@@ -865,8 +875,8 @@ impl Backend for MpiBackend {
             if p.lost {
                 return Err(NetError::PeerGone { peer: msg.to });
             }
-            if let Some(closed) = self.shared.mpi.try_lock() {
-                if *closed {
+            if let Some(st) = self.shared.mpi.try_lock() {
+                if st.closed {
                     return Err(NetError::PeerLost {
                         peer: msg.to,
                         reason: "mpi has been finalised on this node".into(),
@@ -881,7 +891,7 @@ impl Backend for MpiBackend {
                 SimpleCommunicator::world()
                     .process_at_rank(i32::from(msg.to.0))
                     .send_with_tag(&self.tx_buf[..], TAG);
-                drop(closed);
+                drop(st);
                 self.last_activity = now;
                 self.counters.packets_sent += 1;
                 self.shared
@@ -904,7 +914,7 @@ impl Backend for MpiBackend {
         }
         self.shared.wake_pending.store(false, Ordering::Release);
         while let Ok((src, data, body)) = self.incoming.try_recv() {
-            self.on_frame(now, src, &[], Some(data), body, out);
+            self.on_frame(now, src, &data, body, out);
         }
     }
 
@@ -1060,6 +1070,67 @@ mod tests {
         assert_eq!(parse_cpu_list(""), None);
         assert_eq!(parse_cpu_list("3-1"), None);
         assert_eq!(parse_cpu_list("0-x"), None);
+    }
+
+    fn encoded(payload_len: usize, split: bool) -> Vec<u8> {
+        let mut h = Header::new(JobId(7), MsgType(100), NodeId(1), NodeId(0));
+        h.request_id = 9;
+        if split {
+            h.payload_len = payload_len as u32;
+            h.to_bytes().to_vec()
+        } else {
+            squall_wire::encode(&h, &vec![0xabu8; payload_len])
+        }
+    }
+
+    #[test]
+    fn decode_frame_takes_whole_frames_and_split_headers_and_drops_the_rest() {
+        let (job, me) = (JobId(7), NodeId(0));
+        // A whole frame: payload copied out.
+        let f = encoded(8, false);
+        let (h, p) = decode_frame(job, me, 2, 1, &f, None).expect("whole frame");
+        assert_eq!(
+            (h.ty, h.request_id, &p[..]),
+            (MsgType(100), 9, &[0xab; 8][..])
+        );
+        assert!(!is_split_header(&f));
+        // An empty whole frame is not a split header.
+        assert!(!is_split_header(&encoded(0, false)));
+        // A header alone with its body.
+        let head = encoded(5000, true);
+        assert!(is_split_header(&head));
+        let (_, p) =
+            decode_frame(job, me, 2, 1, &head, Some(vec![1u8; 5000])).expect("header + body");
+        assert_eq!(p.len(), 5000);
+        // Wrong body length, truncated frame, foreign job, wrong source or rank, garbage.
+        assert_eq!(
+            decode_frame(job, me, 2, 1, &head, Some(vec![1u8; 10])).err(),
+            Some(DropReason::Truncated)
+        );
+        assert_eq!(
+            decode_frame(job, me, 2, 1, &f[..f.len() - 1], None).err(),
+            Some(DropReason::Truncated)
+        );
+        assert_eq!(
+            decode_frame(JobId(8), me, 2, 1, &f, None).err(),
+            Some(DropReason::ForeignJob)
+        );
+        assert_eq!(
+            decode_frame(job, me, 3, 2, &f, None).err(),
+            Some(DropReason::BadDest)
+        );
+        assert_eq!(
+            decode_frame(job, me, 2, 5, &f, None).err(),
+            Some(DropReason::BadDest)
+        );
+        assert_eq!(
+            decode_frame(job, NodeId(1), 2, 1, &f, None).err(),
+            Some(DropReason::BadDest)
+        );
+        assert_eq!(
+            decode_frame(job, me, 2, 1, &[0u8; 10], None).err(),
+            Some(DropReason::Garbage)
+        );
     }
 
     #[test]

@@ -1,0 +1,154 @@
+//! The MPI backend's posted receive (feature `mpi`): one `MPI_Irecv` (any source, one tag) kept
+//! posted into a buffer this module owns, tested with `MPI_Test`. Owns that buffer and request
+//! and nothing else; it must only be used under the backend's MPI lock (`MPI_THREAD_SERIALIZED`),
+//! and must not decide anything about frames.
+//!
+//! Why a posted receive: a message that arrives is matched to it inside the progress call that
+//! pulls the message in, so one `MPI_Test` both progresses and completes it, as `MPI_Recv` does
+//! for a raw MPI program; `MPI_Improbe` matches before it progresses, so a message is found one
+//! call later and every empty probe allocates and frees a request. rsmpi's safe requests borrow
+//! their buffer for a scope and cannot stay posted across calls, hence the direct calls below.
+//!
+//! Ordering: MPI matches a newly posted receive against the oldest unexpected message first, and
+//! messages from one sender match posted receives in the order they were sent, so receiving
+//! every frame of the tag through this one receive keeps each sender's order.
+#![allow(unsafe_code)]
+
+use ::mpi::datatype::Equivalence;
+use ::mpi::ffi;
+use ::mpi::raw::AsRaw;
+use ::mpi::topology::SimpleCommunicator;
+use std::mem::MaybeUninit;
+
+/// Where the posted receive is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Not posted (before first use, after completion until released, after cancel).
+    Idle,
+    /// Posted; `req` is live and MPI may write the buffer.
+    Posted,
+    /// Completed: the buffer holds a message of `len` bytes from rank `src`.
+    Done { src: i32, len: usize },
+}
+
+/// One receive kept posted for messages of one tag from any source.
+pub(crate) struct PostedRecv {
+    buf: Box<[u8]>,
+    req: ffi::MPI_Request,
+    tag: i32,
+    state: State,
+}
+
+// SAFETY: the request handle is only touched under the backend's MPI lock (one thread at a
+// time, `MPI_THREAD_SERIALIZED`), and the buffer is owned here; moving the pair to another
+// thread is what that lock already does.
+unsafe impl Send for PostedRecv {}
+
+impl PostedRecv {
+    /// A receive for messages of `tag` up to `max` bytes (larger ones are an MPI error: the
+    /// senders must split them). Posted at the first [`PostedRecv::test`].
+    pub(crate) fn new(tag: i32, max: usize) -> PostedRecv {
+        PostedRecv {
+            buf: vec![0u8; max].into_boxed_slice(),
+            // SAFETY: reading a constant the MPI library exports.
+            req: unsafe { ffi::RSMPI_REQUEST_NULL },
+            tag,
+            state: State::Idle,
+        }
+    }
+
+    fn post(&mut self, world: &SimpleCommunicator) {
+        let count = i32::try_from(self.buf.len()).unwrap_or(i32::MAX);
+        // SAFETY: MPI is initialised (the caller holds a communicator and the MPI lock); the
+        // buffer is owned by `self` and neither read nor dropped while the receive is posted
+        // (`Drop` and `cancel` complete the request first); `req` outlives the call.
+        unsafe {
+            ffi::MPI_Irecv(
+                self.buf.as_mut_ptr().cast(),
+                count,
+                u8::equivalent_datatype().as_raw(),
+                ffi::RSMPI_ANY_SOURCE,
+                self.tag,
+                world.as_raw(),
+                &mut self.req,
+            );
+        }
+        self.state = State::Posted;
+    }
+
+    /// Posts the receive if needed, then tests it (which progresses MPI): the source rank and
+    /// the length of the message now in the buffer, until [`PostedRecv::release`].
+    pub(crate) fn test(&mut self, world: &SimpleCommunicator) -> Option<(i32, usize)> {
+        match self.state {
+            State::Done { src, len } => return Some((src, len)),
+            State::Idle => self.post(world),
+            State::Posted => {}
+        }
+        let mut flag = 0;
+        let mut status = MaybeUninit::<ffi::MPI_Status>::uninit();
+        // SAFETY: `req` is a live request posted by `post`; `flag` and `status` are valid for
+        // writes; MPI sets `req` to MPI_REQUEST_NULL when it completes.
+        let status = unsafe {
+            ffi::MPI_Test(&mut self.req, &mut flag, status.as_mut_ptr());
+            if flag == 0 {
+                return None;
+            }
+            status.assume_init()
+        };
+        let mut count = 0;
+        // SAFETY: `status` was filled in by the completed MPI_Test.
+        unsafe {
+            ffi::MPI_Get_count(&status, u8::equivalent_datatype().as_raw(), &mut count);
+        }
+        let len = usize::try_from(count).unwrap_or(0).min(self.buf.len());
+        self.state = State::Done {
+            src: status.MPI_SOURCE,
+            len,
+        };
+        Some((status.MPI_SOURCE, len))
+    }
+
+    /// The message a completed [`PostedRecv::test`] reported.
+    pub(crate) fn data(&self) -> &[u8] {
+        match self.state {
+            State::Done { len, .. } => &self.buf[..len],
+            _ => &[],
+        }
+    }
+
+    /// Done with the message in the buffer: the receive is posted again at once (so the next
+    /// message is matched to it as it arrives).
+    pub(crate) fn release(&mut self, world: &SimpleCommunicator) {
+        if matches!(self.state, State::Done { .. }) {
+            self.post(world);
+        }
+    }
+
+    /// Withdraws a posted receive (before `MPI_Finalize`): cancelled, or completed if a message
+    /// matched it meanwhile (that message is dropped: the node is finishing).
+    pub(crate) fn cancel(&mut self) {
+        if self.state != State::Posted {
+            self.state = State::Idle;
+            return;
+        }
+        let mut status = MaybeUninit::<ffi::MPI_Status>::uninit();
+        // SAFETY: `req` is live (state Posted); MPI_Wait returns once it is cancelled or
+        // complete and sets it to MPI_REQUEST_NULL, after which MPI no longer touches `buf`.
+        unsafe {
+            ffi::MPI_Cancel(&mut self.req);
+            ffi::MPI_Wait(&mut self.req, status.as_mut_ptr());
+        }
+        self.state = State::Idle;
+    }
+}
+
+impl Drop for PostedRecv {
+    fn drop(&mut self) {
+        if self.state == State::Posted {
+            // Dropped while posted (the owner must cancel before MPI_Finalize): the buffer must
+            // outlive the request, so it is leaked rather than freed under MPI's feet.
+            let buf = std::mem::take(&mut self.buf);
+            std::mem::forget(buf);
+        }
+    }
+}
