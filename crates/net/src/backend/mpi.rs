@@ -36,7 +36,7 @@
 //! for the progress thread, and the queue is emptied in order; a busy lock sends it to the
 //! queue rather than wait for a holder that may have lost its core); MPI does not let one
 //! sender's messages overtake each other among those one receive matches, and every [`TAG`]
-//! message goes through the one posted receive, reposted right after each message (a new
+//! message goes through the one posted receive, reposted before the next test (a new
 //! receive matches the oldest waiting message first); a body is taken from its header's
 //! sender right after the header (bodies of one sender stay in order too); frames another
 //! thread received are queued under the MPI lock, which the service thread holds while it
@@ -521,8 +521,8 @@ fn send_one(
     got
 }
 
-/// Receives every frame already arrived into `sink` (copied out of the posted receive, which
-/// is posted again at once); true if there was one. Caller holds the MPI lock.
+/// Receives every frame already arrived into `sink` (copied out of the posted receive); true
+/// if there was one. Caller holds the MPI lock.
 fn receive_all(
     world: &SimpleCommunicator,
     st: &mut MpiState,
@@ -532,7 +532,7 @@ fn receive_all(
     while let Some((src, _)) = st.rx.test(world) {
         got = true;
         let data = st.rx.data().to_vec();
-        st.rx.release(world);
+        st.rx.release();
         let body = is_split_header(&data).then(|| receive_body(world, src));
         sink((src, data, body));
     }
@@ -717,13 +717,13 @@ impl MpiBackend {
                     if let Some((src, _)) = st.rx.test(&world) {
                         let data = st.rx.data();
                         let body = is_split_header(data).then(|| receive_body(&world, src));
-                        // Decoded straight from the posted receive's buffer, which is then
-                        // posted again.
+                        // Decoded straight from the posted receive's buffer (posted again at
+                        // the next test).
                         probed = Some((
                             body.is_some(),
                             decode_frame(self.job, self.rank, self.peers.len(), src, data, body),
                         ));
-                        st.rx.release(&world);
+                        st.rx.release();
                     }
                 }
             }

@@ -116,11 +116,15 @@ impl PostedRecv {
         }
     }
 
-    /// Done with the message in the buffer: the receive is posted again at once (so the next
-    /// message is matched to it as it arrives).
-    pub(crate) fn release(&mut self, world: &SimpleCommunicator) {
+    /// Done with the message in the buffer. The receive is posted again by the next
+    /// [`PostedRecv::test`] (from whichever thread holds the MPI lock next), not here: the
+    /// repost (a request allocation and a search of MPI's unexpected messages) then happens
+    /// after the handler of this message has run and sent its answer, off the latency path.
+    /// A message arriving meanwhile waits in MPI's unexpected queue, and a new receive matches
+    /// the oldest of those first, so order is kept.
+    pub(crate) fn release(&mut self) {
         if matches!(self.state, State::Done { .. }) {
-            self.post(world);
+            self.state = State::Idle;
         }
     }
 
