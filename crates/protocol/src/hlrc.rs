@@ -135,6 +135,15 @@ pub(crate) enum Msg {
         token: u64,
         old: u64,
     },
+    /// Update at a barrier: the home's current copies of consecutive pages from `first` that
+    /// it wrote since the last barrier, for a node holding copies of them. They contain every
+    /// write of the home up to its interval `interval`, so the receiver's notices of the home
+    /// up to it need not invalidate them (see `Hlrc::set_push_updates`).
+    Push {
+        first: PageId,
+        interval: u32,
+        data: Vec<u8>,
+    },
     /// The old home hands over the homes of consecutive pages from `first` at once (after a
     /// granted `want_home` for the page before `first`; see `Hlrc::set_run_handover`).
     Handovers {
@@ -163,6 +172,7 @@ impl Msg {
             Msg::AtomicReply { .. } => "atomic_reply",
             Msg::Dropped { .. } => "dropped",
             Msg::Handovers { .. } => "handovers",
+            Msg::Push { .. } => "push",
         }
     }
 
@@ -284,6 +294,16 @@ impl Msg {
                 }
                 w.finish()
             }
+            Msg::Push {
+                first,
+                interval,
+                data,
+            } => Writer::new(17)
+                .page(*first)
+                .u32(*interval)
+                .u16((data.len() / PAGE_SIZE) as u16)
+                .bytes(data)
+                .finish(),
             Msg::Handovers { first, items } => {
                 let mut w = Writer::new(16);
                 w.page(*first).u16(items.len() as u16);
@@ -419,6 +439,24 @@ impl Msg {
                     pages: (0..k).map(|_| r.page(t)).collect::<Result<Vec<_>, _>>()?,
                 }
             }
+            17 => {
+                let first = r.page(t)?;
+                let interval = r.u32()?;
+                let count = usize::from(r.u16()?);
+                let data = r.bytes()?;
+                if count == 0
+                    || count > MAX_AHEAD_LOST
+                    || data.len() != count * PAGE_SIZE
+                    || first.0 + count as u64 > t
+                {
+                    return Err(r.err("bad push run"));
+                }
+                Msg::Push {
+                    first,
+                    interval,
+                    data: data.to_vec(),
+                }
+            }
             16 => {
                 let first = r.page(t)?;
                 let k = usize::from(r.u16()?);
@@ -543,6 +581,14 @@ const MAX_AHEAD_LOST: usize = 63;
 const HOME_RUN: usize = 64;
 /// Sequential fetch streams remembered for read-ahead.
 const STREAMS: usize = 8;
+/// Pushes a copy takes before one is installed as a probe: a reader cannot tell whether it
+/// still reads a page that pushes keep valid, so that many pushes after its last fault on the
+/// page it installs the next one without access. A fault on it grants the access locally (no
+/// message; the run of probed pages around it at once) and the pushes go on; if the next push
+/// finds it untouched, the copy is dropped and the home told (no more pushes). 0: every push
+/// is a probe (one local fault per run of pushed pages read; a page no longer read costs two
+/// pushes, CG's once-per-outer-step vectors six times less than with 2).
+const PUSH_PROBE: u8 = 0;
 
 /// Work waiting for a home look-up.
 #[derive(Debug, Clone, Copy)]
@@ -603,6 +649,14 @@ struct PageState {
     used: bool,
     /// This node has held a copy of the page at some time.
     had_copy: bool,
+    /// This node's copy was updated by a push of the home (node, interval): that home's
+    /// notices up to that interval do not invalidate it.
+    pushed: Option<(NodeId, u32)>,
+    /// Pushes taken into this copy since a thread of this node last faulted on it.
+    pushes: u8,
+    /// Probe: a pushed copy installed without access to see whether this node still reads
+    /// it (a fault grants it locally); a push finding the probe untouched is declined.
+    probe: bool,
 }
 
 /// Home-side work waiting for an exclusive copy to come back.
@@ -685,6 +739,12 @@ pub struct Hlrc<M: PageMemory> {
     /// Home side: per node, the page after the last one whose home it was handed (a
     /// `want_home` for that page continues a sequential run).
     handed: BTreeMap<NodeId, u64>,
+    /// Home side: push updates at barriers (see `set_push_updates`).
+    push_updates: bool,
+    /// Home side: shared home pages this node wrote since its last barrier.
+    push_pending: BTreeSet<PageId>,
+    /// Pushes a copy takes before it is probed (see `PUSH_PROBE`).
+    push_probe: u8,
 }
 
 impl<M: PageMemory> Hlrc<M> {
@@ -722,6 +782,9 @@ impl<M: PageMemory> Hlrc<M> {
             read_ahead: true,
             run_handover: RunHandover::Sequential,
             handed: BTreeMap::new(),
+            push_updates: true,
+            push_pending: BTreeSet::new(),
+            push_probe: PUSH_PROBE,
         }
     }
 
@@ -739,6 +802,20 @@ impl<M: PageMemory> Hlrc<M> {
     /// writer holds copies of (default `RunHandover::Sequential`; see the crate README).
     pub fn set_run_handover(&mut self, mode: RunHandover) {
         self.run_handover = mode;
+    }
+
+    /// Enable or disable push updates (on by default): at a barrier a home sends the pages it
+    /// wrote since the last barrier to the nodes holding copies of them, which then keep
+    /// their copies through the home's notices instead of faulting and fetching them again
+    /// (producer/consumer sharing repeated every barrier interval; see the crate README).
+    pub fn set_push_updates(&mut self, on: bool) {
+        self.push_updates = on;
+    }
+
+    /// Pushes a copy takes after a fault on it before the next one is installed as a probe
+    /// (default 0: every push is installed as a probe).
+    pub fn set_push_probe(&mut self, n: u8) {
+        self.push_probe = n;
     }
 
     /// Enable or disable exclusive mode (on by default).
@@ -870,6 +947,44 @@ impl<M: PageMemory> Hlrc<M> {
             f.demand = true;
             return Ok(());
         }
+        let st = self.st(page);
+        let acc = if acc == Access::None && st.probe {
+            // A pushed copy being probed is read: it is current, grant it here, with the run
+            // of probed pages around it (the node reads the data they hold too, as a rule:
+            // one fault per run instead of one per page).
+            let is_probe = |s: &Self, q: u64| {
+                s.pages
+                    .get(&PageId(q))
+                    .is_some_and(|st| st.probe && st.fetch.is_none())
+                    && s.mem.access(PageId(q)) == Access::None
+            };
+            let mut lo = page.0;
+            while lo > 0 && page.0 - lo < MAX_AHEAD_LOST as u64 && is_probe(self, lo - 1) {
+                lo -= 1;
+            }
+            let mut hi = page.0 + 1;
+            while hi < self.layout.total_pages
+                && hi - page.0 < MAX_AHEAD_LOST as u64
+                && is_probe(self, hi)
+            {
+                hi += 1;
+            }
+            for q in lo..hi {
+                let st = self.st(PageId(q));
+                st.probe = false;
+                st.pushes = 0;
+            }
+            self.st(page).used = true;
+            self.stats.push_probe_hits += 1;
+            self.mem.set_access_run(PageId(lo), hi - lo, Access::Read);
+            if !write {
+                self.actions.push_back(Action::Resume { page });
+                return Ok(());
+            }
+            Access::Read
+        } else {
+            acc
+        };
         let Some(home) = self.resolve(page, Deferred::Fault { write })? else {
             return Ok(());
         };
@@ -1212,8 +1327,10 @@ impl<M: PageMemory> Hlrc<M> {
         if let Some(f) = st.fetch.as_mut() {
             f.stale = true;
         }
+        st.pushed = None;
+        let probed = std::mem::take(&mut st.probe);
         let twin = st.twin.take();
-        let held = twin.is_some() || self.mem.access(page) != Access::None;
+        let held = probed || twin.is_some() || self.mem.access(page) != Access::None;
         if held {
             let st = self.st(page);
             st.lost = st.used;
@@ -1243,18 +1360,31 @@ impl<M: PageMemory> Hlrc<M> {
     /// Apply notices; returns the vector time they carried.
     fn apply_notices(&mut self, info: &[u8]) -> Option<Vec<u32>> {
         let (their_vt, notices) = decode_sync(self.me, self.layout.nodes, info)?;
-        let mut named = BTreeSet::new();
+        // Page -> whether some notice requires invalidating it (a copy a push of node `n`
+        // brought up to interval `i` or later already holds that notice's writes).
+        let mut named: BTreeMap<PageId, bool> = BTreeMap::new();
         for ((n, i), pages) in notices {
             if i <= self.vt[usize::from(n)] || self.notices.contains_key(&(n, i)) {
                 continue;
             }
-            named.extend(pages.iter().copied());
+            for p in &pages {
+                let covered = self
+                    .pages
+                    .get(p)
+                    .and_then(|s| s.pushed)
+                    .is_some_and(|(pn, pi)| pn.0 == n && i <= pi);
+                *named.entry(*p).or_insert(false) |= !covered;
+            }
             self.notices.insert((n, i), pages);
             self.compact_notices();
         }
         let mut unmap = Vec::new();
-        for p in named {
-            self.invalidate(p, &mut unmap);
+        for (p, must) in named {
+            if must {
+                self.invalidate(p, &mut unmap);
+            } else {
+                self.stats.push_kept += 1;
+            }
         }
         set_access_runs(&self.mem, &unmap, Access::None);
         for (home, pages) in std::mem::take(&mut self.dropped) {
@@ -1385,6 +1515,9 @@ impl<M: PageMemory> Hlrc<M> {
                     st.lost = false;
                     st.had_copy = true;
                     st.used |= f.demand;
+                    st.pushed = None;
+                    st.pushes = 0;
+                    st.probe = false;
                     self.mem.write_bytes(q, 0, chunk);
                     if f.write {
                         self.st(q).twin = Some(chunk.to_vec());
@@ -1432,6 +1565,9 @@ impl<M: PageMemory> Hlrc<M> {
                 st.lost = false;
                 st.had_copy = true;
                 st.used |= f.demand;
+                st.pushed = None;
+                st.pushes = 0;
+                st.probe = false;
                 self.mem.write_bytes(page, 0, &data);
                 if exclusive {
                     // Sole copy: written in place, no twin, no diff, no notice.
@@ -1616,6 +1752,11 @@ impl<M: PageMemory> Hlrc<M> {
                 }
             }
             Msg::Handovers { first, items } => self.on_handovers(first, items)?,
+            Msg::Push {
+                first,
+                interval,
+                data,
+            } => self.on_push(from, first, interval, &data),
             Msg::AtomicReply { token, old } => {
                 if self.atomics_out.remove(&token).is_none() {
                     return Err(ProtoError::Malformed {
@@ -1686,6 +1827,131 @@ impl<M: PageMemory> Hlrc<M> {
             self.hand_over_run(page, origin);
         }
         Ok(())
+    }
+
+    /// Home side, at a barrier (its release is done): send the shared home pages written since
+    /// the last barrier to the nodes that hold copies, in runs of consecutive pages, tagged
+    /// with this node's last closed interval (the copies contain all its writes up to it).
+    fn send_pushes(&mut self) {
+        let pending = std::mem::take(&mut self.push_pending);
+        if !self.push_updates {
+            return;
+        }
+        let interval = self.own_interval;
+        let mut runs: BTreeMap<NodeId, (PageId, Vec<u8>)> = BTreeMap::new();
+        let mut last: Option<PageId> = None;
+        for page in pending {
+            let contiguous = last.is_some_and(|l| l.0 + 1 == page.0);
+            last = Some(page);
+            let targets: Vec<NodeId> = match self.pages.get(&page) {
+                Some(st)
+                    if self.is_home(page)
+                        && !st.copyset_all
+                        && st.excl_holder.is_none()
+                        && !st.recalling =>
+                {
+                    st.copyset
+                        .iter()
+                        .copied()
+                        .filter(|&n| n != self.me)
+                        .collect()
+                }
+                _ => Vec::new(),
+            };
+            // Close the runs this page does not continue.
+            let ended: Vec<NodeId> = runs
+                .iter()
+                .filter(|(n, (first, data))| {
+                    !contiguous
+                        || !targets.contains(n)
+                        || data.len() / PAGE_SIZE >= MAX_AHEAD_LOST
+                        || first.0 + (data.len() / PAGE_SIZE) as u64 != page.0
+                })
+                .map(|(n, _)| *n)
+                .collect();
+            for n in ended {
+                if let Some((first, data)) = runs.remove(&n) {
+                    self.send(
+                        n,
+                        Msg::Push {
+                            first,
+                            interval,
+                            data,
+                        },
+                    );
+                }
+            }
+            if targets.is_empty() {
+                continue;
+            }
+            let data = self.read(page);
+            for n in targets {
+                runs.entry(n)
+                    .or_insert_with(|| (page, Vec::new()))
+                    .1
+                    .extend_from_slice(&data);
+            }
+        }
+        for (n, (first, data)) in runs {
+            self.send(
+                n,
+                Msg::Push {
+                    first,
+                    interval,
+                    data,
+                },
+            );
+        }
+    }
+
+    /// A home's push: update each copy this node holds unmodified (read access, no twin, no
+    /// fetch or own diff in flight, not exclusive) with the home's newer contents and
+    /// remember that it holds the home's writes up to `interval`. Any other copy ignores it
+    /// (a copy invalidated meanwhile is fetched on demand as usual).
+    fn on_push(&mut self, from: NodeId, first: PageId, interval: u32, data: &[u8]) {
+        let mut probes = Vec::new();
+        let mut unused = Vec::new();
+        let limit = self.push_probe;
+        for (i, chunk) in data.chunks_exact(PAGE_SIZE).enumerate() {
+            let q = PageId(first.0 + i as u64);
+            let acc = self.mem.access(q);
+            let fits = self.dir.cached(q).is_some_and(|h| h.node == from)
+                && from != self.me
+                && !self.dirty.contains(&q)
+                && !self.page_diffs.contains_key(&q)
+                && self
+                    .pages
+                    .get(&q)
+                    .is_some_and(|st| st.twin.is_none() && st.fetch.is_none() && !st.exclusive);
+            if !fits {
+                continue;
+            }
+            let st = self.st(q);
+            if acc == Access::None && st.probe {
+                // Not read since the probe: stop the pushes.
+                st.probe = false;
+                st.pushed = None;
+                st.pushes = 0;
+                st.lost = st.used;
+                unused.push(q);
+                continue;
+            }
+            if acc != Access::Read {
+                continue;
+            }
+            st.pushed = Some((from, interval));
+            st.pushes = st.pushes.saturating_add(1);
+            if st.pushes > limit {
+                st.probe = true;
+                probes.push(q);
+            }
+            self.mem.write_bytes(q, 0, chunk);
+            self.stats.pushes_taken += 1;
+        }
+        set_access_runs(&self.mem, &probes, Access::None);
+        if !unused.is_empty() {
+            self.send(from, Msg::Dropped { pages: unused });
+        }
     }
 
     /// Home side: make `origin` the home of `page` at the next epoch (forwarding pointer, the
@@ -2020,6 +2286,7 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
         let dirty = std::mem::take(&mut self.dirty);
         let flushed = std::mem::take(&mut self.flushed);
         let mut written = Vec::new();
+        let mut home_written = Vec::new();
         let mut keep = Vec::new();
         for page in dirty {
             if self.is_home(page) {
@@ -2053,6 +2320,7 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
                 }
                 if changed {
                     written.push(page);
+                    home_written.push(page);
                 }
                 continue;
             }
@@ -2111,6 +2379,9 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
             self.dirty.insert(page);
         }
         self.check_releases();
+        if self.push_updates {
+            self.push_pending.extend(home_written);
+        }
         if self
             .outstanding
             .first()
@@ -2124,6 +2395,7 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
     }
 
     fn barrier_info(&mut self) -> Vec<u8> {
+        self.send_pushes();
         let all: Vec<_> = self.notices.iter().collect();
         encode_sync(&self.vt, &all)
     }

@@ -30,6 +30,14 @@ pub struct ProtoStats {
     /// hlrc: exclusive-mode grants (no twin, diff or notice) and recalls of them.
     pub exclusive_grants: u64,
     pub recalls: u64,
+    /// hlrc: pages a home's push updated, and notices those updates made unnecessary.
+    #[serde(default)]
+    pub pushes_taken: u64,
+    #[serde(default)]
+    pub push_kept: u64,
+    /// hlrc: faults on probed pushed copies (granted without a message).
+    #[serde(default)]
+    pub push_probe_hits: u64,
     pub atomics: u64,
     /// Synchronization info bytes that could not be decoded (a bug in a peer).
     pub malformed_sync_info: u64,
@@ -54,6 +62,9 @@ impl ProtoStats {
         self.home_migrations += other.home_migrations;
         self.exclusive_grants += other.exclusive_grants;
         self.recalls += other.recalls;
+        self.pushes_taken += other.pushes_taken;
+        self.push_kept += other.push_kept;
+        self.push_probe_hits += other.push_probe_hits;
         self.atomics += other.atomics;
         self.malformed_sync_info += other.malformed_sync_info;
         self.notice_compactions += other.notice_compactions;

@@ -219,6 +219,8 @@ impl World {
                     h.set_migrate_after(r2.gen_range(0..=3));
                     h.set_exclusive_mode(r2.gen_bool(0.7));
                     h.set_read_ahead(r2.gen_bool(0.8));
+                    h.set_push_updates(r2.gen_bool(0.7));
+                    h.set_push_probe(r2.gen_range(0..=2));
                     h.set_run_handover(match r2.gen_range(0..4) {
                         0 => RunHandover::Off,
                         1 => RunHandover::Sequential,

@@ -61,7 +61,8 @@ pub const LAYOUT: HeapLayout = HeapLayout {
 impl Cluster {
     /// `nodes` cores of `kind` ("hlrc" without migration or exclusive mode, "hlrc-excl" with
     /// exclusive mode, "hlrc-migrate" with migration threshold 1, "hlrc-small" with a notice
-    /// budget of 1, "hlrc-ahead" with read-ahead (off in the others), "sc"); node 0
+    /// budget of 1, "hlrc-ahead" with read-ahead (off in the others), "hlrc-push" with push
+    /// updates (off in the others), "sc"); node 0
     /// allocates pages 0..4 homed at node 0.
     pub fn new(kind: &str, nodes: u16) -> Self {
         let layout = HeapLayout {
@@ -76,18 +77,21 @@ impl Cluster {
                 "sc" => Box::new(Sc::new(m.clone(), NodeId(n), layout)),
                 "hlrc-excl" => {
                     let mut h = Hlrc::new(m.clone(), NodeId(n), layout);
+                    h.set_push_updates(kind == "hlrc-push");
                     h.set_migrate_after(0);
                     h.set_read_ahead(false);
                     Box::new(h)
                 }
                 "hlrc-ahead" => {
                     let mut h = Hlrc::new(m.clone(), NodeId(n), layout);
+                    h.set_push_updates(kind == "hlrc-push");
                     h.set_exclusive_mode(false);
                     h.set_migrate_after(0);
                     Box::new(h)
                 }
                 "hlrc-small" => {
                     let mut h = Hlrc::new(m.clone(), NodeId(n), layout);
+                    h.set_push_updates(kind == "hlrc-push");
                     h.set_exclusive_mode(false);
                     h.set_migrate_after(0);
                     h.set_notice_budget(1);
@@ -96,6 +100,7 @@ impl Cluster {
                 }
                 "hlrc-migrate" => {
                     let mut h = Hlrc::new(m.clone(), NodeId(n), layout);
+                    h.set_push_updates(kind == "hlrc-push");
                     h.set_exclusive_mode(false);
                     h.set_migrate_after(1);
                     h.set_read_ahead(false);
@@ -103,6 +108,7 @@ impl Cluster {
                 }
                 _ => {
                     let mut h = Hlrc::new(m.clone(), NodeId(n), layout);
+                    h.set_push_updates(kind == "hlrc-push");
                     h.set_exclusive_mode(false);
                     h.set_migrate_after(0);
                     h.set_read_ahead(false);
