@@ -711,7 +711,11 @@ impl MpiBackend {
         let mut probed = None;
         match self.shared.mpi.try_lock() {
             Some(mut st) => {
-                queued.extend(self.incoming.try_iter());
+                // Frames are queued only under the MPI lock: while this thread holds it, the
+                // cheap emptiness check is exact.
+                if !self.incoming.is_empty() {
+                    queued.extend(self.incoming.try_iter());
+                }
                 if !st.closed {
                     let world = SimpleCommunicator::world();
                     if let Some((src, _)) = st.rx.test(&world) {
@@ -727,7 +731,11 @@ impl MpiBackend {
                     }
                 }
             }
-            None => queued.extend(self.incoming.try_iter()),
+            None => {
+                if !self.incoming.is_empty() {
+                    queued.extend(self.incoming.try_iter());
+                }
+            }
         }
         let found = !queued.is_empty() || probed.is_some();
         if found {
