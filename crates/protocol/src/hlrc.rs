@@ -928,6 +928,14 @@ impl<M: PageMemory> Hlrc<M> {
                 .manager_lookup(page, self.me)
                 .ok_or(ProtoError::NotAllocated { page })?;
             self.dir.learn(page, h);
+            // Like a `home_reply`'s `more`: the decided homes of the following pages, so the
+            // manager reads ahead too (a main thread reading data its workers initialised).
+            let more = self.dir.manager_known_run(PageId(page.0 + 1), HOME_RUN);
+            for (q, h) in (page.0 + 1..).zip(more) {
+                if h.node != self.me {
+                    self.dir.learn(PageId(q), h);
+                }
+            }
             return Ok(self.dir.cached(page));
         }
         self.resolving.insert(page, vec![work]);
