@@ -782,7 +782,7 @@ impl<M: PageMemory> Hlrc<M> {
             read_ahead: true,
             run_handover: RunHandover::Sequential,
             handed: BTreeMap::new(),
-            push_updates: true,
+            push_updates: false,
             push_pending: BTreeSet::new(),
             push_probe: PUSH_PROBE,
         }
@@ -804,7 +804,11 @@ impl<M: PageMemory> Hlrc<M> {
         self.run_handover = mode;
     }
 
-    /// Enable or disable push updates (on by default): at a barrier a home sends the pages it
+    /// Enable or disable push updates (off by default: on 2 nodes sharing 2 cores CG and
+    /// Em3d at medium sent 3-8x fewer fetches and half the messages with them, but ran
+    /// 10-35% slower on a loaded machine: the pushes sit on the barrier's critical path while
+    /// fetches overlap computation; to be re-measured on a quiet machine or real network).
+    /// At a barrier a home sends the pages it
     /// wrote since the last barrier to the nodes holding copies of them, which then keep
     /// their copies through the home's notices instead of faulting and fetching them again
     /// (producer/consumer sharing repeated every barrier interval; see the crate README).
