@@ -69,6 +69,8 @@ pub struct SyncCore {
     /// Lent tokens taken since the last one that left unused (halved by each such miss):
     /// the read-ahead window is the next power of two above it.
     pub(crate) read_ahead_streak: usize,
+    /// Requests made while the streak was below the start (every few of them probe).
+    pub(crate) read_ahead_probe: u32,
 }
 
 impl SyncCore {
@@ -96,6 +98,7 @@ impl SyncCore {
             release_seq: 0,
             read_ahead_max: crate::lock::DEFAULT_LOCK_READ_AHEAD,
             read_ahead_streak: 0,
+            read_ahead_probe: 0,
         }
     }
 

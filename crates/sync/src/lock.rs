@@ -22,7 +22,8 @@
 //! (`lock_after`). A request for lock `x` carries `ahead`: the next locks along that chain
 //! whose tokens this node neither has nor asked for (at most the window: 1, 2, 4, ... up to
 //! `set_lock_read_ahead`, default 64, growing while lent tokens get used, halved by each lent
-//! token that leaves unused); each is marked `hint_pending` until `x`'s grant arrives. The
+//! token that leaves unused, and none but an occasional probe of 1 while too few lent tokens
+//! got used: see `READ_AHEAD_START`); each is marked `hint_pending` until `x`'s grant arrives. The
 //! holder, when it grants `x`, also hands over the tokens of those `ahead` locks that are idle
 //! on it (no holder, no local waiter, no successor, no hand-off, and no unlock since the
 //! release of this hand-off began), listing them in the grant's `lent`:
@@ -58,6 +59,15 @@ use std::collections::VecDeque;
 
 /// Most tokens one grant lends along (the read-ahead window grows 1, 2, 4, ... up to this).
 pub const DEFAULT_LOCK_READ_AHEAD: usize = 64;
+
+/// Lent tokens taken in a row (misses halve the count) before requests hint at all; below it
+/// only every [`READ_AHEAD_PROBE`]-th request hints one lock, to find a pattern. A node whose
+/// lent tokens mostly go unused (threads taking locks in no stable order) so stops lending:
+/// it keeps lending only while more than about 3 in 5 lent tokens get used.
+const READ_AHEAD_START: usize = 3;
+
+/// See [`READ_AHEAD_START`].
+const READ_AHEAD_PROBE: u32 = 8;
 
 /// The node to hand the token to next.
 #[derive(Debug)]
@@ -334,10 +344,16 @@ impl SyncCore {
         if self.nodes != 2 || self.read_ahead_max == 0 {
             return Vec::new();
         }
-        let window = (self.read_ahead_streak + 1)
-            .checked_next_power_of_two()
-            .unwrap_or(usize::MAX)
-            .min(self.read_ahead_max);
+        // Probing (below the start) counts only requests that have a candidate to hint.
+        let probing = self.read_ahead_streak < READ_AHEAD_START;
+        let window = if probing {
+            1
+        } else {
+            (self.read_ahead_streak - READ_AHEAD_START + 1)
+                .checked_next_power_of_two()
+                .unwrap_or(usize::MAX)
+                .min(self.read_ahead_max)
+        };
         let mut ahead = Vec::new();
         let mut cur = lock;
         for _ in 0..2 * self.read_ahead_max {
@@ -350,12 +366,20 @@ impl SyncCore {
             cur = n;
             let st = self.lock_state(n);
             if !st.token && !st.requested && !st.hint_pending {
-                st.hint_pending = true;
                 ahead.push(n);
                 if ahead.len() == window {
                     break;
                 }
             }
+        }
+        if probing && !ahead.is_empty() {
+            self.read_ahead_probe = self.read_ahead_probe.wrapping_add(1);
+            if self.read_ahead_probe % READ_AHEAD_PROBE != 1 {
+                ahead.clear();
+            }
+        }
+        for &n in &ahead {
+            self.lock_state(n).hint_pending = true;
         }
         if !ahead.is_empty() {
             self.hints_out.insert(lock, ahead.clone());

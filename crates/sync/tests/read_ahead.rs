@@ -75,15 +75,16 @@ fn totals(w: &World) -> Totals {
     }
 }
 
-/// Two nodes, one thread each, sweeping 64 locks from opposite halves (Water's pattern): after
-/// the first round almost every acquire takes a lent token, and every counter is exact.
+/// Two nodes, one thread each, sweeping 512 locks from opposite halves (Water's pattern): once
+/// the order is learned (round 1) and probing found it (a few dozen requests), almost every
+/// acquire takes a lent token; every counter is exact (the knowledge model is checked by the
+/// random runs below; here it would cost more than the rest).
 #[test]
 fn water_like_sweep_mostly_takes_lent_tokens() {
-    let n = 64u64;
-    let rounds = 6;
-    for seed in seeds(20) {
+    let n = 512u64;
+    let rounds = 4;
+    for seed in seeds(10) {
         let mut w = World::new(seed, 2, [0.0, 0.5, 1.0][(seed % 3) as usize]);
-        w.set_model();
         w.spawn(0, sweeper((0..n).collect(), rounds, 1));
         w.spawn(
             1,
@@ -105,7 +106,6 @@ fn water_like_sweep_mostly_takes_lent_tokens() {
             "seed {seed}: {} of {acquires} acquires were remote",
             t.remote
         );
-        assert!(w.model_checks >= acquires);
     }
 }
 
