@@ -373,6 +373,19 @@ impl Node {
         placement: Placement,
         protocol: ProtocolKind,
     ) -> Result<*mut u8> {
+        self.alloc_fresh(size, align, placement, protocol)
+            .map(|(p, _)| p)
+    }
+
+    /// [`Node::alloc_in`], also telling whether the memory was never handed out before (and so
+    /// is zero on every node without anyone writing it).
+    fn alloc_fresh(
+        &self,
+        size: usize,
+        align: usize,
+        placement: Placement,
+        protocol: ProtocolKind,
+    ) -> Result<(*mut u8, bool)> {
         let me = self.rank();
         let r = self.call("alloc", move |s, _, w| {
             match s.heap_for(protocol).alloc(size, align, placement) {
@@ -380,7 +393,8 @@ impl Node {
                     if let Some(info) = a.new_pages {
                         s.register(info);
                     }
-                    s.wake(w, Reply::Value(a.addr as u64))
+                    // Addresses are at least 16-aligned: bit 0 carries `fresh`.
+                    s.wake(w, Reply::Value(a.addr as u64 | u64::from(a.fresh)))
                 }
                 Err(e) => s.wake(
                     w,
@@ -392,7 +406,7 @@ impl Node {
             }
         })?;
         match r {
-            Reply::Value(a) => Ok(a as usize as *mut u8),
+            Reply::Value(a) => Ok(((a & !1) as usize as *mut u8, a & 1 == 1)),
             Reply::Failed(e) => Err(e),
             Reply::Sync(_) => Err(SquallError::Remote("unexpected reply to alloc".into())),
         }
@@ -408,11 +422,15 @@ impl Node {
         let bytes = count
             .checked_mul(size)
             .ok_or_else(|| SquallError::Config(format!("calloc({count}, {size}) overflows")))?;
-        let p = self.alloc(bytes)?;
-        // Fresh pages are zero on every node, but a reused small chunk is not: zero through the
-        // application view (an ordinary write, coherent like any other).
-        // SAFETY: `p` was just allocated with at least `bytes` usable bytes.
-        unsafe { std::ptr::write_bytes(p, 0, bytes) };
+        let (p, fresh) =
+            self.alloc_fresh(bytes, 0, self.default_placement(), self.inner.cfg.protocol)?;
+        // Memory never handed out is zero on every node: writing it would make this node the
+        // first toucher (and home) of every page of it. A reused chunk is not zero: zero it
+        // through the application view (an ordinary write, coherent like any other).
+        if !fresh {
+            // SAFETY: `p` was just allocated with at least `bytes` usable bytes.
+            unsafe { std::ptr::write_bytes(p, 0, bytes) };
+        }
         Ok(p)
     }
 

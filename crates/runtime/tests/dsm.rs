@@ -118,6 +118,72 @@ fn first_touch(node: &Node) -> Result<(), String> {
     node.barrier().map_err(|e| e.to_string())
 }
 
+/// `calloc` of memory never handed out writes nothing, so the pages' homes still go to their
+/// first toucher (not to the allocating node); a reused small chunk is zeroed.
+fn calloc_first_touch(node: &Node) -> Result<(), String> {
+    let n = node.size() as usize;
+    let me = node.rank().0 as usize;
+    let pages_per_node = 4;
+    let slot = node
+        .alloc_array_collective::<u64>(1, Placement::Node(squall::NodeId(0)))
+        .map_err(|e| e.to_string())?;
+    if me == 0 {
+        let small = node.calloc(1, 100).map_err(|e| e.to_string())?;
+        // SAFETY: 100 bytes just allocated.
+        unsafe { std::ptr::write_bytes(small, 0xab, 100) };
+        node.free(small).map_err(|e| e.to_string())?;
+        let again = node.calloc(1, 100).map_err(|e| e.to_string())?;
+        // SAFETY: 100 bytes just allocated.
+        let bytes = unsafe { std::slice::from_raw_parts(again, 100) };
+        check(bytes.iter().all(|b| *b == 0), || {
+            format!("reused chunk at {again:p} not zeroed by calloc")
+        })?;
+        let big = node
+            .calloc(n * pages_per_node, PAGE_SIZE)
+            .map_err(|e| e.to_string())?;
+        slot.set(0, big as u64);
+    }
+    node.barrier().map_err(|e| e.to_string())?;
+    let a = slot.get(0) as usize as *mut u8;
+    let mine = |i: usize| unsafe { a.add(me * pages_per_node * PAGE_SIZE + i) };
+    let first = fetches(node);
+    for pg in 0..pages_per_node {
+        // SAFETY: inside this node's block of the calloc'd range.
+        let v = unsafe { mine(pg * PAGE_SIZE + 8).read_volatile() };
+        check(v == 0, || {
+            format!("calloc'd page {pg} of node {me} holds {v}")
+        })?;
+        unsafe { mine(pg * PAGE_SIZE).write_volatile(me as u8 + 1) };
+    }
+    let touched = fetches(node);
+    check(touched == first, || {
+        format!(
+            "node {me} fetched {} pages on first touching its calloc'd block (calloc made them homed elsewhere)",
+            touched - first
+        )
+    })?;
+    node.barrier().map_err(|e| e.to_string())?;
+    for r in 0..n {
+        // SAFETY: inside the calloc'd range.
+        let v = unsafe { a.add(r * pages_per_node * PAGE_SIZE).read_volatile() };
+        check(v == r as u8 + 1, || format!("node {r}'s first page: {v}"))?;
+    }
+    node.barrier().map_err(|e| e.to_string())?;
+    let before = fetches(node);
+    for pg in 0..pages_per_node {
+        // SAFETY: inside this node's block.
+        unsafe { mine(pg * PAGE_SIZE + 16).write_volatile(7) };
+    }
+    let after = fetches(node);
+    check(after == before, || {
+        format!(
+            "node {me} fetched {} pages of its own first-touched calloc'd block",
+            after - before
+        )
+    })?;
+    node.barrier().map_err(|e| e.to_string())
+}
+
 fn fetches(node: &Node) -> u64 {
     node.stats()
         .counts
@@ -549,6 +615,7 @@ const SCENARIOS: &[(&str, Scenario, &[&str])] = &[
     ("array", array, &["hlrc", "sc"]),
     ("false_sharing", false_sharing, &["hlrc", "sc"]),
     ("first_touch", first_touch, &["hlrc"]),
+    ("calloc_first_touch", calloc_first_touch, &["hlrc"]),
     ("threads", threads, &["hlrc", "sc"]),
     ("lock_counter", lock_counter, &["hlrc", "sc"]),
     ("lock_sweep", lock_sweep, &["hlrc", "sc"]),
