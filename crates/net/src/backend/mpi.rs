@@ -77,16 +77,19 @@ pub(crate) const TAG: i32 = 0x5155;
 pub(crate) const TAG_BODY: i32 = 0x5157;
 /// The largest [`TAG`] message (the posted receive's buffer): frames up to this size are sent
 /// whole and their payload copied out of that buffer; larger ones go as header + body, the body
-/// straight from the sender's buffer into a vector that becomes the payload (measured on the
-/// 2-core VM: copying a 4 KiB frame cost about 1 µs more than receiving it into its own
-/// vector, more than an extra small message costs).
-pub(crate) const RX_MAX: usize = HEADER_LEN + 1024;
+/// straight from the sender's buffer into a vector that becomes the payload. Splitting pages
+/// (4 KiB) too cost the 4-node runs on 2 cores dearly (a receiver spins for the body of a
+/// header while its sender may be off its core), so only bulk data is split.
+pub(crate) const RX_MAX: usize = HEADER_LEN + 16 * 1024;
+/// Whole frames up to this size are sent by the fast path (encoded into a reused buffer, one
+/// blocking eager `MPI_Send`).
+const SMALL_MAX: usize = HEADER_LEN + 1024;
 /// Whole frames up to this size are sent with a blocking `MPI_Send`: well under Open MPI's
 /// shared-memory eager limit (4 KiB including its own header), so the call never waits for the
 /// receiver to match it (two nodes sending to each other cannot deadlock).
 const BLOCKING_SEND_MAX: usize = 2048;
 // Whole frames are sent with a blocking `MPI_Send`.
-const _: () = assert!(RX_MAX <= BLOCKING_SEND_MAX);
+const _: () = assert!(SMALL_MAX <= BLOCKING_SEND_MAX);
 /// This backend's token in the service thread's poll (the waker).
 const WAKE_TOKEN: Token = Token(1);
 /// How long the progress thread keeps probing after its last piece of work before napping.
@@ -344,7 +347,7 @@ pub(crate) fn start(cfg: &NetConfig) -> Result<(MpiBackend, NodeId, u16, JobId),
             incoming: in_rx,
             incoming_tx: in_tx,
             rx_buf: Vec::new(),
-            tx_buf: Vec::with_capacity(BLOCKING_SEND_MAX),
+            tx_buf: Vec::with_capacity(SMALL_MAX),
             hot_probe: false,
             progress,
             join: Some(join),
@@ -869,7 +872,7 @@ impl Backend for MpiBackend {
                 size: self.peers.len() as u16,
             });
         }
-        if HEADER_LEN + msg.payload.len() <= RX_MAX
+        if HEADER_LEN + msg.payload.len() <= SMALL_MAX
             && self.shared.in_flight.load(Ordering::Acquire) == 0
         {
             // The latency path: a small frame this thread sends itself, encoded into a reused
