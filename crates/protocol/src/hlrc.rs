@@ -361,19 +361,8 @@ impl Msg {
             14 => Msg::NoPage { page: r.page(t)? },
             15 => {
                 let first = r.page(t)?;
-                let count = usize::from(r.u16()?);
-                let data = r.bytes()?;
-                if count == 0
-                    || count > MAX_AHEAD_LOST
-                    || data.len() != count * PAGE_SIZE
-                    || first.0 + count as u64 > t
-                {
-                    return Err(r.err("bad page run"));
-                }
-                Msg::PageRun {
-                    first,
-                    data: data.to_vec(),
-                }
+                let data = decode_run(&mut r, first, t, "bad page run")?;
+                Msg::PageRun { first, data }
             }
             5 => Msg::PageData {
                 page: r.page(t)?,
@@ -442,19 +431,11 @@ impl Msg {
             17 => {
                 let first = r.page(t)?;
                 let interval = r.u32()?;
-                let count = usize::from(r.u16()?);
-                let data = r.bytes()?;
-                if count == 0
-                    || count > MAX_AHEAD_LOST
-                    || data.len() != count * PAGE_SIZE
-                    || first.0 + count as u64 > t
-                {
-                    return Err(r.err("bad push run"));
-                }
+                let data = decode_run(&mut r, first, t, "bad push run")?;
                 Msg::Push {
                     first,
                     interval,
-                    data: data.to_vec(),
+                    data,
                 }
             }
             16 => {
@@ -488,6 +469,26 @@ fn encode_handover(w: &mut Writer, h: &Handover) {
             w.u8(0);
         }
     }
+}
+
+/// The count and pages of a run starting at `first` (`page_run`, `push`): 1 to
+/// [`MAX_AHEAD_LOST`] whole pages inside the heap of `total` pages.
+fn decode_run(
+    r: &mut Reader<'_>,
+    first: PageId,
+    total: u64,
+    what: &str,
+) -> Result<Vec<u8>, ProtoError> {
+    let count = usize::from(r.u16()?);
+    let data = r.bytes()?;
+    if count == 0
+        || count > MAX_AHEAD_LOST
+        || data.len() != count * PAGE_SIZE
+        || first.0 + count as u64 > total
+    {
+        return Err(r.err(what));
+    }
+    Ok(data.to_vec())
 }
 
 fn decode_handover(r: &mut Reader<'_>, n: u16) -> Result<Handover, ProtoError> {
