@@ -30,7 +30,13 @@ static inline double *lu_elem(const lu_shared *g, long i, long j)
 }
 static void lu_alloc_matrix(lu_shared *g)
 {
+    /* Every block is contiguous (CLU); they lie back to back in one page-aligned allocation, so
+     * the blocks' relative placement (and with it the cache behaviour of the kernel) is the
+     * same under every allocator (separately allocated blocks ran 1.5x faster or slower by
+     * how malloc spaced them). */
+    size_t bb = (size_t)(g->b * g->b);
+    double *all = app_alloc_uninit((size_t)(g->nb * g->nb) * bb, sizeof(double), "matrix blocks");
     g->m.blk = app_alloc((size_t)(g->nb * g->nb), sizeof(double *), "block pointer table");
     for (long k = 0; k < g->nb * g->nb; k++)
-        g->m.blk[k] = app_alloc_uninit((size_t)(g->b * g->b), sizeof(double), "matrix block");
+        g->m.blk[k] = all + (size_t)k * bb;
 }
