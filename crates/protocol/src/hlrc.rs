@@ -60,13 +60,15 @@ pub(crate) enum Msg {
         home: HomeRef,
     },
     /// Send me the page (`epoch`: the home epoch the requester believes the receiver has),
-    /// and the `ahead` pages after it if you can (read-ahead: each comes as `PageData`, or as
-    /// `NoPage` if this home cannot serve it right now).
+    /// and the `behind` pages before it and the `ahead` pages after it if you can
+    /// (read-ahead: the page comes first, as `PageData`; the others then as `PageRun`s, or
+    /// as `NoPage` if this home cannot serve one right now).
     Fetch {
         page: PageId,
         write: bool,
         epoch: u32,
-        ahead: u8,
+        behind: u16,
+        ahead: u16,
     },
     /// A read-ahead page the home does not serve (not home any more, held exclusively...).
     NoPage {
@@ -201,12 +203,14 @@ impl Msg {
                 page,
                 write,
                 epoch,
+                behind,
                 ahead,
             } => Writer::new(4)
                 .page(*page)
                 .u8(u8::from(*write))
                 .u32(*epoch)
-                .u8(*ahead)
+                .u16(*behind)
+                .u16(*ahead)
                 .finish(),
             Msg::NoPage { page } => Writer::new(14).page(*page).finish(),
             Msg::PageRun { first, data } => Writer::new(15)
@@ -352,12 +356,23 @@ impl Msg {
                     epoch: r.u32()?,
                 },
             },
-            4 => Msg::Fetch {
-                page: r.page(t)?,
-                write: r.bool()?,
-                epoch: r.u32()?,
-                ahead: r.u8()?,
-            },
+            4 => {
+                let page = r.page(t)?;
+                let write = r.bool()?;
+                let epoch = r.u32()?;
+                let behind = r.u16()?;
+                let ahead = r.u16()?;
+                if u64::from(behind) > page.0 || page.0 + u64::from(ahead) >= t {
+                    return Err(r.err("fetch run outside the heap"));
+                }
+                Msg::Fetch {
+                    page,
+                    write,
+                    epoch,
+                    behind,
+                    ahead,
+                }
+            }
             14 => Msg::NoPage { page: r.page(t)? },
             15 => {
                 let first = r.page(t)?;
@@ -441,7 +456,7 @@ impl Msg {
             16 => {
                 let first = r.page(t)?;
                 let k = usize::from(r.u16()?);
-                if k == 0 || k > MAX_AHEAD_LOST || first.0 + k as u64 > t {
+                if k == 0 || k > MAX_RUN || first.0 + k as u64 > t {
                     return Err(r.err("bad handover run"));
                 }
                 let items = (0..k)
@@ -472,7 +487,7 @@ fn encode_handover(w: &mut Writer, h: &Handover) {
 }
 
 /// The count and pages of a run starting at `first` (`page_run`, `push`): 1 to
-/// [`MAX_AHEAD_LOST`] whole pages inside the heap of `total` pages.
+/// [`MAX_RUN`] whole pages inside the heap of `total` pages.
 fn decode_run(
     r: &mut Reader<'_>,
     first: PageId,
@@ -482,7 +497,7 @@ fn decode_run(
     let count = usize::from(r.u16()?);
     let data = r.bytes()?;
     if count == 0
-        || count > MAX_AHEAD_LOST
+        || count > MAX_RUN
         || data.len() != count * PAGE_SIZE
         || first.0 + count as u64 > total
     {
@@ -574,11 +589,18 @@ fn keep_limit(refaults: u8) -> u8 {
 /// ping-pong of pages that several nodes write in turn).
 const WANT_HOME_EPOCHS: u32 = 2;
 
-/// Most pages a fetch asks for beyond the faulting one: of a sequential stream, and of
-/// copies this node lost to notices (read-ahead); and most homes a home look-up answer
-/// carries beyond the page asked about.
+/// Most pages a fetch asks for beyond the faulting one of a sequential stream, and of pages
+/// this node never held (read-ahead); and most homes a home look-up answer carries beyond
+/// the page asked about.
 const MAX_AHEAD: usize = 15;
-const MAX_AHEAD_LOST: usize = 63;
+/// Most pages a fetch asks for around the faulting one, behind and ahead together, of the
+/// copies this node used and lost to notices (see `Hlrc::set_lost_run`): CG at `large` reads
+/// the other node's 195 pages of `p` in random order after every barrier, and gets them with
+/// one fetch.
+pub const DEFAULT_LOST_RUN: usize = 255;
+/// Most pages in one `page_run`, `push` or `handovers` message (a longer run is sent as
+/// several messages), and in one local grant of probed pages.
+const MAX_RUN: usize = 63;
 const HOME_RUN: usize = 64;
 /// Sequential fetch streams remembered for read-ahead.
 const STREAMS: usize = 8;
@@ -734,6 +756,8 @@ pub struct Hlrc<M: PageMemory> {
     streams: VecDeque<(u64, u32)>,
     /// Fetches bring following pages too (see `read_ahead`).
     read_ahead: bool,
+    /// Most lost copies a fetch brings around the faulting page (see `set_lost_run`).
+    lost_run: usize,
     /// Home side: a granted `want_home` is followed by the run of pages after it (see
     /// `hand_over_run`).
     run_handover: RunHandover,
@@ -781,6 +805,7 @@ impl<M: PageMemory> Hlrc<M> {
             dropped: BTreeMap::new(),
             streams: VecDeque::new(),
             read_ahead: true,
+            lost_run: DEFAULT_LOST_RUN,
             run_handover: RunHandover::Sequential,
             handed: BTreeMap::new(),
             push_updates: false,
@@ -797,6 +822,13 @@ impl<M: PageMemory> Hlrc<M> {
     /// Enable or disable read-ahead (on by default).
     pub fn set_read_ahead(&mut self, on: bool) {
         self.read_ahead = on;
+    }
+
+    /// Set how many copies this node used and lost to notices a fetch brings along with the
+    /// faulting page, behind and ahead of it together (default [`DEFAULT_LOST_RUN`]; at most
+    /// `u16::MAX`; 0 reads no lost copies ahead).
+    pub fn set_lost_run(&mut self, n: usize) {
+        self.lost_run = n.min(usize::from(u16::MAX));
     }
 
     /// Set when a home that grants a `want_home` also hands over the following pages the
@@ -972,13 +1004,11 @@ impl<M: PageMemory> Hlrc<M> {
                     && s.mem.access(PageId(q)) == Access::None
             };
             let mut lo = page.0;
-            while lo > 0 && page.0 - lo < MAX_AHEAD_LOST as u64 && is_probe(self, lo - 1) {
+            while lo > 0 && page.0 - lo < MAX_RUN as u64 && is_probe(self, lo - 1) {
                 lo -= 1;
             }
             let mut hi = page.0 + 1;
-            while hi < self.layout.total_pages
-                && hi - page.0 < MAX_AHEAD_LOST as u64
-                && is_probe(self, hi)
+            while hi < self.layout.total_pages && hi - page.0 < MAX_RUN as u64 && is_probe(self, hi)
             {
                 hi += 1;
             }
@@ -1063,28 +1093,45 @@ impl<M: PageMemory> Hlrc<M> {
         f.sent = true;
         f.stale = false;
         let write = f.write;
-        let ahead = self.read_ahead(page, home);
+        let (behind, ahead) = self.read_ahead(page, home);
         self.send(
             home.node,
             Msg::Fetch {
                 page,
                 write,
                 epoch: home.epoch,
+                behind,
                 ahead,
             },
         );
     }
 
-    /// Pick the pages to fetch along with `page` from `home`, and mark them being fetched: the
-    /// run of pages right after it with the same home, not held here and not being fetched,
-    /// that this node is reading sequentially (a stream of fetches reached `page`: 1, 2, 4, 8
-    /// then `MAX_AHEAD` pages as the stream goes on), that it used and held until a notice
-    /// took them (up to `MAX_AHEAD_LOST`), or that it never held (up to `MAX_AHEAD`: the
-    /// first reading of data another node initialised). Pages whose home is not decided yet
-    /// are never read ahead (their first touch decides it).
-    fn read_ahead(&mut self, page: PageId, home: HomeRef) -> u8 {
+    /// Whether `q` may be fetched along with a page of `home` (a read copy nobody is getting
+    /// or writing here); the caller adds why it is worth it.
+    fn can_read_ahead(&self, q: PageId, home: HomeRef) -> bool {
+        q.0 < self.layout.total_pages
+            && self.dir.cached(q) == Some(home)
+            && self.mem.access(q) == Access::None
+            && !self.page_diffs.contains_key(&q)
+            && !self.resolving.contains_key(&q)
+            && self
+                .pages
+                .get(&q)
+                .is_none_or(|st| st.fetch.is_none() && st.twin.is_none() && !st.exclusive)
+    }
+
+    /// Pick the pages to fetch along with `page` from `home`, and mark them being fetched
+    /// (returns how many before and after it). Around it, up to `lost_run` pages together:
+    /// the copies of the same home this node used and held until a notice took them (they
+    /// will likely be read again; one fault brings the whole run back even when the node
+    /// reads them in random order, as CG's product gathers `p`). After it, also: pages this
+    /// node reads sequentially (a stream of fetches reached `page`: 1, 2, 4, 8 then
+    /// `MAX_AHEAD` pages as the stream goes on), or that it never held (up to `MAX_AHEAD`:
+    /// the first reading of data another node initialised). Pages whose home is not decided
+    /// yet are never read ahead (their first touch decides it).
+    fn read_ahead(&mut self, page: PageId, home: HomeRef) -> (u16, u16) {
         if !self.read_ahead {
-            return 0;
+            return (0, 0);
         }
         let run = match self.streams.iter().position(|&(next, _)| next == page.0) {
             Some(i) => self.streams.remove(i).map_or(0, |(_, r)| r + 1),
@@ -1095,37 +1142,56 @@ impl<M: PageMemory> Hlrc<M> {
         } else {
             (1usize << (run - 1).min(4)).min(MAX_AHEAD)
         };
-        let mut k = 0usize;
-        while k < MAX_AHEAD_LOST {
-            let q = PageId(page.0 + 1 + k as u64);
-            if q.0 >= self.layout.total_pages
-                || self.dir.cached(q) != Some(home)
-                || self.mem.access(q) != Access::None
-                || self.page_diffs.contains_key(&q)
-                || self.resolving.contains_key(&q)
-            {
+        let cap = self.lost_run.max(seq_limit).max(MAX_AHEAD);
+        let lost = |s: &Self, q: PageId| s.pages.get(&q).is_some_and(|st| st.lost);
+        // Forward: the lost run, or the sequential / never-held pages.
+        let mut ahead = 0usize;
+        while ahead < cap {
+            let q = PageId(page.0 + 1 + ahead as u64);
+            if !self.can_read_ahead(q, home) {
                 break;
             }
-            let st = self.st(q);
-            if st.fetch.is_some()
-                || st.twin.is_some()
-                || st.exclusive
-                || (k >= seq_limit && !st.lost && (st.had_copy || k >= MAX_AHEAD))
-            {
+            let wanted = if lost(self, q) {
+                ahead < self.lost_run.max(seq_limit)
+            } else {
+                ahead < seq_limit
+                    || (ahead < MAX_AHEAD && !self.pages.get(&q).is_some_and(|st| st.had_copy))
+            };
+            if !wanted {
                 break;
             }
-            st.fetch = Some(FetchState {
+            ahead += 1;
+        }
+        // Backward: lost copies only, in what the forward run left of `lost_run` (half of
+        // it at least when the lost run goes on both ways: the next fault is as likely
+        // before the page as after it).
+        let room = self.lost_run.saturating_sub(ahead).max(self.lost_run / 2);
+        let mut behind = 0usize;
+        while behind < room && (behind as u64) < page.0 {
+            let q = PageId(page.0 - 1 - behind as u64);
+            if !self.can_read_ahead(q, home) || !lost(self, q) {
+                break;
+            }
+            behind += 1;
+        }
+        if behind + ahead > cap {
+            ahead = cap - behind;
+        }
+        let first = page.0 - behind as u64;
+        for q in (first..page.0).chain(page.0 + 1..=page.0 + ahead as u64) {
+            self.st(PageId(q)).fetch = Some(FetchState {
                 write: false,
                 sent: true,
                 stale: false,
                 demand: false,
             });
-            k += 1;
         }
-        self.stats.pages_prefetched += k as u64;
-        self.streams.push_front((page.0 + 1 + k as u64, run));
+        self.stats.pages_prefetched += (behind + ahead) as u64;
+        self.stats.pages_prefetched_behind += behind as u64;
+        self.streams.push_front((page.0 + 1 + ahead as u64, run));
         self.streams.truncate(STREAMS);
-        k as u8
+        // Both fit: `cap` is at most `u16::MAX`.
+        (behind as u16, ahead as u16)
     }
 
     /// Home side: hand out the home's copy of `page` to `from` (a fetch).
@@ -1139,6 +1205,45 @@ impl<M: PageMemory> Hlrc<M> {
                 exclusive,
             },
         );
+    }
+
+    /// Home side: the read-ahead pages `pages` of a fetch by `from` at home epoch `epoch`:
+    /// runs of consecutive servable pages as `page_run`s of at most `MAX_RUN` pages, and
+    /// `no_page` for each page this node cannot serve now (not its home at that epoch, held
+    /// exclusively, recall out).
+    fn serve_read_ahead(&mut self, from: NodeId, epoch: u32, pages: std::ops::Range<u64>) {
+        let mut run: Option<(PageId, Vec<u8>)> = None;
+        for q in pages {
+            let q = PageId(q);
+            let servable = q.0 < self.layout.total_pages
+                && matches!(self.home_status(q, epoch), HomeStatus::Serve)
+                && self
+                    .pages
+                    .get(&q)
+                    .is_none_or(|s| s.excl_holder.is_none() && !s.recalling);
+            if !servable {
+                if let Some((first, data)) = run.take() {
+                    self.send(from, Msg::PageRun { first, data });
+                }
+                self.send(from, Msg::NoPage { page: q });
+                continue;
+            }
+            if run
+                .as_ref()
+                .is_some_and(|(_, data)| data.len() >= MAX_RUN * PAGE_SIZE)
+            {
+                if let Some((first, data)) = run.take() {
+                    self.send(from, Msg::PageRun { first, data });
+                }
+            }
+            let (data, _) = self.share_copy(from, q, false, false);
+            run.get_or_insert_with(|| (q, Vec::with_capacity(MAX_RUN * PAGE_SIZE)))
+                .1
+                .extend(data);
+        }
+        if let Some((first, data)) = run {
+            self.send(from, Msg::PageRun { first, data });
+        }
     }
 
     /// Home side: record that `from` gets a copy of `page` and return it, with whether it is
@@ -1445,6 +1550,7 @@ impl<M: PageMemory> Hlrc<M> {
                 page,
                 write,
                 epoch,
+                behind,
                 ahead,
             } => {
                 match self.home_status(page, epoch) {
@@ -1453,6 +1559,7 @@ impl<M: PageMemory> Hlrc<M> {
                             page,
                             write,
                             epoch,
+                            behind: 0,
                             ahead: 0,
                         };
                         let st = self.st(page);
@@ -1476,36 +1583,20 @@ impl<M: PageMemory> Hlrc<M> {
                             page,
                             write,
                             epoch,
+                            behind: 0,
                             ahead: 0,
                         };
                         self.park(page, from, msg)
                     }
                 }
-                // Read-ahead pages: served as plain read copies when this node is their home
-                // at the requester's epoch and nobody holds them exclusively; otherwise
-                // declined (the requester fetches them on demand).
-                let mut run: Option<(PageId, Vec<u8>)> = None;
-                for q in (page.0 + 1..).take(usize::from(ahead)) {
-                    let q = PageId(q);
-                    let servable = q.0 < self.layout.total_pages
-                        && matches!(self.home_status(q, epoch), HomeStatus::Serve)
-                        && self
-                            .pages
-                            .get(&q)
-                            .is_none_or(|s| s.excl_holder.is_none() && !s.recalling);
-                    if servable {
-                        let (data, _) = self.share_copy(from, q, false, false);
-                        run.get_or_insert_with(|| (q, Vec::new())).1.extend(data);
-                    } else {
-                        if let Some((first, data)) = run.take() {
-                            self.send(from, Msg::PageRun { first, data });
-                        }
-                        self.send(from, Msg::NoPage { page: q });
-                    }
-                }
-                if let Some((first, data)) = run {
-                    self.send(from, Msg::PageRun { first, data });
-                }
+                // Read-ahead pages (after the page itself, so it arrives first): served as
+                // plain read copies when this node is their home at the requester's epoch and
+                // nobody holds them exclusively; otherwise declined (the requester fetches them
+                // on demand).
+                let before = page.0 - u64::from(behind)..page.0;
+                let after = page.0 + 1..page.0 + 1 + u64::from(ahead);
+                self.serve_read_ahead(from, epoch, before);
+                self.serve_read_ahead(from, epoch, after);
             }
             Msg::PageRun { first, data } => {
                 let mut grant = Vec::new();
@@ -1877,7 +1968,7 @@ impl<M: PageMemory> Hlrc<M> {
                 .filter(|(n, (first, data))| {
                     !contiguous
                         || !targets.contains(n)
-                        || data.len() / PAGE_SIZE >= MAX_AHEAD_LOST
+                        || data.len() / PAGE_SIZE >= MAX_RUN
                         || first.0 + (data.len() / PAGE_SIZE) as u64 != page.0
                 })
                 .map(|(n, _)| *n)
@@ -2023,7 +2114,7 @@ impl<M: PageMemory> Hlrc<M> {
             self.run_handover == RunHandover::Always || self.handed.get(&origin) == Some(&page.0);
         let mut items = Vec::new();
         if sequential {
-            while items.len() < MAX_AHEAD_LOST {
+            while items.len() < MAX_RUN {
                 let q = PageId(page.0 + 1 + items.len() as u64);
                 if !self.can_hand_over(q, origin) {
                     break;
@@ -2476,5 +2567,113 @@ impl<M: PageMemory> Protocol for Hlrc<M> {
 
     fn stats(&self) -> ProtoStats {
         self.stats.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LAYOUT: HeapLayout = HeapLayout {
+        nodes: 2,
+        total_pages: 600,
+    };
+
+    fn fetch(page: u64, behind: u16, ahead: u16) -> Msg {
+        Msg::Fetch {
+            page: PageId(page),
+            write: true,
+            epoch: 7,
+            behind,
+            ahead,
+        }
+    }
+
+    #[test]
+    fn fetches_with_runs_both_ways_round_trip() {
+        for m in [
+            fetch(300, 255, 0),
+            fetch(300, 0, 255),
+            fetch(0, 0, 599),
+            fetch(599, 599, 0),
+        ] {
+            let back = Msg::decode(NodeId(1), LAYOUT, &m.encode()).expect("decodes");
+            assert_eq!(back, m);
+        }
+    }
+
+    #[test]
+    fn fetch_runs_outside_the_heap_are_rejected() {
+        for m in [fetch(3, 4, 0), fetch(599, 0, 1), fetch(500, 0, u16::MAX)] {
+            let err = Msg::decode(NodeId(1), LAYOUT, &m.encode()).expect_err("rejected");
+            assert!(
+                matches!(
+                    err,
+                    ProtoError::Malformed {
+                        from: NodeId(1),
+                        ..
+                    }
+                ),
+                "{err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn long_read_ahead_runs_are_split_into_page_runs_that_decode() {
+        // A home serving 200 pages behind a fetch sends runs of at most `MAX_RUN` pages,
+        // each of which the requester decodes.
+        #[derive(Clone)]
+        struct Flat;
+        impl PageMemory for Flat {
+            fn read_page(&self, page: PageId, out: &mut [u8]) {
+                out.fill(page.0 as u8);
+            }
+            fn write_bytes(&self, _: PageId, _: usize, _: &[u8]) {}
+            fn set_access(&self, _: PageId, _: Access) {}
+            fn access(&self, _: PageId) -> Access {
+                Access::Read
+            }
+        }
+        let mut h = Hlrc::new(Flat, NodeId(0), LAYOUT);
+        h.register_allocation(AllocInfo {
+            first: PageId(0),
+            pages: 300,
+            placement: squall_core::Placement::Node(NodeId(0)),
+        });
+        let m = Msg::Fetch {
+            page: PageId(250),
+            write: false,
+            epoch: 0,
+            behind: 200,
+            ahead: 0,
+        };
+        h.handle_message(NodeId(1), &m.encode()).expect("served");
+        let mut pages = Vec::new();
+        let mut first_kind = None;
+        while let Some(a) = h.poll_action() {
+            let Action::Send { to, msg } = a else {
+                continue;
+            };
+            assert_eq!(to, NodeId(1));
+            match Msg::decode(NodeId(0), LAYOUT, &msg).expect("decodes") {
+                Msg::PageData { page, .. } => {
+                    first_kind.get_or_insert("page_data");
+                    assert_eq!(page, PageId(250));
+                }
+                Msg::PageRun { first, data } => {
+                    first_kind.get_or_insert("page_run");
+                    assert!(data.len() <= MAX_RUN * PAGE_SIZE);
+                    for (i, chunk) in data.chunks_exact(PAGE_SIZE).enumerate() {
+                        let q = first.0 + i as u64;
+                        assert_eq!(chunk[0], q as u8);
+                        pages.push(q);
+                    }
+                }
+                other => panic!("unexpected reply {other:?}"),
+            }
+        }
+        assert_eq!(first_kind, Some("page_data"));
+        assert_eq!(pages, (50..250).collect::<Vec<u64>>());
     }
 }

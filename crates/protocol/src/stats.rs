@@ -25,6 +25,9 @@ pub struct ProtoStats {
     pub page_fetches: u64,
     /// hlrc: pages sent along with a fetch (read-ahead), beside `page_fetches`.
     pub pages_prefetched: u64,
+    /// hlrc: of `pages_prefetched`, pages before the faulting one (runs of lost copies).
+    #[serde(default)]
+    pub pages_prefetched_behind: u64,
     pub invalidations: u64,
     pub home_migrations: u64,
     /// hlrc: exclusive-mode grants (no twin, diff or notice) and recalls of them.
@@ -58,6 +61,7 @@ impl ProtoStats {
         self.diffs_applied += other.diffs_applied;
         self.page_fetches += other.page_fetches;
         self.pages_prefetched += other.pages_prefetched;
+        self.pages_prefetched_behind += other.pages_prefetched_behind;
         self.invalidations += other.invalidations;
         self.home_migrations += other.home_migrations;
         self.exclusive_grants += other.exclusive_grants;

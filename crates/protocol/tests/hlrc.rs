@@ -677,3 +677,98 @@ fn sequential_reads_and_lost_copies_are_fetched_ahead() {
     }
     assert_eq!(c.access(1, 2), Access::None);
 }
+
+/// Node 1 reads pages 3, 2, 1, 0 (homed at node 0) one by one, backward: each read is a
+/// fetch of its own (the pages after it are held). Node 0 writes all four and node 1
+/// acquires: its four copies are lost.
+fn read_backward_then_lose_all(kind: &str) -> Cluster {
+    let mut c = Cluster::new(kind, 2);
+    for p in (0..4).rev() {
+        c.fault(1, p, false);
+        c.settle();
+    }
+    let s = c.total_stats();
+    assert_eq!(s.messages_of("fetch"), 4);
+    assert_eq!(s.pages_prefetched, 0);
+    for p in 0..4 {
+        c.fault(0, p, true);
+        c.store(0, p, 0, 30 + p);
+    }
+    c.release(0, 1);
+    c.handoff(0, 1);
+    for p in 0..4 {
+        assert_eq!(c.access(1, p), Access::None);
+    }
+    c.settle();
+    c.resumed.clear();
+    c
+}
+
+#[test]
+fn a_fault_brings_back_the_lost_copies_before_and_after_it() {
+    // The first fault after the notices lands on page 2: one fetch brings pages 0 and 1
+    // (behind) and page 3 (ahead); the page itself comes first, then one run each side.
+    let mut c = read_backward_then_lose_all("hlrc-ahead");
+    let before = c.total_stats();
+    c.fault(1, 2, false);
+    assert_eq!(c.pending(1, 0), 1, "one fetch");
+    c.deliver(1, 0);
+    // The home answers page 2 (`page_data`, tag 5) before the read-ahead runs (`page_run`,
+    // tag 15).
+    let tags: Vec<u8> = c
+        .queues
+        .get(&(0, 1))
+        .map(|q| q.iter().map(|m| m[0]).collect())
+        .unwrap_or_default();
+    assert_eq!(tags, [5, 15, 15]);
+    c.deliver(0, 1);
+    assert!(
+        c.resumed.iter().any(|&(n, p)| n == 1 && p.0 == 2),
+        "the faulting thread resumes with the first reply"
+    );
+    c.settle();
+    let s = c.total_stats();
+    assert_eq!(s.messages_of("fetch") - before.messages_of("fetch"), 1);
+    assert_eq!(
+        s.messages_of("page_data") - before.messages_of("page_data"),
+        1
+    );
+    assert_eq!(
+        s.messages_of("page_run") - before.messages_of("page_run"),
+        2
+    );
+    assert_eq!(s.pages_prefetched - before.pages_prefetched, 3);
+    assert_eq!(
+        s.pages_prefetched_behind - before.pages_prefetched_behind,
+        2
+    );
+    for p in 0..4 {
+        assert_eq!(c.access(1, p), Access::Read);
+        assert_eq!(c.load(1, p, 0), 30 + p);
+    }
+}
+
+#[test]
+fn a_short_lost_run_cap_splits_the_run_between_both_sides() {
+    // Capped at 2 pages: page 2's fetch brings page 3 (ahead) and page 1 (behind); page 0
+    // needs a fetch of its own.
+    let mut c = read_backward_then_lose_all("hlrc-ahead2");
+    let before = c.total_stats();
+    c.fault(1, 2, false);
+    c.settle();
+    let s = c.total_stats();
+    assert_eq!(s.pages_prefetched - before.pages_prefetched, 2);
+    assert_eq!(
+        s.pages_prefetched_behind - before.pages_prefetched_behind,
+        1
+    );
+    assert_eq!(c.access(1, 0), Access::None);
+    for p in 1..4 {
+        assert_eq!(c.load(1, p, 0), 30 + p);
+    }
+    c.fault(1, 0, false);
+    c.settle();
+    let s = c.total_stats();
+    assert_eq!(s.messages_of("fetch") - before.messages_of("fetch"), 2);
+    assert_eq!(c.load(1, 0, 0), 30);
+}

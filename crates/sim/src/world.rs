@@ -13,6 +13,7 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use squall_core::{Access, NodeId, PageId, PageMemory};
 use squall_core::{Consistency, LockId};
+use squall_protocol::hlrc::DEFAULT_LOST_RUN;
 use squall_protocol::{
     Action, AtomicOp, Hlrc, ProtoStats, Protocol, ProtocolKind, RunHandover, Sc,
 };
@@ -219,6 +220,12 @@ impl World {
                     h.set_migrate_after(r2.gen_range(0..=3));
                     h.set_exclusive_mode(r2.gen_bool(0.7));
                     h.set_read_ahead(r2.gen_bool(0.8));
+                    // Short caps now and then, so runs of lost copies get cut on both sides.
+                    h.set_lost_run(if r2.gen_bool(0.3) {
+                        r2.gen_range(0..=3)
+                    } else {
+                        DEFAULT_LOST_RUN
+                    });
                     h.set_push_updates(r2.gen_bool(0.7));
                     h.set_push_probe(r2.gen_range(0..=2));
                     h.set_run_handover(match r2.gen_range(0..4) {

@@ -82,11 +82,14 @@ impl Cluster {
                     h.set_read_ahead(false);
                     Box::new(h)
                 }
-                "hlrc-ahead" => {
+                "hlrc-ahead" | "hlrc-ahead2" => {
                     let mut h = Hlrc::new(m.clone(), NodeId(n), layout);
                     h.set_push_updates(kind == "hlrc-push");
                     h.set_exclusive_mode(false);
                     h.set_migrate_after(0);
+                    if kind == "hlrc-ahead2" {
+                        h.set_lost_run(2);
+                    }
                     Box::new(h)
                 }
                 "hlrc-small" => {
