@@ -32,12 +32,13 @@ use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use parking_lot::{Condvar, Mutex};
 use squall_core::{JobId, NodeId};
 use squall_wire::{Flags, MsgType};
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -97,9 +98,10 @@ impl Incoming {
     }
 }
 
-/// A handler is shared so that dispatch clones it out of the table (one lookup, no remove and
-/// re-insert per message); it runs under its own lock, which only the service thread takes.
-type Handler = Arc<Mutex<dyn FnMut(&Endpoint, Incoming) + Send + 'static>>;
+/// A handler. Registered from any thread into [`Shared::handler_changes`]; the service thread
+/// moves it into its own table ([`SvcHandlers`]) and owns it from then on, so dispatch takes no
+/// lock and touches no shared cache line.
+type Handler = Box<dyn FnMut(&Endpoint, Incoming) + Send + 'static>;
 type Posted = Box<dyn FnOnce(&Endpoint) + Send + 'static>;
 type ReplyFn = Box<dyn FnOnce(&Endpoint, Result<Incoming, NetError>) + Send + 'static>;
 type PeerLostFn = Box<dyn FnMut(&Endpoint, NodeId, &str) + Send + 'static>;
@@ -174,6 +176,32 @@ thread_local! {
         value: Mutex::new(None),
         cv: Condvar::new(),
     });
+    /// On a service thread: the endpoint it serves (`Endpoint::id`); 0 on other threads.
+    static SERVICE_OF: Cell<usize> = const { Cell::new(0) };
+    /// On a service thread: its endpoint's handlers, owned by that thread alone.
+    static SVC_HANDLERS: RefCell<SvcHandlers> = const {
+        RefCell::new(SvcHandlers {
+            gen: 0,
+            table: Vec::new(),
+        })
+    };
+}
+
+/// One entry of the service thread's handler table.
+enum Slot {
+    Empty,
+    Ready(Handler),
+    /// Taken out for a run; put back after it unless replaced or removed meanwhile.
+    Running,
+}
+
+/// The service thread's handler table, indexed by message type: dispatch is an index, with no
+/// lock, hashing or reference count. Registrations reach it through
+/// [`Shared::handler_changes`], applied in order when [`Shared::handlers_gen`] moved.
+struct SvcHandlers {
+    /// The `handlers_gen` the table reflects.
+    gen: u64,
+    table: Vec<Slot>,
 }
 
 const PEER_UP: u8 = 0;
@@ -209,7 +237,10 @@ struct Shared {
     posted: Mutex<VecDeque<Posted>>,
     /// Closures in `posted` (changed under its lock; read without it by the service loop).
     posted_len: AtomicUsize,
-    handlers: Mutex<IntMap<u16, Handler>>,
+    /// Handler registrations and removals not yet applied to the service thread's table, in
+    /// order; `handlers_gen` counts them (the service thread applies them when it moves).
+    handler_changes: Mutex<Vec<(u16, Option<Handler>)>>,
+    handlers_gen: AtomicU64,
     /// Extra sources by token: their fd (to deregister) and callback.
     sources: Mutex<HashMap<usize, (RawFd, SourceFn)>>,
     next_source: AtomicUsize,
@@ -221,7 +252,6 @@ struct Shared {
     held_len: AtomicUsize,
     pending: Mutex<IntMap<u64, (NodeId, Pending)>>,
     next_request: AtomicU64,
-    service_thread: OnceLock<std::thread::ThreadId>,
     /// Per-type counts (lock-free: counted on every message).
     by_type: TypeCounters,
     on_peer_lost: Mutex<Option<PeerLostFn>>,
@@ -284,7 +314,8 @@ impl Endpoint {
             timer_cv: Condvar::new(),
             posted: Mutex::new(VecDeque::new()),
             posted_len: AtomicUsize::new(0),
-            handlers: Mutex::new(IntMap::default()),
+            handler_changes: Mutex::new(Vec::new()),
+            handlers_gen: AtomicU64::new(0),
             sources: Mutex::new(HashMap::new()),
             next_source: AtomicUsize::new(SOURCE_TOKEN_BASE),
             registry,
@@ -292,7 +323,6 @@ impl Endpoint {
             held_len: AtomicUsize::new(0),
             pending: Mutex::new(IntMap::default()),
             next_request: AtomicU64::new(1),
-            service_thread: OnceLock::new(),
             by_type: TypeCounters::default(),
             on_peer_lost: Mutex::new(None),
             peer_state: (0..size).map(|_| AtomicU8::new(PEER_UP)).collect(),
@@ -312,7 +342,7 @@ impl Endpoint {
         let handle = std::thread::Builder::new()
             .name(format!("squall-net-{}", rank.0))
             .spawn(move || {
-                let _ = svc.shared.service_thread.set(std::thread::current().id());
+                SERVICE_OF.with(|c| c.set(svc.id()));
                 setup(&svc);
                 let _ = ready_tx.send(());
                 let rank = svc.shared.rank;
@@ -347,7 +377,12 @@ impl Endpoint {
     }
     /// True on the service thread (inside handlers, posted closures and reply callbacks).
     pub fn is_service_thread(&self) -> bool {
-        self.shared.service_thread.get() == Some(&std::thread::current().id())
+        SERVICE_OF.with(|c| c.get() == self.id())
+    }
+
+    /// This endpoint's identity on its service thread (the address of its shared state).
+    fn id(&self) -> usize {
+        Arc::as_ptr(&self.shared) as usize
     }
     /// The peer timeout this endpoint runs with.
     pub fn peer_timeout(&self) -> Duration {
@@ -365,8 +400,7 @@ impl Endpoint {
             !ty.is_reserved(),
             "{ty} is reserved for the transport (types below 64)"
         );
-        let h: Handler = Arc::new(Mutex::new(h));
-        self.shared.handlers.lock().insert(ty.0, h);
+        self.change_handler(ty.0, Some(Box::new(h)));
         if self
             .shared
             .held
@@ -380,8 +414,15 @@ impl Endpoint {
 
     /// Removes the handler of a type; later messages of that type are held.
     pub fn unregister(&self, ty: MsgType) {
-        // A run in progress keeps its own reference and finishes; no later message reaches it.
-        self.shared.handlers.lock().remove(&ty.0);
+        // A run in progress finishes; no later message reaches it.
+        self.change_handler(ty.0, None);
+    }
+
+    /// Queues a registration (`Some`) or removal for the service thread's table.
+    fn change_handler(&self, ty: u16, h: Option<Handler>) {
+        let mut c = self.shared.handler_changes.lock();
+        c.push((ty, h));
+        self.shared.handlers_gen.fetch_add(1, Ordering::Release);
     }
 
     /// Sends a one-way message of any size. FIFO per destination, delivered exactly once.
@@ -582,8 +623,12 @@ impl Endpoint {
         Ok(())
     }
 
-    fn count_sent(&self, ty: MsgType, len: usize) {
-        self.shared.by_type.sent(ty.0, len);
+    fn count_sent(&self, ty: MsgType, len: usize, on_service: bool) {
+        if on_service {
+            self.shared.by_type.sent_owned(ty.0, len);
+        } else {
+            self.shared.by_type.sent(ty.0, len);
+        }
     }
 
     fn send_raw(
@@ -603,7 +648,8 @@ impl Endpoint {
         if self.shared.stopped.load(Ordering::Acquire) {
             return Err(NetError::Shutdown);
         }
-        self.count_sent(ty, payload.len());
+        let on_service = self.is_service_thread();
+        self.count_sent(ty, payload.len(), on_service);
         if to == self.shared.rank {
             let msg = InMsg {
                 src: to,
@@ -634,7 +680,13 @@ impl Endpoint {
         };
         let timer = {
             let mut d = self.shared.driver.lock();
-            d.backend.send(Instant::now(), msg)?;
+            // The service thread may send with the backend's own recent clock (no clock read
+            // per message on the latency path).
+            let now = match on_service {
+                true => d.backend.send_clock(),
+                false => None,
+            };
+            d.backend.send(now.unwrap_or_else(Instant::now), msg)?;
             match d.sleeping_until {
                 // Awake: it computes its next sleep after this send.
                 None => None,
@@ -681,8 +733,50 @@ impl Endpoint {
         }
     }
 
-    fn handler(&self, ty: u16) -> Option<Handler> {
-        self.shared.handlers.lock().get(&ty).cloned()
+    /// Takes the handler of `ty` out of the service thread's table for one run (registrations
+    /// made since the last look applied first). Service thread only.
+    fn take_handler(&self, ty: u16) -> Option<Handler> {
+        let gen = self.shared.handlers_gen.load(Ordering::Acquire);
+        SVC_HANDLERS.with(|t| {
+            let mut t = t.borrow_mut();
+            if t.gen != gen {
+                let mut c = self.shared.handler_changes.lock();
+                for (ty, h) in c.drain(..) {
+                    let i = usize::from(ty);
+                    if t.table.len() <= i {
+                        t.table.resize_with(i + 1, || Slot::Empty);
+                    }
+                    t.table[i] = h.map_or(Slot::Empty, Slot::Ready);
+                }
+                t.gen = self.shared.handlers_gen.load(Ordering::Acquire);
+            }
+            let slot = t.table.get_mut(usize::from(ty))?;
+            match std::mem::replace(slot, Slot::Running) {
+                Slot::Ready(h) => Some(h),
+                other => {
+                    *slot = other;
+                    None
+                }
+            }
+        })
+    }
+
+    /// Runs `inc`'s handler; gives `inc` back if its type has none (service thread only).
+    fn run_handler(&self, inc: Incoming) -> Result<(), Incoming> {
+        let ty = inc.ty.0;
+        let Some(mut h) = self.take_handler(ty) else {
+            return Err(inc);
+        };
+        h(self, inc);
+        SVC_HANDLERS.with(|t| {
+            if let Some(slot) = t.borrow_mut().table.get_mut(usize::from(ty)) {
+                // Replaced or removed while it ran: the old one is dropped here.
+                if matches!(slot, Slot::Running) {
+                    *slot = Slot::Ready(h);
+                }
+            }
+        });
+        Ok(())
     }
 
     /// Queues `inc` until its type has a handler (service thread only).
@@ -717,12 +811,9 @@ impl Endpoint {
     /// Runs the handler for `inc`, or holds it (at the front: it came out of the hold queue).
     /// Returns false if it was held.
     fn dispatch(&self, inc: Incoming) -> bool {
-        match self.handler(inc.ty.0) {
-            Some(h) => {
-                (h.lock())(self, inc);
-                true
-            }
-            None => {
+        match self.run_handler(inc) {
+            Ok(()) => true,
+            Err(inc) => {
                 self.hold(inc, true);
                 false
             }
@@ -738,7 +829,8 @@ impl Endpoint {
             }
             return;
         }
-        self.shared.by_type.received(msg.ty.0, msg.payload.len());
+        // Deliveries run on the service thread: the owner of the counters' cheap half.
+        self.shared.by_type.received_owned(msg.ty.0, msg.payload.len());
         let inc = Incoming {
             src: msg.src,
             ty: msg.ty,
@@ -764,9 +856,8 @@ impl Endpoint {
             self.hold(inc, false);
             return;
         }
-        match self.handler(inc.ty.0) {
-            Some(h) => (h.lock())(self, inc),
-            None => self.hold(inc, false),
+        if let Err(inc) = self.run_handler(inc) {
+            self.hold(inc, false);
         }
     }
 
@@ -1006,6 +1097,9 @@ impl Endpoint {
         self.shared.timer.lock().stop = true;
         self.shared.timer_cv.notify_one();
         self.fail_pending(None, || NetError::Shutdown);
+        // The handlers (and what they hold) go with the service thread.
+        let table = SVC_HANDLERS.with(|t| std::mem::take(&mut t.borrow_mut().table));
+        drop(table);
     }
 }
 

@@ -102,6 +102,8 @@ impl LinkCounters {
 const TYPE_SLOTS: usize = 256;
 
 /// One slot: `key` is 0 while free, else the message type + 1 (set once, never cleared).
+/// The `own_*` counters have one writer (the service thread: [`TypeCounters::sent_owned`]),
+/// which adds with a plain load and store instead of a locked read-modify-write.
 #[derive(Default)]
 struct TypeSlot {
     key: AtomicU32,
@@ -109,6 +111,15 @@ struct TypeSlot {
     sent_bytes: AtomicU64,
     received: AtomicU64,
     received_bytes: AtomicU64,
+    own_sent: AtomicU64,
+    own_sent_bytes: AtomicU64,
+    own_received: AtomicU64,
+    own_received_bytes: AtomicU64,
+}
+
+/// Adds to a counter only one thread writes (no locked instruction; readers see whole values).
+fn bump(c: &AtomicU64, by: u64) {
+    c.store(c.load(Ordering::Relaxed).wrapping_add(by), Ordering::Relaxed);
 }
 
 /// Per message type counts, updated on every message without a lock: an open-addressed table
@@ -167,6 +178,30 @@ impl TypeCounters {
         }
     }
 
+    /// Counts one message of `len` payload bytes sent by the owner thread (the service
+    /// thread): the only thread calling this or [`TypeCounters::received_owned`].
+    pub fn sent_owned(&self, ty: u16, len: usize) {
+        match self.slot(ty) {
+            Some(s) => {
+                bump(&s.own_sent, 1);
+                bump(&s.own_sent_bytes, len as u64);
+            }
+            None => self.sent(ty, len),
+        }
+    }
+
+    /// Counts one message of `len` payload bytes received, by the owner thread (see
+    /// [`TypeCounters::sent_owned`]).
+    pub fn received_owned(&self, ty: u16, len: usize) {
+        match self.slot(ty) {
+            Some(s) => {
+                bump(&s.own_received, 1);
+                bump(&s.own_received_bytes, len as u64);
+            }
+            None => self.received(ty, len),
+        }
+    }
+
     /// Counts one message of `len` payload bytes received.
     pub fn received(&self, ty: u16, len: usize) {
         match self.slot(ty) {
@@ -197,6 +232,10 @@ impl TypeCounters {
             c.sent_bytes += s.sent_bytes.load(Ordering::Relaxed);
             c.received += s.received.load(Ordering::Relaxed);
             c.received_bytes += s.received_bytes.load(Ordering::Relaxed);
+            c.sent += s.own_sent.load(Ordering::Relaxed);
+            c.sent_bytes += s.own_sent_bytes.load(Ordering::Relaxed);
+            c.received += s.own_received.load(Ordering::Relaxed);
+            c.received_bytes += s.own_received_bytes.load(Ordering::Relaxed);
         }
         m
     }
@@ -216,6 +255,9 @@ mod tests {
             t.received(ty, 2);
         }
         t.sent(u16::MAX, 7);
+        // The owner's counts add to the shared ones.
+        t.sent_owned(u16::MAX, 3);
+        t.received_owned(u16::MAX, 4);
         let m = t.snapshot();
         assert_eq!(m.len(), TYPE_SLOTS + 41);
         for (ty, c) in &m {
@@ -223,10 +265,10 @@ mod tests {
                 assert_eq!(
                     *c,
                     TypeCount {
-                        sent: 1,
-                        sent_bytes: 7,
-                        received: 0,
-                        received_bytes: 0
+                        sent: 2,
+                        sent_bytes: 10,
+                        received: 1,
+                        received_bytes: 4
                     }
                 );
                 continue;

@@ -64,6 +64,12 @@ pub(crate) trait Backend: Send {
     fn register(&mut self, registry: &Registry) -> Result<(), NetError>;
     /// Sends (or queues) one message. Called from any thread under the endpoint's lock.
     fn send(&mut self, now: Instant, msg: OutMsg) -> Result<(), NetError>;
+    /// An instant the backend accepts as "now" for a send from the service thread instead of
+    /// a clock read (its clock of the current service-loop pass). Default: none (the endpoint
+    /// reads the clock).
+    fn send_clock(&self) -> Option<Instant> {
+        None
+    }
     /// Handles one readiness event for a backend token.
     fn handle_event(&mut self, now: Instant, event: &Event, out: &mut Vec<BackendEvent>);
     /// Handles timers (retransmission, heartbeats, delayed packets, peer timeouts).

@@ -48,7 +48,7 @@
 //! does not, heartbeats (`TY_LINK`, every third of the peer timeout when nothing else was
 //! sent) and a silence limit of `SQUALL_PEER_TIMEOUT_MS` report the peer lost by name instead
 //! of hanging.
-use super::mpi_rx::PostedRecv;
+use super::mpi_rx::{self, PostedRecv};
 use super::{Backend, BackendEvent, InMsg, OutMsg};
 use crate::config::NetConfig;
 use crate::endpoint::{TY_BYE, TY_LINK};
@@ -532,7 +532,7 @@ fn receive_all(
     sink: &mut dyn FnMut(Received),
 ) -> bool {
     let mut got = false;
-    while let Some((src, _)) = st.rx.test(world) {
+    while let Some((src, _)) = st.rx.test() {
         got = true;
         let data = st.rx.data().to_vec();
         st.rx.release();
@@ -720,10 +720,10 @@ impl MpiBackend {
                     queued.extend(self.incoming.try_iter());
                 }
                 if !st.closed {
-                    let world = SimpleCommunicator::world();
-                    if let Some((src, _)) = st.rx.test(&world) {
+                    if let Some((src, _)) = st.rx.test() {
                         let data = st.rx.data();
-                        let body = is_split_header(data).then(|| receive_body(&world, src));
+                        let body = is_split_header(data)
+                            .then(|| receive_body(&SimpleCommunicator::world(), src));
                         // Decoded straight from the posted receive's buffer (posted again at
                         // the next test).
                         probed = Some((
@@ -899,9 +899,7 @@ impl Backend for MpiBackend {
                 h.request_id = msg.request_id;
                 self.tx_buf.clear();
                 encode_into(&h, &msg.payload, &mut self.tx_buf);
-                SimpleCommunicator::world()
-                    .process_at_rank(i32::from(msg.to.0))
-                    .send_with_tag(&self.tx_buf[..], TAG);
+                mpi_rx::send(&self.tx_buf, i32::from(msg.to.0), TAG);
                 drop(st);
                 self.last_activity = now;
                 self.counters.packets_sent += 1;
@@ -919,10 +917,16 @@ impl Backend for MpiBackend {
         self.send_frame(now, msg.to, frame)
     }
 
+    fn send_clock(&self) -> Option<Instant> {
+        // While hot the service thread refreshed `now_seen` a few probes ago.
+        self.hot_probe.then_some(self.now_seen)
+    }
+
     fn handle_event(&mut self, now: Instant, event: &Event, out: &mut Vec<BackendEvent>) {
         if event.token() != WAKE_TOKEN {
             return;
         }
+        self.now_seen = now;
         self.shared.wake_pending.store(false, Ordering::Release);
         while let Ok((src, data, body)) = self.incoming.try_recv() {
             self.on_frame(now, src, &data, body, out);

@@ -1,7 +1,8 @@
-//! The MPI backend's posted receive (feature `mpi`): one `MPI_Irecv` (any source, one tag) kept
-//! posted into a buffer this module owns, tested with `MPI_Test`. Owns that buffer and request
-//! and nothing else; it must only be used under the backend's MPI lock (`MPI_THREAD_SERIALIZED`),
-//! and must not decide anything about frames.
+//! The MPI backend's direct MPI calls (feature `mpi`): one `MPI_Irecv` (any source, one tag)
+//! kept posted into a buffer this module owns, tested with `MPI_Test`, and the blocking send of
+//! a small frame ([`send`]). Owns that buffer and request and nothing else; it must only be used
+//! under the backend's MPI lock (`MPI_THREAD_SERIALIZED`), and must not decide anything about
+//! frames.
 //!
 //! Why a posted receive: a message that arrives is matched to it inside the progress call that
 //! pulls the message in, so one `MPI_Test` both progresses and completes it, as `MPI_Recv` does
@@ -17,8 +18,28 @@
 use ::mpi::datatype::Equivalence;
 use ::mpi::ffi;
 use ::mpi::raw::AsRaw;
-use ::mpi::topology::SimpleCommunicator;
 use std::mem::MaybeUninit;
+
+/// One blocking `MPI_Send` of `buf` to rank `to` of `MPI_COMM_WORLD` with `tag`, straight
+/// through the C binding: rsmpi's safe path builds a communicator handle and asks MPI for the
+/// world's size (to check the rank) on every call, which showed in the per-message profile.
+/// The caller holds the MPI lock and has checked that `to` is a rank of the job and that MPI is
+/// not finalised; `buf` is at most `i32::MAX` bytes.
+pub(crate) fn send(buf: &[u8], to: i32, tag: i32) {
+    let count = i32::try_from(buf.len()).unwrap_or(i32::MAX);
+    // SAFETY: MPI is initialised and not finalised (the caller checked under the MPI lock);
+    // `buf` is valid for reads of `count` bytes for the whole (blocking) call.
+    unsafe {
+        ffi::MPI_Send(
+            buf.as_ptr().cast(),
+            count,
+            u8::equivalent_datatype().as_raw(),
+            to,
+            tag,
+            ffi::RSMPI_COMM_WORLD,
+        );
+    }
+}
 
 /// Where the posted receive is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,9 +78,9 @@ impl PostedRecv {
         }
     }
 
-    fn post(&mut self, world: &SimpleCommunicator) {
+    fn post(&mut self) {
         let count = i32::try_from(self.buf.len()).unwrap_or(i32::MAX);
-        // SAFETY: MPI is initialised (the caller holds a communicator and the MPI lock); the
+        // SAFETY: MPI is initialised and not finalised (the caller holds the MPI lock); the
         // buffer is owned by `self` and neither read nor dropped while the receive is posted
         // (`Drop` and `cancel` complete the request first); `req` outlives the call.
         unsafe {
@@ -69,19 +90,20 @@ impl PostedRecv {
                 u8::equivalent_datatype().as_raw(),
                 ffi::RSMPI_ANY_SOURCE,
                 self.tag,
-                world.as_raw(),
+                ffi::RSMPI_COMM_WORLD,
                 &mut self.req,
             );
         }
         self.state = State::Posted;
     }
 
-    /// Posts the receive if needed, then tests it (which progresses MPI): the source rank and
-    /// the length of the message now in the buffer, until [`PostedRecv::release`].
-    pub(crate) fn test(&mut self, world: &SimpleCommunicator) -> Option<(i32, usize)> {
+    /// Posts the receive (on `MPI_COMM_WORLD`) if needed, then tests it (which progresses
+    /// MPI): the source rank and the length of the message now in the buffer, until
+    /// [`PostedRecv::release`]. The caller holds the MPI lock, MPI not finalised.
+    pub(crate) fn test(&mut self) -> Option<(i32, usize)> {
         match self.state {
             State::Done { src, len } => return Some((src, len)),
-            State::Idle => self.post(world),
+            State::Idle => self.post(),
             State::Posted => {}
         }
         let mut flag = 0;
