@@ -9,7 +9,7 @@ use crate::error::SyncError;
 use crate::flag::{MgrFlag, NodeFlag};
 use crate::ids::{FlagId, Waiter};
 use crate::lock::NodeLock;
-use crate::message::Msg;
+use crate::message::{Msg, ReadAhead};
 use crate::stats::SyncStats;
 use crate::{manager_of, Action, Outcome};
 use squall_core::{Consistency, NodeId};
@@ -60,8 +60,8 @@ pub struct SyncCore {
     pub(crate) lock_after: HashMap<u64, u64>,
     /// The lock each thread of this node locked last.
     pub(crate) last_lock: HashMap<Waiter, u64>,
-    /// The `ahead` list of each unanswered request of this node, by requested lock.
-    pub(crate) hints_out: HashMap<u64, Vec<u64>>,
+    /// The read-ahead wishes of each unanswered request of this node, by requested lock.
+    pub(crate) hints_out: HashMap<u64, ReadAhead>,
     /// Local unlocks so far (orders unlocks against the releases of hand-offs).
     pub(crate) release_seq: u64,
     /// Most tokens lent along with one grant (0: no read-ahead).
@@ -71,6 +71,8 @@ pub struct SyncCore {
     pub(crate) read_ahead_streak: usize,
     /// Requests made while the streak was below the start (every few of them probe).
     pub(crate) read_ahead_probe: u32,
+    /// Lender-side order: requests may let the holder choose tokens by its own order.
+    pub(crate) lender_order: bool,
 }
 
 impl SyncCore {
@@ -99,6 +101,7 @@ impl SyncCore {
             read_ahead_max: crate::lock::DEFAULT_LOCK_READ_AHEAD,
             read_ahead_streak: 0,
             read_ahead_probe: 0,
+            lender_order: true,
         }
     }
 
@@ -142,20 +145,18 @@ impl SyncCore {
         match Msg::decode(from, msg)? {
             Msg::LockRequest {
                 lock,
-                hinted,
-                ahead,
+                read_ahead,
                 info,
             } => {
                 self.expect_manager(from, lock, "lock")?;
-                self.mgr_lock_request(cons, lock, from, hinted, ahead, info)
+                self.mgr_lock_request(cons, lock, from, read_ahead, info)
             }
             Msg::LockForward {
                 lock,
                 requester,
-                hinted,
-                ahead,
+                read_ahead,
                 info,
-            } => self.on_lock_forward(cons, from, lock, requester, hinted, ahead, info),
+            } => self.on_lock_forward(cons, from, lock, requester, read_ahead, info),
             Msg::LockGrant { lock, lent, info } => self.on_lock_grant(cons, from, lock, lent, info),
             Msg::CondRegister { cond } => {
                 self.expect_manager(from, cond, "condition")?;

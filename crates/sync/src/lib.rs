@@ -46,7 +46,8 @@
 //!
 //! Message costs (N nodes): remote lock acquire ≤ 3 (request, forward, grant; 2 when the
 //! manager holds the token, 0 when this node does or when its token came lent along with
-//! another lock's grant — lock read-ahead, 2-node jobs, see `lock.rs`), unlock 0; per-node barrier 2(N−1);
+//! another lock's grant — lock read-ahead, 2-node jobs: the requester's learned lock order or,
+//! where it knows none, the holder's; see `lock.rs`), unlock 0; per-node barrier 2(N−1);
 //! condition wait 2 (register, ack) + 1 wake, signal 1; flag set 1 + 1 per waiting node,
 //! flag wait 1 per node; all messages between different nodes only.
 //!

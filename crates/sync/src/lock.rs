@@ -19,40 +19,51 @@
 //! ## Lock read-ahead (lending idle tokens along with a grant; 2-node jobs)
 //!
 //! A node remembers, per lock, which lock its threads took right after it last time
-//! (`lock_after`). A request for lock `x` carries `ahead`: the next locks along that chain
-//! whose tokens this node neither has nor asked for (at most the window: 1, 2, 4, ... up to
-//! `set_lock_read_ahead`, default 64, growing while lent tokens get used, halved by each lent
-//! token that leaves unused, and none but an occasional probe of 1 while too few lent tokens
-//! got used: see `READ_AHEAD_START`); each is marked `hint_pending` until `x`'s grant arrives. The
-//! holder, when it grants `x`, also hands over the tokens of those `ahead` locks that are idle
-//! on it (no holder, no local waiter, no successor, no hand-off, and no unlock since the
-//! release of this hand-off began), listing them in the grant's `lent`:
+//! (`lock_after`). A request for lock `x` carries its wishes (`ReadAhead`): `ahead`, the next
+//! locks along that chain whose tokens this node neither has nor asked for, and `more`, how
+//! many further tokens the holder may choose itself. Together they fill the window: 1, 2, 4,
+//! ... up to `set_lock_read_ahead`, default 64, growing while lent tokens get used, halved by
+//! each lent token that leaves unused, and none but an occasional probe of 1 while too few lent
+//! tokens got used (see `READ_AHEAD_START`). Each `ahead` lock is marked `hint_pending` until
+//! `x`'s grant arrives. The holder, when it grants `x`, also hands over the tokens of those
+//! `ahead` locks that are idle on it (no holder, no local waiter, no successor, no hand-off,
+//! and no unlock since the release of this hand-off began), then up to `more` idle tokens
+//! along ITS OWN chain after `x` (lender-side order: in Water's first time step the requester
+//! has not been past `x` yet but the holder has), listing them all in the grant's `lent`:
 //!
 //! ```text
-//! A: lock(x)  --LockRequest{x, ahead=[y,z]}-->  manager of x  --LockForward{x, A, ahead}-->  B
-//! B: begin_release .. release done; grant_info(A's info)
+//! A: lock(x)  --LockRequest{x, ahead=[y], more=1}-->  manager of x
+//!             --LockForward{x, A, ahead=[y], more=1}-->  B
+//! B: begin_release .. release done; grant_info(A's info); B's chain after x: z
 //! B --LockGrant{x, lent=[y,z], info}--> A: apply_grant(info); x, y, z are here
 //! A: lock(y), lock(z): local, no message
 //! ```
 //!
 //! Consistency: the grant's `info` is taken after a release that began after B's last unlock
-//! of every lent lock, so it covers every release of them; A applies it before any thread
-//! takes one. Manager view: lending needs the manager's queue tail of the lent lock `y` to
-//! become A. Only 2-node jobs lend, so the manager is B or A. If B manages `y` (its tail is B
-//! since nobody is queued after B) it sets the tail to A; if A manages it, A does so when the
-//! grant arrives (the tail is B then). A request A sends for `y` while `y` is `hint_pending`
-//! is marked `hinted` and may be overtaken by the lend: A takes the lent token as its grant
-//! and B, which remembers `lent_to` until it gets the token back, drops that marked request
-//! (B manages `y`) or the marked forward of it (A manages `y`) when it arrives — per-pair FIFO
-//! puts it before anything A sends after the lend. A marked request carries no hints itself.
-//! With more nodes a third node's request could be forwarded to B while the lent token is on
-//! its way to A, and B may ask again before that forward arrives; the manager cannot tell the
-//! two positions of B apart, so jobs of 3 or more nodes do not lend.
+//! of every lent lock (asked for or chosen by B alike), so it covers every release of them; A
+//! applies it before any thread takes one. Manager view: lending needs the manager's queue tail
+//! of the lent lock `y` to become A. Only 2-node jobs lend, so the manager is B or A. If B
+//! manages `y` (its tail is B since nobody is queued after B) it sets the tail to A; if A
+//! manages it, A does so when the grant arrives (the tail is B then).
+//!
+//! Overtaken requests: a request A sent for a lent lock before the lend arrived crosses it; A
+//! takes the lent token as its grant and B, which remembers `lent_to` until it gets the token
+//! back, drops that request (B manages `y`) or its forward (A manages `y`) when it arrives.
+//! Per-pair FIFO puts it before anything A sends after the lend, and A asks for a lock only
+//! while its token is away, so until the token comes back to B every request of A for it
+//! that B meets is one sent before the lend. For a lend A asked for, only a request sent
+//! while `y` was `hint_pending` can cross it: such requests are marked `hinted` (and carry no
+//! wishes of their own), and B drops only marked ones. For a lend B chose (`lent_unasked`) any
+//! request of A can cross it, and B drops any; A forgets the wishes of a request it sees
+//! overtaken (nobody will answer them). With more nodes a third node's request could be
+//! forwarded to B while the lent token is on its way to A, and B may ask again before that
+//! forward arrives; the manager cannot tell the two positions of B apart, so jobs of 3 or more
+//! nodes do not lend.
 
 use crate::core::{PendingRelease, SyncCore};
 use crate::error::SyncError;
 use crate::ids::Waiter;
-use crate::message::Msg;
+use crate::message::{Msg, ReadAhead};
 use crate::Outcome;
 use squall_core::{Consistency, LockId, NodeId};
 use std::collections::VecDeque;
@@ -75,8 +86,8 @@ struct Successor {
     node: NodeId,
     /// Its `acquire_info`.
     info: Vec<u8>,
-    /// The locks it expects to take next (tokens to lend along if idle here).
-    ahead: Vec<u64>,
+    /// The tokens it would like lent along if idle here.
+    read_ahead: ReadAhead,
 }
 
 /// This node's view of one lock.
@@ -105,6 +116,9 @@ pub(crate) struct NodeLock {
     /// This node lent the token to that node and has not had it back since: a request or
     /// forward of that node marked `hinted` was overtaken by the lend (dropped on arrival).
     lent_to: Option<NodeId>,
+    /// The lend to `lent_to` was chosen by this node's own order (not asked for): any request
+    /// or forward of that node for this lock was overtaken by it, hinted or not.
+    lent_unasked: bool,
     /// `SyncCore::release_seq` at this lock's latest local unlock.
     last_release: u64,
     /// `SyncCore::release_seq` when the release of the current hand-off began.
@@ -137,6 +151,19 @@ impl SyncCore {
     /// default is [`DEFAULT_LOCK_READ_AHEAD`]). Only 2-node jobs lend (see the module doc).
     pub fn set_lock_read_ahead(&mut self, max: usize) {
         self.read_ahead_max = max;
+    }
+
+    /// Requests of this node whose read-ahead wishes are not answered yet (by their grant, or
+    /// by the lend that overtook them). 0 whenever no lock request of this node is in flight.
+    pub fn read_ahead_outstanding(&self) -> usize {
+        self.hints_out.len()
+    }
+
+    /// Lender-side order (default on): this node's requests let the holder choose tokens to
+    /// lend by the holder's own learned order when this node's order names too few
+    /// (`ReadAhead::more`), and this node, as a holder, honours such requests of others.
+    pub fn set_lock_lender_order(&mut self, on: bool) {
+        self.lender_order = on;
     }
 
     /// Acquire `lock` for `waiter`; woken with `Ok(Done)` once held. Locking a lock the waiter
@@ -284,25 +311,78 @@ impl SyncCore {
         let handoff_seq = st.handoff_seq;
         self.give_token(lock);
         let again = !self.lock_state(lock).queue.is_empty();
-        let mut lent = Vec::new();
-        for &other in next.ahead.iter().take(self.read_ahead_max) {
-            if other != lock && self.lendable(other, next.node, handoff_seq) {
-                self.give_token(other);
-                let st = self.lock_state(other);
-                st.lent_to = Some(next.node);
-                if self.manager(other) == self.me {
-                    // This node (the manager) was the queue's tail: now the borrower is.
-                    self.lock_tails.insert(other, next.node);
-                }
-                lent.push(other);
-            }
-        }
-        self.stats.lock_lends += lent.len() as u64;
+        let lent = self.choose_lends(lock, next.node, &next.read_ahead, handoff_seq);
         let info = cons.grant_info(&next.info);
         self.send(next.node, Msg::LockGrant { lock, lent, info });
         if again {
             self.send_lock_request(cons, lock);
         }
+    }
+
+    /// Lend along with the grant of `lock` to `to`: first the idle tokens of the requester's
+    /// `ahead`, then up to `more` idle tokens this node's threads took after `lock` (by
+    /// `lock_after`, the lender-side order). The lent tokens leave this node.
+    fn choose_lends(
+        &mut self,
+        lock: u64,
+        to: NodeId,
+        wish: &ReadAhead,
+        handoff_seq: u64,
+    ) -> Vec<u64> {
+        let mut lent = Vec::new();
+        for &other in wish.ahead.iter().take(self.read_ahead_max) {
+            if other != lock && self.lendable(other, to, handoff_seq) {
+                self.lend(other, to, false);
+                lent.push(other);
+            }
+        }
+        let more = usize::from(wish.more).min(self.read_ahead_max.saturating_sub(lent.len()));
+        if self.lender_order && more > 0 {
+            let mut own = 0;
+            let mut cur = lock;
+            for _ in 0..2 * self.read_ahead_max {
+                let Some(&n) = self.lock_after.get(&cur) else {
+                    break;
+                };
+                if n == lock {
+                    break;
+                }
+                cur = n;
+                if wish.ahead.contains(&n) || lent.contains(&n) {
+                    continue;
+                }
+                if self.lendable(n, to, handoff_seq) {
+                    self.lend(n, to, true);
+                    lent.push(n);
+                    own += 1;
+                    if own == more {
+                        break;
+                    }
+                }
+            }
+            self.stats.lock_lends_unasked += own as u64;
+        }
+        self.stats.lock_lends += lent.len() as u64;
+        lent
+    }
+
+    /// The idle token of `lock` goes to `to` along with a grant.
+    fn lend(&mut self, lock: u64, to: NodeId, unasked: bool) {
+        self.give_token(lock);
+        let st = self.lock_state(lock);
+        st.lent_to = Some(to);
+        st.lent_unasked = unasked;
+        if self.manager(lock) == self.me {
+            // This node (the manager) was the queue's tail: now the borrower is.
+            self.lock_tails.insert(lock, to);
+        }
+    }
+
+    /// Whether the token of `lock` is on this node (also for locks it never touched).
+    fn token_here(&self, lock: u64) -> bool {
+        self.locks
+            .get(&lock)
+            .map_or(self.manager(lock) == self.me, |s| s.token)
     }
 
     /// The token of `lock` leaves this node.
@@ -338,11 +418,13 @@ impl SyncCore {
             && (if mgr == me { tail_here } else { mgr == to })
     }
 
-    /// The locks this node expects to take after `lock` (by the order its threads took them
-    /// before), whose tokens are neither here nor asked for; marked `hint_pending`.
-    fn read_ahead(&mut self, lock: u64) -> Vec<u64> {
+    /// The read-ahead wishes of a request for `lock`: the locks this node expects to take
+    /// after it (by the order its threads took them before), whose tokens are neither here nor
+    /// asked for, marked `hint_pending`; and, if those are fewer than the window, how many
+    /// more the holder may choose by its own order.
+    fn read_ahead(&mut self, lock: u64) -> ReadAhead {
         if self.nodes != 2 || self.read_ahead_max == 0 {
-            return Vec::new();
+            return ReadAhead::none();
         }
         // Probing (below the start) counts only requests that have a candidate to hint.
         let probing = self.read_ahead_streak < READ_AHEAD_START;
@@ -372,19 +454,30 @@ impl SyncCore {
                 }
             }
         }
-        if probing && !ahead.is_empty() {
+        let mut more = if self.lender_order {
+            window.saturating_sub(ahead.len())
+        } else {
+            0
+        };
+        if probing && (!ahead.is_empty() || more > 0) {
             self.read_ahead_probe = self.read_ahead_probe.wrapping_add(1);
             if self.read_ahead_probe % READ_AHEAD_PROBE != 1 {
                 ahead.clear();
+                more = 0;
             }
         }
         for &n in &ahead {
             self.lock_state(n).hint_pending = true;
         }
-        if !ahead.is_empty() {
-            self.hints_out.insert(lock, ahead.clone());
+        let wish = ReadAhead {
+            hinted: false,
+            ahead,
+            more: u16::try_from(more).unwrap_or(u16::MAX),
+        };
+        if !wish.ahead.is_empty() || wish.more > 0 {
+            self.hints_out.insert(lock, wish.clone());
         }
-        ahead
+        wish
     }
 
     fn send_lock_request(&mut self, cons: &mut dyn Consistency, lock: u64) {
@@ -392,9 +485,11 @@ impl SyncCore {
         st.requested = true;
         // A request for a lock this node hinted at may be overtaken by a lend: it is marked,
         // and carries no hints of its own (if it is dropped, nobody answers them).
-        let hinted = st.hint_pending;
-        let ahead = if hinted {
-            Vec::new()
+        let read_ahead = if st.hint_pending {
+            ReadAhead {
+                hinted: true,
+                ..ReadAhead::none()
+            }
         } else {
             self.read_ahead(lock)
         };
@@ -404,7 +499,7 @@ impl SyncCore {
             // The manager's own request cannot be refused: this node is not the tail (it has
             // neither the token nor a request in flight).
             let me = self.me;
-            if let Err(e) = self.mgr_lock_request(cons, lock, me, hinted, ahead, info) {
+            if let Err(e) = self.mgr_lock_request(cons, lock, me, read_ahead, info) {
                 self.internal_error(e);
             }
         } else {
@@ -412,8 +507,7 @@ impl SyncCore {
                 mgr,
                 Msg::LockRequest {
                     lock,
-                    hinted,
-                    ahead,
+                    read_ahead,
                     info,
                 },
             );
@@ -426,19 +520,13 @@ impl SyncCore {
         cons: &mut dyn Consistency,
         lock: u64,
         from: NodeId,
-        hinted: bool,
-        ahead: Vec<u64>,
+        read_ahead: ReadAhead,
         info: Vec<u8>,
     ) -> Result<(), SyncError> {
         let me = self.me;
-        if hinted && from != me {
-            let st = self.lock_state(lock);
-            if st.lent_to == Some(from) && !st.token {
-                // Overtaken by the token this node lent to `from`: it took that as its grant.
-                st.lent_to = None;
-                self.stats.lock_requests_overtaken += 1;
-                return Ok(());
-            }
+        if from != me && self.overtaken(lock, from, read_ahead.hinted) {
+            // Overtaken by the token this node lent to `from`: it took that as its grant.
+            return Ok(());
         }
         let prev = *self.lock_tails.get(&lock).unwrap_or(&me);
         if prev == from {
@@ -450,15 +538,14 @@ impl SyncCore {
         }
         self.lock_tails.insert(lock, from);
         if prev == me {
-            self.on_lock_forward(cons, me, lock, from, hinted, ahead, info)
+            self.on_lock_forward(cons, me, lock, from, read_ahead, info)
         } else {
             self.send(
                 prev,
                 Msg::LockForward {
                     lock,
                     requester: from,
-                    hinted,
-                    ahead,
+                    read_ahead,
                     info,
                 },
             );
@@ -466,28 +553,42 @@ impl SyncCore {
         }
     }
 
+    /// Whether a request (or its forward) of `from` for `lock` was overtaken by the token this
+    /// node lent to `from` (which took the lend as its grant): per-pair FIFO puts such a request
+    /// before anything `from` sends after the lend arrived, so while the token has not come
+    /// back, a request of `from` is the overtaken one if it could have been: marked `hinted`
+    /// (the lend was asked for) or the lend was unasked (then any request of `from` could be).
+    /// An overtaken request is consumed (counted, `lent_to` cleared).
+    fn overtaken(&mut self, lock: u64, from: NodeId, hinted: bool) -> bool {
+        let st = self.lock_state(lock);
+        if st.lent_to == Some(from) && !st.token && (hinted || st.lent_unasked) {
+            st.lent_to = None;
+            st.lent_unasked = false;
+            self.stats.lock_requests_overtaken += 1;
+            true
+        } else {
+            false
+        }
+    }
+
     /// The manager says `requester` comes after this node for `lock`.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn on_lock_forward(
         &mut self,
         cons: &mut dyn Consistency,
         from: NodeId,
         lock: u64,
         requester: NodeId,
-        hinted: bool,
-        ahead: Vec<u64>,
+        read_ahead: ReadAhead,
         info: Vec<u8>,
     ) -> Result<(), SyncError> {
         let me = self.me;
         let nodes = self.nodes;
-        let st = self.lock_state(lock);
-        if hinted && st.lent_to == Some(requester) && !st.token && requester != me {
+        if requester != me && self.overtaken(lock, requester, read_ahead.hinted) {
             // The manager forwarded a request that the token this node lent to `requester`
-            // overtook (the requester took the lend as its grant): nothing to hand over.
-            st.lent_to = None;
-            self.stats.lock_requests_overtaken += 1;
+            // overtook: nothing to hand over.
             return Ok(());
         }
+        let st = self.lock_state(lock);
         let why = if requester == me || requester.0 >= nodes {
             Some(format!("cannot hand the lock to {requester}"))
         } else if st.next.is_some() {
@@ -503,7 +604,7 @@ impl SyncCore {
         st.next = Some(Successor {
             node: requester,
             info,
-            ahead,
+            read_ahead,
         });
         st.local_batch = st.queue.len();
         self.lock_progress(cons, lock);
@@ -527,12 +628,15 @@ impl SyncCore {
                 "a grant came but this node did not ask for the lock".into(),
             ));
         }
-        let hinted = self.hints_out.get(&lock).map_or(&[][..], |v| &v[..]);
+        let none = ReadAhead::none();
+        let wish = self.hints_out.get(&lock).unwrap_or(&none);
+        let mut unasked = 0u16;
         for (i, l) in lent.iter().enumerate() {
-            let ok = l != &lock
-                && hinted.contains(l)
-                && !lent[..i].contains(l)
-                && self.locks.get(l).is_some_and(|s| !s.token);
+            let asked = wish.ahead.contains(l) || {
+                unasked += 1;
+                unasked <= wish.more
+            };
+            let ok = l != &lock && asked && !lent[..i].contains(l) && !self.token_here(*l);
             if !ok {
                 return Err(self.unexpected(
                     from,
@@ -544,9 +648,7 @@ impl SyncCore {
                 ));
             }
         }
-        for l in self.hints_out.remove(&lock).unwrap_or_default() {
-            self.lock_state(l).hint_pending = false;
-        }
+        self.forget_hints(lock);
         let st = self.lock_state(lock);
         st.token = true;
         st.requested = false;
@@ -555,9 +657,12 @@ impl SyncCore {
         cons.apply_grant(&info);
         let me = self.me;
         for &l in &lent {
+            if self.lock_state(l).requested {
+                // A request of ours for it was overtaken: this is its grant, and the request
+                // is dropped where it meets the lender, so nobody answers its own wishes.
+                self.forget_hints(l);
+            }
             let st = self.lock_state(l);
-            // A request of ours for it (sent after the hint) was overtaken: this is its grant,
-            // and the request is dropped where it meets the lender.
             st.requested = false;
             st.token = true;
             st.lent_in = true;
@@ -572,5 +677,14 @@ impl SyncCore {
             self.lock_progress(cons, l);
         }
         Ok(())
+    }
+
+    /// The request for `lock` is answered (or dropped): its hinted locks are free to hint again.
+    fn forget_hints(&mut self, lock: u64) {
+        if let Some(wish) = self.hints_out.remove(&lock) {
+            for l in wish.ahead {
+                self.lock_state(l).hint_pending = false;
+            }
+        }
     }
 }

@@ -10,27 +10,24 @@ use squall_core::NodeId;
 /// One message between two nodes' SyncCores.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Msg {
-    /// Requester → lock manager: enqueue me (carries the requester's `acquire_info`).
-    /// `ahead`: locks the requester expects to take next (lock read-ahead: the holder may lend
-    /// their tokens along with the grant); `hinted`: the requester sent this while `lock` was
-    /// itself in the `ahead` list of an unanswered request, so a lend may overtake it.
+    /// Requester → lock manager: enqueue me (carries the requester's `acquire_info` and its
+    /// lock read-ahead wishes).
     LockRequest {
         lock: u64,
-        hinted: bool,
-        ahead: Vec<u64>,
+        read_ahead: ReadAhead,
         info: Vec<u8>,
     },
     /// Lock manager → previous tail: when you are done, hand the lock to `requester` (the
-    /// request's `hinted` and `ahead` travel along).
+    /// request's `read_ahead` travels along).
     LockForward {
         lock: u64,
         requester: NodeId,
-        hinted: bool,
-        ahead: Vec<u64>,
+        read_ahead: ReadAhead,
         info: Vec<u8>,
     },
     /// Previous holder → requester: the lock token, with the releaser's `grant_info`, and the
-    /// idle tokens of `lent` (a subset of the request's `ahead`) lent along with it.
+    /// idle tokens of `lent` lent along with it (those of the request's `ahead` that were idle,
+    /// then at most `more` the holder chose by its own lock order).
     LockGrant {
         lock: u64,
         lent: Vec<u64>,
@@ -84,6 +81,43 @@ pub enum Msg {
         setter: NodeId,
         info: Vec<u8>,
     },
+}
+
+/// Lock read-ahead wishes of a lock request (2-node jobs; see `lock.rs`): which tokens the
+/// holder may lend along with its grant. Travels unchanged from `LockRequest` to `LockForward`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadAhead {
+    /// The requester sent this while `lock` was itself in the `ahead` list of one of its
+    /// unanswered requests, so a lend it asked for may overtake it. Such a request asks for
+    /// nothing itself (`ahead` empty, `more` 0).
+    pub hinted: bool,
+    /// Locks the requester expects to take next, by the order its own threads took them last
+    /// time (the holder lends those of them that are idle on it).
+    pub ahead: Vec<u64>,
+    /// How many more idle tokens the holder may choose itself, by the order ITS threads took
+    /// locks after `lock` (lender-side order: the requester's own order is unknown or short).
+    pub more: u16,
+}
+
+impl ReadAhead {
+    /// Asks for nothing.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    fn encode(&self, w: &mut Writer) {
+        w.u8(u8::from(self.hinted));
+        w.ids(&self.ahead);
+        w.u16(self.more);
+    }
+
+    fn decode(r: &mut Reader<'_>, what: &str) -> Result<Self, SyncError> {
+        Ok(ReadAhead {
+            hinted: r.flag(what)?,
+            ahead: r.ids()?,
+            more: r.u16()?,
+        })
+    }
 }
 
 /// Message kinds, for statistics.
@@ -141,26 +175,22 @@ impl Msg {
         match self {
             Msg::LockRequest {
                 lock,
-                hinted,
-                ahead,
+                read_ahead,
                 info,
             } => {
                 w.u64(*lock);
-                w.u8(u8::from(*hinted));
-                w.ids(ahead);
+                read_ahead.encode(&mut w);
                 w.bytes(info);
             }
             Msg::LockForward {
                 lock,
                 requester,
-                hinted,
-                ahead,
+                read_ahead,
                 info,
             } => {
                 w.u64(*lock);
                 w.u16(requester.0);
-                w.u8(u8::from(*hinted));
-                w.ids(ahead);
+                read_ahead.encode(&mut w);
                 w.bytes(info);
             }
             Msg::LockGrant { lock, lent, info } => {
@@ -241,15 +271,13 @@ impl Msg {
         let msg = match kind {
             1 => Msg::LockRequest {
                 lock: r.u64()?,
-                hinted: r.flag("lock request hint")?,
-                ahead: r.ids()?,
+                read_ahead: ReadAhead::decode(&mut r, "lock request hint")?,
                 info: r.bytes()?,
             },
             2 => Msg::LockForward {
                 lock: r.u64()?,
                 requester: NodeId(r.u16()?),
-                hinted: r.flag("lock forward hint")?,
-                ahead: r.ids()?,
+                read_ahead: ReadAhead::decode(&mut r, "lock forward hint")?,
                 info: r.bytes()?,
             },
             3 => Msg::LockGrant {
@@ -434,15 +462,21 @@ mod tests {
         vec![
             Msg::LockRequest {
                 lock: 7,
-                hinted: false,
-                ahead: vec![8, 9],
+                read_ahead: ReadAhead {
+                    hinted: false,
+                    ahead: vec![8, 9],
+                    more: 3,
+                },
                 info: vec![1, 2],
             },
             Msg::LockForward {
                 lock: u64::MAX,
                 requester: NodeId(3),
-                hinted: true,
-                ahead: vec![],
+                read_ahead: ReadAhead {
+                    hinted: true,
+                    ahead: vec![],
+                    more: u16::MAX,
+                },
                 info: vec![],
             },
             Msg::LockGrant {

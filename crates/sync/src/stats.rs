@@ -18,6 +18,10 @@ pub struct SyncStats {
     /// Idle tokens this node lent along with its grants.
     #[serde(default)]
     pub lock_lends: u64,
+    /// Of the lends: tokens this node chose by its own lock order (the request left the choice
+    /// to the lender, `ReadAhead::more`).
+    #[serde(default)]
+    pub lock_lends_unasked: u64,
     /// Tokens other nodes lent to this node.
     #[serde(default)]
     pub lock_lends_received: u64,

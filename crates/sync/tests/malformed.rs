@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use squall_core::{LockId, NoConsistency, NodeId};
-use squall_sync::message::Msg;
+use squall_sync::message::{Msg, ReadAhead};
 use squall_sync::{Action, BarrierCount, BarrierId, CondId, FlagId, SyncCore, SyncError, Waiter};
 
 fn arb_msg() -> impl Strategy<Value = Msg> {
@@ -12,31 +12,28 @@ fn arb_msg() -> impl Strategy<Value = Msg> {
     let node = (0u16..5).prop_map(NodeId);
     let bytes = proptest::collection::vec(any::<u8>(), 0..6);
     let ids = proptest::collection::vec(0u64..4, 0..3);
+    let read_ahead =
+        (any::<bool>(), ids.clone(), 0u16..3).prop_map(|(hinted, ahead, more)| ReadAhead {
+            hinted,
+            ahead,
+            more,
+        });
     prop_oneof![
-        (id.clone(), any::<bool>(), ids.clone(), bytes.clone()).prop_map(
-            |(lock, hinted, ahead, info)| Msg::LockRequest {
+        (id.clone(), read_ahead.clone(), bytes.clone()).prop_map(|(lock, read_ahead, info)| {
+            Msg::LockRequest {
                 lock,
-                hinted,
-                ahead,
+                read_ahead,
+                info,
+            }
+        }),
+        (id.clone(), node.clone(), read_ahead, bytes.clone()).prop_map(
+            |(lock, requester, read_ahead, info)| Msg::LockForward {
+                lock,
+                requester,
+                read_ahead,
                 info,
             }
         ),
-        (
-            id.clone(),
-            node.clone(),
-            any::<bool>(),
-            ids.clone(),
-            bytes.clone()
-        )
-            .prop_map(|(lock, requester, hinted, ahead, info)| {
-                Msg::LockForward {
-                    lock,
-                    requester,
-                    hinted,
-                    ahead,
-                    info,
-                }
-            }),
         (id.clone(), ids.clone(), bytes.clone()).prop_map(|(lock, lent, info)| Msg::LockGrant {
             lock,
             lent,

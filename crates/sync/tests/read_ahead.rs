@@ -62,6 +62,7 @@ struct Totals {
     remote: u64,
     lent: u64,
     lends: u64,
+    unasked: u64,
     overtaken: u64,
 }
 
@@ -71,7 +72,21 @@ fn totals(w: &World) -> Totals {
         remote: sum(|s| s.lock_acquires_remote),
         lent: sum(|s| s.lock_acquires_lent),
         lends: sum(|s| s.lock_lends),
+        unasked: sum(|s| s.lock_lends_unasked),
         overtaken: sum(|s| s.lock_requests_overtaken),
+    }
+}
+
+/// After a run no request is in flight, so no read-ahead wish may be left unanswered (a wish
+/// left behind would keep its locks out of later hints).
+fn assert_no_wishes_left(w: &World) {
+    for (i, c) in w.cores.iter().enumerate() {
+        assert_eq!(
+            c.read_ahead_outstanding(),
+            0,
+            "seed {}: node {i} has unanswered read-ahead wishes",
+            w.seed
+        );
     }
 }
 
@@ -98,6 +113,7 @@ fn water_like_sweep_mostly_takes_lent_tokens() {
                 "seed {seed}"
             );
         }
+        assert_no_wishes_left(&w);
         let t = totals(&w);
         let acquires = 2 * n * rounds as u64;
         assert!(t.lends > 0 && t.lent > 0, "seed {seed}: nothing lent");
@@ -111,14 +127,16 @@ fn water_like_sweep_mostly_takes_lent_tokens() {
 
 /// Random runs on 2 nodes with several threads per node: sweeps over a shared lock order from
 /// random starting points, some with a nested lock held across (in a fixed global order), some
-/// trylocks; release completion delayed at random. Counters exact, the knowledge model holds,
-/// and over all seeds both lends and overtaken hinted requests happen.
+/// trylocks; release completion delayed at random; lender-side order off on some seeds.
+/// Counters exact, the knowledge model holds, no read-ahead wish is left unanswered, and over
+/// all seeds lends (asked and by the lender's order) and overtaken requests happen.
 #[test]
 fn random_runs_on_two_nodes_keep_counts_and_consistency() {
     let mut all = Totals {
         remote: 0,
         lent: 0,
         lends: 0,
+        unasked: 0,
         overtaken: 0,
     };
     let n_seeds = seeds(150).count() as u64;
@@ -129,6 +147,11 @@ fn random_runs_on_two_nodes_keep_counts_and_consistency() {
         let mut w = World::new(seed, 2, [0.0, 0.4, 0.9][(seed % 3) as usize]);
         w.deliver_bias = [0.2, 0.5, 0.8][(seed / 3 % 3) as usize];
         w.set_model();
+        if seed % 5 == 4 {
+            for c in &mut w.cores {
+                c.set_lock_lender_order(false);
+            }
+        }
         let mut expect = vec![0i64; locks as usize];
         for node in 0..2 {
             for _ in 0..per_node {
@@ -163,13 +186,16 @@ fn random_runs_on_two_nodes_keep_counts_and_consistency() {
         for (l, e) in expect.iter().enumerate() {
             assert_eq!(w.shared.get(&format!("c{l}")), *e, "seed {seed} lock {l}");
         }
+        assert_no_wishes_left(&w);
         let t = totals(&w);
         all.remote += t.remote;
         all.lent += t.lent;
         all.lends += t.lends;
+        all.unasked += t.unasked;
         all.overtaken += t.overtaken;
     }
     assert!(all.lends > 0 && all.lent > 0, "no lends in {n_seeds} seeds");
+    assert!(all.unasked > 0, "no lender-order lends in {n_seeds} seeds");
     if n_seeds >= 100 {
         assert!(all.overtaken > 0, "no overtaken request in {n_seeds} seeds");
     }
@@ -243,6 +269,10 @@ fn overtaken_hinted_request_is_dropped_for_either_manager() {
     for (x, y) in [(2u64, 3u64), (2, 4)] {
         let mut w = World::new(11, 2, 0.0);
         w.set_model();
+        // Only the requester's own order here (the warm-up requests would use up the probe).
+        for c in &mut w.cores {
+            c.set_lock_lender_order(false);
+        }
         let a = w.spawn(0, idle());
         let b = w.spawn(0, idle());
         let c = w.spawn(1, idle());
@@ -291,5 +321,117 @@ fn overtaken_hinted_request_is_dropped_for_either_manager() {
             w.quiesce();
         }
         assert_eq!(w.in_flight(), 0);
+    }
+}
+
+/// Lender-side order in Water's first time step: node 1 sweeps the locks first and node 0
+/// follows over the same order, so node 0's requests know no order yet while node 1 has
+/// learned it. With lender-side order node 1 lends the tokens it took after the requested
+/// lock, and node 0's remote acquires fall well below those without it; counters exact and
+/// the knowledge model holds.
+#[test]
+fn lender_order_serves_a_requester_without_an_order() {
+    let n = 256u64;
+    let mut remote = [0u64; 2];
+    for (k, on) in [false, true].into_iter().enumerate() {
+        for seed in seeds(8) {
+            let mut w = World::new(seed, 2, [0.0, 0.5][(seed % 2) as usize]);
+            w.set_model();
+            for c in &mut w.cores {
+                c.set_lock_lender_order(on);
+            }
+            // Node 1 runs first over the whole order, then node 0 follows.
+            let sweep = || {
+                counting(
+                    (0..n)
+                        .flat_map(|l| [Op::Lock(l), Op::Yield, Op::Unlock(l)])
+                        .collect(),
+                )
+            };
+            w.spawn(1, sweep());
+            w.run(5_000_000);
+            let before = w.cores[0].stats().lock_acquires_remote;
+            w.spawn(0, sweep());
+            w.run(5_000_000);
+            for l in 0..n {
+                assert_eq!(w.shared.get(&format!("c{l}")), 2, "seed {seed}");
+            }
+            assert_no_wishes_left(&w);
+            remote[k] += w.cores[0].stats().lock_acquires_remote - before;
+            if on {
+                assert!(w.cores[1].stats().lock_lends_unasked > 0, "seed {seed}");
+            } else {
+                assert_eq!(w.cores[1].stats().lock_lends_unasked, 0, "seed {seed}");
+            }
+        }
+    }
+    assert!(
+        remote[1] * 4 < remote[0],
+        "remote acquires of the follower: {} with lender order, {} without",
+        remote[1],
+        remote[0]
+    );
+}
+
+/// Hand-driven: node 1 took x then y and holds both tokens idle; node 0 never took them, so its
+/// request for x names nothing but leaves the choice to the lender (`more`). Before the grant
+/// comes, thread b of node 0 locks y: an unmarked request (y is in no hint list). Node 1 grants
+/// x, lends y by its own order, and drops b's request (y managed by node 1) or its forward (y
+/// managed by node 0) when it arrives; b takes y from the lend. The queues stay right.
+#[test]
+fn request_overtaken_by_an_unasked_lend_is_dropped_for_either_manager() {
+    for (x, y) in [(2u64, 3u64), (2, 4)] {
+        let mut w = World::new(12, 2, 0.0);
+        w.set_model();
+        let a = w.spawn(0, idle());
+        let b = w.spawn(0, idle());
+        let c = w.spawn(1, idle());
+        for l in [x, y] {
+            w.issue(c, Op::Lock(l));
+            w.quiesce();
+            w.issue(c, Op::Unlock(l));
+            w.quiesce();
+        }
+        let before = w.msgs_total();
+        w.issue(a, Op::Lock(x));
+        w.issue(b, Op::Lock(y));
+        assert!(w.is_blocked(a) && w.is_blocked(b));
+        // Node 0 → node 1: x's forward (node 0 manages x), then y's request or forward.
+        assert!(w.deliver(0, 1));
+        assert_eq!(w.cores[1].stats().lock_lends_unasked, 1, "x {x} y {y}");
+        assert!(w.deliver(0, 1));
+        assert_eq!(w.cores[1].stats().lock_requests_overtaken, 1, "x {x} y {y}");
+        assert!(w.deliver(1, 0), "the grant of x lending y");
+        w.quiesce();
+        assert_eq!(w.last(a), Some(&Ok(Outcome::Done)));
+        assert_eq!(w.last(b), Some(&Ok(Outcome::Done)));
+        assert_eq!(
+            w.msgs_total() - before,
+            3,
+            "forward, request/forward, grant"
+        );
+        assert_eq!(w.cores[0].read_ahead_outstanding(), 0);
+        // The queues are right afterwards: node 1 gets both back, then node 0 again.
+        for (t, l) in [(a, x), (b, y)] {
+            w.issue(c, Op::Lock(l));
+            w.quiesce();
+            assert!(w.is_blocked(c));
+            w.issue(t, Op::Unlock(l));
+            w.quiesce();
+            assert_eq!(w.last(c), Some(&Ok(Outcome::Done)));
+            w.issue(c, Op::Unlock(l));
+            w.quiesce();
+        }
+        for t in [a, b, c] {
+            for l in [y, x] {
+                w.issue(t, Op::Lock(l));
+                w.quiesce();
+                assert_eq!(w.last(t), Some(&Ok(Outcome::Done)));
+                w.issue(t, Op::Unlock(l));
+                w.quiesce();
+            }
+        }
+        assert_eq!(w.in_flight(), 0);
+        assert_no_wishes_left(&w);
     }
 }
