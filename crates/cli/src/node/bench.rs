@@ -8,7 +8,6 @@ use clap::Args;
 use serde_json::json;
 use squall_core::NodeId;
 use squall_net::Endpoint;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long node 0 waits for one measured run before declaring the bench stuck.
@@ -30,7 +29,8 @@ pub struct PingpongNodeArgs {
     pub am_only: bool,
 }
 
-/// State of one active-message ping-pong chain, touched only on the service thread.
+/// State of one active-message ping-pong chain, owned by the pong handler (on the service
+/// thread) once it starts.
 struct Chain {
     payload: Bytes,
     left: usize,
@@ -68,15 +68,19 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
         return finish(&ep, &barrier);
     }
     let peer = NodeId(1);
-    let chain: Arc<Mutex<Option<Chain>>> = Arc::new(Mutex::new(None));
+    // A new chain reaches the pong handler through this channel, before its first ping leaves.
+    let (start_tx, start_rx) = std::sync::mpsc::channel::<Chain>();
     let (done_tx, done_rx) = channel::<Vec<f64>>();
     {
-        let chain = Arc::clone(&chain);
         // The pong handler records the round trip and sends the next ping itself, from the
-        // service thread: no thread hop on the measured path.
+        // service thread: no thread hop on the measured path. It owns the chain (no lock per
+        // round trip, as the raw ping-pong has none).
+        let mut cur: Option<Chain> = None;
         ep.register(ty::PONG, move |ep, _inc| {
-            let Ok(mut guard) = chain.lock() else { return };
-            let Some(c) = guard.as_mut() else { return };
+            if cur.is_none() {
+                cur = start_rx.try_recv().ok();
+            }
+            let Some(c) = cur.as_mut() else { return };
             let now = Instant::now();
             if c.warmup > 0 {
                 c.warmup -= 1;
@@ -86,7 +90,7 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
                 c.left = c.left.saturating_sub(1);
             }
             if c.left == 0 {
-                if let Some(done) = guard.take() {
+                if let Some(done) = cur.take() {
                     notify(&done_tx, done.samples);
                 }
                 return;
@@ -103,19 +107,18 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
         let mut am = Vec::with_capacity(a.reps);
         let mut req = Vec::with_capacity(a.reps);
         for _ in 0..a.reps {
-            let start_chain = Arc::clone(&chain);
             let p = payload.clone();
-            let (iters, warmup) = (a.iters, a.warmup);
+            start_tx
+                .send(Chain {
+                    payload: p.clone(),
+                    left: a.iters,
+                    // The first round trip includes the hop to the service thread.
+                    warmup: a.warmup.max(1),
+                    last: Instant::now(),
+                    samples: Vec::with_capacity(a.iters),
+                })
+                .map_err(|_| NodeError::Check("the pong handler is gone".into()))?;
             ep.post(move |ep| {
-                if let Ok(mut g) = start_chain.lock() {
-                    *g = Some(Chain {
-                        payload: p.clone(),
-                        left: iters,
-                        warmup,
-                        last: Instant::now(),
-                        samples: Vec::with_capacity(iters),
-                    });
-                }
                 if let Err(e) = ep.send(peer, ty::PING, p) {
                     eprintln!("ping to {peer} failed: {e}");
                 }

@@ -57,7 +57,7 @@ use crate::stats::{DropReason, LinkCounters};
 use ::mpi::point_to_point::{Destination, MatchedReceiveVec, Source};
 use ::mpi::topology::{Communicator, SimpleCommunicator};
 use ::mpi::traits::Root;
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use crossbeam_channel::{unbounded, Receiver, Sender, TryRecvError};
 use mio::event::Event;
 use mio::{Registry, Token, Waker};
@@ -81,15 +81,19 @@ pub(crate) const TAG_BODY: i32 = 0x5157;
 /// (4 KiB) too cost the 4-node runs on 2 cores dearly (a receiver spins for the body of a
 /// header while its sender may be off its core), so only bulk data is split.
 pub(crate) const RX_MAX: usize = HEADER_LEN + 16 * 1024;
-/// Whole frames up to this size are sent by the fast path (encoded into a reused buffer, one
-/// blocking eager `MPI_Send`).
-const SMALL_MAX: usize = HEADER_LEN + 1024;
 /// Whole frames up to this size are sent with a blocking `MPI_Send`: well under Open MPI's
 /// shared-memory eager limit (4 KiB including its own header), so the call never waits for the
-/// receiver to match it (two nodes sending to each other cannot deadlock).
+/// receiver to match it (two nodes sending to each other cannot deadlock). Larger whole frames
+/// go with `MPI_Isend` and a test loop that keeps receiving.
 const BLOCKING_SEND_MAX: usize = 2048;
-// Whole frames are sent with a blocking `MPI_Send`.
-const _: () = assert!(SMALL_MAX <= BLOCKING_SEND_MAX);
+/// Received whole frames up to this size have their payload copied out of the posted receive's
+/// buffer; larger ones take the buffer itself (no copy; the next post allocates a new one, after
+/// the handler ran).
+const COPY_MAX: usize = HEADER_LEN + 1024;
+/// While hot, one look at MPI tests the posted receive up to this many times under one
+/// acquisition of the locks (the empty probe is then little more than `MPI_Test`, as in the
+/// `MPI_Recv` loop of a raw program).
+const TESTS_PER_LOOK: u32 = 4;
 /// This backend's token in the service thread's poll (the waker).
 const WAKE_TOKEN: Token = Token(1);
 /// How long the progress thread keeps probing after its last piece of work before napping.
@@ -347,7 +351,7 @@ pub(crate) fn start(cfg: &NetConfig) -> Result<(MpiBackend, NodeId, u16, JobId),
             incoming: in_rx,
             incoming_tx: in_tx,
             rx_buf: Vec::new(),
-            tx_buf: Vec::with_capacity(SMALL_MAX),
+            tx_buf: Vec::with_capacity(RX_MAX),
             hot_probe: false,
             progress,
             join: Some(join),
@@ -422,7 +426,9 @@ fn progress_main(
                 Ok(Cmd::Send { to, frame }) => {
                     worked = true;
                     let mut st = shared.mpi.lock();
-                    if !st.closed && send_one(&world, &mut st, to, &frame, &mut push) {
+                    if !st.closed
+                        && send_one(&world, &mut st, to, &frame.head, frame.body.as_ref(), &mut push)
+                    {
                         shared.wake();
                     }
                     // Still under the lock: a sender that sees nothing in flight may post
@@ -492,23 +498,21 @@ fn send_one(
     world: &SimpleCommunicator,
     st: &mut MpiState,
     to: i32,
-    frame: &Frame,
+    head: &[u8],
+    body: Option<&Bytes>,
     sink: &mut dyn FnMut(Received),
 ) -> bool {
-    let dest = world.process_at_rank(to);
-    if frame.body.is_none() && frame.head.len() <= BLOCKING_SEND_MAX {
+    if body.is_none() && head.len() <= BLOCKING_SEND_MAX {
         // Eager size: MPI_Send returns once the frame is copied out, without waiting for
         // the receiver (and progresses incoming messages meanwhile if it must wait for room).
-        dest.send_with_tag(&frame.head[..], TAG);
+        mpi_rx::send(head, to, TAG);
         return false;
     }
+    let dest = world.process_at_rank(to);
     let mut got = false;
     ::mpi::request::scope(|scope| {
-        let mut head = Some(dest.immediate_send_with_tag(scope, &frame.head[..], TAG));
-        let mut body = frame
-            .body
-            .as_ref()
-            .map(|b| dest.immediate_send_with_tag(scope, &b[..], TAG_BODY));
+        let mut head = Some(dest.immediate_send_with_tag(scope, head, TAG));
+        let mut body = body.map(|b| dest.immediate_send_with_tag(scope, &b[..], TAG_BODY));
         while head.is_some() || body.is_some() {
             if let Some(r) = head.take() {
                 head = r.test().err();
@@ -532,10 +536,15 @@ fn receive_all(
     sink: &mut dyn FnMut(Received),
 ) -> bool {
     let mut got = false;
-    while let Some((src, _)) = st.rx.test() {
+    while let Some((src, len)) = st.rx.test() {
         got = true;
-        let data = st.rx.data().to_vec();
-        st.rx.release();
+        let data = if len > COPY_MAX {
+            st.rx.take()
+        } else {
+            let d = st.rx.data().to_vec();
+            st.rx.release();
+            d
+        };
         let body = is_split_header(&data).then(|| receive_body(world, src));
         sink((src, data, body));
     }
@@ -554,6 +563,25 @@ fn decode_frame(
     data: &[u8],
     body: Option<Vec<u8>>,
 ) -> Result<(Header, Bytes), DropReason> {
+    let h = check_frame(job, rank, peers, src, data, body.as_ref().map(Vec::len))?;
+    let payload = match body {
+        Some(b) => Bytes::from(b),
+        None => Bytes::copy_from_slice(&data[HEADER_LEN..]),
+    };
+    Ok((h, payload))
+}
+
+/// The checks of [`decode_frame`] alone: the header of a frame from MPI rank `src` that is
+/// whole (`body_len` None: `data` is exactly header + payload) or a header with a body of
+/// `body_len` bytes beside it.
+fn check_frame(
+    job: JobId,
+    rank: NodeId,
+    peers: usize,
+    src: i32,
+    data: &[u8],
+    body_len: Option<usize>,
+) -> Result<Header, DropReason> {
     let src = u16::try_from(src)
         .ok()
         .filter(|s| usize::from(*s) < peers)
@@ -565,13 +593,30 @@ fn decode_frame(
     if h.src.0 != src || h.dst != rank {
         return Err(DropReason::BadDest);
     }
-    let payload = match body {
-        Some(b) if data.len() == HEADER_LEN && b.len() == h.payload_len as usize => Bytes::from(b),
-        None if data.len() == HEADER_LEN + h.payload_len as usize => {
-            Bytes::copy_from_slice(&data[HEADER_LEN..])
-        }
-        _ => return Err(DropReason::Truncated),
+    let whole = match body_len {
+        Some(b) => data.len() == HEADER_LEN && b == h.payload_len as usize,
+        None => data.len() == HEADER_LEN + h.payload_len as usize,
     };
+    if !whole {
+        return Err(DropReason::Truncated);
+    }
+    Ok(h)
+}
+
+/// Decodes a whole frame held in its own buffer (taken from the posted receive): the payload is
+/// that buffer past the header, trimmed to its length (no copy).
+fn decode_owned(
+    job: JobId,
+    rank: NodeId,
+    peers: usize,
+    src: i32,
+    mut data: Vec<u8>,
+) -> Result<(Header, Bytes), DropReason> {
+    let h = check_frame(job, rank, peers, src, &data, None)?;
+    // Gives the unused rest of the receive's buffer back (glibc shrinks in place).
+    data.shrink_to_fit();
+    let mut payload = Bytes::from(data);
+    payload.advance(HEADER_LEN);
     Ok((h, payload))
 }
 
@@ -628,9 +673,16 @@ impl MpiBackend {
             }
             let world = SimpleCommunicator::world();
             let tx = &self.incoming_tx;
-            let got = send_one(&world, &mut st, i32::from(to.0), &frame, &mut |r| {
-                let _ = tx.send(r);
-            });
+            let got = send_one(
+                &world,
+                &mut st,
+                i32::from(to.0),
+                &frame.head,
+                frame.body.as_ref(),
+                &mut |r| {
+                    let _ = tx.send(r);
+                },
+            );
             drop(st);
             if got {
                 self.shared.wake();
@@ -689,7 +741,7 @@ impl MpiBackend {
         };
         let mut found = false;
         while probes > 0 && !found {
-            found = self.look(now, out);
+            found = self.look(now, out, 1);
             probes -= 1;
         }
         let idle_for = self.now_seen.saturating_duration_since(self.last_activity);
@@ -709,7 +761,8 @@ impl MpiBackend {
     /// One look at MPI: under its lock, the frames others queued (they came first) and then at
     /// most one message probed by this thread; if another thread holds the lock, only the
     /// queued frames (the holder queues what it receives, in order). True if anything came.
-    fn look(&mut self, now: Instant, out: &mut Vec<BackendEvent>) -> bool {
+    /// `tests`: how many times to test the posted receive while nothing has come.
+    fn look(&mut self, now: Instant, out: &mut Vec<BackendEvent>, tests: u32) -> bool {
         let mut queued = std::mem::take(&mut self.rx_buf);
         let mut probed = None;
         match self.shared.mpi.try_lock() {
@@ -720,7 +773,22 @@ impl MpiBackend {
                     queued.extend(self.incoming.try_iter());
                 }
                 if !st.closed {
-                    if let Some((src, _)) = st.rx.test() {
+                    let mut hit = st.rx.test();
+                    for _ in 1..tests {
+                        if hit.is_some() || !queued.is_empty() {
+                            break;
+                        }
+                        hit = st.rx.test();
+                    }
+                    if let Some((src, len)) = hit.filter(|&(_, len)| len > COPY_MAX) {
+                        // A large frame keeps the receive's buffer (reposted with a new one).
+                        let data = st.rx.take();
+                        debug_assert_eq!(data.len(), len);
+                        probed = Some((
+                            true,
+                            decode_owned(self.job, self.rank, self.peers.len(), src, data),
+                        ));
+                    } else if let Some((src, _)) = hit {
                         let data = st.rx.data();
                         let body = is_split_header(data)
                             .then(|| receive_body(&SimpleCommunicator::world(), src));
@@ -753,7 +821,7 @@ impl MpiBackend {
                 now
             };
             for (src, data, body) in queued.drain(..) {
-                self.on_frame(now, src, &data, body, out);
+                self.on_frame(now, src, data, body, out);
             }
             if let Some((_, decoded)) = probed {
                 self.accept(now, decoded, out);
@@ -798,11 +866,16 @@ impl MpiBackend {
         &mut self,
         now: Instant,
         src: i32,
-        data: &[u8],
+        data: Vec<u8>,
         body: Option<Vec<u8>>,
         out: &mut Vec<BackendEvent>,
     ) {
-        let decoded = decode_frame(self.job, self.rank, self.peers.len(), src, data, body);
+        let (job, rank, peers) = (self.job, self.rank, self.peers.len());
+        let decoded = if body.is_none() && data.len() > COPY_MAX {
+            decode_owned(job, rank, peers, src, data)
+        } else {
+            decode_frame(job, rank, peers, src, &data, body)
+        };
         self.accept(now, decoded, out);
     }
 
@@ -872,11 +945,12 @@ impl Backend for MpiBackend {
                 size: self.peers.len() as u16,
             });
         }
-        if HEADER_LEN + msg.payload.len() <= SMALL_MAX
+        if HEADER_LEN + msg.payload.len() <= RX_MAX
             && self.shared.in_flight.load(Ordering::Acquire) == 0
         {
-            // The latency path: a small frame this thread sends itself, encoded into a reused
-            // buffer (no allocation) and sent with one blocking (eager) `MPI_Send`.
+            // The latency path: a whole frame this thread sends itself, encoded into a reused
+            // buffer (no allocation): one blocking (eager) `MPI_Send`, or for frames beyond
+            // the eager size an `MPI_Isend` completed while receiving.
             let Some(p) = self.peers.get_mut(msg.to.index()) else {
                 return Err(NetError::BadDestination {
                     peer: msg.to,
@@ -886,7 +960,7 @@ impl Backend for MpiBackend {
             if p.lost {
                 return Err(NetError::PeerGone { peer: msg.to });
             }
-            if let Some(st) = self.shared.mpi.try_lock() {
+            if let Some(mut st) = self.shared.mpi.try_lock() {
                 if st.closed {
                     return Err(NetError::PeerLost {
                         peer: msg.to,
@@ -899,15 +973,32 @@ impl Backend for MpiBackend {
                 h.request_id = msg.request_id;
                 self.tx_buf.clear();
                 encode_into(&h, &msg.payload, &mut self.tx_buf);
-                mpi_rx::send(&self.tx_buf, i32::from(msg.to.0), TAG);
+                let to = i32::from(msg.to.0);
+                let large = self.tx_buf.len() > BLOCKING_SEND_MAX;
+                let got = if large {
+                    let world = SimpleCommunicator::world();
+                    let tx = &self.incoming_tx;
+                    send_one(&world, &mut st, to, &self.tx_buf, None, &mut |r| {
+                        let _ = tx.send(r);
+                    })
+                } else {
+                    mpi_rx::send(&self.tx_buf, to, TAG);
+                    false
+                };
                 drop(st);
-                self.last_activity = now;
+                if got {
+                    self.shared.wake();
+                }
                 self.counters.packets_sent += 1;
-                self.shared
-                    .sent_ns
-                    .store(self.shared.nanos(now), Ordering::Release);
+                // A large send takes a while: the wait for its answer starts when it is done.
+                let now = if large { Instant::now() } else { now };
+                self.last_activity = now;
                 if !self.shared.svc_hot.load(Ordering::Acquire) {
                     // The progress thread watches for the answer: from now, not after its nap.
+                    // (While the service thread is hot, it watches itself.)
+                    self.shared
+                        .sent_ns
+                        .store(self.shared.nanos(now), Ordering::Release);
                     self.progress.unpark();
                 }
                 return Ok(());
@@ -929,7 +1020,7 @@ impl Backend for MpiBackend {
         self.now_seen = now;
         self.shared.wake_pending.store(false, Ordering::Release);
         while let Ok((src, data, body)) = self.incoming.try_recv() {
-            self.on_frame(now, src, &data, body, out);
+            self.on_frame(now, src, data, body, out);
         }
     }
 
@@ -1051,7 +1142,7 @@ impl Backend for MpiBackend {
 
     fn poll_hot(&mut self, out: &mut Vec<BackendEvent>) {
         let now = self.now_seen;
-        self.look(now, out);
+        self.look(now, out, TESTS_PER_LOOK);
     }
 }
 

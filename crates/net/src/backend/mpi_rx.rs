@@ -54,7 +54,11 @@ enum State {
 
 /// One receive kept posted for messages of one tag from any source.
 pub(crate) struct PostedRecv {
-    buf: Box<[u8]>,
+    /// The receive's buffer: `max` bytes of capacity while posted (length 0: MPI writes the
+    /// spare capacity), the message's length once completed. Handed away by
+    /// [`PostedRecv::take`]; the next post then allocates a new one (off the latency path).
+    buf: Vec<u8>,
+    max: usize,
     req: ffi::MPI_Request,
     tag: i32,
     state: State,
@@ -70,7 +74,8 @@ impl PostedRecv {
     /// senders must split them). Posted at the first [`PostedRecv::test`].
     pub(crate) fn new(tag: i32, max: usize) -> PostedRecv {
         PostedRecv {
-            buf: vec![0u8; max].into_boxed_slice(),
+            buf: Vec::with_capacity(max),
+            max,
             // SAFETY: reading a constant the MPI library exports.
             req: unsafe { ffi::RSMPI_REQUEST_NULL },
             tag,
@@ -79,10 +84,15 @@ impl PostedRecv {
     }
 
     fn post(&mut self) {
-        let count = i32::try_from(self.buf.len()).unwrap_or(i32::MAX);
+        self.buf.clear();
+        if self.buf.capacity() < self.max {
+            self.buf = Vec::with_capacity(self.max);
+        }
+        let count = i32::try_from(self.max).unwrap_or(i32::MAX);
         // SAFETY: MPI is initialised and not finalised (the caller holds the MPI lock); the
-        // buffer is owned by `self` and neither read nor dropped while the receive is posted
-        // (`Drop` and `cancel` complete the request first); `req` outlives the call.
+        // buffer is owned by `self`, has `count` bytes of capacity, and is neither read, moved
+        // out nor dropped while the receive is posted (`Drop` and `cancel` complete the request
+        // first; `take` only takes a completed one); `req` outlives the call.
         unsafe {
             ffi::MPI_Irecv(
                 self.buf.as_mut_ptr().cast(),
@@ -122,7 +132,10 @@ impl PostedRecv {
         unsafe {
             ffi::MPI_Get_count(&status, u8::equivalent_datatype().as_raw(), &mut count);
         }
-        let len = usize::try_from(count).unwrap_or(0).min(self.buf.len());
+        let len = usize::try_from(count).unwrap_or(0).min(self.max);
+        // SAFETY: the completed receive wrote `len` bytes (at most its `max`, the buffer's
+        // capacity) at the start of the buffer.
+        unsafe { self.buf.set_len(len) };
         self.state = State::Done {
             src: status.MPI_SOURCE,
             len,
@@ -133,7 +146,7 @@ impl PostedRecv {
     /// The message a completed [`PostedRecv::test`] reported.
     pub(crate) fn data(&self) -> &[u8] {
         match self.state {
-            State::Done { len, .. } => &self.buf[..len],
+            State::Done { .. } => &self.buf,
             _ => &[],
         }
     }
@@ -146,7 +159,21 @@ impl PostedRecv {
     /// the oldest of those first, so order is kept.
     pub(crate) fn release(&mut self) {
         if matches!(self.state, State::Done { .. }) {
+            self.buf.clear();
             self.state = State::Idle;
+        }
+    }
+
+    /// Like [`PostedRecv::release`], but hands the message's buffer over (its capacity is the
+    /// receive's whole size; a new buffer is allocated when the receive is posted again).
+    /// Empty if no message is here.
+    pub(crate) fn take(&mut self) -> Vec<u8> {
+        match self.state {
+            State::Done { .. } => {
+                self.state = State::Idle;
+                std::mem::take(&mut self.buf)
+            }
+            _ => Vec::new(),
         }
     }
 
@@ -155,6 +182,7 @@ impl PostedRecv {
     pub(crate) fn cancel(&mut self) {
         if self.state != State::Posted {
             self.state = State::Idle;
+            self.buf.clear();
             return;
         }
         let mut status = MaybeUninit::<ffi::MPI_Status>::uninit();
