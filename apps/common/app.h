@@ -1,7 +1,8 @@
 /*
  * apps/common/app.h - the harness shared by every Squall seed application.
  *
- * Owns: command-line parsing of the common flags (-t -s -h -v), the RESULT line, timing,
+ * Owns: command-line parsing of the common flags (-t -s -h -v), the RESULT line, timing
+ * (and the Squall statistics mark of the timed phase),
  * the thread team, barrier and lock wrappers, a deterministic PRNG and small checking
  * helpers. Must not touch: application algorithms or data (each app owns its own).
  *
@@ -204,6 +205,18 @@ static inline double app_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Statistics mark: call from ONE thread (e.g. thread 0) right after the barrier that starts the
+ * timed phase and again right after the one that ends it; `squall run --stats` (and
+ * SQUALL_STATS_FILE) then shows the timed phase beside the whole run (squall_stats_mark). A
+ * no-op in the seq and native builds. */
+static inline void app_stats_mark(void)
+{
+#ifdef APP_SQUALL
+    if (squall_stats_mark() != SQUALL_OK)
+        fprintf(stderr, "app_stats_mark failed: %s\n", squall_last_error());
+#endif
 }
 
 /* calloc that exits with a message naming what could not be had (zeroed memory). On Squall

@@ -390,6 +390,16 @@ char *squall_stats_json(void);
 int squall_stats_print(void);
 
 /**
+ * Mark the statistics of the whole job: call it from ONE thread anywhere (e.g. the first
+ * thread right after the barrier that starts the timed phase, and again right after the one
+ * that ends it). Every node snapshots its counters (the calling node at once, the others when
+ * the mark's message arrives), and the report at exit (`squall run --stats`, `SQUALL_STATS=1`,
+ * `SQUALL_STATS_FILE` under `"phase"`) shows the timed phase, from the first mark to the
+ * second (or to the end), beside the whole run. Marks after the second are ignored.
+ */
+int squall_stats_mark(void);
+
+/**
  * Free a string returned by Squall (`squall_stats_json`).
  *
  * # Safety

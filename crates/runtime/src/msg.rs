@@ -18,10 +18,12 @@ pub const SPAWN: MsgType = MsgType(69);
 /// Wait for a thread of this node to end (payload: the `u64` thread id); request, answered
 /// when the thread has ended.
 pub const JOIN: MsgType = MsgType(70);
+/// Snapshot your statistics: a stats mark (`Node::stats_mark`; empty payload).
+pub const STATS_MARK: MsgType = MsgType(71);
 
 /// A readable name for a message type in statistics.
 pub fn name(ty: u16) -> String {
-    const NAMES: [(MsgType, &str); 7] = [
+    const NAMES: [(MsgType, &str); 8] = [
         (PROTO, "protocol"),
         (SYNC, "sync"),
         (COLLECTIVE, "collective"),
@@ -29,6 +31,7 @@ pub fn name(ty: u16) -> String {
         (STATS, "stats"),
         (SPAWN, "spawn"),
         (JOIN, "join"),
+        (STATS_MARK, "stats_mark"),
     ];
     match NAMES.iter().find(|(t, _)| t.0 == ty) {
         Some((_, n)) => (*n).into(),

@@ -10,7 +10,7 @@ use crate::error::{Result, SquallError};
 use crate::fnptr;
 use crate::msg;
 use crate::service::{fatal, BoxedProtocol, Reply, Service};
-use crate::stats::{self, Breakdown, NodeStats};
+use crate::stats::{self, Breakdown, NodeReport, NodeStats};
 use crate::threads::{self, Joiner, SpawnMsg, ThreadFn};
 use crossbeam_channel::bounded;
 use parking_lot::{Condvar, Mutex};
@@ -88,17 +88,50 @@ struct Inner {
     faults: Mutex<Option<FaultServing>>,
     coll_seq: AtomicU64,
     coll: Arc<Mailbox<u64>>,
-    stats_in: Arc<Mailbox<NodeStats>>,
+    stats_in: Arc<Mailbox<NodeReport>>,
     started: Instant,
     sync_ns: AtomicU64,
     /// Run time of threads started here by `spawn_on` that have ended.
     thread_ns: AtomicU64,
+    /// Threads started here by `spawn_on` that are running (for a stats mark while they run).
+    live_threads: Live,
+    /// Synchronization calls (and joins) in progress, counted in `sync_ns` only when they end.
+    live_sync: Live,
+    /// Snapshots taken at stats marks (`stats_mark`): the first two bound the timed phase.
+    marks: Mutex<Vec<NodeStats>>,
     /// Whether this process's main thread runs application code (not on the serving ranks of
     /// a single-system-image program).
     main_is_app: AtomicBool,
     finalized: AtomicBool,
     /// Threads this node created (for thread ids) and the round-robin placement cursor.
     spawned: AtomicU64,
+}
+
+/// Timed activities in progress (running threads, waiting sync calls): how many, and the sum of
+/// their start times in ns since the node started, so their time so far is `count * now - sum`
+/// (read at a stats mark; a begin or end racing with the read skews it by that one activity).
+#[derive(Default)]
+struct Live {
+    count: AtomicU64,
+    start_sum: AtomicU64,
+}
+
+impl Live {
+    fn begin(&self, at: u64) {
+        self.start_sum.fetch_add(at, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn end(&self, at: u64) {
+        self.count.fetch_sub(1, Ordering::Relaxed);
+        self.start_sum.fetch_sub(at, Ordering::Relaxed);
+    }
+
+    fn so_far(&self, now: u64) -> u64 {
+        let n = self.count.load(Ordering::Relaxed);
+        let sum = self.start_sum.load(Ordering::Relaxed);
+        n.saturating_mul(now).saturating_sub(sum)
+    }
 }
 
 /// One node of a Squall job. Cheap to clone; every clone is the same node.
@@ -184,7 +217,7 @@ impl Node {
             cfg.fetch_spin,
         )));
         let coll: Arc<Mailbox<u64>> = Arc::default();
-        let stats_in: Arc<Mailbox<NodeStats>> = Arc::default();
+        let stats_in: Arc<Mailbox<NodeReport>> = Arc::default();
         let (s, c, st) = (svc.clone(), coll.clone(), stats_in.clone());
         let ep = bootstrap::start_with(net, move |ep| register_handlers(ep, s, c, st))?;
         let node = Node {
@@ -201,6 +234,9 @@ impl Node {
                 started: Instant::now(),
                 sync_ns: AtomicU64::new(0),
                 thread_ns: AtomicU64::new(0),
+                live_threads: Live::default(),
+                live_sync: Live::default(),
+                marks: Mutex::new(Vec::new()),
                 main_is_app: AtomicBool::new(true),
                 finalized: AtomicBool::new(false),
                 spawned: AtomicU64::new(0),
@@ -335,11 +371,13 @@ impl Node {
         what: &'static str,
         f: impl FnOnce(&mut Service, &Endpoint, Waiter),
     ) -> Result<Outcome> {
-        let t = Instant::now();
+        let at = self.now_ns();
+        self.inner.live_sync.begin(at);
         let r = self.call(what, f);
+        self.inner.live_sync.end(at);
         self.inner
             .sync_ns
-            .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            .fetch_add(self.now_ns().saturating_sub(at), Ordering::Relaxed);
         match r? {
             Reply::Sync(r) => Ok(r?),
             Reply::Value(_) => Ok(Outcome::Done),
@@ -811,8 +849,19 @@ impl Node {
                 "join of unknown {tid}: no such node"
             )));
         }
-        let t = Instant::now();
-        let r = if run == self.rank() {
+        let at = self.now_ns();
+        self.inner.live_sync.begin(at);
+        let r = self.join_wait(run, tid);
+        self.inner.live_sync.end(at);
+        self.inner
+            .sync_ns
+            .fetch_add(self.now_ns().saturating_sub(at), Ordering::Relaxed);
+        r
+    }
+
+    /// The waiting part of `join` (timed as sync time by the caller).
+    fn join_wait(&self, run: NodeId, tid: ThreadId) -> Result<*mut c_void> {
+        if run == self.rank() {
             match self.call("join", move |s, ep, w| s.join(ep, tid, Joiner::Local(w)))? {
                 Reply::Value(ret) => Ok(ret as usize as *mut c_void),
                 Reply::Failed(e) => Err(e),
@@ -838,11 +887,7 @@ impl Node {
                 s.wake(w, Reply::Value(0))
             })?;
             Ok(ret as usize as *mut c_void)
-        };
-        self.inner
-            .sync_ns
-            .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        r
+        }
     }
 
     // ----- atomics ----------------------------------------------------------------------
@@ -875,6 +920,11 @@ impl Node {
 
     // ----- statistics and shutdown ------------------------------------------------------
 
+    /// Nanoseconds since this node started (the clock of the time accounting).
+    fn now_ns(&self) -> u64 {
+        self.inner.started.elapsed().as_nanos() as u64
+    }
+
     /// This node's statistics so far.
     pub fn stats(&self) -> NodeStats {
         // Application time: the main thread's (where it runs application code) plus every
@@ -884,8 +934,12 @@ impl Node {
         } else {
             0.0
         };
-        let wall = main + self.inner.thread_ns.load(Ordering::Relaxed) as f64 / 1e9;
-        let sync_s = self.inner.sync_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        let now = self.now_ns();
+        let threads =
+            self.inner.thread_ns.load(Ordering::Relaxed) + self.inner.live_threads.so_far(now);
+        let wall = main + threads as f64 / 1e9;
+        let sync = self.inner.sync_ns.load(Ordering::Relaxed) + self.inner.live_sync.so_far(now);
+        let sync_s = sync as f64 / 1e9;
         let s = self.inner.svc.lock();
         let stall_s = s.times.stall_ns as f64 / 1e9;
         let mut counts = Map::new();
@@ -919,6 +973,50 @@ impl Node {
         }
     }
 
+    /// Mark the statistics of the whole job (any one thread calls it; e.g. the first thread
+    /// right after the barrier that starts the timed phase, and again right after the one that
+    /// ends it). Every node snapshots its counters: this node at once, the others when the
+    /// mark's message reaches them (microseconds later). The report at finalize
+    /// (`SQUALL_STATS=1`, `SQUALL_STATS_FILE`) then also shows the timed phase: from each
+    /// node's first mark to its second, or to the end. Later marks are ignored.
+    pub fn stats_mark(&self) -> Result<()> {
+        self.record_mark();
+        for n in 0..self.size() {
+            let to = NodeId(n);
+            if to != self.rank() {
+                self.inner.ep.send(to, msg::STATS_MARK, Vec::new())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Snapshot this node's statistics for a stats mark (only the first two are kept).
+    fn record_mark(&self) {
+        if self.inner.marks.lock().len() < 2 {
+            let st = self.stats();
+            let mut marks = self.inner.marks.lock();
+            if marks.len() < 2 {
+                marks.push(st);
+            }
+        }
+    }
+
+    /// This node's statistics of the timed phase: from its first stats mark to its second, or
+    /// to now; `None` before the first mark reached this node.
+    pub fn stats_phase(&self) -> Option<NodeStats> {
+        if self.inner.marks.lock().is_empty() {
+            return None;
+        }
+        self.phase(&self.stats())
+    }
+
+    /// The timed phase of this node (first mark to second mark, or to `now`), if marked.
+    fn phase(&self, now: &NodeStats) -> Option<NodeStats> {
+        let marks = self.inner.marks.lock();
+        let start = marks.first()?;
+        Some(stats::diff(marks.get(1).unwrap_or(now), start))
+    }
+
     /// Collective: end this node's part of the job. Waits for every node, prints and writes
     /// the statistics if asked (`SQUALL_STATS=1`), says goodbye to the peers.
     pub fn finalize(&self) -> Result<()> {
@@ -927,14 +1025,32 @@ impl Node {
         }
         self.end_barrier()?;
         if self.inner.cfg.stats {
-            let mine = self.stats();
+            let run = self.stats();
+            let mine = NodeReport {
+                phase: self.phase(&run),
+                run,
+            };
             if self.rank() == NodeId(0) {
                 let mut all = vec![mine];
                 for n in 1..self.size() {
                     all.push(self.inner.stats_in.take(u64::from(n)));
                 }
-                eprint!("{}", stats::table(&all));
-                let doc = serde_json::json!({"nodes": all, "total": stats::total(&all)});
+                let runs: Vec<NodeStats> = all.iter().map(|r| r.run.clone()).collect();
+                eprint!("{}", stats::table(&runs));
+                let mut doc = serde_json::json!({"nodes": runs, "total": stats::total(&runs)});
+                // The timed phase, if every node marked one (a node the mark never reached
+                // would make the sum meaningless).
+                let phases: Option<Vec<NodeStats>> = all.iter().map(|r| r.phase.clone()).collect();
+                if let Some(phases) = phases {
+                    eprint!(
+                        "{}",
+                        stats::table_titled(&phases, "timed phase: stats marks")
+                    );
+                    doc["phase"] = serde_json::json!({
+                        "nodes": phases,
+                        "total": stats::total(&phases),
+                    });
+                }
                 if let Err(e) = std::fs::write(&self.inner.cfg.stats_file, doc.to_string()) {
                     eprintln!("squall: could not write {}: {e}", self.inner.cfg.stats_file);
                 }
@@ -1061,9 +1177,18 @@ fn start_thread(s: &mut Service, sp: SpawnMsg) -> std::result::Result<(), String
         .spawn(move || {
             CURRENT.with(|c| c.set(tid.0));
             let t = Instant::now();
+            // Counted as running for the statistics (a stats mark may come while it runs).
+            let start_ns = node().ok().map(|n| {
+                let at = n.now_ns();
+                n.inner.live_threads.begin(at);
+                at
+            });
             let ret = f(arg as usize as *mut c_void) as usize as u64;
             match node() {
                 Ok(n) => {
+                    if let Some(at) = start_ns {
+                        n.inner.live_threads.end(at);
+                    }
                     n.inner
                         .thread_ns
                         .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -1080,7 +1205,7 @@ fn register_handlers(
     ep: &Endpoint,
     svc: Arc<Mutex<Service>>,
     coll: Arc<Mailbox<u64>>,
-    stats_in: Arc<Mailbox<NodeStats>>,
+    stats_in: Arc<Mailbox<NodeReport>>,
 ) {
     let s = svc.clone();
     ep.register(msg::PROTO, move |ep, m| {
@@ -1103,10 +1228,14 @@ fn register_handlers(
         coll.put(seq, v);
     });
     ep.register(msg::STATS, move |ep, m| {
-        match serde_json::from_slice::<NodeStats>(&m.payload) {
+        match serde_json::from_slice::<NodeReport>(&m.payload) {
             Ok(st) => stats_in.put(u64::from(m.src.0), st),
             Err(e) => eprintln!("squall: {}: bad statistics from {}: {e}", ep.rank(), m.src),
         }
+    });
+    ep.register(msg::STATS_MARK, move |ep, m| match node() {
+        Ok(n) => n.record_mark(),
+        Err(e) => eprintln!("squall: {}: stats mark from {}: {e}", ep.rank(), m.src),
     });
     let s = svc.clone();
     ep.register(msg::SPAWN, move |ep, m| {

@@ -1,7 +1,8 @@
 //! Per-run statistics: counts from every layer (faults, twins, diffs, messages, bytes, lock
 //! acquires, barriers) and the time breakdown the seeds report (task, synchronization, data
 //! stall, messaging, protocol). Owns collection into one serialisable record per node, the
-//! sum over nodes, and the stderr table; must not touch protocol state (it reads snapshots).
+//! sum over nodes, the difference of two snapshots (the timed phase between stats marks), and
+//! the stderr table; must not touch protocol state (it reads snapshots).
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::fmt::Write as _;
@@ -41,6 +42,60 @@ pub struct NodeStats {
     /// Counters by layer: `protocol`, `sync`, `net`, `memory`; each an object of numbers (or of
     /// objects of numbers, e.g. messages per type).
     pub counts: Map<String, Value>,
+}
+
+/// What a node reports to rank 0 at finalize: its whole run, and its timed phase (from its
+/// first stats mark to its second, or to the end) if the program marked one.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeReport {
+    pub run: NodeStats,
+    #[serde(default)]
+    pub phase: Option<NodeStats>,
+}
+
+/// `later - earlier`, counter by counter (for two snapshots of one node; counters only grow,
+/// so a difference below zero, from a counter that is not one, is clamped to 0).
+pub fn diff(later: &NodeStats, earlier: &NodeStats) -> NodeStats {
+    let (l, e) = (&later.breakdown, &earlier.breakdown);
+    let mut counts = Value::Object(later.counts.clone());
+    sub_values(&mut counts, &Value::Object(earlier.counts.clone()));
+    NodeStats {
+        node: later.node,
+        protocol: later.protocol.clone(),
+        breakdown: Breakdown {
+            task_s: (l.task_s - e.task_s).max(0.0),
+            sync_s: (l.sync_s - e.sync_s).max(0.0),
+            data_stall_s: (l.data_stall_s - e.data_stall_s).max(0.0),
+            messaging_s: (l.messaging_s - e.messaging_s).max(0.0),
+            protocol_s: (l.protocol_s - e.protocol_s).max(0.0),
+        },
+        counts: match counts {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        },
+    }
+}
+
+fn sub_values(into: &mut Value, from: &Value) {
+    match (into, from) {
+        (Value::Number(a), Value::Number(b)) => {
+            if let (Some(x), Some(y)) = (a.as_u64(), b.as_u64()) {
+                *a = x.saturating_sub(y).into();
+            } else if let (Some(x), Some(y)) = (a.as_f64(), b.as_f64()) {
+                if let Some(n) = serde_json::Number::from_f64((x - y).max(0.0)) {
+                    *a = n;
+                }
+            }
+        }
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                if let Some(slot) = a.get_mut(k) {
+                    sub_values(slot, v);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 fn add_values(into: &mut Value, from: &Value) {
@@ -114,6 +169,11 @@ fn flat(prefix: &str, v: &Value, out: &mut Vec<(String, f64)>) {
 
 /// The table printed on stderr at exit: one column per node and a total column.
 pub fn table(nodes: &[NodeStats]) -> String {
+    table_titled(nodes, "")
+}
+
+/// [`table`] with `what` after the protocol in the title (e.g. "timed phase").
+pub fn table_titled(nodes: &[NodeStats], what: &str) -> String {
     let tot = total(nodes);
     let mut rows: Vec<(String, Vec<f64>)> = Vec::new();
     let mut all = nodes.to_vec();
@@ -139,7 +199,12 @@ pub fn table(nodes: &[NodeStats]) -> String {
         }
     }
     let mut s = String::new();
-    let _ = write!(s, "squall statistics ({})\n{:<40}", all[0].protocol, "");
+    let title = if what.is_empty() {
+        all[0].protocol.clone()
+    } else {
+        format!("{}, {what}", all[0].protocol)
+    };
+    let _ = write!(s, "squall statistics ({title})\n{:<40}", "");
     for n in nodes {
         let _ = write!(s, "{:>14}", format!("node {}", n.node.unwrap_or(0)));
     }
@@ -190,5 +255,25 @@ mod tests {
         assert!((t.breakdown.task_s - 2.0).abs() < 1e-9);
         let tab = table(&[node(0, 3), node(1, 4)]);
         assert!(tab.contains("protocol.read_faults"));
+    }
+
+    #[test]
+    fn diff_subtracts_nested_counts_and_times() {
+        let d = diff(&node(0, 10), &node(0, 4));
+        assert_eq!(d.counts["protocol"]["read_faults"], 6);
+        assert_eq!(d.counts["protocol"]["per_type"]["fetch"], 0);
+        assert_eq!(d.breakdown.task_s, 0.0);
+        let mut later = node(1, 4);
+        later.breakdown.sync_s = 2.5;
+        later
+            .counts
+            .insert("sync".into(), serde_json::json!({"barrier_episodes": 3}));
+        let d = diff(&later, &node(1, 4));
+        assert!((d.breakdown.sync_s - 2.5).abs() < 1e-9);
+        // A counter the earlier snapshot did not have yet counts in full.
+        assert_eq!(d.counts["sync"]["barrier_episodes"], 3);
+        let tab = table_titled(&[d], "timed phase");
+        assert!(tab.starts_with("squall statistics (hlrc, timed phase)"));
+        assert!(tab.contains("sync.barrier_episodes"));
     }
 }

@@ -269,12 +269,82 @@ fn lock_counter(node: &Node) -> Result<(), String> {
 }
 
 fn sync_count(node: &Node, name: &str) -> u64 {
-    node.stats()
-        .counts
+    sync_of(&node.stats(), name)
+}
+
+fn sync_of(st: &squall::stats::NodeStats, name: &str) -> u64 {
+    st.counts
         .get("sync")
         .and_then(|p| p.get(name))
         .and_then(|v| v.as_u64())
         .unwrap_or(0)
+}
+
+/// Statistics marks: rank 0 alone marks the start and the end of a phase; every node's phase
+/// counts exactly the barriers and lock acquires between the marks (the mark's message reaches
+/// the others before rank 0's next barrier message), while the whole run counts more.
+fn stats_mark(node: &Node) -> Result<(), String> {
+    let e = |x: squall::SquallError| x.to_string();
+    let work = |rounds: u64| -> Result<(), String> {
+        for r in 0..rounds {
+            for i in 0..8u64 {
+                node.lock(LockId(3000 + (i + r) % 8)).map_err(e)?;
+                node.unlock(LockId(3000 + (i + r) % 8)).map_err(e)?;
+            }
+        }
+        Ok(())
+    };
+    work(2)?;
+    node.barrier().map_err(e)?;
+    if node.rank().0 == 0 {
+        check(node.stats_phase().is_none(), || {
+            "a phase before any mark".to_string()
+        })?;
+        node.stats_mark().map_err(e)?;
+    }
+    // Barriers are managed by rank 0: its departures follow its mark on every pair (FIFO).
+    node.barrier().map_err(e)?; // A: in the phase
+    work(3)?;
+    node.barrier().map_err(e)?; // B: in the phase
+    if node.rank().0 == 0 {
+        node.stats_mark().map_err(e)?;
+    }
+    node.barrier().map_err(e)?; // C: after it
+    work(5)?;
+    node.barrier().map_err(e)?;
+    let phase = node.stats_phase().ok_or("no phase after two marks")?;
+    let run = node.stats();
+    let acquires = |st: &squall::stats::NodeStats| {
+        sync_of(st, "lock_acquires_local") + sync_of(st, "lock_acquires_remote")
+    };
+    check(sync_of(&phase, "barrier_episodes") == 2, || {
+        format!(
+            "{} barriers in the phase, expected 2",
+            sync_of(&phase, "barrier_episodes")
+        )
+    })?;
+    check(acquires(&phase) == 24, || {
+        format!(
+            "{} lock acquires in the phase, expected 24",
+            acquires(&phase)
+        )
+    })?;
+    check(acquires(&run) >= 80, || {
+        format!(
+            "{} lock acquires in the run, expected at least 80",
+            acquires(&run)
+        )
+    })?;
+    check(
+        phase.breakdown.sync_s <= run.breakdown.sync_s + 1e-9
+            && phase.breakdown.task_s <= run.breakdown.task_s + 1e-3,
+        || {
+            format!(
+                "phase times {:?} above the run's {:?}",
+                phase.breakdown, run.breakdown
+            )
+        },
+    )
 }
 
 /// Water's lock pattern: 3 threads per node each sweep 96 locks in id order from their own
@@ -619,6 +689,7 @@ const SCENARIOS: &[(&str, Scenario, &[&str])] = &[
     ("threads", threads, &["hlrc", "sc"]),
     ("lock_counter", lock_counter, &["hlrc", "sc"]),
     ("lock_sweep", lock_sweep, &["hlrc", "sc"]),
+    ("stats_mark", stats_mark, &["hlrc"]),
     ("sc_flag_handoff", sc_flag_handoff, &["hlrc", "sc"]),
     ("alloc_free", alloc_free, &["hlrc"]),
     ("remote_threads", remote_threads, &["hlrc", "sc"]),
