@@ -42,7 +42,14 @@ mod imp {
     fn send(buf: &[u8], to: i32) {
         // SAFETY: MPI is initialised; `buf` is valid for reads of its length.
         unsafe {
-            ffi::MPI_Send(buf.as_ptr().cast(), buf.len() as i32, byte(), to, TAG, comm());
+            ffi::MPI_Send(
+                buf.as_ptr().cast(),
+                buf.len() as i32,
+                byte(),
+                to,
+                TAG,
+                comm(),
+            );
         }
     }
 
@@ -240,7 +247,10 @@ mod imp {
                 let med = median(&mut v);
                 println!(
                     "{size} B {m:?}: median round trip {med:.3} us (reps {:?})",
-                    res[i].iter().map(|x| (x * 1000.0).round() / 1000.0).collect::<Vec<_>>()
+                    res[i]
+                        .iter()
+                        .map(|x| (x * 1000.0).round() / 1000.0)
+                        .collect::<Vec<_>>()
                 );
             }
             println!("empty MPI_Test of a posted receive: {empty_test:.1} ns; empty MPI_Iprobe: {empty_iprobe:.1} ns");

@@ -830,7 +830,9 @@ impl Endpoint {
             return;
         }
         // Deliveries run on the service thread: the owner of the counters' cheap half.
-        self.shared.by_type.received_owned(msg.ty.0, msg.payload.len());
+        self.shared
+            .by_type
+            .received_owned(msg.ty.0, msg.payload.len());
         let inc = Incoming {
             src: msg.src,
             ty: msg.ty,

@@ -119,7 +119,10 @@ struct TypeSlot {
 
 /// Adds to a counter only one thread writes (no locked instruction; readers see whole values).
 fn bump(c: &AtomicU64, by: u64) {
-    c.store(c.load(Ordering::Relaxed).wrapping_add(by), Ordering::Relaxed);
+    c.store(
+        c.load(Ordering::Relaxed).wrapping_add(by),
+        Ordering::Relaxed,
+    );
 }
 
 /// Per message type counts, updated on every message without a lock: an open-addressed table

@@ -48,7 +48,7 @@
 //! does not, heartbeats (`TY_LINK`, every third of the peer timeout when nothing else was
 //! sent) and a silence limit of `SQUALL_PEER_TIMEOUT_MS` report the peer lost by name instead
 //! of hanging.
-use super::mpi_rx::{self, PostedRecv};
+use super::mpi_rx::{self, MpiLock, PostedRecv};
 use super::{Backend, BackendEvent, InMsg, OutMsg};
 use crate::config::NetConfig;
 use crate::endpoint::{TY_BYE, TY_LINK};
@@ -208,7 +208,7 @@ struct Shared {
     wake_pending: AtomicBool,
     /// Held around every MPI call (`MPI_THREAD_SERIALIZED`). Frames are pushed to the received
     /// queue under it, which keeps them in order with what the holder receives next.
-    mpi: Mutex<MpiState>,
+    mpi: MpiLock<MpiState>,
     /// Frames queued for the progress thread or being sent by it.
     in_flight: AtomicUsize,
     /// `MPI_Finalize` returned (or the progress thread ended).
@@ -301,7 +301,7 @@ pub(crate) fn start(cfg: &NetConfig) -> Result<(MpiBackend, NodeId, u16, JobId),
     let shared = Arc::new(Shared {
         waker: Mutex::new(None),
         wake_pending: AtomicBool::new(false),
-        mpi: Mutex::new(MpiState {
+        mpi: MpiLock::new(MpiState {
             closed: false,
             rx: PostedRecv::new(TAG, RX_MAX),
         }),
@@ -427,7 +427,14 @@ fn progress_main(
                     worked = true;
                     let mut st = shared.mpi.lock();
                     if !st.closed
-                        && send_one(&world, &mut st, to, &frame.head, frame.body.as_ref(), &mut push)
+                        && send_one(
+                            &world,
+                            &mut st,
+                            to,
+                            &frame.head,
+                            frame.body.as_ref(),
+                            &mut push,
+                        )
                     {
                         shared.wake();
                     }

@@ -1,8 +1,8 @@
-//! The MPI backend's direct MPI calls (feature `mpi`): one `MPI_Irecv` (any source, one tag)
-//! kept posted into a buffer this module owns, tested with `MPI_Test`, and the blocking send of
-//! a small frame ([`send`]). Owns that buffer and request and nothing else; it must only be used
-//! under the backend's MPI lock (`MPI_THREAD_SERIALIZED`), and must not decide anything about
-//! frames.
+//! The MPI backend's unsafe parts (feature `mpi`): one `MPI_Irecv` (any source, one tag)
+//! kept posted into a buffer this module owns, tested with `MPI_Test`; the blocking send of
+//! a small frame ([`send`]); and the MPI lock itself ([`MpiLock`]). Owns that buffer, request
+//! and lock and nothing else; the MPI calls must only be made under the lock
+//! (`MPI_THREAD_SERIALIZED`), and nothing here decides anything about frames.
 //!
 //! Why a posted receive: a message that arrives is matched to it inside the progress call that
 //! pulls the message in, so one `MPI_Test` both progresses and completes it, as `MPI_Recv` does
@@ -18,7 +18,85 @@
 use ::mpi::datatype::Equivalence;
 use ::mpi::ffi;
 use ::mpi::raw::AsRaw;
+use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The lock around every MPI call: a flag taken with one atomic swap and released with a plain
+/// store (a general mutex spends a second locked instruction on the release, to look for
+/// sleepers). Almost every taker uses [`MpiLock::try_lock`] and does something else when it
+/// is busy; [`MpiLock::lock`] (the progress thread's queued sends, finalisation) spins briefly
+/// and then yields its core until it gets it.
+pub(crate) struct MpiLock<T> {
+    held: AtomicBool,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the value is only reached through a guard, and at most one guard exists at a time
+// (`held` is taken with an acquire swap and released with a release store), so the lock hands
+// `T` from thread to thread like a mutex does.
+unsafe impl<T: Send> Sync for MpiLock<T> {}
+
+/// Access to the value of a held [`MpiLock`]; released when dropped.
+pub(crate) struct MpiGuard<'a, T> {
+    lock: &'a MpiLock<T>,
+}
+
+impl<T> MpiLock<T> {
+    pub(crate) fn new(value: T) -> MpiLock<T> {
+        MpiLock {
+            held: AtomicBool::new(false),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    /// The lock if it is free now.
+    pub(crate) fn try_lock(&self) -> Option<MpiGuard<'_, T>> {
+        if self.held.load(Ordering::Relaxed) || self.held.swap(true, Ordering::Acquire) {
+            return None;
+        }
+        Some(MpiGuard { lock: self })
+    }
+
+    /// Waits for the lock (spinning a little, then yielding the core between tries).
+    pub(crate) fn lock(&self) -> MpiGuard<'_, T> {
+        let mut spins = 0u32;
+        loop {
+            if let Some(g) = self.try_lock() {
+                return g;
+            }
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+impl<T> Deref for MpiGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: this guard is the only one (see `Sync` above) and lives no longer than the
+        // lock.
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T> DerefMut for MpiGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as in `deref`; `&mut self` makes this borrow unique.
+        unsafe { &mut *self.lock.value.get() }
+    }
+}
+
+impl<T> Drop for MpiGuard<'_, T> {
+    fn drop(&mut self) {
+        self.lock.held.store(false, Ordering::Release);
+    }
+}
 
 /// One blocking `MPI_Send` of `buf` to rank `to` of `MPI_COMM_WORLD` with `tag`, straight
 /// through the C binding: rsmpi's safe path builds a communicator handle and asks MPI for the
