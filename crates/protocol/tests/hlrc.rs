@@ -772,3 +772,83 @@ fn a_short_lost_run_cap_splits_the_run_between_both_sides() {
     assert_eq!(s.messages_of("fetch") - before.messages_of("fetch"), 2);
     assert_eq!(c.load(1, 0, 0), 30);
 }
+
+#[test]
+fn a_home_page_rewritten_after_a_fetch_protected_it_stays_writable_with_a_snapshot() {
+    let mut c = Cluster::new("hlrc", 2);
+    // Node 0 (the home) writes page 0 while nobody else holds it: it stays writable.
+    c.fault(0, 0, true);
+    c.store(0, 0, 0, 1);
+    c.release(0, 1);
+    assert_eq!(c.access(0, 0), Access::ReadWrite);
+    // Node 1's first fetch write-protects it; node 0 writes it again (a write fault).
+    c.fault(1, 0, false);
+    c.settle();
+    assert_eq!(c.access(0, 0), Access::Read);
+    c.fault(0, 0, true);
+    c.store(0, 0, 0, 2);
+    c.release(0, 2);
+    // Node 1 loses its copy (and tells the home), node 0 releases while nobody else holds
+    // the page.
+    c.handoff(0, 1);
+    c.settle();
+    assert_eq!(c.access(1, 0), Access::None);
+    c.release(0, 3);
+    // Node 1's next fetch leaves the page writable with a snapshot of the copy it gets.
+    c.fault(1, 0, false);
+    c.settle();
+    assert_eq!(c.load(1, 0, 0), 2);
+    assert_eq!(c.access(0, 0), Access::ReadWrite);
+    assert_eq!(c.total_stats().home_snapshots, 1);
+    // Node 0 writes with no fault; its release compares with the snapshot and notices the
+    // write, so node 1 refetches the new value after the acquire.
+    let faults = c.total_stats().write_faults;
+    c.store(0, 0, 0, 3);
+    c.release(0, 4);
+    c.handoff(0, 1);
+    c.settle();
+    assert_eq!(c.access(1, 0), Access::None);
+    c.fault(1, 0, false);
+    c.settle();
+    assert_eq!(c.load(1, 0, 0), 3);
+    assert_eq!(c.total_stats().write_faults, faults);
+}
+
+#[test]
+fn a_diff_applied_at_the_home_is_not_taken_for_the_homes_own_write() {
+    // Node 0 (the home) keeps page 0 writable with a snapshot; node 1 writes other bytes of
+    // it and releases: its diff changes the home's copy, but a release of node 0 with no
+    // write of its own makes no notice (the snapshot took the diff too).
+    let mut c = Cluster::new("hlrc", 3);
+    c.fault(0, 0, true);
+    c.store(0, 0, 0, 1);
+    c.release(0, 1);
+    c.fault(1, 0, false);
+    c.settle();
+    c.fault(0, 0, true);
+    c.store(0, 0, 0, 2);
+    c.release(0, 2);
+    // Written lately and shared: it stays writable at the home with a snapshot.
+    assert_eq!(c.access(0, 0), Access::ReadWrite);
+    c.handoff(0, 1);
+    c.settle();
+    c.fault(1, 0, true);
+    c.settle();
+    c.store(1, 0, 64, 7);
+    c.release(1, 3);
+    c.settle();
+    assert_eq!(c.load(0, 0, 64), 7, "the diff reached the home");
+    let info = c.cores[2].acquire_info();
+    let before = c.cores[0].grant_info(&info);
+    c.release(0, 4);
+    let after = c.cores[0].grant_info(&info);
+    assert_eq!(before, after, "no new notice of node 0");
+    // A write of node 0 itself is noticed.
+    c.store(0, 0, 8, 9);
+    c.release(0, 5);
+    let last = c.cores[0].grant_info(&info);
+    assert!(
+        last.len() > after.len(),
+        "node 0's own write makes a notice"
+    );
+}
