@@ -1195,6 +1195,56 @@ mod tests {
     }
 
     #[test]
+    fn handler_table_holds_replaces_and_removes_in_order() {
+        let ep = crate::bootstrap::start(crate::NetConfig::single()).expect("single node");
+        let me = ep.rank();
+        let (tx, rx) = bounded::<(u8, u8)>(64);
+        // Sent before any handler: held, then delivered in order once one is registered.
+        for i in 0..3u8 {
+            ep.send(me, MsgType(100), vec![i]).expect("send");
+        }
+        let t1 = tx.clone();
+        ep.register(MsgType(100), move |ep, inc| {
+            let n = inc.payload[0];
+            let _ = t1.send((1, n));
+            if n == 3 {
+                // Replaced from inside: the next message goes to the new handler.
+                let t2 = t1.clone();
+                ep.register(MsgType(100), move |ep, inc| {
+                    let n = inc.payload[0];
+                    let _ = t2.send((2, n));
+                    if n == 4 {
+                        // Removed while it runs: later messages are held.
+                        ep.unregister(MsgType(100));
+                    }
+                });
+            }
+        });
+        for i in 3..7u8 {
+            ep.send(me, MsgType(100), vec![i]).expect("send");
+        }
+        let got: Vec<(u8, u8)> = (0..5)
+            .map(|_| rx.recv_timeout(Duration::from_secs(5)).expect("delivered"))
+            .collect();
+        assert_eq!(got, vec![(1, 0), (1, 1), (1, 2), (1, 3), (2, 4)]);
+        assert!(
+            rx.recv_timeout(Duration::from_millis(100)).is_err(),
+            "held while no handler is registered"
+        );
+        ep.register(MsgType(100), move |_, inc| {
+            let _ = tx.send((3, inc.payload[0]));
+        });
+        let got: Vec<(u8, u8)> = (0..2)
+            .map(|_| rx.recv_timeout(Duration::from_secs(5)).expect("delivered"))
+            .collect();
+        assert_eq!(got, vec![(3, 5), (3, 6)]);
+        let by_type = ep.stats().by_type;
+        let c = by_type.get(&100).expect("counted");
+        assert_eq!((c.sent, c.received), (7, 7));
+        ep.shutdown().expect("shutdown");
+    }
+
+    #[test]
     fn int_hasher_keeps_small_keys_apart() {
         let b = BuildHasherDefault::<IntHasher>::default();
         let mut seen = std::collections::HashSet::new();
