@@ -10,9 +10,10 @@
 //! under one lock ([`Shared::mpi`]), by whichever thread needs it, so no message crosses a
 //! thread to be sent or received on the latency path:
 //! - **Sends** are posted by the sending thread itself ([`Backend::send`], already under the
-//!   endpoint's lock): a whole frame with one blocking `MPI_Send` encoded into a reused buffer
-//!   (eager: it never waits for the receiver), else `MPI_Isend`s, then `MPI_Test` while
-//!   receiving (so two large sends crossing each other cannot deadlock). Only when earlier
+//!   endpoint's lock): a whole frame is encoded into a reused buffer and sent with one blocking
+//!   `MPI_Send` up to [`BLOCKING_SEND_MAX`] (eager: it never waits for the receiver), else with
+//!   `MPI_Isend` (a header and body: two), then `MPI_Test` while receiving (so two large sends
+//!   crossing each other cannot deadlock). Only when earlier
 //!   sends are still queued for the progress thread, or the MPI lock is busy, does a send join
 //!   that queue, behind them.
 //! - **Receives** go through one receive kept posted for [`TAG`] from any source
@@ -23,7 +24,8 @@
 //!   clock read) while the last message is less than [`YIELD_AFTER`] old, then in
 //!   [`Backend::handle_timeout`], which [`Backend::poll_timeout`] keeps calling without sleep,
 //!   yielding its core between tests. Frames are decoded straight from the posted receive's
-//!   buffer and delivered to the handlers. When the machine runs more nodes than it has cores,
+//!   buffer and delivered to the handlers: a payload up to 1 KiB is copied out, a larger one
+//!   keeps the buffer itself ([`COPY_MAX`]). When the machine runs more nodes than it has cores,
 //!   the service thread does not spin at all ([`SpinPolicy`]): spinning nodes would keep the
 //!   nodes they wait for off the cores.
 //! - The **progress thread** receives while the service thread is cold (asleep in its poll) or
@@ -1244,6 +1246,69 @@ mod tests {
             decode_frame(job, me, 2, 1, &[0u8; 10], None).err(),
             Some(DropReason::Garbage)
         );
+    }
+
+    #[test]
+    fn large_frames_keep_their_buffer_and_are_checked_like_copies() {
+        let (job, me) = (JobId(7), NodeId(0));
+        let f = encoded(4096, false);
+        assert!(f.len() > COPY_MAX);
+        // As the posted receive hands it over: the whole receive's capacity, the frame's length.
+        let mut buf = Vec::with_capacity(RX_MAX);
+        buf.extend_from_slice(&f);
+        let (h, p) = decode_owned(job, me, 2, 1, buf).expect("whole frame");
+        assert_eq!((h.ty, h.request_id, p.len()), (MsgType(100), 9, 4096));
+        assert!(p.iter().all(|&b| b == 0xab));
+        assert_eq!(
+            decode_owned(job, me, 2, 1, f[..f.len() - 3].to_vec()).err(),
+            Some(DropReason::Truncated)
+        );
+        assert_eq!(
+            decode_owned(JobId(8), me, 2, 1, f.clone()).err(),
+            Some(DropReason::ForeignJob)
+        );
+        assert_eq!(
+            decode_owned(job, me, 2, 0, f).err(),
+            Some(DropReason::BadDest)
+        );
+    }
+
+    #[test]
+    fn mpi_lock_is_exclusive_across_threads() {
+        let lock = Arc::new(MpiLock::new(0u64));
+        {
+            let g = lock.try_lock().expect("free");
+            assert!(lock.try_lock().is_none(), "held");
+            drop(g);
+        }
+        let threads: Vec<_> = (0..3)
+            .map(|i| {
+                let lock = Arc::clone(&lock);
+                std::thread::spawn(move || {
+                    for _ in 0..20_000 {
+                        // Both ways of taking it, as the backend does.
+                        let mut g = if i == 0 {
+                            lock.lock()
+                        } else {
+                            loop {
+                                if let Some(g) = lock.try_lock() {
+                                    break g;
+                                }
+                                std::hint::spin_loop();
+                            }
+                        };
+                        // A non-atomic read-modify-write: lost updates if two held it at once.
+                        let v = *g;
+                        std::hint::black_box(v);
+                        *g = v + 1;
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("locking thread");
+        }
+        assert_eq!(*lock.lock(), 60_000);
     }
 
     #[test]
