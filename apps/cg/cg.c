@@ -158,11 +158,15 @@ static void *cg_worker(void *p)
     /* z, p, q, r are first written in the step; q is written by the product before it is read */
     cg_run(g, &rd, lo, hi, 1); /* untimed warm-up step, as NAS CG */
     app_barrier_wait(g->bar);
-    if (arg->tid == 0)
+    if (arg->tid == 0) {
+        app_stats_mark(); /* Squall statistics: the timed phase starts */
         g->t0 = app_now();
+    }
     cg_run(g, &rd, lo, hi, g->niter);
-    if (arg->tid == 0)
+    if (arg->tid == 0) {
         g->t1 = app_now();
+        app_stats_mark(); /* ... and ends */
+    }
     return NULL;
 }
 

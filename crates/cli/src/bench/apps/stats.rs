@@ -2,6 +2,8 @@
 //! {...}}` to `SQUALL_STATS_FILE`, see crates/runtime/src/stats.rs), reduced to the columns
 //! seed 000 Table 2 and Figures 3–4 report: faults, twins, diffs, page transfers, messages,
 //! bytes, lock acquires, barriers and the task/sync/data stall/messaging/protocol breakdown.
+//! When the app marked its timed phase (`squall_stats_mark()`, the document's `"phase"`), the
+//! phase is reduced instead of the whole run, so set-up and the check do not count.
 //! Owns that reduction; must not run anything.
 use super::error::AppsError;
 use serde::{Deserialize, Serialize};
@@ -80,9 +82,14 @@ fn secs(v: &Value, path: &str) -> f64 {
 }
 
 impl StatsSummary {
-    /// Reduce a statistics document. Missing counters count as 0 (a layer may not report
-    /// every one); a document without `total` is an error.
+    /// Reduce a statistics document: its timed phase if it has one (`"phase"`, the same shape),
+    /// else the whole run. Missing counters count as 0 (a layer may not report every one); a
+    /// document without `total` is an error.
     pub fn from_doc(doc: &Value) -> Result<StatsSummary, String> {
+        let doc = match doc.get("phase") {
+            Some(phase) if phase.get("total").is_some_and(Value::is_object) => phase,
+            _ => doc,
+        };
         let t = doc.get("total").ok_or("no \"total\" object")?;
         if !t.is_object() {
             return Err("\"total\" is not an object".into());
@@ -176,6 +183,14 @@ mod tests {
         assert!((pct[0] - 75.0).abs() < 1e-9);
         assert!((pct.iter().sum::<f64>() - 100.0).abs() < 1e-9);
         assert!(StatsSummary::from_doc(&json!({"nodes": []})).is_err());
+        // A marked timed phase is reduced instead of the whole run.
+        let mut marked = doc.clone();
+        marked["phase"] = json!({
+            "nodes": [node(4), node(4)],
+            "total": {"counts": {"protocol": {"read_faults": 1, "write_faults": 1}}}
+        });
+        let p = StatsSummary::from_doc(&marked).expect("reduces the phase");
+        assert_eq!((p.faults, p.barriers, p.messages), (2, 4, 0));
         assert_eq!(Breakdown::default().percent(), [0.0; 5]);
     }
 }
