@@ -680,10 +680,6 @@ struct PageState {
     /// Probe: a pushed copy installed without access to see whether this node still reads
     /// it (a fault grants it locally); a push finding the probe untouched is declined.
     probe: bool,
-    /// Home side: a fetch write-protected this home page (it was unshared and writable).
-    share_protected: bool,
-    /// Home side: times this node wrote the page again after a fetch write-protected it.
-    share_refaults: u8,
 }
 
 /// Home-side work waiting for an exclusive copy to come back.
@@ -1044,11 +1040,6 @@ impl<M: PageMemory> Hlrc<M> {
                 if st.idle_releases > keep_limit(st.refaults) {
                     st.refaults = st.refaults.saturating_add(1);
                 }
-                if std::mem::take(&mut st.share_protected) {
-                    // Written again after a fetch write-protected it: next time a fetch finds
-                    // it unshared and writable, it keeps it writable with a snapshot.
-                    st.share_refaults = st.share_refaults.saturating_add(1);
-                }
                 st.idle_releases = 0;
                 self.dirty.insert(page);
                 self.mem.set_access(page, Access::ReadWrite);
@@ -1278,39 +1269,21 @@ impl<M: PageMemory> Hlrc<M> {
                 && st.copyset.iter().all(|&n| n == from));
         let first_sharer = !st.copyset_all && st.copyset.iter().all(|&n| n == me);
         st.copyset.insert(from);
-        let mut snapshot = None;
         if first_sharer
             && !dirty
             && self.is_home(page)
             && self.mem.access(page) == Access::ReadWrite
         {
-            // An unshared home page kept writable across releases: from now on its writes
-            // must be noticed. A page this node wrote again after an earlier fetch
-            // write-protected it (a vector it rewrites every step while another node reads
-            // it: CG's `p`) stays writable with a snapshot of the copy handed out, which the
-            // next release compares to (as for a shared home page written lately); any other
-            // is write-protected, so the next write is caught by a fault (and a page this node
-            // is not writing can still move to its writer).
-            let st = self.st(page);
-            if st.share_refaults > 0 {
-                let data = self.read(page);
-                let st = self.st(page);
-                st.twin = Some(data.clone());
-                st.idle_releases = 0;
-                self.dirty.insert(page);
-                self.stats.home_snapshots += 1;
-                snapshot = Some(data);
-            } else {
-                st.share_protected = true;
-                self.mem.set_access(page, Access::Read);
-            }
+            // An unshared home page kept writable across releases: from now on
+            // its writes must be noticed, so catch the next one.
+            self.mem.set_access(page, Access::Read);
         }
         let st = self.st(page);
         if exclusive && !again {
             st.excl_holder = Some(from);
             self.stats.exclusive_grants += 1;
         }
-        (snapshot.unwrap_or_else(|| self.read(page)), exclusive)
+        (self.read(page), exclusive)
     }
 
     fn start_atomic(
@@ -1936,12 +1909,6 @@ impl<M: PageMemory> Hlrc<M> {
             )?;
             self.stats.diffs_applied += 1;
             let st = self.st(page);
-            if let Some(twin) = st.twin.as_mut() {
-                // A home page kept writable with a snapshot: the snapshot takes the diff too,
-                // so the next release notices only this node's own writes (the writer's
-                // notice covers its diff).
-                let _ = apply_diff(twin, diff);
-            }
             let streak = match st.streak {
                 Some((n, c)) if n == origin => c + 1,
                 _ => 1,

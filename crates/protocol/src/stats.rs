@@ -41,10 +41,6 @@ pub struct ProtoStats {
     /// hlrc: faults on probed pushed copies (granted without a message).
     #[serde(default)]
     pub push_probe_hits: u64,
-    /// hlrc: home pages a fetch left writable with a snapshot instead of write-protecting
-    /// them (the home rewrites them every step).
-    #[serde(default)]
-    pub home_snapshots: u64,
     pub atomics: u64,
     /// Synchronization info bytes that could not be decoded (a bug in a peer).
     pub malformed_sync_info: u64,
@@ -73,7 +69,6 @@ impl ProtoStats {
         self.pushes_taken += other.pushes_taken;
         self.push_kept += other.push_kept;
         self.push_probe_hits += other.push_probe_hits;
-        self.home_snapshots += other.home_snapshots;
         self.atomics += other.atomics;
         self.malformed_sync_info += other.malformed_sync_info;
         self.notice_compactions += other.notice_compactions;

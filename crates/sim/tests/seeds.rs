@@ -83,15 +83,10 @@ fn litmus_programs_are_generated_for_sc() {
 fn read_ahead_runs_go_backward_too() {
     // Some seeds fault on a page after the copies before it were lost to notices: the fetch
     // brings those back too (`pages_prefetched_behind`), with some cut by a short cap.
-    // Homes also keep pages they rewrite writable with a snapshot when a fetch finds them
-    // unshared (`home_snapshots`).
-    let (mut behind, mut snapshots) = (0, 0);
+    let mut behind = 0;
     for seed in 0..3000 {
         let r = run_seed(ProtocolKind::Hlrc, seed, false).map_err(|e| e.to_string());
-        let stats = r.expect("seed passes").stats;
-        behind += stats.pages_prefetched_behind;
-        snapshots += stats.home_snapshots;
+        behind += r.expect("seed passes").stats.pages_prefetched_behind;
     }
     assert!(behind > 0, "no backward read-ahead in 3000 seeds");
-    assert!(snapshots > 0, "no home snapshot at a fetch in 3000 seeds");
 }
