@@ -365,20 +365,25 @@ impl Node {
         rx.recv().map_err(|_| SquallError::ShuttingDown)
     }
 
+    /// Runs `f` timed as sync time (counted while it waits too, for a stats mark meanwhile).
+    fn timed_sync<R>(&self, f: impl FnOnce() -> R) -> R {
+        let at = self.now_ns();
+        self.inner.live_sync.begin(at);
+        let r = f();
+        self.inner.live_sync.end(at);
+        self.inner
+            .sync_ns
+            .fetch_add(self.now_ns().saturating_sub(at), Ordering::Relaxed);
+        r
+    }
+
     /// A synchronization call: time it as sync time and map its outcome.
     fn sync_call(
         &self,
         what: &'static str,
         f: impl FnOnce(&mut Service, &Endpoint, Waiter),
     ) -> Result<Outcome> {
-        let at = self.now_ns();
-        self.inner.live_sync.begin(at);
-        let r = self.call(what, f);
-        self.inner.live_sync.end(at);
-        self.inner
-            .sync_ns
-            .fetch_add(self.now_ns().saturating_sub(at), Ordering::Relaxed);
-        match r? {
+        match self.timed_sync(|| self.call(what, f))? {
             Reply::Sync(r) => Ok(r?),
             Reply::Value(_) => Ok(Outcome::Done),
             Reply::Failed(e) => Err(e),
@@ -849,14 +854,7 @@ impl Node {
                 "join of unknown {tid}: no such node"
             )));
         }
-        let at = self.now_ns();
-        self.inner.live_sync.begin(at);
-        let r = self.join_wait(run, tid);
-        self.inner.live_sync.end(at);
-        self.inner
-            .sync_ns
-            .fetch_add(self.now_ns().saturating_sub(at), Ordering::Relaxed);
-        r
+        self.timed_sync(|| self.join_wait(run, tid))
     }
 
     /// The waiting part of `join` (timed as sync time by the caller).
