@@ -12,6 +12,10 @@
 pub(crate) mod mpi;
 #[cfg(feature = "mpi")]
 mod mpi_rx;
+// Pure logic: its tests run without the feature too.
+#[cfg(any(test, feature = "mpi"))]
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+mod mpi_tag;
 pub(crate) mod tcp;
 pub(crate) mod udp;
 

@@ -51,6 +51,7 @@
 //! sent) and a silence limit of `SQUALL_PEER_TIMEOUT_MS` report the peer lost by name instead
 //! of hanging.
 use super::mpi_rx::{self, MpiLock, PostedRecv};
+use super::mpi_tag;
 use super::{Backend, BackendEvent, InMsg, OutMsg};
 use crate::config::NetConfig;
 use crate::endpoint::{TY_BYE, TY_LINK};
@@ -96,6 +97,12 @@ const COPY_MAX: usize = HEADER_LEN + 1024;
 /// acquisition of the locks (the empty probe is then little more than `MPI_Test`, as in the
 /// `MPI_Recv` loop of a raw program).
 const TESTS_PER_LOOK: u32 = 4;
+/// `SQUALL_MPI_HEADERLESS=0` frames every message (a wire header in the payload, as before
+/// headerless messages): for comparing the two paths.
+fn framed_by_env() -> bool {
+    std::env::var("SQUALL_MPI_HEADERLESS").is_ok_and(|v| v.trim() == "0")
+}
+
 /// This backend's token in the service thread's poll (the waker).
 const WAKE_TOKEN: Token = Token(1);
 /// How long the progress thread keeps probing after its last piece of work before napping.
@@ -187,14 +194,17 @@ enum Cmd {
     Finalize,
 }
 
-/// One encoded message: a whole frame, or a header with the payload beside it.
+/// One encoded message: a whole frame, or a header with the payload beside it (`tag`
+/// [`TAG`]), or a headerless message (its payload and any request-id trailer; a tag of
+/// [`mpi_tag`]).
 struct Frame {
+    tag: i32,
     head: Vec<u8>,
     body: Option<Bytes>,
 }
 
-/// A received message: source rank, frame or header, body.
-type Received = (i32, Vec<u8>, Option<Vec<u8>>);
+/// A received message: source rank, tag, frame (or header, or headerless message), body.
+type Received = (i32, i32, Vec<u8>, Option<Vec<u8>>);
 
 /// What the MPI lock guards.
 struct MpiState {
@@ -254,6 +264,8 @@ struct Started {
     size: u16,
     job: JobId,
     spin: SpinPolicy,
+    /// `MPI_TAG_UB` is large enough for headerless messages ([`mpi_tag`]).
+    headerless: bool,
 }
 
 struct PeerState {
@@ -266,6 +278,9 @@ struct PeerState {
 pub(crate) struct MpiBackend {
     rank: NodeId,
     job: JobId,
+    /// This job's check bits in a headerless message's tag ([`mpi_tag::job_bits`]); None if
+    /// every message is framed (`MPI_TAG_UB` too small, or `SQUALL_MPI_HEADERLESS=0`).
+    headerless: Option<i32>,
     peers: Vec<PeerState>,
     cmds: Sender<Cmd>,
     /// Frames received by the progress thread or by a sender (pushed under the MPI lock).
@@ -305,7 +320,7 @@ pub(crate) fn start(cfg: &NetConfig) -> Result<(MpiBackend, NodeId, u16, JobId),
         wake_pending: AtomicBool::new(false),
         mpi: MpiLock::new(MpiState {
             closed: false,
-            rx: PostedRecv::new(TAG, RX_MAX),
+            rx: PostedRecv::new(RX_MAX),
         }),
         in_flight: AtomicUsize::new(0),
         finalized: AtomicBool::new(false),
@@ -348,6 +363,8 @@ pub(crate) fn start(cfg: &NetConfig) -> Result<(MpiBackend, NodeId, u16, JobId),
         MpiBackend {
             rank: started.rank,
             job: started.job,
+            headerless: (started.headerless && !framed_by_env())
+                .then(|| mpi_tag::job_bits(started.job)),
             peers,
             cmds: cmd_tx,
             incoming: in_rx,
@@ -408,11 +425,15 @@ fn progress_main(
     // The nodes sharing this machine (MPI_Comm_split_type SHARED; collective, like the rest
     // of start-up).
     let local_nodes = usize::try_from(world.split_shared(rank).size()).unwrap_or(1);
+    // Every rank runs the same MPI library, so all agree on the headerless path.
+    // (The layout uses all 31 bits a tag has: only the largest MPI_TAG_UB will do.)
+    let headerless = mpi_rx::tag_ub() == mpi_tag::NEEDED_TAG_UB;
     let _ = ready.send(Ok(Started {
         rank: NodeId(rank16),
         size: size16,
         job: JobId(job),
         spin: SpinPolicy::for_machine(local_nodes, online_cores()),
+        headerless,
     }));
     let mut push = |r: Received| {
         // The backend is gone only when the endpoint is; then nobody wants the frame.
@@ -433,6 +454,7 @@ fn progress_main(
                             &world,
                             &mut st,
                             to,
+                            frame.tag,
                             &frame.head,
                             frame.body.as_ref(),
                             &mut push,
@@ -503,10 +525,12 @@ fn progress_main(
 
 /// Posts one send and completes it, receiving whatever arrives meanwhile into `sink`
 /// (true if something did). Caller holds the MPI lock.
+#[allow(clippy::too_many_arguments)]
 fn send_one(
     world: &SimpleCommunicator,
     st: &mut MpiState,
     to: i32,
+    tag: i32,
     head: &[u8],
     body: Option<&Bytes>,
     sink: &mut dyn FnMut(Received),
@@ -514,13 +538,13 @@ fn send_one(
     if body.is_none() && head.len() <= BLOCKING_SEND_MAX {
         // Eager size: MPI_Send returns once the frame is copied out, without waiting for
         // the receiver (and progresses incoming messages meanwhile if it must wait for room).
-        mpi_rx::send(head, to, TAG);
+        mpi_rx::send(head, to, tag);
         return false;
     }
     let dest = world.process_at_rank(to);
     let mut got = false;
     ::mpi::request::scope(|scope| {
-        let mut head = Some(dest.immediate_send_with_tag(scope, head, TAG));
+        let mut head = Some(dest.immediate_send_with_tag(scope, head, tag));
         let mut body = body.map(|b| dest.immediate_send_with_tag(scope, &b[..], TAG_BODY));
         while head.is_some() || body.is_some() {
             if let Some(r) = head.take() {
@@ -545,7 +569,7 @@ fn receive_all(
     sink: &mut dyn FnMut(Received),
 ) -> bool {
     let mut got = false;
-    while let Some((src, len)) = st.rx.test() {
+    while let Some((src, tag, len)) = st.rx.test() {
         got = true;
         let data = if len > COPY_MAX {
             st.rx.take()
@@ -554,8 +578,8 @@ fn receive_all(
             st.rx.release();
             d
         };
-        let body = is_split_header(&data).then(|| receive_body(world, src));
-        sink((src, data, body));
+        let body = (tag == TAG && is_split_header(&data)).then(|| receive_body(world, src));
+        sink((src, tag, data, body));
     }
     got
 }
@@ -629,6 +653,56 @@ fn decode_owned(
     Ok((h, payload))
 }
 
+/// The checks of a headerless message (a tag with [`mpi_tag::HEADERLESS`]) from MPI rank
+/// `src` for this node (`job`, whose check bits are `job_bits`, `rank`, `peers` nodes): a
+/// header standing for it (what [`MpiBackend::accept`] reads; nothing is decoded from the
+/// bytes but the request-id trailer) and its payload's length (the first bytes of `data`).
+fn check_headerless(
+    (job_bits, job, rank, peers): (i32, JobId, NodeId, usize),
+    src: i32,
+    tag: i32,
+    data: &[u8],
+) -> Result<(Header, usize), DropReason> {
+    let src = u16::try_from(src)
+        .ok()
+        .filter(|s| usize::from(*s) < peers && *s != rank.0)
+        .ok_or(DropReason::BadDest)?;
+    let d = mpi_tag::decode(job_bits, tag, data).map_err(|e| match e {
+        mpi_tag::TagError::ForeignJob => DropReason::ForeignJob,
+        mpi_tag::TagError::Malformed => DropReason::Garbage,
+    })?;
+    let mut h = Header::new(job, d.ty, NodeId(src), rank);
+    h.flags = d.flags;
+    h.request_id = d.request_id;
+    h.payload_len = d.payload_len as u32;
+    Ok((h, d.payload_len))
+}
+
+/// Decodes a headerless message read in place (the posted receive's buffer): its payload is
+/// copied out.
+fn decode_headerless(
+    me: (i32, JobId, NodeId, usize),
+    src: i32,
+    tag: i32,
+    data: &[u8],
+) -> Result<(Header, Bytes), DropReason> {
+    let (h, n) = check_headerless(me, src, tag, data)?;
+    Ok((h, Bytes::copy_from_slice(&data[..n])))
+}
+
+/// Decodes a headerless message held in its own buffer: the buffer becomes the payload.
+fn decode_headerless_owned(
+    me: (i32, JobId, NodeId, usize),
+    src: i32,
+    tag: i32,
+    mut data: Vec<u8>,
+) -> Result<(Header, Bytes), DropReason> {
+    let (h, n) = check_headerless(me, src, tag, &data)?;
+    data.truncate(n);
+    data.shrink_to_fit();
+    Ok((h, Bytes::from(data)))
+}
+
 /// True if `frame` is a header alone whose payload follows as a [`TAG_BODY`] message.
 fn is_split_header(frame: &[u8]) -> bool {
     frame.len() == HEADER_LEN
@@ -686,6 +760,7 @@ impl MpiBackend {
                 &world,
                 &mut st,
                 i32::from(to.0),
+                frame.tag,
                 &frame.head,
                 frame.body.as_ref(),
                 &mut |r| {
@@ -789,25 +864,48 @@ impl MpiBackend {
                         }
                         hit = st.rx.test();
                     }
-                    if let Some((src, len)) = hit.filter(|&(_, len)| len > COPY_MAX) {
-                        // A large frame keeps the receive's buffer (reposted with a new one).
-                        let data = st.rx.take();
-                        debug_assert_eq!(data.len(), len);
-                        probed = Some((
-                            true,
-                            decode_owned(self.job, self.rank, self.peers.len(), src, data),
-                        ));
-                    } else if let Some((src, _)) = hit {
-                        let data = st.rx.data();
-                        let body = is_split_header(data)
-                            .then(|| receive_body(&SimpleCommunicator::world(), src));
-                        // Decoded straight from the posted receive's buffer (posted again at
-                        // the next test).
-                        probed = Some((
-                            body.is_some(),
-                            decode_frame(self.job, self.rank, self.peers.len(), src, data, body),
-                        ));
-                        st.rx.release();
+                    if let Some((src, tag, len)) = hit {
+                        let me = (
+                            self.headerless.unwrap_or(-1),
+                            self.job,
+                            self.rank,
+                            self.peers.len(),
+                        );
+                        if tag & mpi_tag::HEADERLESS != 0 && self.headerless.is_some() {
+                            // Headerless: source, type and length come from the status and
+                            // the tag; the payload is read in place (or keeps the buffer).
+                            let decoded = if len > COPY_MAX {
+                                decode_headerless_owned(me, src, tag, st.rx.take())
+                            } else {
+                                let d = decode_headerless(me, src, tag, st.rx.data());
+                                st.rx.release();
+                                d
+                            };
+                            probed = Some((len > COPY_MAX, decoded));
+                        } else if tag != TAG {
+                            st.rx.release();
+                            probed = Some((false, Err(DropReason::Garbage)));
+                        } else if len > COPY_MAX {
+                            // A large frame keeps the receive's buffer (reposted with a new
+                            // one).
+                            let data = st.rx.take();
+                            debug_assert_eq!(data.len(), len);
+                            probed = Some((
+                                true,
+                                decode_owned(self.job, self.rank, self.peers.len(), src, data),
+                            ));
+                        } else {
+                            let data = st.rx.data();
+                            let body = is_split_header(data)
+                                .then(|| receive_body(&SimpleCommunicator::world(), src));
+                            // Decoded straight from the posted receive's buffer (posted again
+                            // at the next test).
+                            probed = Some((
+                                body.is_some(),
+                                decode_frame(me.1, me.2, me.3, src, data, body),
+                            ));
+                            st.rx.release();
+                        }
                     }
                 }
             }
@@ -820,7 +918,7 @@ impl MpiBackend {
         let found = !queued.is_empty() || probed.is_some();
         if found {
             let large = matches!(probed, Some((true, _)))
-                || queued.iter().any(|(_, _, body)| body.is_some());
+                || queued.iter().any(|(_, _, _, body)| body.is_some());
             // A large receive took a while: the service thread stays hot from its end.
             let now = if large {
                 let t = Instant::now();
@@ -829,8 +927,8 @@ impl MpiBackend {
             } else {
                 now
             };
-            for (src, data, body) in queued.drain(..) {
-                self.on_frame(now, src, data, body, out);
+            for (src, tag, data, body) in queued.drain(..) {
+                self.on_frame(now, src, tag, data, body, out);
             }
             if let Some((_, decoded)) = probed {
                 self.accept(now, decoded, out);
@@ -852,6 +950,18 @@ impl MpiBackend {
         if u32::try_from(payload.len()).is_err() || payload.len() > i32::MAX as usize - HEADER_LEN {
             return Err(NetError::TooLarge { len: payload.len() });
         }
+        if let Some((tag, trailer)) = self.headerless_tag(ty, flags, payload.len()) {
+            let mut head = Vec::with_capacity(payload.len() + mpi_tag::REQUEST_ID_LEN);
+            head.extend_from_slice(payload);
+            if trailer {
+                head.extend_from_slice(&request_id.to_le_bytes());
+            }
+            return Ok(Frame {
+                tag,
+                head,
+                body: None,
+            });
+        }
         let mut h = Header::new(self.job, ty, self.rank, to);
         h.flags = flags;
         h.request_id = request_id;
@@ -860,14 +970,27 @@ impl MpiBackend {
             // caller's buffer as it is.
             h.payload_len = payload.len() as u32;
             return Ok(Frame {
+                tag: TAG,
                 head: h.to_bytes().to_vec(),
                 body: Some(payload.clone()),
             });
         }
         Ok(Frame {
+            tag: TAG,
             head: squall_wire::encode(&h, payload),
             body: None,
         })
+    }
+
+    /// The tag of a headerless message of type `ty` with `flags` and a payload of
+    /// `payload_len` bytes, and whether a request-id trailer follows the payload; None if it
+    /// must be framed (headerless messages off, flags beyond request/reply, or too large for
+    /// the posted receive: bulk data keeps its header and travels as header + body).
+    fn headerless_tag(&self, ty: MsgType, flags: Flags, payload_len: usize) -> Option<(i32, bool)> {
+        let jb = self.headerless?;
+        let (tag, trailer) = mpi_tag::encode(jb, ty, flags)?;
+        let len = payload_len + if trailer { mpi_tag::REQUEST_ID_LEN } else { 0 };
+        (len <= RX_MAX).then_some((tag, trailer))
     }
 
     /// Accounts for and delivers one received frame (`data`, with `body` beside a header).
@@ -875,12 +998,22 @@ impl MpiBackend {
         &mut self,
         now: Instant,
         src: i32,
+        tag: i32,
         data: Vec<u8>,
         body: Option<Vec<u8>>,
         out: &mut Vec<BackendEvent>,
     ) {
         let (job, rank, peers) = (self.job, self.rank, self.peers.len());
-        let decoded = if body.is_none() && data.len() > COPY_MAX {
+        let decoded = if let Some(jb) = self.headerless.filter(|_| tag & mpi_tag::HEADERLESS != 0) {
+            let me = (jb, job, rank, peers);
+            if data.len() > COPY_MAX {
+                decode_headerless_owned(me, src, tag, data)
+            } else {
+                decode_headerless(me, src, tag, &data)
+            }
+        } else if tag != TAG {
+            Err(DropReason::Garbage)
+        } else if body.is_none() && data.len() > COPY_MAX {
             decode_owned(job, rank, peers, src, data)
         } else {
             decode_frame(job, rank, peers, src, &data, body)
@@ -954,7 +1087,8 @@ impl Backend for MpiBackend {
                 size: self.peers.len() as u16,
             });
         }
-        if HEADER_LEN + msg.payload.len() <= RX_MAX
+        let headerless = self.headerless_tag(msg.ty, msg.flags, msg.payload.len());
+        if (headerless.is_some() || HEADER_LEN + msg.payload.len() <= RX_MAX)
             && self.shared.in_flight.load(Ordering::Acquire) == 0
         {
             // The latency path: a whole frame this thread sends itself, encoded into a reused
@@ -977,21 +1111,36 @@ impl Backend for MpiBackend {
                     });
                 }
                 p.last_sent = now;
-                let mut h = Header::new(self.job, msg.ty, self.rank, msg.to);
-                h.flags = msg.flags;
-                h.request_id = msg.request_id;
-                self.tx_buf.clear();
-                encode_into(&h, &msg.payload, &mut self.tx_buf);
                 let to = i32::from(msg.to.0);
-                let large = self.tx_buf.len() > BLOCKING_SEND_MAX;
+                // What goes: a headerless message straight from the caller's payload (a
+                // request or reply: payload and request id copied into the reused buffer),
+                // or a whole frame encoded into that buffer.
+                let (tag, buf): (i32, &[u8]) = match headerless {
+                    Some((tag, false)) => (tag, &msg.payload),
+                    Some((tag, true)) => {
+                        self.tx_buf.clear();
+                        self.tx_buf.extend_from_slice(&msg.payload);
+                        self.tx_buf.extend_from_slice(&msg.request_id.to_le_bytes());
+                        (tag, &self.tx_buf)
+                    }
+                    None => {
+                        let mut h = Header::new(self.job, msg.ty, self.rank, msg.to);
+                        h.flags = msg.flags;
+                        h.request_id = msg.request_id;
+                        self.tx_buf.clear();
+                        encode_into(&h, &msg.payload, &mut self.tx_buf);
+                        (TAG, &self.tx_buf)
+                    }
+                };
+                let large = buf.len() > BLOCKING_SEND_MAX;
                 let got = if large {
                     let world = SimpleCommunicator::world();
                     let tx = &self.incoming_tx;
-                    send_one(&world, &mut st, to, &self.tx_buf, None, &mut |r| {
+                    send_one(&world, &mut st, to, tag, buf, None, &mut |r| {
                         let _ = tx.send(r);
                     })
                 } else {
-                    mpi_rx::send(&self.tx_buf, to, TAG);
+                    mpi_rx::send(buf, to, tag);
                     false
                 };
                 drop(st);
@@ -1028,8 +1177,8 @@ impl Backend for MpiBackend {
         }
         self.now_seen = now;
         self.shared.wake_pending.store(false, Ordering::Release);
-        while let Ok((src, data, body)) = self.incoming.try_recv() {
-            self.on_frame(now, src, data, body, out);
+        while let Ok((src, tag, data, body)) = self.incoming.try_recv() {
+            self.on_frame(now, src, tag, data, body, out);
         }
     }
 

@@ -119,6 +119,28 @@ pub(crate) fn send(buf: &[u8], to: i32, tag: i32) {
     }
 }
 
+/// `MPI_TAG_UB` of `MPI_COMM_WORLD` (the largest tag a message may carry), or 0 if MPI does
+/// not report it. The caller holds the MPI lock (or is the thread that initialised MPI, before
+/// any other thread may call it), MPI not finalised.
+pub(crate) fn tag_ub() -> i32 {
+    let mut value: *mut i32 = std::ptr::null_mut();
+    let mut flag = 0;
+    // SAFETY: MPI is initialised; for MPI_TAG_UB, MPI stores a pointer to its own `int`
+    // (valid until finalisation) into `value` and sets `flag` if the attribute exists.
+    unsafe {
+        ffi::MPI_Comm_get_attr(
+            ffi::RSMPI_COMM_WORLD,
+            ffi::MPI_TAG_UB as i32,
+            (&mut value as *mut *mut i32).cast(),
+            &mut flag,
+        );
+        if flag == 0 || value.is_null() {
+            return 0;
+        }
+        *value
+    }
+}
+
 /// Where the posted receive is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -126,11 +148,11 @@ enum State {
     Idle,
     /// Posted; `req` is live and MPI may write the buffer.
     Posted,
-    /// Completed: the buffer holds a message of `len` bytes from rank `src`.
-    Done { src: i32, len: usize },
+    /// Completed: the buffer holds a message of `len` bytes from rank `src` with `tag`.
+    Done { src: i32, tag: i32, len: usize },
 }
 
-/// One receive kept posted for messages of one tag from any source.
+/// One receive kept posted for messages of any tag from any source.
 pub(crate) struct PostedRecv {
     /// The receive's buffer: `max` bytes of capacity while posted (length 0: MPI writes the
     /// spare capacity), the message's length once completed. Handed away by
@@ -138,7 +160,6 @@ pub(crate) struct PostedRecv {
     buf: Vec<u8>,
     max: usize,
     req: ffi::MPI_Request,
-    tag: i32,
     state: State,
 }
 
@@ -148,15 +169,14 @@ pub(crate) struct PostedRecv {
 unsafe impl Send for PostedRecv {}
 
 impl PostedRecv {
-    /// A receive for messages of `tag` up to `max` bytes (larger ones are an MPI error: the
+    /// A receive for messages of any tag up to `max` bytes (larger ones are an MPI error: the
     /// senders must split them). Posted at the first [`PostedRecv::test`].
-    pub(crate) fn new(tag: i32, max: usize) -> PostedRecv {
+    pub(crate) fn new(max: usize) -> PostedRecv {
         PostedRecv {
             buf: Vec::with_capacity(max),
             max,
             // SAFETY: reading a constant the MPI library exports.
             req: unsafe { ffi::RSMPI_REQUEST_NULL },
-            tag,
             state: State::Idle,
         }
     }
@@ -177,7 +197,7 @@ impl PostedRecv {
                 count,
                 u8::equivalent_datatype().as_raw(),
                 ffi::RSMPI_ANY_SOURCE,
-                self.tag,
+                ffi::RSMPI_ANY_TAG,
                 ffi::RSMPI_COMM_WORLD,
                 &mut self.req,
             );
@@ -186,11 +206,11 @@ impl PostedRecv {
     }
 
     /// Posts the receive (on `MPI_COMM_WORLD`) if needed, then tests it (which progresses
-    /// MPI): the source rank and the length of the message now in the buffer, until
+    /// MPI): the source rank, tag and length of the message now in the buffer, until
     /// [`PostedRecv::release`]. The caller holds the MPI lock, MPI not finalised.
-    pub(crate) fn test(&mut self) -> Option<(i32, usize)> {
+    pub(crate) fn test(&mut self) -> Option<(i32, i32, usize)> {
         match self.state {
-            State::Done { src, len } => return Some((src, len)),
+            State::Done { src, tag, len } => return Some((src, tag, len)),
             State::Idle => self.post(),
             State::Posted => {}
         }
@@ -216,9 +236,10 @@ impl PostedRecv {
         unsafe { self.buf.set_len(len) };
         self.state = State::Done {
             src: status.MPI_SOURCE,
+            tag: status.MPI_TAG,
             len,
         };
-        Some((status.MPI_SOURCE, len))
+        Some((status.MPI_SOURCE, status.MPI_TAG, len))
     }
 
     /// The message a completed [`PostedRecv::test`] reported.
