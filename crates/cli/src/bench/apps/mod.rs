@@ -166,8 +166,10 @@ fn dedup<T: PartialEq + Clone>(v: &[T]) -> Vec<T> {
     out
 }
 
-/// Every run, in order: per app the sequential reps, native reps per thread count, then the
-/// Squall reps per node count.
+/// Every run, in order: per app and per rep, the sequential run, the native runs per thread
+/// count, then the Squall runs per node count. The kinds alternate rep by rep, so a machine that
+/// drifts (a noisy neighbour, a VM slowing down) weighs on every kind alike instead of on
+/// whichever ran during the slow minutes.
 fn plan(a: &AppsArgs, apps: &[String], stats_dir: &Path) -> Vec<Planned> {
     let nodes = dedup(&a.nodes);
     let tpn = a.threads_per_node;
@@ -192,8 +194,8 @@ fn plan(a: &AppsArgs, apps: &[String], stats_dir: &Path) -> Vec<Planned> {
         timeout,
     };
     for app in apps {
-        let mut push = |mode: Mode, n: usize, t: usize| {
-            for rep in 1..=a.reps {
+        for rep in 1..=a.reps {
+            let mut push = |mode: Mode, n: usize, t: usize| {
                 let stats_file = (mode == Mode::Squall).then(|| {
                     stats_dir.join(format!("{app}-{}-n{n}-t{t}-rep{rep}.json", a.protocol))
                 });
@@ -202,14 +204,14 @@ fn plan(a: &AppsArgs, apps: &[String], stats_dir: &Path) -> Vec<Planned> {
                     rep,
                     spec: spec(app, mode, n, t, stats_file),
                 });
+            };
+            push(Mode::Seq, 1, 1);
+            for &t in &thread_counts {
+                push(Mode::Native, 1, t);
             }
-        };
-        push(Mode::Seq, 1, 1);
-        for &t in &thread_counts {
-            push(Mode::Native, 1, t);
-        }
-        for &n in &nodes {
-            push(Mode::Squall, n, n * tpn);
+            for &n in &nodes {
+                push(Mode::Squall, n, n * tpn);
+            }
         }
     }
     out
@@ -444,6 +446,11 @@ mod tests {
             .map(|x| (x.key.2, x.key.3))
             .collect();
         assert_eq!(sq, [(1, 2), (2, 4), (4, 8)]);
+        // The kinds alternate: every run of rep 1 comes before any run of rep 2.
+        let reps: Vec<usize> = sor.iter().map(|x| x.rep).collect();
+        assert_eq!(reps, [[1; 7], [2; 7]].concat());
+        assert_eq!(sor[0].key.1, Mode::Seq);
+        assert_eq!(sor[7].key.1, Mode::Seq);
         let f = sor
             .iter()
             .find(|x| x.key.1 == Mode::Squall)
