@@ -1,12 +1,12 @@
 //! `squall bench apps`: the application benchmark. For each seed app (apps/bin, built by
 //! `make -C apps`) it runs the sequential build, native pthreads at every thread count the
-//! Squall runs use, and the Squall build on each node count with statistics on; repeats
-//! each `--reps` times, takes medians, and writes apps.csv, apps.json, apps.md and PNG plots
-//! into `--out` (and, asked to, docs/results.md). Owns the driver: planning runs, progress
-//! and turning outcomes into a report; the parts are in [`runner`] (processes),
-//! [`result_line`] (the RESULT line), [`stats`] (runtime statistics), [`model`] (medians and
-//! ratios), [`writers`] (CSV/JSON/Markdown), [`plots`] (PNGs) and [`results_doc`]. Must not
-//! build anything or touch protocol internals.
+//! Squall runs use, and the Squall build on each node count with statistics on; repeats the
+//! whole round `--reps` times (the kinds alternate), takes medians, and writes apps.csv,
+//! apps.json, apps.md and PNG plots into `--out` (and, asked to, docs/results.md). Owns the
+//! driver: planning runs, progress and turning outcomes into a report; the parts are in
+//! [`runner`] (processes), [`result_line`] (the RESULT line), [`stats`] (runtime statistics),
+//! [`model`] (medians and ratios), [`writers`] (CSV/JSON/Markdown), [`plots`] (PNGs) and
+//! [`results_doc`]. Must not build anything or touch protocol internals.
 pub mod error;
 pub mod model;
 pub mod plots;
