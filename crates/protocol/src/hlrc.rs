@@ -376,7 +376,7 @@ impl Msg {
             14 => Msg::NoPage { page: r.page(t)? },
             15 => {
                 let first = r.page(t)?;
-                let data = decode_run(&mut r, first, t, "bad page run")?;
+                let data = decode_run(&mut r, first, t, "bad page run")?.to_vec();
                 Msg::PageRun { first, data }
             }
             5 => Msg::PageData {
@@ -446,7 +446,7 @@ impl Msg {
             17 => {
                 let first = r.page(t)?;
                 let interval = r.u32()?;
-                let data = decode_run(&mut r, first, t, "bad push run")?;
+                let data = decode_run(&mut r, first, t, "bad push run")?.to_vec();
                 Msg::Push {
                     first,
                     interval,
@@ -488,12 +488,12 @@ fn encode_handover(w: &mut Writer, h: &Handover) {
 
 /// The count and pages of a run starting at `first` (`page_run`, `push`): 1 to
 /// [`MAX_RUN`] whole pages inside the heap of `total` pages.
-fn decode_run(
-    r: &mut Reader<'_>,
+fn decode_run<'a>(
+    r: &mut Reader<'a>,
     first: PageId,
     total: u64,
     what: &str,
-) -> Result<Vec<u8>, ProtoError> {
+) -> Result<&'a [u8], ProtoError> {
     let count = usize::from(r.u16()?);
     let data = r.bytes()?;
     if count == 0
@@ -503,7 +503,48 @@ fn decode_run(
     {
         return Err(r.err(what));
     }
-    Ok(data.to_vec())
+    Ok(data)
+}
+
+/// A `page_run` message being built in its encoded form: the home reads each page straight
+/// into the message buffer (no copy per page and none to encode).
+struct RunBuf {
+    first: PageId,
+    count: usize,
+    w: Writer,
+}
+
+/// Offsets in an encoded `page_run`: tag (1) and first page (8), then the page count (u16)
+/// and the data's length (u32), then the data.
+const RUN_COUNT_AT: usize = 9;
+const RUN_LEN_AT: usize = 11;
+
+impl RunBuf {
+    fn new(first: PageId) -> Self {
+        let mut w = Writer::new(15);
+        w.page(first).u16(0).u32(0);
+        w.buf.reserve(MAX_RUN * PAGE_SIZE);
+        RunBuf { first, count: 0, w }
+    }
+
+    /// Append `page`'s current contents (the next page of the run).
+    fn push(&mut self, mem: &dyn PageMemory, page: PageId) {
+        debug_assert_eq!(page.0, self.first.0 + self.count as u64);
+        let at = self.w.buf.len();
+        self.w.buf.resize(at + PAGE_SIZE, 0);
+        mem.read_page(page, &mut self.w.buf[at..]);
+        self.count += 1;
+    }
+
+    /// The encoded message, byte for byte `Msg::PageRun { first, data }.encode()`.
+    fn finish(mut self) -> Vec<u8> {
+        // At most `MAX_RUN` pages: both fit.
+        let count = self.count as u16;
+        let len = (self.count * PAGE_SIZE) as u32;
+        self.w.buf[RUN_COUNT_AT..RUN_COUNT_AT + 2].copy_from_slice(&count.to_le_bytes());
+        self.w.buf[RUN_LEN_AT..RUN_LEN_AT + 4].copy_from_slice(&len.to_le_bytes());
+        self.w.finish()
+    }
 }
 
 fn decode_handover(r: &mut Reader<'_>, n: u16) -> Result<Handover, ProtoError> {
@@ -612,6 +653,17 @@ const STREAMS: usize = 8;
 /// is a probe (one local fault per run of pushed pages read; a page no longer read costs two
 /// pushes, CG's once-per-outer-step vectors six times less than with 2).
 const PUSH_PROBE: u8 = 0;
+/// Most pages a node fetches at once when a barrier releases (see `Hlrc::set_barrier_fetch`).
+pub const DEFAULT_BARRIER_FETCH: usize = 1024;
+/// A copy lost to a barrier's notices is fetched at that barrier only if this node got it
+/// (or a thread faulted on it) at most this many barriers before: CG gets `p` in its product
+/// three barriers before the one that invalidates it.
+const BARRIER_FETCH_AGE: u32 = 4;
+/// Barrier fetches installed with read access, without a probe, after a thread was seen
+/// reading a probed copy of the page: one probe in `BARRIER_FETCH_TRUST + 1` barrier fetches
+/// checks that the node still reads it (a page it stopped reading is fetched at most that
+/// many times more).
+const BARRIER_FETCH_TRUST: u8 = 3;
 
 /// Work waiting for a home look-up.
 #[derive(Debug, Clone, Copy)]
@@ -636,6 +688,9 @@ struct FetchState {
     stale: bool,
     /// A thread waits for the page (false: read-ahead nobody asked for yet).
     demand: bool,
+    /// Sent when a barrier released (see `Hlrc::set_barrier_fetch`): installed as a probe
+    /// unless the page is trusted to be read.
+    barrier: bool,
 }
 
 #[derive(Debug, Default)]
@@ -680,6 +735,10 @@ struct PageState {
     /// Probe: a pushed copy installed without access to see whether this node still reads
     /// it (a fault grants it locally); a push finding the probe untouched is declined.
     probe: bool,
+    /// `Hlrc::barriers` when this node last got a copy of the page or a thread faulted on it.
+    got_at: u32,
+    /// Barrier fetches of the page still installed readable without a probe.
+    trust: u8,
 }
 
 /// Home-side work waiting for an exclusive copy to come back.
@@ -770,6 +829,10 @@ pub struct Hlrc<M: PageMemory> {
     push_pending: BTreeSet<PageId>,
     /// Pushes a copy takes before it is probed (see `PUSH_PROBE`).
     push_probe: u8,
+    /// Most pages fetched at once when a barrier releases (0: none; see `set_barrier_fetch`).
+    barrier_fetch: usize,
+    /// Barriers this node applied.
+    barriers: u32,
 }
 
 impl<M: PageMemory> Hlrc<M> {
@@ -811,6 +874,8 @@ impl<M: PageMemory> Hlrc<M> {
             push_updates: false,
             push_pending: BTreeSet::new(),
             push_probe: PUSH_PROBE,
+            barrier_fetch: DEFAULT_BARRIER_FETCH,
+            barriers: 0,
         }
     }
 
@@ -853,6 +918,20 @@ impl<M: PageMemory> Hlrc<M> {
     /// (default 0: every push is installed as a probe).
     pub fn set_push_probe(&mut self, n: u8) {
         self.push_probe = n;
+    }
+
+    /// Set how many pages this node fetches at once when a barrier releases (default
+    /// [`DEFAULT_BARRIER_FETCH`]; 0 turns barrier fetches off): the copies this barrier's
+    /// notices invalidated that this node held readable, had used, and got (or faulted on)
+    /// in the last few barrier intervals, in one fetch per run of consecutive pages of one
+    /// home, sent while both nodes' service threads are awake with the barrier instead of at
+    /// the first fault of the next phase. A thread faulting on a page being fetched waits
+    /// for it. The copies come as probes (no access; a fault grants the run of probes around
+    /// it locally), except after a probe showed the node reads the page: then the next
+    /// `BARRIER_FETCH_TRUST` come readable. A probe nobody touched is not fetched at the next
+    /// barrier again.
+    pub fn set_barrier_fetch(&mut self, n: usize) {
+        self.barrier_fetch = n.min(usize::from(u16::MAX));
     }
 
     /// Enable or disable exclusive mode (on by default).
@@ -1012,10 +1091,13 @@ impl<M: PageMemory> Hlrc<M> {
             {
                 hi += 1;
             }
+            let now = self.barriers;
             for q in lo..hi {
                 let st = self.st(PageId(q));
                 st.probe = false;
                 st.pushes = 0;
+                st.got_at = now;
+                st.trust = BARRIER_FETCH_TRUST;
             }
             self.st(page).used = true;
             self.stats.push_probe_hits += 1;
@@ -1069,6 +1151,7 @@ impl<M: PageMemory> Hlrc<M> {
                 sent: false,
                 stale: false,
                 demand: true,
+                barrier: false,
             });
             self.stats.page_fetches += 1;
             self.send_fetch(page);
@@ -1114,10 +1197,9 @@ impl<M: PageMemory> Hlrc<M> {
             && self.mem.access(q) == Access::None
             && !self.page_diffs.contains_key(&q)
             && !self.resolving.contains_key(&q)
-            && self
-                .pages
-                .get(&q)
-                .is_none_or(|st| st.fetch.is_none() && st.twin.is_none() && !st.exclusive)
+            && self.pages.get(&q).is_none_or(|st| {
+                st.fetch.is_none() && st.twin.is_none() && !st.exclusive && !st.probe
+            })
     }
 
     /// Pick the pages to fetch along with `page` from `home`, and mark them being fetched
@@ -1184,6 +1266,7 @@ impl<M: PageMemory> Hlrc<M> {
                 sent: true,
                 stale: false,
                 demand: false,
+                barrier: false,
             });
         }
         self.stats.pages_prefetched += (behind + ahead) as u64;
@@ -1192,6 +1275,119 @@ impl<M: PageMemory> Hlrc<M> {
         self.streams.truncate(STREAMS);
         // Both fit: `cap` is at most `u16::MAX`.
         (behind as u16, ahead as u16)
+    }
+
+    /// A read copy `f` brought is installed readable, or (a barrier fetch no thread asked for
+    /// yet, of a page not trusted to be read) left as a probe without access.
+    fn barrier_copy_readable(&mut self, page: PageId, f: FetchState) -> bool {
+        if !f.barrier || f.demand {
+            return true;
+        }
+        let st = self.st(page);
+        if st.trust > 0 {
+            st.trust -= 1;
+            return true;
+        }
+        st.probe = true;
+        false
+    }
+
+    /// Fetch, in one message per run of consecutive pages of one home, the copies a barrier's
+    /// notices just took from this node that it will likely read again (see
+    /// `set_barrier_fetch`; `lost` in ascending order).
+    fn barrier_fetch(&mut self, lost: &[PageId]) {
+        let mut i = 0;
+        let mut budget = self.barrier_fetch;
+        while i < lost.len() && budget > 0 {
+            let first = lost[i];
+            i += 1;
+            let Some(home) = self.dir.cached(first) else {
+                continue;
+            };
+            if home.node == self.me || !self.can_read_ahead(first, home) {
+                continue;
+            }
+            let mut n = 1usize;
+            while i < lost.len()
+                && n < budget
+                && lost[i].0 == first.0 + n as u64
+                && self.can_read_ahead(lost[i], home)
+            {
+                n += 1;
+                i += 1;
+            }
+            for q in first.0..first.0 + n as u64 {
+                self.st(PageId(q)).fetch = Some(FetchState {
+                    write: false,
+                    sent: true,
+                    stale: false,
+                    demand: false,
+                    barrier: true,
+                });
+            }
+            budget -= n;
+            self.stats.barrier_fetches += 1;
+            self.stats.pages_barrier_fetched += n as u64;
+            self.send(
+                home.node,
+                Msg::Fetch {
+                    page: first,
+                    write: false,
+                    epoch: home.epoch,
+                    behind: 0,
+                    // `n` is at most `barrier_fetch`, which is at most `u16::MAX`.
+                    ahead: (n - 1) as u16,
+                },
+            );
+        }
+    }
+
+    /// A `page_run` (read-ahead or barrier fetch copies) from `from`: install each page whose
+    /// fetch is still current, straight from the received bytes.
+    fn on_page_run(&mut self, from: NodeId, first: PageId, data: &[u8]) -> Result<(), ProtoError> {
+        let mut grant = Vec::new();
+        for (i, chunk) in data.chunks_exact(PAGE_SIZE).enumerate() {
+            let q = PageId(first.0 + i as u64);
+            let Some(f) = self.st(q).fetch.take() else {
+                return Err(ProtoError::Unexpected {
+                    from,
+                    page: q,
+                    why: "page data without a fetch".into(),
+                });
+            };
+            if f.stale {
+                if f.demand {
+                    self.fault(q, f.write)?;
+                }
+                continue;
+            }
+            let now = self.barriers;
+            let st = self.st(q);
+            st.lost = false;
+            st.had_copy = true;
+            st.used |= f.demand;
+            st.pushed = None;
+            st.pushes = 0;
+            st.probe = false;
+            st.got_at = now;
+            self.mem.write_bytes(q, 0, chunk);
+            if f.write {
+                self.st(q).twin = Some(chunk.to_vec());
+                self.stats.twins += 1;
+                self.dirty.insert(q);
+                self.mem.set_access(q, Access::ReadWrite);
+                self.want_home(q);
+            } else if !self.barrier_copy_readable(q, f) {
+                // A probe: stays without access until a thread reads it.
+            } else {
+                grant.push(q);
+            }
+            if f.demand {
+                self.actions.push_back(Action::Resume { page: q });
+            }
+        }
+        set_access_runs(&self.mem, &grant, Access::Read);
+        Ok(())
     }
 
     /// Home side: hand out the home's copy of `page` to `from` (a fetch).
@@ -1212,7 +1408,7 @@ impl<M: PageMemory> Hlrc<M> {
     /// `no_page` for each page this node cannot serve now (not its home at that epoch, held
     /// exclusively, recall out).
     fn serve_read_ahead(&mut self, from: NodeId, epoch: u32, pages: std::ops::Range<u64>) {
-        let mut run: Option<(PageId, Vec<u8>)> = None;
+        let mut run: Option<RunBuf> = None;
         for q in pages {
             let q = PageId(q);
             let servable = q.0 < self.layout.total_pages
@@ -1222,28 +1418,29 @@ impl<M: PageMemory> Hlrc<M> {
                     .get(&q)
                     .is_none_or(|s| s.excl_holder.is_none() && !s.recalling);
             if !servable {
-                if let Some((first, data)) = run.take() {
-                    self.send(from, Msg::PageRun { first, data });
+                if let Some(r) = run.take() {
+                    self.send_run(from, r);
                 }
                 self.send(from, Msg::NoPage { page: q });
                 continue;
             }
-            if run
-                .as_ref()
-                .is_some_and(|(_, data)| data.len() >= MAX_RUN * PAGE_SIZE)
-            {
-                if let Some((first, data)) = run.take() {
-                    self.send(from, Msg::PageRun { first, data });
+            if run.as_ref().is_some_and(|r| r.count >= MAX_RUN) {
+                if let Some(r) = run.take() {
+                    self.send_run(from, r);
                 }
             }
-            let (data, _) = self.share_copy(from, q, false, false);
-            run.get_or_insert_with(|| (q, Vec::with_capacity(MAX_RUN * PAGE_SIZE)))
-                .1
-                .extend(data);
+            self.share_grant(from, q, false, false);
+            run.get_or_insert_with(|| RunBuf::new(q)).push(&self.mem, q);
         }
-        if let Some((first, data)) = run {
-            self.send(from, Msg::PageRun { first, data });
+        if let Some(r) = run {
+            self.send_run(from, r);
         }
+    }
+
+    fn send_run(&mut self, to: NodeId, run: RunBuf) {
+        let bytes = run.finish();
+        self.stats.count_send("page_run", bytes.len());
+        self.actions.push_back(Action::Send { to, msg: bytes });
     }
 
     /// Home side: record that `from` gets a copy of `page` and return it, with whether it is
@@ -1255,6 +1452,14 @@ impl<M: PageMemory> Hlrc<M> {
         write: bool,
         again: bool,
     ) -> (Vec<u8>, bool) {
+        let exclusive = self.share_grant(from, page, write, again);
+        (self.read(page), exclusive)
+    }
+
+    /// Home side: record that `from` gets a copy of `page` (the caller reads it after this:
+    /// the page may be write-protected here first); returns whether it is granted in
+    /// exclusive mode.
+    fn share_grant(&mut self, from: NodeId, page: PageId, write: bool, again: bool) -> bool {
         let dirty = self.dirty.contains(&page);
         let unused_here = self.mem.access(page) == Access::None;
         let enabled = self.exclusive_mode;
@@ -1283,7 +1488,7 @@ impl<M: PageMemory> Hlrc<M> {
             st.excl_holder = Some(from);
             self.stats.exclusive_grants += 1;
         }
-        (self.read(page), exclusive)
+        exclusive
     }
 
     fn start_atomic(
@@ -1435,11 +1640,32 @@ impl<M: PageMemory> Hlrc<M> {
 
     /// A write notice names `page`: drop this node's copy (keeping its own modifications). A
     /// copy with no own writes is only pushed to `unmap` (the caller removes access in runs).
-    fn invalidate(&mut self, page: PageId, unmap: &mut Vec<PageId>) {
+    /// A readable copy this node used lately is also pushed to `refetch` when given (a
+    /// barrier: see `set_barrier_fetch`).
+    fn invalidate(
+        &mut self,
+        page: PageId,
+        unmap: &mut Vec<PageId>,
+        refetch: Option<&mut Vec<PageId>>,
+    ) {
         if self.is_home(page) || self.pages.get(&page).is_some_and(|s| s.exclusive) {
             // Home copies are current; an exclusive copy is newer than any notice (nobody else
             // held the page when it was granted).
             return;
+        }
+        let readable = self.mem.access(page) == Access::Read;
+        let now = self.barriers;
+        let st = self.st(page);
+        if let Some(refetch) = refetch {
+            if readable
+                && st.used
+                && !st.probe
+                && st.twin.is_none()
+                && st.fetch.is_none()
+                && now.saturating_sub(st.got_at) <= BARRIER_FETCH_AGE
+            {
+                refetch.push(page);
+            }
         }
         let st = self.st(page);
         if let Some(f) = st.fetch.as_mut() {
@@ -1475,8 +1701,13 @@ impl<M: PageMemory> Hlrc<M> {
         }
     }
 
-    /// Apply notices; returns the vector time they carried.
-    fn apply_notices(&mut self, info: &[u8]) -> Option<Vec<u32>> {
+    /// Apply notices; returns the vector time they carried. At a barrier, `refetch` collects
+    /// the copies worth fetching again at once (see `invalidate`).
+    fn apply_notices(
+        &mut self,
+        info: &[u8],
+        mut refetch: Option<&mut Vec<PageId>>,
+    ) -> Option<Vec<u32>> {
         let (their_vt, notices) = decode_sync(self.me, self.layout.nodes, info)?;
         // Page -> whether some notice requires invalidating it (a copy a push of node `n`
         // brought up to interval `i` or later already holds that notice's writes).
@@ -1499,7 +1730,7 @@ impl<M: PageMemory> Hlrc<M> {
         let mut unmap = Vec::new();
         for (p, must) in named {
             if must {
-                self.invalidate(p, &mut unmap);
+                self.invalidate(p, &mut unmap, refetch.as_deref_mut());
             } else {
                 self.stats.push_kept += 1;
             }
@@ -1598,46 +1829,7 @@ impl<M: PageMemory> Hlrc<M> {
                 self.serve_read_ahead(from, epoch, before);
                 self.serve_read_ahead(from, epoch, after);
             }
-            Msg::PageRun { first, data } => {
-                let mut grant = Vec::new();
-                for (i, chunk) in data.chunks_exact(PAGE_SIZE).enumerate() {
-                    let q = PageId(first.0 + i as u64);
-                    let Some(f) = self.st(q).fetch.take() else {
-                        return Err(ProtoError::Unexpected {
-                            from,
-                            page: q,
-                            why: "page data without a fetch".into(),
-                        });
-                    };
-                    if f.stale {
-                        if f.demand {
-                            self.fault(q, f.write)?;
-                        }
-                        continue;
-                    }
-                    let st = self.st(q);
-                    st.lost = false;
-                    st.had_copy = true;
-                    st.used |= f.demand;
-                    st.pushed = None;
-                    st.pushes = 0;
-                    st.probe = false;
-                    self.mem.write_bytes(q, 0, chunk);
-                    if f.write {
-                        self.st(q).twin = Some(chunk.to_vec());
-                        self.stats.twins += 1;
-                        self.dirty.insert(q);
-                        self.mem.set_access(q, Access::ReadWrite);
-                        self.want_home(q);
-                    } else {
-                        grant.push(q);
-                    }
-                    if f.demand {
-                        self.actions.push_back(Action::Resume { page: q });
-                    }
-                }
-                set_access_runs(&self.mem, &grant, Access::Read);
-            }
+            Msg::PageRun { first, data } => self.on_page_run(from, first, &data)?,
             Msg::NoPage { page } => {
                 if let Some(f) = self.st(page).fetch.take() {
                     if f.demand {
@@ -1665,6 +1857,7 @@ impl<M: PageMemory> Hlrc<M> {
                     }
                     return Ok(());
                 }
+                let now = self.barriers;
                 let st = self.st(page);
                 st.lost = false;
                 st.had_copy = true;
@@ -1672,6 +1865,7 @@ impl<M: PageMemory> Hlrc<M> {
                 st.pushed = None;
                 st.pushes = 0;
                 st.probe = false;
+                st.got_at = now;
                 self.mem.write_bytes(page, 0, &data);
                 if exclusive {
                     // Sole copy: written in place, no twin, no diff, no notice.
@@ -1683,7 +1877,7 @@ impl<M: PageMemory> Hlrc<M> {
                     self.dirty.insert(page);
                     self.mem.set_access(page, Access::ReadWrite);
                     self.want_home(page);
-                } else {
+                } else if self.barrier_copy_readable(page, f) {
                     self.mem.set_access(page, Access::Read);
                 }
                 if f.demand {
@@ -1709,7 +1903,9 @@ impl<M: PageMemory> Hlrc<M> {
                     }
                     None => {
                         if let Some(f) = self.st(page).fetch.take() {
-                            self.fault(page, f.write)?;
+                            if f.demand {
+                                self.fault(page, f.write)?;
+                            }
                         }
                     }
                 }
@@ -2376,7 +2572,7 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
     }
 
     fn apply_grant(&mut self, grant_info: &[u8]) {
-        match self.apply_notices(grant_info) {
+        match self.apply_notices(grant_info, None) {
             Some(theirs) => {
                 for (mine, t) in self.vt.iter_mut().zip(theirs) {
                     *mine = (*mine).max(t);
@@ -2506,8 +2702,9 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
 
     fn apply_barrier(&mut self, all: &[Vec<u8>]) {
         let mut max = self.vt.clone();
+        let mut refetch = Vec::new();
         for info in all {
-            match self.apply_notices(info) {
+            match self.apply_notices(info, Some(&mut refetch)) {
                 Some(theirs) => {
                     for (m, t) in max.iter_mut().zip(theirs) {
                         *m = (*m).max(t);
@@ -2525,6 +2722,14 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
         let floor = std::mem::replace(&mut self.barrier_vt, max);
         self.notices
             .retain(|(n, i), _| floor.get(usize::from(*n)).is_none_or(|f| *i > *f));
+        // After the `dropped` batches above (FIFO: the home adds this node back to the
+        // copysets with these fetches).
+        if self.barrier_fetch > 0 && !refetch.is_empty() {
+            refetch.sort_unstable();
+            refetch.dedup();
+            self.barrier_fetch(&refetch);
+        }
+        self.barriers = self.barriers.wrapping_add(1);
     }
 }
 
@@ -2540,6 +2745,15 @@ impl<M: PageMemory> Protocol for Hlrc<M> {
     }
 
     fn handle_message(&mut self, from: NodeId, msg: &[u8]) -> Result<(), ProtoError> {
+        if msg.first() == Some(&15) {
+            // A page run is installed from the received bytes (no copy of the pages).
+            let mut r = Reader::new(from, msg);
+            r.u8()?;
+            let first = r.page(self.layout.total_pages)?;
+            let data = decode_run(&mut r, first, self.layout.total_pages, "bad page run")?;
+            r.end()?;
+            return self.on_page_run(from, first, data);
+        }
         let m = Msg::decode(from, self.layout, msg)?;
         self.on_message(from, m)
     }
@@ -2664,6 +2878,12 @@ mod tests {
                 Msg::PageRun { first, data } => {
                     first_kind.get_or_insert("page_run");
                     assert!(data.len() <= MAX_RUN * PAGE_SIZE);
+                    // Built in place by the home, byte for byte the message's encoding.
+                    let again = Msg::PageRun {
+                        first,
+                        data: data.clone(),
+                    };
+                    assert_eq!(again.encode(), msg);
                     for (i, chunk) in data.chunks_exact(PAGE_SIZE).enumerate() {
                         let q = first.0 + i as u64;
                         assert_eq!(chunk[0], q as u8);

@@ -38,9 +38,16 @@ pub struct ProtoStats {
     pub pushes_taken: u64,
     #[serde(default)]
     pub push_kept: u64,
-    /// hlrc: faults on probed pushed copies (granted without a message).
+    /// hlrc: faults on probed copies, pushed or fetched at a barrier (granted without a
+    /// message).
     #[serde(default)]
     pub push_probe_hits: u64,
+    /// hlrc: fetches sent when a barrier released (runs of copies its notices took that this
+    /// node used lately), and the pages they asked for.
+    #[serde(default)]
+    pub barrier_fetches: u64,
+    #[serde(default)]
+    pub pages_barrier_fetched: u64,
     pub atomics: u64,
     /// Synchronization info bytes that could not be decoded (a bug in a peer).
     pub malformed_sync_info: u64,
@@ -69,6 +76,8 @@ impl ProtoStats {
         self.pushes_taken += other.pushes_taken;
         self.push_kept += other.push_kept;
         self.push_probe_hits += other.push_probe_hits;
+        self.barrier_fetches += other.barrier_fetches;
+        self.pages_barrier_fetched += other.pages_barrier_fetched;
         self.atomics += other.atomics;
         self.malformed_sync_info += other.malformed_sync_info;
         self.notice_compactions += other.notice_compactions;

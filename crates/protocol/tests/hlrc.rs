@@ -772,3 +772,86 @@ fn a_short_lost_run_cap_splits_the_run_between_both_sides() {
     assert_eq!(s.messages_of("fetch") - before.messages_of("fetch"), 2);
     assert_eq!(c.load(1, 0, 0), 30);
 }
+
+/// Node 0 rewrites pages 0..4 (its home pages) and both nodes pass a barrier.
+fn rewrite_all_then_barrier(c: &mut Cluster, base: u64, token: u64) {
+    for p in 0..4 {
+        c.fault(0, p, true);
+        c.store(0, p, 0, base + p);
+    }
+    c.settle();
+    barrier(c, token);
+}
+
+#[test]
+fn a_barrier_fetches_the_lost_copies_used_lately_at_once() {
+    // Read-ahead off: node 1 reads pages 0 and 1 with a fetch each.
+    let mut c = Cluster::new("hlrc", 2);
+    for p in 0..2 {
+        c.fault(1, p, false);
+        c.settle();
+    }
+    let s0 = c.total_stats();
+    assert_eq!(s0.messages_of("fetch"), 2);
+    // Node 0 rewrites them: the barrier's notices take node 1's copies, and node 1 fetches
+    // both at once (one fetch: `page_data` for page 0, a `page_run` with page 1), after its
+    // `dropped`. They come as probes: no access yet.
+    rewrite_all_then_barrier(&mut c, 10, 1);
+    let s = c.total_stats();
+    assert_eq!(s.barrier_fetches, 1);
+    assert_eq!(s.pages_barrier_fetched, 2);
+    assert_eq!(s.messages_of("fetch") - s0.messages_of("fetch"), 1);
+    assert_eq!(s.messages_of("page_data") - s0.messages_of("page_data"), 1);
+    assert_eq!(s.messages_of("page_run") - s0.messages_of("page_run"), 1);
+    assert_eq!(s.messages_of("dropped") - s0.messages_of("dropped"), 1);
+    assert_eq!(c.access(1, 0), Access::None);
+    assert_eq!(c.access(1, 1), Access::None);
+    // A read of page 1 grants both probes locally, no message.
+    let before = c.total_stats();
+    c.fault(1, 1, false);
+    c.settle();
+    let s = c.total_stats();
+    assert_eq!(s.messages(), before.messages());
+    assert_eq!(s.push_probe_hits - before.push_probe_hits, 1);
+    for p in 0..2 {
+        assert_eq!(c.access(1, p), Access::Read);
+        assert_eq!(c.load(1, p, 0), 10 + p);
+    }
+    // Seen read: the next three barrier fetches come readable, with no fault at all.
+    for round in 0..3 {
+        rewrite_all_then_barrier(&mut c, 20 + 10 * round, 2 + round);
+        for p in 0..2 {
+            assert_eq!(c.access(1, p), Access::Read, "round {round} page {p}");
+            assert_eq!(c.load(1, p, 0), 20 + 10 * round + p);
+        }
+    }
+    let s = c.total_stats();
+    assert_eq!(s.barrier_fetches, 4);
+    assert_eq!(s.read_faults, before.read_faults + 1);
+    // The fourth comes as a probe again; nobody reads it, so the next barrier fetches nothing
+    // and a later read fetches page 0 on demand (read-ahead is off: page 1 stays invalid).
+    rewrite_all_then_barrier(&mut c, 60, 5);
+    assert_eq!(c.access(1, 0), Access::None);
+    rewrite_all_then_barrier(&mut c, 70, 6);
+    let s = c.total_stats();
+    assert_eq!(s.barrier_fetches, 5);
+    assert_eq!(s.pages_barrier_fetched, 10);
+    let fetches = s.messages_of("fetch");
+    c.fault(1, 0, false);
+    c.settle();
+    assert_eq!(c.total_stats().messages_of("fetch"), fetches + 1);
+    assert_eq!(c.load(1, 0, 0), 70);
+    assert_eq!(c.access(1, 1), Access::None);
+}
+
+#[test]
+fn barrier_fetches_can_be_turned_off() {
+    let mut c = Cluster::new("hlrc-nobfetch", 2);
+    c.fault(1, 0, false);
+    c.settle();
+    rewrite_all_then_barrier(&mut c, 10, 1);
+    let s = c.total_stats();
+    assert_eq!(s.barrier_fetches, 0);
+    assert_eq!(s.messages_of("fetch"), 1);
+    assert_eq!(c.access(1, 0), Access::None);
+}

@@ -13,7 +13,7 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use squall_core::{Access, NodeId, PageId, PageMemory};
 use squall_core::{Consistency, LockId};
-use squall_protocol::hlrc::DEFAULT_LOST_RUN;
+use squall_protocol::hlrc::{DEFAULT_BARRIER_FETCH, DEFAULT_LOST_RUN};
 use squall_protocol::{
     Action, AtomicOp, Hlrc, ProtoStats, Protocol, ProtocolKind, RunHandover, Sc,
 };
@@ -228,6 +228,12 @@ impl World {
                     });
                     h.set_push_updates(r2.gen_bool(0.7));
                     h.set_push_probe(r2.gen_range(0..=2));
+                    // Barrier fetches: off, a short cap (runs cut), or the default.
+                    h.set_barrier_fetch(match r2.gen_range(0..4) {
+                        0 => 0,
+                        1 => r2.gen_range(1..=3),
+                        _ => DEFAULT_BARRIER_FETCH,
+                    });
                     h.set_run_handover(match r2.gen_range(0..4) {
                         0 => RunHandover::Off,
                         1 => RunHandover::Sequential,

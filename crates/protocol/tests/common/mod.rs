@@ -62,7 +62,7 @@ impl Cluster {
     /// `nodes` cores of `kind` ("hlrc" without migration or exclusive mode, "hlrc-excl" with
     /// exclusive mode, "hlrc-migrate" with migration threshold 1, "hlrc-small" with a notice
     /// budget of 1, "hlrc-ahead" with read-ahead (off in the others), "hlrc-push" with push
-    /// updates (off in the others), "sc"); node 0
+    /// updates (off in the others), "hlrc-nobfetch" like "hlrc" without barrier fetches, "sc"); node 0
     /// allocates pages 0..4 homed at node 0.
     pub fn new(kind: &str, nodes: u16) -> Self {
         let layout = HeapLayout {
@@ -115,6 +115,9 @@ impl Cluster {
                     h.set_exclusive_mode(false);
                     h.set_migrate_after(0);
                     h.set_read_ahead(false);
+                    if kind == "hlrc-nobfetch" {
+                        h.set_barrier_fetch(0);
+                    }
                     Box::new(h)
                 }
             };
