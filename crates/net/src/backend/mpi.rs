@@ -1,7 +1,14 @@
-//! The MPI backend (feature `mpi`): every frame (wire header + payload) up to [`RX_MAX`] bytes
-//! is one MPI point-to-point message on `MPI_COMM_WORLD` (tag [`TAG`]); a larger one is its
-//! header alone (tag [`TAG`]) followed by the payload, sent straight from the caller's buffer
-//! ([`TAG_BODY`]), so bulk data is not copied. Owns the progress thread, MPI
+//! The MPI backend (feature `mpi`): a plain message, request or reply of up to [`RX_MAX`]
+//! bytes travels *headerless*: one MPI point-to-point message on `MPI_COMM_WORLD` holding just
+//! its payload (a request or reply: plus its 8-byte request id), sent straight from the
+//! caller's buffer, with the message type, the kind and 10 job-check bits in the MPI tag
+//! ([`mpi_tag`]); MPI supplies the rest of what the wire header carries elsewhere (source
+//! rank and length in the status, exactly-once, per-pair order). Everything else (goodbyes,
+//! and every message if `MPI_TAG_UB` is below `2^31 - 1` or `SQUALL_MPI_HEADERLESS=0`) is
+//! *framed*: a frame (wire header + payload) up to [`RX_MAX`] bytes is one message (tag
+//! [`TAG`]); a larger one is its header alone (tag [`TAG`]) followed by the payload, sent
+//! straight from the caller's buffer ([`TAG_BODY`]), so bulk data is not copied. One receive
+//! kept posted for any tag takes both kinds, in each sender's order. Owns the progress thread, MPI
 //! initialisation/finalisation and the MPI bootstrap (rank and size from
 //! `MPI_Comm_rank`/`MPI_Comm_size`, the job id broadcast by rank 0); must not touch handlers,
 //! requests or statistics by type.
@@ -10,7 +17,8 @@
 //! under one lock ([`Shared::mpi`]), by whichever thread needs it, so no message crosses a
 //! thread to be sent or received on the latency path:
 //! - **Sends** are posted by the sending thread itself ([`Backend::send`], already under the
-//!   endpoint's lock): a whole frame is encoded into a reused buffer and sent with one blocking
+//!   endpoint's lock): a headerless message straight from its payload (a request or reply
+//!   with its id, or a whole frame, from a reused buffer), with one blocking
 //!   `MPI_Send` up to [`BLOCKING_SEND_MAX`] (eager: it never waits for the receiver), else with
 //!   `MPI_Isend` (a header and body: two), then `MPI_Test` while receiving (so two large sends
 //!   crossing each other cannot deadlock). Only when earlier
@@ -23,9 +31,11 @@
 //!   endpoint's tight loop ([`Backend::hot`], [`Backend::poll_hot`]: no poll system call, no
 //!   clock read) while the last message is less than [`YIELD_AFTER`] old, then in
 //!   [`Backend::handle_timeout`], which [`Backend::poll_timeout`] keeps calling without sleep,
-//!   yielding its core between tests. Frames are decoded straight from the posted receive's
-//!   buffer and delivered to the handlers: a payload up to 1 KiB is copied out, a larger one
-//!   keeps the buffer itself ([`COPY_MAX`]). When the machine runs more nodes than it has cores,
+//!   yielding its core between tests. A headerless message needs no decoding (source, tag,
+//!   length from the status; the job bits and kind checked, the type taken from the tag); a
+//!   frame is decoded straight from the posted receive's buffer; both are delivered to the
+//!   handlers: a payload up to 1 KiB is copied out, a larger one keeps the buffer itself
+//!   ([`COPY_MAX`]). When the machine runs more nodes than it has cores,
 //!   the service thread does not spin at all ([`SpinPolicy`]): spinning nodes would keep the
 //!   nodes they wait for off the cores.
 //! - The **progress thread** receives while the service thread is cold (asleep in its poll) or

@@ -1,6 +1,7 @@
-//! The MPI backend's unsafe parts (feature `mpi`): one `MPI_Irecv` (any source, one tag)
+//! The MPI backend's unsafe parts (feature `mpi`): one `MPI_Irecv` (any source, any tag)
 //! kept posted into a buffer this module owns, tested with `MPI_Test`; the blocking send of
-//! a small frame ([`send`]); and the MPI lock itself ([`MpiLock`]). Owns that buffer, request
+//! a small message ([`send`]); `MPI_TAG_UB` ([`tag_ub`]); and the MPI lock itself
+//! ([`MpiLock`]). Owns that buffer, request
 //! and lock and nothing else; the MPI calls must only be made under the lock
 //! (`MPI_THREAD_SERIALIZED`), and nothing here decides anything about frames.
 //!
@@ -12,7 +13,9 @@
 //!
 //! Ordering: MPI matches a newly posted receive against the oldest unexpected message first, and
 //! messages from one sender match posted receives in the order they were sent, so receiving
-//! every frame of the tag through this one receive keeps each sender's order.
+//! every message (headerless or framed) through this one receive keeps each sender's order.
+//! The one message it must not take, the body behind a split header (larger than its
+//! buffer), is received by its own `MPI_Recv` before this receive is posted again.
 #![allow(unsafe_code)]
 
 use ::mpi::datatype::Equivalence;
