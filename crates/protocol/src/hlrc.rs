@@ -640,7 +640,7 @@ const MAX_AHEAD: usize = 15;
 /// one fetch.
 pub const DEFAULT_LOST_RUN: usize = 255;
 /// Most pages in one `page_run`, `push` or `handovers` message (a longer run is sent as
-/// several messages), and in one local grant of probed pages.
+/// several messages).
 const MAX_RUN: usize = 63;
 const HOME_RUN: usize = 64;
 /// Sequential fetch streams remembered for read-ahead.
@@ -663,7 +663,10 @@ const BARRIER_FETCH_AGE: u32 = 4;
 /// reading a probed copy of the page: one probe in `BARRIER_FETCH_TRUST + 1` barrier fetches
 /// checks that the node still reads it (a page it stopped reading is fetched at most that
 /// many times more).
-const BARRIER_FETCH_TRUST: u8 = 3;
+const BARRIER_FETCH_TRUST: u8 = 7;
+/// Most probed pages one fault grants on each side of the faulting page (all the probes of a
+/// barrier fetch of `DEFAULT_BARRIER_FETCH` pages).
+const PROBE_GRANT: u64 = DEFAULT_BARRIER_FETCH as u64;
 
 /// Work waiting for a home look-up.
 #[derive(Debug, Clone, Copy)]
@@ -688,9 +691,10 @@ struct FetchState {
     stale: bool,
     /// A thread waits for the page (false: read-ahead nobody asked for yet).
     demand: bool,
-    /// Sent when a barrier released (see `Hlrc::set_barrier_fetch`): installed as a probe
-    /// unless the page is trusted to be read.
-    barrier: bool,
+    /// Sent when a barrier released (see `Hlrc::set_barrier_fetch`), as part of a run
+    /// installed as probes (`Some(false)`) or readable (`Some(true)`, the run was trusted to
+    /// be read).
+    barrier: Option<bool>,
 }
 
 #[derive(Debug, Default)]
@@ -1069,39 +1073,20 @@ impl<M: PageMemory> Hlrc<M> {
         if let Some(f) = self.st(page).fetch.as_mut() {
             f.write |= write;
             f.demand = true;
+            if f.barrier.is_some() {
+                // A page of a barrier fetch is read: so is the rest of its run, probably.
+                self.read_probes_around(page);
+            }
             return Ok(());
         }
         let st = self.st(page);
         let acc = if acc == Access::None && st.probe {
-            // A pushed copy being probed is read: it is current, grant it here, with the run
-            // of probed pages around it (the node reads the data they hold too, as a rule:
-            // one fault per run instead of one per page).
-            let is_probe = |s: &Self, q: u64| {
-                s.pages
-                    .get(&PageId(q))
-                    .is_some_and(|st| st.probe && st.fetch.is_none())
-                    && s.mem.access(PageId(q)) == Access::None
-            };
-            let mut lo = page.0;
-            while lo > 0 && page.0 - lo < MAX_RUN as u64 && is_probe(self, lo - 1) {
-                lo -= 1;
-            }
-            let mut hi = page.0 + 1;
-            while hi < self.layout.total_pages && hi - page.0 < MAX_RUN as u64 && is_probe(self, hi)
-            {
-                hi += 1;
-            }
-            let now = self.barriers;
-            for q in lo..hi {
-                let st = self.st(PageId(q));
-                st.probe = false;
-                st.pushes = 0;
-                st.got_at = now;
-                st.trust = BARRIER_FETCH_TRUST;
-            }
+            // A probed copy (pushed, or from a barrier fetch) is read: it is current, grant it
+            // here, with the run of probed pages around it (the node reads the data they
+            // hold too, as a rule: one fault per run instead of one per page).
+            self.read_probes_around(page);
             self.st(page).used = true;
             self.stats.push_probe_hits += 1;
-            self.mem.set_access_run(PageId(lo), hi - lo, Access::Read);
             if !write {
                 self.actions.push_back(Action::Resume { page });
                 return Ok(());
@@ -1151,12 +1136,52 @@ impl<M: PageMemory> Hlrc<M> {
                 sent: false,
                 stale: false,
                 demand: true,
-                barrier: false,
+                barrier: None,
             });
             self.stats.page_fetches += 1;
             self.send_fetch(page);
         }
         Ok(())
+    }
+
+    /// A thread reads `page`, a probe or a page of a barrier fetch: grant the probes in the
+    /// run around it (up to `PROBE_GRANT` pages each side) and let the copies of the run
+    /// still being fetched at the barrier come readable; all of them are trusted for the
+    /// next barrier fetches (`BARRIER_FETCH_TRUST`).
+    fn read_probes_around(&mut self, page: PageId) {
+        let in_run = |s: &Self, q: u64| {
+            s.pages.get(&PageId(q)).is_some_and(|st| match st.fetch {
+                Some(f) => f.barrier.is_some(),
+                None => st.probe && s.mem.access(PageId(q)) == Access::None,
+            })
+        };
+        let mut lo = page.0;
+        while lo > 0 && page.0 - lo < PROBE_GRANT && in_run(self, lo - 1) {
+            lo -= 1;
+        }
+        let mut hi = page.0 + 1;
+        while hi < self.layout.total_pages && hi - page.0 < PROBE_GRANT && in_run(self, hi) {
+            hi += 1;
+        }
+        let now = self.barriers;
+        let mut grant = Vec::new();
+        for q in lo..hi {
+            let st = self.st(PageId(q));
+            st.trust = BARRIER_FETCH_TRUST;
+            if let Some(f) = st.fetch.as_mut() {
+                if f.barrier.is_some() {
+                    f.barrier = Some(true);
+                }
+                continue;
+            }
+            if st.probe {
+                st.probe = false;
+                st.pushes = 0;
+                st.got_at = now;
+                grant.push(PageId(q));
+            }
+        }
+        set_access_runs(&self.mem, &grant, Access::Read);
     }
 
     /// Send the page's pending fetch unless own diffs of the page are still unacked.
@@ -1266,7 +1291,7 @@ impl<M: PageMemory> Hlrc<M> {
                 sent: true,
                 stale: false,
                 demand: false,
-                barrier: false,
+                barrier: None,
             });
         }
         self.stats.pages_prefetched += (behind + ahead) as u64;
@@ -1280,15 +1305,10 @@ impl<M: PageMemory> Hlrc<M> {
     /// A read copy `f` brought is installed readable, or (a barrier fetch no thread asked for
     /// yet, of a page not trusted to be read) left as a probe without access.
     fn barrier_copy_readable(&mut self, page: PageId, f: FetchState) -> bool {
-        if !f.barrier || f.demand {
+        if f.barrier != Some(false) || f.demand {
             return true;
         }
-        let st = self.st(page);
-        if st.trust > 0 {
-            st.trust -= 1;
-            return true;
-        }
-        st.probe = true;
+        self.st(page).probe = true;
         false
     }
 
@@ -1316,13 +1336,19 @@ impl<M: PageMemory> Hlrc<M> {
                 n += 1;
                 i += 1;
             }
+            // The whole run comes readable or as probes (probes in one run are granted
+            // together by one fault): readable while any of its pages is still trusted.
+            let readable = (first.0..first.0 + n as u64)
+                .any(|q| self.pages.get(&PageId(q)).is_some_and(|st| st.trust > 0));
             for q in first.0..first.0 + n as u64 {
-                self.st(PageId(q)).fetch = Some(FetchState {
+                let st = self.st(PageId(q));
+                st.trust = st.trust.saturating_sub(1);
+                st.fetch = Some(FetchState {
                     write: false,
                     sent: true,
                     stale: false,
                     demand: false,
-                    barrier: true,
+                    barrier: Some(readable),
                 });
             }
             budget -= n;
