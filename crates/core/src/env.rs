@@ -26,6 +26,7 @@ pub const PLACEMENT: &str = "SQUALL_PLACEMENT";
 pub const LOG: &str = "SQUALL_LOG";
 pub const LOCAL_NODES: &str = "SQUALL_LOCAL_NODES";
 pub const FETCH_SPIN_US: &str = "SQUALL_FETCH_SPIN_US";
+pub const MPI_HEADERLESS: &str = "SQUALL_MPI_HEADERLESS";
 
 /// Every variable, with its default and meaning.
 pub const ALL: &[EnvVar] = &[
@@ -113,5 +114,10 @@ pub const ALL: &[EnvVar] = &[
         name: FETCH_SPIN_US,
         default: "auto (150 when LOCAL_NODES < CPUs, else 0)",
         meaning: "microseconds the service thread busy-waits for a page reply after a fault; 0: never",
+    },
+    EnvVar {
+        name: MPI_HEADERLESS,
+        default: "1 (when MPI_TAG_UB allows)",
+        meaning: "mpi transport: 0 frames every message with the wire header instead of carrying type and job check in the MPI tag",
     },
 ];

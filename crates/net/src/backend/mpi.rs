@@ -110,7 +110,7 @@ const TESTS_PER_LOOK: u32 = 4;
 /// `SQUALL_MPI_HEADERLESS=0` frames every message (a wire header in the payload, as before
 /// headerless messages): for comparing the two paths.
 fn framed_by_env() -> bool {
-    std::env::var("SQUALL_MPI_HEADERLESS").is_ok_and(|v| v.trim() == "0")
+    std::env::var(squall_core::env::MPI_HEADERLESS).is_ok_and(|v| v.trim() == "0")
 }
 
 /// This backend's token in the service thread's poll (the waker).
