@@ -837,6 +837,10 @@ pub struct Hlrc<M: PageMemory> {
     barrier_fetch: usize,
     /// Barriers this node applied.
     barriers: u32,
+    /// Lock grants applied since the last barrier: a node that synchronizes with locks between
+    /// barriers does not fetch at barriers (copies fetched then are often invalidated by a
+    /// grant before they are read: Water).
+    grants_since_barrier: u32,
 }
 
 impl<M: PageMemory> Hlrc<M> {
@@ -880,6 +884,7 @@ impl<M: PageMemory> Hlrc<M> {
             push_probe: PUSH_PROBE,
             barrier_fetch: DEFAULT_BARRIER_FETCH,
             barriers: 0,
+            grants_since_barrier: 0,
         }
     }
 
@@ -933,7 +938,8 @@ impl<M: PageMemory> Hlrc<M> {
     /// for it. The copies come as probes (no access; a fault grants the run of probes around
     /// it locally), except after a probe showed the node reads the page: then the next
     /// `BARRIER_FETCH_TRUST` come readable. A probe nobody touched is not fetched at the next
-    /// barrier again.
+    /// barrier again. A node that applied a lock grant since its previous barrier fetches
+    /// nothing at the next one.
     pub fn set_barrier_fetch(&mut self, n: usize) {
         self.barrier_fetch = n.min(usize::from(u16::MAX));
     }
@@ -2598,6 +2604,7 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
     }
 
     fn apply_grant(&mut self, grant_info: &[u8]) {
+        self.grants_since_barrier = self.grants_since_barrier.saturating_add(1);
         match self.apply_notices(grant_info, None) {
             Some(theirs) => {
                 for (mine, t) in self.vt.iter_mut().zip(theirs) {
@@ -2750,7 +2757,8 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
             .retain(|(n, i), _| floor.get(usize::from(*n)).is_none_or(|f| *i > *f));
         // After the `dropped` batches above (FIFO: the home adds this node back to the
         // copysets with these fetches).
-        if self.barrier_fetch > 0 && !refetch.is_empty() {
+        let locks_used = std::mem::take(&mut self.grants_since_barrier) > 0;
+        if self.barrier_fetch > 0 && !locks_used && !refetch.is_empty() {
             refetch.sort_unstable();
             refetch.dedup();
             self.barrier_fetch(&refetch);

@@ -900,3 +900,35 @@ fn a_read_of_a_page_of_a_barrier_fetch_in_flight_trusts_the_whole_run() {
     }
     assert_eq!(c.total_stats().barrier_fetches, 2);
 }
+
+#[test]
+fn a_node_that_took_a_lock_grant_since_its_last_barrier_fetches_nothing_at_the_next() {
+    let mut c = Cluster::new("hlrc", 2);
+    c.fault(1, 0, false);
+    c.settle();
+    // A lock handed from node 0 to node 1 between the barriers: its notice takes page 0,
+    // which node 1 reads again on demand.
+    c.fault(0, 0, true);
+    c.store(0, 0, 0, 5);
+    c.release(0, 1);
+    c.handoff(0, 1);
+    c.settle();
+    c.fault(1, 0, false);
+    c.settle();
+    assert_eq!(c.load(1, 0, 0), 5);
+    rewrite_all_then_barrier(&mut c, 10, 2);
+    assert_eq!(
+        c.total_stats().barrier_fetches,
+        0,
+        "a grant since the last barrier"
+    );
+    assert_eq!(c.access(1, 0), Access::None);
+    c.fault(1, 0, false);
+    c.settle();
+    // No grant in this interval: the next barrier fetches page 0.
+    rewrite_all_then_barrier(&mut c, 20, 3);
+    assert_eq!(c.total_stats().barrier_fetches, 1);
+    c.fault(1, 0, false);
+    c.settle();
+    assert_eq!(c.load(1, 0, 0), 20);
+}
