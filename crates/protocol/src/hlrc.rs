@@ -2816,6 +2816,10 @@ impl<M: PageMemory> Protocol for Hlrc<M> {
     fn stats(&self) -> ProtoStats {
         self.stats.clone()
     }
+
+    fn end(&mut self) {
+        self.set_barrier_fetch(0);
+    }
 }
 
 #[cfg(test)]

@@ -116,6 +116,10 @@ pub trait Protocol: Consistency {
     ) -> Result<(), ProtoError>;
     /// This core's counters.
     fn stats(&self) -> ProtoStats;
+    /// The node is ending: its last barriers come next. From here on the core starts no
+    /// traffic of its own that nobody waits for (e.g. `hlrc`'s barrier fetches), since a peer
+    /// that has passed the last barrier may already have left the job. Default: nothing to stop.
+    fn end(&mut self) {}
 }
 
 /// The protocols Squall offers.

@@ -158,6 +158,10 @@ impl<M: PageMemory> Protocol for Mixed<M> {
         s.merge(&self.sc.stats());
         s
     }
+    fn end(&mut self) {
+        self.hlrc.end();
+        self.sc.end();
+    }
 }
 
 #[cfg(test)]

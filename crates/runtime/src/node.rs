@@ -1021,6 +1021,8 @@ impl Node {
         if self.inner.finalized.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        // No barrier fetch at the last barriers: a peer past them may have left already.
+        self.inner.svc.lock().protocol.end();
         self.end_barrier()?;
         if self.inner.cfg.stats {
             let run = self.stats();
