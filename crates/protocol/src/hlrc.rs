@@ -1318,6 +1318,20 @@ impl<M: PageMemory> Hlrc<M> {
         false
     }
 
+    /// A fresh copy of `page` arrived (a thread waits for it if `demand`): its copy state
+    /// starts over (not lost, not a probe, no push history, got at this barrier count).
+    fn fresh_copy(&mut self, page: PageId, demand: bool) {
+        let now = self.barriers;
+        let st = self.st(page);
+        st.lost = false;
+        st.had_copy = true;
+        st.used |= demand;
+        st.pushed = None;
+        st.pushes = 0;
+        st.probe = false;
+        st.got_at = now;
+    }
+
     /// Fetch, in one message per run of consecutive pages of one home, the copies a barrier's
     /// notices just took from this node that it will likely read again (see
     /// `set_barrier_fetch`; `lost` in ascending order).
@@ -1393,15 +1407,7 @@ impl<M: PageMemory> Hlrc<M> {
                 }
                 continue;
             }
-            let now = self.barriers;
-            let st = self.st(q);
-            st.lost = false;
-            st.had_copy = true;
-            st.used |= f.demand;
-            st.pushed = None;
-            st.pushes = 0;
-            st.probe = false;
-            st.got_at = now;
+            self.fresh_copy(q, f.demand);
             self.mem.write_bytes(q, 0, chunk);
             if f.write {
                 self.st(q).twin = Some(chunk.to_vec());
@@ -1889,15 +1895,7 @@ impl<M: PageMemory> Hlrc<M> {
                     }
                     return Ok(());
                 }
-                let now = self.barriers;
-                let st = self.st(page);
-                st.lost = false;
-                st.had_copy = true;
-                st.used |= f.demand;
-                st.pushed = None;
-                st.pushes = 0;
-                st.probe = false;
-                st.got_at = now;
+                self.fresh_copy(page, f.demand);
                 self.mem.write_bytes(page, 0, &data);
                 if exclusive {
                     // Sole copy: written in place, no twin, no diff, no notice.
