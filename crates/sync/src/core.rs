@@ -20,7 +20,8 @@ use std::collections::{HashMap, VecDeque};
 pub(crate) enum PendingRelease {
     /// The lock token leaves this node once the release is complete.
     LockHandoff(u64),
-    /// This node's barrier arrival (or collect answer) is sent once the release is complete.
+    /// This node's barrier arrival, eager count + info, or collect answer is sent once the
+    /// release is complete.
     Barrier(u64),
     /// The flag is set once the release is complete; then `waiter` resumes.
     FlagSet(u64, Waiter),
@@ -181,9 +182,24 @@ impl SyncCore {
                 epoch,
                 total,
                 count,
+                late,
             } => {
                 self.expect_manager(from, barrier, "barrier")?;
-                self.mgr_barrier_count(cons, from, barrier, epoch, total, count)
+                if late {
+                    self.mgr_barrier_late(cons, from, barrier, epoch, total, count)
+                } else {
+                    self.mgr_barrier_count(cons, from, barrier, epoch, total, count)
+                }
+            }
+            Msg::BarrierEager {
+                barrier,
+                epoch,
+                total,
+                count,
+                info,
+            } => {
+                self.expect_manager(from, barrier, "barrier")?;
+                self.mgr_barrier_eager(cons, from, barrier, epoch, total, count, info)
             }
             Msg::BarrierCollect { barrier, epoch } => {
                 self.on_barrier_collect(cons, from, barrier, epoch)
@@ -200,8 +216,9 @@ impl SyncCore {
                 barrier,
                 epoch,
                 serial,
+                counted,
                 infos,
-            } => self.on_barrier_depart(cons, from, barrier, epoch, serial, infos),
+            } => self.on_barrier_depart(cons, from, barrier, epoch, serial, counted, infos),
             Msg::FlagSet { flag, info } => {
                 self.expect_manager(from, flag, "flag")?;
                 self.mgr_flag_set(cons, flag, from, info);

@@ -48,6 +48,8 @@
 //! manager holds the token, 0 when this node does or when its token came lent along with
 //! another lock's grant — lock read-ahead, 2-node jobs: the requester's learned lock order or,
 //! where it knows none, the holder's; see `lock.rs`), unlock 0; per-node barrier 2(N−1);
+//! total-count barrier, steady SPMD: (p−1) counts + 1 eager per remote node with p threads,
+//! a collect and an info per remote node without threads, N−1 departures;
 //! condition wait 2 (register, ack) + 1 wake, signal 1; flag set 1 + 1 per waiting node,
 //! flag wait 1 per node; all messages between different nodes only.
 //!
@@ -112,11 +114,15 @@ pub enum BarrierCount {
     /// between nodes). One arrival per node and one departure per node: 2(N−1) messages.
     /// This is the SPMD / `BARRIER` macro barrier.
     PerNode { local: u32 },
-    /// `total` threads anywhere in the job take part (`pthread_barrier_init` count). Costs one
-    /// count message per arriving thread not on the manager node, then a collect round
-    /// (N−1 collects, N−1 infos) and N−1 departures. More than `total` threads arriving at one
+    /// `total` threads anywhere in the job take part (`pthread_barrier_init` count). First
+    /// episode: one count message per arriving thread not on the manager node, then a collect
+    /// round (N−1 collects, N−1 infos) and N−1 departures. Later episodes, each node predicting
+    /// its participants from the previous one: a node with p threads sends p−1 counts and one
+    /// eager count + info (its release starts when its p-th thread arrives); only nodes
+    /// without threads (or whose prediction failed) are collected; N−1 departures. Steady SPMD
+    /// with one thread per node: 2(N−1) messages. More than `total` threads arriving at one
     /// episode is misuse (the extra thread belongs to the next episode only if it arrives after
-    /// its node left the previous one).
+    /// its node left the previous one or sent its eager info; see `barrier.rs`).
     Total { total: u32 },
 }
 

@@ -47,12 +47,15 @@ pub enum Msg {
         epoch: u64,
         info: Vec<u8>,
     },
-    /// Node → barrier manager (total mode): `count` more of my threads arrived.
+    /// Node → barrier manager (total mode): `count` more of my threads arrived. `late`: they
+    /// arrived after this node sent its `BarrierEager` for `epoch` (they count in `epoch` if it
+    /// is still open at the manager, else in the next episode; see `barrier.rs`).
     BarrierCount {
         barrier: u64,
         epoch: u64,
         total: u32,
         count: u32,
+        late: bool,
     },
     /// Barrier manager → node (total mode): the episode is full; release and send your info.
     BarrierCollect { barrier: u64, epoch: u64 },
@@ -62,11 +65,14 @@ pub enum Msg {
         epoch: u64,
         info: Vec<u8>,
     },
-    /// Barrier manager → node: the episode is over; everyone's info in rank order.
+    /// Barrier manager → node: the episode is over; everyone's info in rank order. Total mode:
+    /// `counted` of the receiver's reported threads (its oldest) took part in `epoch`; per-node
+    /// mode: 0 (unused).
     BarrierDepart {
         barrier: u64,
         epoch: u64,
         serial: NodeId,
+        counted: u32,
         infos: Vec<Vec<u8>>,
     },
     /// Setting node → flag manager: the flag is set; the setter's `grant_info(&[])`.
@@ -79,6 +85,16 @@ pub enum Msg {
     FlagReady {
         flag: u64,
         setter: NodeId,
+        info: Vec<u8>,
+    },
+    /// Node → barrier manager (total mode, the node predicted its participants from the last
+    /// episode): `count` more of my threads arrived, and my info, taken after a release that
+    /// began once they had all arrived (one message instead of count, collect, info).
+    BarrierEager {
+        barrier: u64,
+        epoch: u64,
+        total: u32,
+        count: u32,
         info: Vec<u8>,
     },
 }
@@ -121,7 +137,7 @@ impl ReadAhead {
 }
 
 /// Message kinds, for statistics.
-pub const KIND_NAMES: [&str; 16] = [
+pub const KIND_NAMES: [&str; 17] = [
     "lock_request",
     "lock_forward",
     "lock_grant",
@@ -138,6 +154,7 @@ pub const KIND_NAMES: [&str; 16] = [
     "flag_clear",
     "flag_wait",
     "flag_ready",
+    "barrier_eager",
 ];
 
 impl Msg {
@@ -160,6 +177,7 @@ impl Msg {
             Msg::FlagClear { .. } => 13,
             Msg::FlagWait { .. } => 14,
             Msg::FlagReady { .. } => 15,
+            Msg::BarrierEager { .. } => 16,
         }
     }
 
@@ -226,11 +244,26 @@ impl Msg {
                 epoch,
                 total,
                 count,
+                late,
             } => {
                 w.u64(*barrier);
                 w.u64(*epoch);
                 w.u32(*total);
                 w.u32(*count);
+                w.u8(u8::from(*late));
+            }
+            Msg::BarrierEager {
+                barrier,
+                epoch,
+                total,
+                count,
+                info,
+            } => {
+                w.u64(*barrier);
+                w.u64(*epoch);
+                w.u32(*total);
+                w.u32(*count);
+                w.bytes(info);
             }
             Msg::BarrierCollect { barrier, epoch } => {
                 w.u64(*barrier);
@@ -240,11 +273,13 @@ impl Msg {
                 barrier,
                 epoch,
                 serial,
+                counted,
                 infos,
             } => {
                 w.u64(*barrier);
                 w.u64(*epoch);
                 w.u16(serial.0);
+                w.u32(*counted);
                 w.u32(infos.len() as u32);
                 for i in infos {
                     w.bytes(i);
@@ -306,6 +341,7 @@ impl Msg {
                 epoch: r.u64()?,
                 total: r.u32()?,
                 count: r.u32()?,
+                late: r.flag("barrier count late")?,
             },
             10 => Msg::BarrierCollect {
                 barrier: r.u64()?,
@@ -320,6 +356,7 @@ impl Msg {
                 let barrier = r.u64()?;
                 let epoch = r.u64()?;
                 let serial = NodeId(r.u16()?);
+                let counted = r.u32()?;
                 let n = r.u32()? as usize;
                 // Each entry needs at least its 4-byte length: bound n before allocating.
                 if n > r.remaining() / 4 {
@@ -333,6 +370,7 @@ impl Msg {
                     barrier,
                     epoch,
                     serial,
+                    counted,
                     infos,
                 }
             }
@@ -345,6 +383,13 @@ impl Msg {
             16 => Msg::FlagReady {
                 flag: r.u64()?,
                 setter: NodeId(r.u16()?),
+                info: r.bytes()?,
+            },
+            17 => Msg::BarrierEager {
+                barrier: r.u64()?,
+                epoch: r.u64()?,
+                total: r.u32()?,
+                count: r.u32()?,
                 info: r.bytes()?,
             },
             k => return Err(r.bad(format!("unknown message kind {k}"))),
@@ -498,6 +543,7 @@ mod tests {
                 epoch: 2,
                 total: 10,
                 count: 1,
+                late: true,
             },
             Msg::BarrierCollect {
                 barrier: 1,
@@ -512,6 +558,7 @@ mod tests {
                 barrier: 1,
                 epoch: 2,
                 serial: NodeId(0),
+                counted: 3,
                 infos: vec![vec![], vec![1, 2, 3]],
             },
             Msg::FlagSet {
@@ -524,6 +571,13 @@ mod tests {
                 flag: 8,
                 setter: NodeId(2),
                 info: vec![5, 6],
+            },
+            Msg::BarrierEager {
+                barrier: 1,
+                epoch: 2,
+                total: 10,
+                count: 2,
+                info: vec![7, 8],
             },
         ]
     }
@@ -579,7 +633,7 @@ mod tests {
         }
 
         #[test]
-        fn mutated_valid_messages_never_panic(idx in 0usize..16, pos in 0usize..64, val in any::<u8>()) {
+        fn mutated_valid_messages_never_panic(idx in 0usize..17, pos in 0usize..64, val in any::<u8>()) {
             let mut bytes = samples()[idx].encode();
             if !bytes.is_empty() {
                 let p = pos % bytes.len();

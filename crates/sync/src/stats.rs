@@ -35,6 +35,23 @@ pub struct SyncStats {
     pub trylock_busy: u64,
     /// Barrier episodes this node took part in (completed).
     pub barrier_episodes: u64,
+    /// Total-count barriers: eager releases this node started (its predicted participants
+    /// arrived; their count goes with its info in one message).
+    #[serde(default)]
+    pub barrier_eager: u64,
+    /// Total-count barriers: threads reported late (they arrived after this node's eager info).
+    #[serde(default)]
+    pub barrier_late: u64,
+    /// Total-count barriers: collects answered after an eager info (a late thread counted in
+    /// the episode made the info stale).
+    #[serde(default)]
+    pub barrier_recollects: u64,
+    /// Total-count barriers, manager side: collects sent (or done locally).
+    #[serde(default)]
+    pub barrier_collects: u64,
+    /// Total-count barriers: threads a departure did not count, kept for the next episode.
+    #[serde(default)]
+    pub barrier_carried: u64,
     /// Condition waits completed (signalled and lock re-acquired).
     pub cond_waits: u64,
     /// Condition signals and broadcasts issued by this node's threads.
@@ -42,7 +59,7 @@ pub struct SyncStats {
     /// Flag waits completed.
     pub flag_waits: u64,
     /// Messages sent, indexed like `message::KIND_NAMES`.
-    pub messages_sent: [u64; 16],
+    pub messages_sent: [u64; 17],
     /// Bytes of sync messages sent.
     pub bytes_sent: u64,
 }

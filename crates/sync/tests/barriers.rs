@@ -132,18 +132,39 @@ fn total_count_barriers_with_uneven_nodes() {
         }
         w.run(5_000_000);
         assert_eq!(w.shared.get("serial"), episodes, "seed {seed}");
+        // Episode 0 (no prediction): one count per remote thread, a collect round. Later
+        // episodes: a remote node with p threads sends p-1 counts and one eager count + info;
+        // only nodes without threads are collected.
+        let remote = |f: &dyn Fn(u32) -> u64| -> u64 {
+            (0..nodes as usize)
+                .filter(|&n| n != mgr)
+                .map(|n| f(per[n]))
+                .sum()
+        };
         let remote_threads = u64::from(total - per[mgr]);
         let ep = episodes as u64;
         let n1 = u64::from(nodes - 1);
+        let later = ep - 1;
+        let idle = remote(&|p| u64::from(p == 0));
         assert_eq!(
             w.msgs_of("barrier_count"),
-            remote_threads * ep,
+            remote_threads + remote(&|p| u64::from(p.saturating_sub(1))) * later,
             "seed {seed}"
         );
-        assert_eq!(w.msgs_of("barrier_collect"), n1 * ep);
-        assert_eq!(w.msgs_of("barrier_info"), n1 * ep);
+        assert_eq!(
+            w.msgs_of("barrier_eager"),
+            remote(&|p| u64::from(p > 0)) * later,
+            "seed {seed}"
+        );
+        assert_eq!(w.msgs_of("barrier_collect"), n1 + idle * later);
+        assert_eq!(w.msgs_of("barrier_info"), n1 + idle * later);
         assert_eq!(w.msgs_of("barrier_depart"), n1 * ep);
         assert_eq!(w.msgs_of("barrier_arrive"), 0);
+        let late: u64 = w.cores.iter().map(|c| c.stats().barrier_late).sum();
+        assert_eq!(
+            late, 0,
+            "seed {seed}: steady SPMD episodes have no late threads"
+        );
     }
 }
 

@@ -50,14 +50,24 @@ fn arb_msg() -> impl Strategy<Value = Msg> {
                 info,
             }
         }),
-        (id.clone(), 0u64..3, 0u32..4, 0u32..4).prop_map(|(barrier, epoch, total, count)| {
-            Msg::BarrierCount {
+        (id.clone(), 0u64..3, 0u32..4, 0u32..4, any::<bool>()).prop_map(
+            |(barrier, epoch, total, count, late)| Msg::BarrierCount {
                 barrier,
                 epoch,
                 total,
                 count,
+                late,
             }
-        }),
+        ),
+        (id.clone(), 0u64..3, 0u32..4, 0u32..4, bytes.clone()).prop_map(
+            |(barrier, epoch, total, count, info)| Msg::BarrierEager {
+                barrier,
+                epoch,
+                total,
+                count,
+                info,
+            }
+        ),
         (id.clone(), 0u64..3).prop_map(|(barrier, epoch)| Msg::BarrierCollect { barrier, epoch }),
         (id.clone(), 0u64..3, bytes.clone()).prop_map(|(barrier, epoch, info)| Msg::BarrierInfo {
             barrier,
@@ -68,14 +78,18 @@ fn arb_msg() -> impl Strategy<Value = Msg> {
             id.clone(),
             0u64..3,
             node.clone(),
+            0u32..4,
             proptest::collection::vec(bytes.clone(), 0..5)
         )
-            .prop_map(|(barrier, epoch, serial, infos)| Msg::BarrierDepart {
-                barrier,
-                epoch,
-                serial,
-                infos
-            }),
+            .prop_map(
+                |(barrier, epoch, serial, counted, infos)| Msg::BarrierDepart {
+                    barrier,
+                    epoch,
+                    serial,
+                    counted,
+                    infos
+                }
+            ),
         (id.clone(), bytes.clone()).prop_map(|(flag, info)| Msg::FlagSet { flag, info }),
         id.clone().prop_map(|flag| Msg::FlagClear { flag }),
         id.clone().prop_map(|flag| Msg::FlagWait { flag }),

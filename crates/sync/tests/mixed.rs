@@ -92,11 +92,13 @@ fn stats_serialize_for_the_runtime_report() {
     let s = w.cores[1].stats().clone();
     let json = serde_json::to_value(&s).unwrap();
     assert_eq!(json["barrier_episodes"], 4);
-    assert_eq!(json["messages_sent"].as_array().unwrap().len(), 16);
+    assert_eq!(json["messages_sent"].as_array().unwrap().len(), 17);
     let back: squall_sync::SyncStats = serde_json::from_value(json).unwrap();
     assert_eq!(back, s);
     // Node 1 manages neither barrier 2 (node 2) nor barrier 3 (node 0): it only arrives.
     assert_eq!(s.messages_of("barrier_arrive"), 2);
-    assert_eq!(s.messages_of("barrier_info"), 2);
+    // Barrier 3 (total count): a collect answer in round 0, then an eager count + info.
+    assert_eq!(s.messages_of("barrier_info"), 1);
+    assert_eq!(s.messages_of("barrier_eager"), 1);
     assert_eq!(s.messages_of("barrier_depart"), 0);
 }
