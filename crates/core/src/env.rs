@@ -27,6 +27,7 @@ pub const LOG: &str = "SQUALL_LOG";
 pub const LOCAL_NODES: &str = "SQUALL_LOCAL_NODES";
 pub const FETCH_SPIN_US: &str = "SQUALL_FETCH_SPIN_US";
 pub const MPI_HEADERLESS: &str = "SQUALL_MPI_HEADERLESS";
+pub const SERVICE_SLICE_US: &str = "SQUALL_SERVICE_SLICE_US";
 
 /// Every variable, with its default and meaning.
 pub const ALL: &[EnvVar] = &[
@@ -119,5 +120,10 @@ pub const ALL: &[EnvVar] = &[
         name: MPI_HEADERLESS,
         default: "1 (when MPI_TAG_UB allows)",
         meaning: "mpi transport: 0 frames every message with the wire header instead of carrying type and job check in the MPI tag",
+    },
+    EnvVar {
+        name: SERVICE_SLICE_US,
+        default: "100",
+        meaning: "scheduler time slice (µs, 100-100000) the service and MPI progress threads ask for, so a message or fault wakes them ahead of busy application threads (Linux ≥ 6.12; older kernels ignore it); 0: the kernel's default",
     },
 ];

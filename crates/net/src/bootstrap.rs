@@ -107,6 +107,11 @@ pub fn start_with(
             (UdpBackend::boxed(&cfg, job, sock, table)?, job)
         }
     };
+    let slice = cfg.service_slice;
+    let setup = move |ep: &Endpoint| {
+        crate::sched::apply(slice, "the service thread");
+        setup(ep)
+    };
     Endpoint::start(rank, size, job, backend, cfg.peer_timeout, Box::new(setup))
 }
 

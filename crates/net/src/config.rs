@@ -81,7 +81,13 @@ pub struct NetConfig {
     pub udp_window: usize,
     /// How long joining (rendezvous and pair connections) may take.
     pub join_timeout: Duration,
+    /// Scheduler time slice the service (and MPI progress) thread asks for; None: the
+    /// kernel's default. A short slice lets a message wake it ahead of busy threads.
+    pub service_slice: Option<Duration>,
 }
+
+/// Default of [`NetConfig::service_slice`] (`SQUALL_SERVICE_SLICE_US`).
+pub const DEFAULT_SERVICE_SLICE: Duration = Duration::from_micros(100);
 
 impl NetConfig {
     /// A single-node job (no network peers).
@@ -98,11 +104,12 @@ impl NetConfig {
             udp_max_payload: 32 * 1024,
             udp_window: 64,
             join_timeout: Duration::from_secs(30),
+            service_slice: Some(DEFAULT_SERVICE_SLICE),
         }
     }
 
     /// Reads `SQUALL_RANK`, `SQUALL_SIZE`, `SQUALL_RENDEZVOUS`, `SQUALL_JOB_ID`,
-    /// `SQUALL_TRANSPORT`, `SQUALL_NET_FAULTS`, `SQUALL_BIND_ADDR`, `SQUALL_PEER_TIMEOUT_MS`.
+    /// `SQUALL_TRANSPORT`, `SQUALL_NET_FAULTS`, `SQUALL_BIND_ADDR`, `SQUALL_PEER_TIMEOUT_MS`, `SQUALL_SERVICE_SLICE_US`.
     pub fn from_env() -> Result<NetConfig, NetError> {
         Self::from_lookup(|k| std::env::var(k).ok())
     }
@@ -217,7 +224,7 @@ impl NetConfig {
         Ok(cfg)
     }
 
-    /// Faults, bind address and peer timeout (every transport).
+    /// Faults, bind address, peer timeout and service slice (every transport).
     fn read_common(&mut self, get: &impl Fn(&str) -> Option<String>) -> Result<(), NetError> {
         let cfg = self;
         if let Some(f) = get(env::NET_FAULTS).filter(|s| !s.trim().is_empty()) {
@@ -242,6 +249,16 @@ impl NetConfig {
                     )))
                 }
             }
+        }
+        if let Some(t) = get(env::SERVICE_SLICE_US).filter(|s| !s.trim().is_empty()) {
+            cfg.service_slice = match t.trim().parse::<u64>() {
+                Ok(0) => None,
+                Ok(us @ 100..=100_000) => Some(Duration::from_micros(us)),
+                _ => return Err(NetError::Config(format!(
+                    "{}={t:?}: give microseconds from 100 to 100000, or 0 for the kernel's default",
+                    env::SERVICE_SLICE_US
+                ))),
+            };
         }
         Ok(())
     }
@@ -340,5 +357,21 @@ mod tests {
         let e =
             cfg(&[("SQUALL_SIZE", "1"), ("SQUALL_NET_FAULTS", "loss=0.1")]).expect_err("must fail");
         assert!(e.to_string().contains("use SQUALL_TRANSPORT=udp"), "{e}");
+    }
+
+    #[test]
+    fn service_slice_default_off_and_range() {
+        let slice = |v: &str| cfg(&[("SQUALL_SIZE", "1"), ("SQUALL_SERVICE_SLICE_US", v)]);
+        let c = cfg(&[("SQUALL_SIZE", "1")]).expect("default");
+        assert_eq!(c.service_slice, Some(DEFAULT_SERVICE_SLICE));
+        assert_eq!(slice("0").expect("off").service_slice, None);
+        assert_eq!(
+            slice(" 250 ").expect("250").service_slice,
+            Some(Duration::from_micros(250))
+        );
+        for bad in ["50", "100001", "soon", "-1"] {
+            let e = slice(bad).expect_err(bad);
+            assert!(e.to_string().contains("SQUALL_SERVICE_SLICE_US"), "{e}");
+        }
     }
 }

@@ -6,7 +6,8 @@
 //! every backend: exactly once, FIFO per sender→receiver pair, any size. Message types below 64
 //! are the transport's; see [`endpoint`].
 // No unsafe code, except the MPI backend's posted receive (`backend/mpi_rx.rs`, feature `mpi`):
-// a receive that stays posted across calls is beyond rsmpi's safe, scope-bound requests.
+// a receive that stays posted across calls is beyond rsmpi's safe, scope-bound requests; and
+// `sched.rs`'s one `sched_setattr` call (no wrapper crate offers it).
 #![deny(unsafe_code)]
 
 mod backend;
@@ -15,6 +16,7 @@ pub mod config;
 pub mod endpoint;
 pub mod error;
 pub mod faults;
+mod sched;
 pub mod stats;
 pub use backend::udp::core as udp_core;
 

@@ -343,11 +343,15 @@ pub(crate) fn start(cfg: &NetConfig) -> Result<(MpiBackend, NodeId, u16, JobId),
     let (in_tx, in_rx) = unbounded::<Received>();
     let (ready_tx, ready_rx) = crossbeam_channel::bounded::<Result<Started, String>>(1);
     let job_hint = cfg.job_id;
+    let slice = cfg.service_slice;
     let sh = shared.clone();
     let progress_in = in_tx.clone();
     let join = std::thread::Builder::new()
         .name("squall-mpi".into())
-        .spawn(move || progress_main(job_hint, cmd_rx, progress_in, ready_tx, sh))
+        .spawn(move || {
+            crate::sched::apply(slice, "the mpi progress thread");
+            progress_main(job_hint, cmd_rx, progress_in, ready_tx, sh)
+        })
         .map_err(|e| NetError::io("spawning the mpi progress thread", e))?;
     let started = match ready_rx.recv_timeout(INIT_TIMEOUT) {
         Ok(Ok(s)) => s,
