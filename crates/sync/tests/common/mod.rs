@@ -264,6 +264,14 @@ pub struct World {
     last_write: HashMap<u64, u64>,
     /// Lock acquisitions checked against the model.
     pub model_checks: u64,
+    /// Model: one write per barrier arrival, in arrival order (made just before it).
+    barrier_writes: Vec<u64>,
+    /// Model: per blocked barrier thread, how many barrier writes preceded its arrival (all
+    /// of them must be visible on its node when it leaves: they were made in its episode or
+    /// an earlier one).
+    barrier_seen: HashMap<usize, usize>,
+    /// Barrier departures checked against the model.
+    pub barrier_checks: u64,
 }
 
 impl World {
@@ -300,6 +308,9 @@ impl World {
             next_write: 1,
             last_write: HashMap::new(),
             model_checks: 0,
+            barrier_writes: Vec::new(),
+            barrier_seen: HashMap::new(),
+            barrier_checks: 0,
         }
     }
 
@@ -352,6 +363,15 @@ impl World {
                 cons.unreleased.insert(id);
                 self.last_write.insert(l, id);
             }
+        }
+        if let (true, Op::Barrier(..)) = (self.model, op) {
+            let id = self.next_write;
+            self.next_write += 1;
+            let cons = &mut self.cons[node];
+            cons.known.insert(id);
+            cons.unreleased.insert(id);
+            self.barrier_seen.insert(t, self.barrier_writes.len());
+            self.barrier_writes.push(id);
         }
         if let Op::CondWait(_, lock) = op {
             if self.holders.get(&lock) == Some(&t) {
@@ -438,6 +458,20 @@ impl World {
                     );
                 }
                 self.lock_order.push((l, t));
+            }
+            (Op::Barrier(..), Ok(_)) if self.model => {
+                let upto = self.barrier_seen.remove(&t).unwrap_or(0);
+                let known = &self.cons[node as usize].known;
+                if let Some(w) = self.barrier_writes[..upto]
+                    .iter()
+                    .find(|w| !known.contains(w))
+                {
+                    panic!(
+                        "seed {seed}: thread {t} on node {node} left a barrier without seeing \
+                         write {w}, made at an arrival before its own"
+                    );
+                }
+                self.barrier_checks += 1;
             }
             (Op::Unlock(l), Ok(_)) => {
                 assert_eq!(
