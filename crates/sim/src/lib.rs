@@ -18,7 +18,7 @@ pub mod world;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use squall_protocol::ProtocolKind;
-pub use world::{SimConfig, SimError, SimReport};
+pub use world::{BarrierPaths, SimConfig, SimError, SimReport};
 
 /// Default event budget of one run (livelock detection).
 pub const MAX_EVENTS: u64 = 2_000_000;
@@ -39,13 +39,16 @@ pub fn program_for(protocol: ProtocolKind, rng: &mut ChaCha8Rng) -> program::Pro
 }
 
 /// Run one seed. Half of the seeds synchronize through the oracle, half through
-/// `squall-sync`'s real managers.
+/// `squall-sync`'s real managers (of those, half with per-node barriers, half with
+/// total-count barriers: eager infos, capped predictions that make late threads, or none).
 pub fn run_seed(protocol: ProtocolKind, seed: u64, trace: bool) -> Result<SimReport, SimError> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5175_a11d_0000_0000);
     let prog = program_for(protocol, &mut rng);
     if trace {
         println!("program: {prog:#?}");
     }
+    // Barrier mode from its own stream (the draws above keep their meaning).
+    let mut brng = ChaCha8Rng::seed_from_u64(seed ^ 0xba6_0000_0000_0ba6);
     let cfg = SimConfig {
         protocol,
         seed,
@@ -56,6 +59,12 @@ pub fn run_seed(protocol: ProtocolKind, seed: u64, trace: bool) -> Result<SimRep
             Some((rng.gen_range(0.0..0.2), rng.gen_range(0.0..0.1)))
         } else {
             None
+        },
+        barrier_total: brng.gen_bool(0.5),
+        barrier_eager_cap: match brng.gen_range(0..6) {
+            0 => Some(0),
+            1 | 2 => Some(1),
+            _ => None,
         },
     };
     world::World::new(cfg, prog, rng).run()

@@ -49,12 +49,14 @@ fn main() -> ExitCode {
         let mut total = ProtoStats::default();
         let mut events = 0u64;
         let mut resent = 0u64;
+        let mut paths = squall_sim::BarrierPaths::default();
         let t0 = std::time::Instant::now();
         for &seed in &seeds {
             match squall_sim::run_seed(p, seed, args.trace) {
                 Ok(r) => {
                     events += r.events;
                     resent += r.retransmissions;
+                    paths.merge(&r.barrier_paths);
                     total.merge(&r.stats);
                     if args.seed.is_some() {
                         println!(
@@ -79,6 +81,18 @@ fn main() -> ExitCode {
             seeds.len(),
             total.messages(),
             t0.elapsed().as_secs_f64()
+        );
+        println!(
+            "{}: total-count barriers in {} runs: {} episodes, {} eager infos, {} collects, \
+             {} late threads, {} re-collects, {} threads carried",
+            p.name(),
+            paths.runs,
+            paths.episodes,
+            paths.eager,
+            paths.collects,
+            paths.late,
+            paths.recollects,
+            paths.carried
         );
         if args.stats {
             match serde_json::to_string_pretty(&total) {

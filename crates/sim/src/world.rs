@@ -82,6 +82,45 @@ pub struct SimConfig {
     /// Run every message through `squall-net`'s reliable-datagram core over a network that
     /// loses and duplicates datagrams with these probabilities.
     pub lossy: Option<(f64, f64)>,
+    /// With `sync_cores`: barriers count all threads of the job (`BarrierCount::Total`, the
+    /// pthread barrier) instead of each node's (`PerNode`).
+    pub barrier_total: bool,
+    /// With `barrier_total`: `SyncCore::set_barrier_eager_cap` of every node (`Some(1)` makes
+    /// nodes with several threads report late threads and be collected again).
+    pub barrier_eager_cap: Option<u32>,
+}
+
+/// How often the total-count barrier's paths ran (summed over nodes; see `squall-sync`'s
+/// `barrier.rs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BarrierPaths {
+    /// Runs with total-count barriers through the real sync cores.
+    pub runs: u64,
+    /// Barrier episodes completed (per node).
+    pub episodes: u64,
+    /// Eager releases (count + info in one message, or the manager's own).
+    pub eager: u64,
+    /// Collects sent or done locally by managers.
+    pub collects: u64,
+    /// Threads reported late.
+    pub late: u64,
+    /// Collects answered after an eager info had gone stale.
+    pub recollects: u64,
+    /// Threads carried into the next episode.
+    pub carried: u64,
+}
+
+impl BarrierPaths {
+    /// Add another run's counts.
+    pub fn merge(&mut self, o: &BarrierPaths) {
+        self.runs += o.runs;
+        self.episodes += o.episodes;
+        self.eager += o.eager;
+        self.collects += o.collects;
+        self.late += o.late;
+        self.recollects += o.recollects;
+        self.carried += o.carried;
+    }
 }
 
 /// Lends a protocol core to a `SyncCore` as its `Consistency`.
@@ -117,6 +156,8 @@ pub struct SimReport {
     pub program_kind: String,
     /// Lossy mode: datagrams the reliable-datagram layer had to send again.
     pub retransmissions: u64,
+    /// Total-count barrier paths taken (zero unless `barrier_total`).
+    pub barrier_paths: BarrierPaths,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -255,7 +296,11 @@ impl World {
         let threads = prog.ops.len();
         let sync = cfg.sync_cores.then(|| {
             (0..nodes)
-                .map(|n| SyncCore::new(NodeId(n), nodes))
+                .map(|n| {
+                    let mut s = SyncCore::new(NodeId(n), nodes);
+                    s.set_barrier_eager_cap(cfg.barrier_eager_cap);
+                    s
+                })
                 .collect()
         });
         let lossy = cfg.lossy.map(|(loss, dup)| LossyNet::new(nodes, loss, dup));
@@ -287,6 +332,23 @@ impl World {
             prog,
             cfg,
         }
+    }
+
+    fn barrier_paths(&self) -> BarrierPaths {
+        let mut p = BarrierPaths::default();
+        if let (true, Some(s)) = (self.cfg.barrier_total, &self.sync) {
+            p.runs = 1;
+            for c in s {
+                let st = c.stats();
+                p.episodes += st.barrier_episodes;
+                p.eager += st.barrier_eager;
+                p.collects += st.barrier_collects;
+                p.late += st.barrier_late;
+                p.recollects += st.barrier_recollects;
+                p.carried += st.barrier_carried;
+            }
+        }
+        p
     }
 
     fn trace(&self, what: impl FnOnce() -> String) {
@@ -427,6 +489,7 @@ impl World {
             end_time: self.now,
             stats,
             retransmissions: self.lossy.as_ref().map_or(0, |n| n.retransmissions()),
+            barrier_paths: self.barrier_paths(),
             program_kind: match &self.prog.check {
                 Check::Reference => "drf".to_string(),
                 Check::Outcomes { name, .. } => name.to_string(),
@@ -827,15 +890,17 @@ impl World {
             Op::Barrier if self.sync.is_some() => {
                 self.states[t] = TState::WaitBarrier;
                 let local = self.prog.threads.iter().filter(|&&n| n == node).count() as u32;
+                let count = if self.cfg.barrier_total {
+                    BarrierCount::Total {
+                        total: self.prog.threads.len() as u32,
+                    }
+                } else {
+                    BarrierCount::PerNode { local }
+                };
                 let (cores, syncs) = (&mut self.cores, &mut self.sync);
                 if let Some(s) = syncs {
                     let cons = &mut Cons(cores[node.index()].as_mut());
-                    s[node.index()].barrier(
-                        cons,
-                        BarrierId(0),
-                        Waiter(t as u64),
-                        BarrierCount::PerNode { local },
-                    );
+                    s[node.index()].barrier(cons, BarrierId(0), Waiter(t as u64), count);
                 }
                 self.drain(node)?;
             }

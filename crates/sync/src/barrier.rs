@@ -904,7 +904,11 @@ impl SyncCore {
         b.reported = carry.len();
         b.eager_upto = 0;
         b.collected = false;
-        b.predict = if per_node { 0 } else { counted };
+        b.predict = match (per_node, self.barrier_eager_cap) {
+            (true, _) => 0,
+            (false, Some(cap)) => counted.min(cap),
+            (false, None) => counted,
+        };
         self.stats.barrier_carried += carry.len() as u64;
         b.waiters = carry;
         cons.apply_barrier(&infos);

@@ -74,6 +74,9 @@ pub struct SyncCore {
     pub(crate) read_ahead_probe: u32,
     /// Lender-side order: requests may let the holder choose tokens by its own order.
     pub(crate) lender_order: bool,
+    /// Total-count barriers: most participants a node predicts (None: no cap; 0: no eager
+    /// infos, every episode uses the collect round).
+    pub(crate) barrier_eager_cap: Option<u32>,
 }
 
 impl SyncCore {
@@ -103,7 +106,16 @@ impl SyncCore {
             read_ahead_streak: 0,
             read_ahead_probe: 0,
             lender_order: true,
+            barrier_eager_cap: None,
         }
+    }
+
+    /// Total-count barriers: cap the participants this node predicts per episode (`None`, the
+    /// default: its threads counted in the previous episode; `Some(0)`: never send an eager
+    /// count + info, always the collect round; `Some(k)`: predict at most k, so a node with
+    /// more threads reports the others late and is collected again, for tests).
+    pub fn set_barrier_eager_cap(&mut self, cap: Option<u32>) {
+        self.barrier_eager_cap = cap;
     }
 
     /// This node's id.

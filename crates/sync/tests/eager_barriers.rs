@@ -338,3 +338,42 @@ fn changing_participation_many_seeds() {
         assert!(eager > 0 && late > 0 && carried > 0 && recollects > 0);
     }
 }
+
+/// `set_barrier_eager_cap`: `Some(0)` is the collect round every episode; `Some(1)` with two
+/// threads per node makes the second thread late every episode (counted in the open episode,
+/// the node collected again).
+#[test]
+fn eager_cap_off_and_one() {
+    for cap in [0u32, 1] {
+        let episodes = 30i64;
+        let mut w = World::new(u64::from(cap) + 7, 2, 0.5);
+        for c in &mut w.cores {
+            c.set_barrier_eager_cap(Some(cap));
+        }
+        for node in 0..2 {
+            for _ in 0..2 {
+                w.spawn(node, spmd(0, 4, episodes));
+            }
+        }
+        w.run(10_000_000);
+        let ep = episodes as u64;
+        let later = ep - 1;
+        assert_eq!(w.shared.get("serial"), episodes);
+        assert_eq!(w.msgs_of("barrier_depart"), ep);
+        if cap == 0 {
+            assert_eq!(w.msgs_of("barrier_count"), 2 * ep);
+            assert_eq!(w.msgs_of("barrier_collect"), ep);
+            assert_eq!(w.msgs_of("barrier_info"), ep);
+            assert_eq!(stat(&w, |s| s.barrier_eager), 0);
+        } else {
+            // Node 1: an eager count + info for its first thread, a late count for the second,
+            // a collect and its answer.
+            assert_eq!(w.msgs_of("barrier_eager"), later);
+            assert_eq!(w.msgs_of("barrier_count"), 2 + later);
+            assert_eq!(w.msgs_of("barrier_collect"), ep);
+            assert_eq!(w.msgs_of("barrier_info"), ep);
+            assert_eq!(stat(&w, |s| s.barrier_late), 2 * later);
+            assert_eq!(w.cores[1].stats().barrier_recollects, later);
+        }
+    }
+}
