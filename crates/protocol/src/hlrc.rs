@@ -841,6 +841,9 @@ pub struct Hlrc<M: PageMemory> {
     /// barriers does not fetch at barriers (copies fetched then are often invalidated by a
     /// grant before they are read: Water).
     grants_since_barrier: u32,
+    /// The node is ending with no application thread (`Protocol::set_ending`): no barrier
+    /// fetches, a peer past the last barrier may have left.
+    ending: bool,
 }
 
 impl<M: PageMemory> Hlrc<M> {
@@ -885,6 +888,7 @@ impl<M: PageMemory> Hlrc<M> {
             barrier_fetch: DEFAULT_BARRIER_FETCH,
             barriers: 0,
             grants_since_barrier: 0,
+            ending: false,
         }
     }
 
@@ -2756,7 +2760,7 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
         // After the `dropped` batches above (FIFO: the home adds this node back to the
         // copysets with these fetches).
         let locks_used = std::mem::take(&mut self.grants_since_barrier) > 0;
-        if self.barrier_fetch > 0 && !locks_used && !refetch.is_empty() {
+        if self.barrier_fetch > 0 && !self.ending && !locks_used && !refetch.is_empty() {
             refetch.sort_unstable();
             refetch.dedup();
             self.barrier_fetch(&refetch);
@@ -2815,8 +2819,8 @@ impl<M: PageMemory> Protocol for Hlrc<M> {
         self.stats.clone()
     }
 
-    fn end(&mut self) {
-        self.set_barrier_fetch(0);
+    fn set_ending(&mut self, ending: bool) {
+        self.ending = ending;
     }
 }
 

@@ -116,10 +116,12 @@ pub trait Protocol: Consistency {
     ) -> Result<(), ProtoError>;
     /// This core's counters.
     fn stats(&self) -> ProtoStats;
-    /// The node is ending: its last barriers come next. From here on the core starts no
-    /// traffic of its own that nobody waits for (e.g. `hlrc`'s barrier fetches), since a peer
-    /// that has passed the last barrier may already have left the job. Default: nothing to stop.
-    fn end(&mut self) {}
+    /// `ending`: the node has entered its finalization and runs no application thread, so
+    /// its last barriers may come next; `false` again when a thread starts here after all.
+    /// While ending, the core starts no traffic of its own that nobody waits for (e.g.
+    /// `hlrc`'s barrier fetches), since a peer that has passed the last barrier may already
+    /// have left the job. Default: nothing to stop.
+    fn set_ending(&mut self, _ending: bool) {}
 }
 
 /// The protocols Squall offers.

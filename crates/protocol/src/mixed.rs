@@ -158,9 +158,9 @@ impl<M: PageMemory> Protocol for Mixed<M> {
         s.merge(&self.sc.stats());
         s
     }
-    fn end(&mut self) {
-        self.hlrc.end();
-        self.sc.end();
+    fn set_ending(&mut self, ending: bool) {
+        self.hlrc.set_ending(ending);
+        self.sc.set_ending(ending);
     }
 }
 

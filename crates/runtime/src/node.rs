@@ -1021,8 +1021,9 @@ impl Node {
         if self.inner.finalized.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        // No barrier fetch at the last barriers: a peer past them may have left already.
-        self.inner.svc.lock().protocol.end();
+        // No barrier fetch at the last barriers (a peer past them may have left already), as
+        // soon as no thread runs here either.
+        self.inner.svc.lock().finalizing();
         self.end_barrier()?;
         if self.inner.cfg.stats {
             let run = self.stats();

@@ -42,6 +42,10 @@ pub(crate) enum ThreadState {
 #[derive(Default)]
 pub(crate) struct ThreadTable {
     threads: HashMap<u64, ThreadState>,
+    /// Threads started here that have not ended.
+    running: u32,
+    /// This node entered `Node::finalize`.
+    finalizing: bool,
 }
 
 /// Encoding of a spawn request.
@@ -137,12 +141,33 @@ impl Service {
         self.threads
             .threads
             .insert(tid.0, ThreadState::Running(Vec::new()));
+        self.threads.running += 1;
+        self.update_ending();
+    }
+
+    /// This node entered its finalization (its main thread is done with the program).
+    pub(crate) fn finalizing(&mut self) {
+        self.threads.finalizing = true;
+        self.update_ending();
+    }
+
+    /// The protocol is ending while the node finalizes and no thread of it runs: on a node
+    /// whose main thread waits in finalize from the start (the program runs in threads other
+    /// nodes started here), only once those threads are over.
+    fn update_ending(&mut self) {
+        let t = &self.threads;
+        let ending = t.finalizing && t.running == 0;
+        self.protocol.set_ending(ending);
     }
 
     /// A thread of this node ended with `ret`, its release done and `info` its notices.
     pub(crate) fn thread_done(&mut self, ep: &Endpoint, tid: ThreadId, ret: u64, info: Vec<u8>) {
         let joiners = match self.threads.threads.remove(&tid.0) {
-            Some(ThreadState::Running(j)) => j,
+            Some(ThreadState::Running(j)) => {
+                self.threads.running = self.threads.running.saturating_sub(1);
+                self.update_ending();
+                j
+            }
             _ => Vec::new(),
         };
         if joiners.is_empty() {

@@ -574,6 +574,82 @@ fn remote_threads(node: &Node) -> Result<(), String> {
     node.barrier().map_err(|e| e.to_string())
 }
 
+/// Pages and rounds of `remote_barrier_fetch`.
+const RBF_PAGES: usize = 8;
+const RBF_ROUNDS: u64 = 10;
+
+/// The thread `remote_barrier_fetch` starts on node 1: each round, between two total-count
+/// barriers with node 0's main, checks what node 0 wrote before the first. Returns its node's
+/// barrier fetches, or `u64::MAX` if a value was wrong.
+extern "C" fn rbf_reader(arg: *mut std::ffi::c_void) -> *mut std::ffi::c_void {
+    let data = arg as *const u64;
+    let total = BarrierCount::Total { total: 2 };
+    let Ok(node) = squall::node() else {
+        return u64::MAX as usize as *mut std::ffi::c_void;
+    };
+    let mut ok = true;
+    for r in 0..RBF_ROUNDS {
+        ok &= node.barrier_with(BarrierId(21), total).is_ok();
+        for p in 0..RBF_PAGES {
+            // SAFETY: `data` spans RBF_PAGES pages of shared memory; read after the barrier
+            // that followed node 0's writes.
+            let v = unsafe { data.add(p * PAGE_SIZE / 8).read_volatile() };
+            ok &= v == r * 100 + p as u64;
+        }
+        ok &= node.barrier_with(BarrierId(22), total).is_ok();
+    }
+    let fetched = node
+        .stats()
+        .counts
+        .get("protocol")
+        .and_then(|p| p.get("barrier_fetches"))
+        .and_then(|v| v.as_u64())
+        .unwrap_or(0);
+    let ret = if ok { fetched } else { u64::MAX };
+    ret as usize as *mut std::ffi::c_void
+}
+
+/// Single-system-image shape (the C apps' `pthread_create` on a remote node): node 1's main
+/// is in `finalize` from the start while a thread node 0 started there reads, each round, the
+/// pages node 0 rewrote. The barrier fetches must still bring those pages to node 1 (they were
+/// off for a whole node that was finalizing, running threads or not), and the job must end
+/// cleanly (no fetch after the last barrier).
+fn remote_barrier_fetch(node: &Node) -> Result<(), String> {
+    let data = node
+        .alloc_collective(RBF_PAGES * PAGE_SIZE, Placement::Node(squall::NodeId(0)))
+        .map_err(|e| e.to_string())? as *mut u64;
+    if node.rank().0 != 0 {
+        return Ok(());
+    }
+    let total = BarrierCount::Total { total: 2 };
+    let tid = node
+        .spawn_on(
+            Some(squall::NodeId(1)),
+            rbf_reader,
+            data as *mut std::ffi::c_void,
+        )
+        .map_err(|e| e.to_string())?;
+    for r in 0..RBF_ROUNDS {
+        for p in 0..RBF_PAGES {
+            // SAFETY: page p of the block, written between node 1's reads.
+            unsafe {
+                data.add(p * PAGE_SIZE / 8)
+                    .write_volatile(r * 100 + p as u64)
+            };
+        }
+        node.barrier_with(BarrierId(21), total)
+            .map_err(|e| e.to_string())?;
+        node.barrier_with(BarrierId(22), total)
+            .map_err(|e| e.to_string())?;
+    }
+    let fetched = node.join(tid).map_err(|e| e.to_string())? as usize as u64;
+    check(fetched != u64::MAX, || "node 1 read a wrong value".into())?;
+    // Round 0 is a demand fetch; later rounds' pages were used lately and come at the barrier.
+    check(fetched > 0, || {
+        "node 1 made no barrier fetch while its thread ran".into()
+    })
+}
+
 /// Every thread of every node adds to one counter with remote atomics; the total is exact.
 fn atomics(node: &Node) -> Result<(), String> {
     const T: usize = 2;
@@ -695,6 +771,7 @@ const SCENARIOS: &[(&str, Scenario, &[&str])] = &[
     ("remote_threads", remote_threads, &["hlrc", "sc"]),
     ("atomics", atomics, &["hlrc", "sc"]),
     ("barrier_test", barrier_test, &["hlrc"]),
+    ("remote_barrier_fetch", remote_barrier_fetch, &["hlrc"]),
 ];
 
 fn node_main(name: &str) -> i32 {
