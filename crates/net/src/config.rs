@@ -254,10 +254,12 @@ impl NetConfig {
             cfg.service_slice = match t.trim().parse::<u64>() {
                 Ok(0) => None,
                 Ok(us @ 100..=100_000) => Some(Duration::from_micros(us)),
-                _ => return Err(NetError::Config(format!(
+                _ => {
+                    return Err(NetError::Config(format!(
                     "{}={t:?}: give microseconds from 100 to 100000, or 0 for the kernel's default",
                     env::SERVICE_SLICE_US
-                ))),
+                )))
+                }
             };
         }
         Ok(())
