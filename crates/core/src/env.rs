@@ -28,6 +28,7 @@ pub const LOCAL_NODES: &str = "SQUALL_LOCAL_NODES";
 pub const FETCH_SPIN_US: &str = "SQUALL_FETCH_SPIN_US";
 pub const MPI_HEADERLESS: &str = "SQUALL_MPI_HEADERLESS";
 pub const SERVICE_SLICE_US: &str = "SQUALL_SERVICE_SLICE_US";
+pub const BARRIER_EAGER: &str = "SQUALL_BARRIER_EAGER";
 
 /// Every variable, with its default and meaning.
 pub const ALL: &[EnvVar] = &[
@@ -125,5 +126,10 @@ pub const ALL: &[EnvVar] = &[
         name: SERVICE_SLICE_US,
         default: "100",
         meaning: "scheduler time slice (µs, 100-100000) the service and MPI progress threads ask for, so a message or fault wakes them ahead of busy application threads (Linux ≥ 6.12; older kernels ignore it); 0: the kernel's default",
+    },
+    EnvVar {
+        name: BARRIER_EAGER,
+        default: "1",
+        meaning: "total-count barriers (pthread_barrier, squall_barrier): a node whose expected threads arrived releases and reports at once (one round trip); 0: every episode collects first (two)",
     },
 ];

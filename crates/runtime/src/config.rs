@@ -72,6 +72,9 @@ pub struct RuntimeConfig {
     pub stats_file: String,
     /// How long the service thread busy-waits for a page reply after a fault (`None`: never).
     pub fetch_spin: Option<Duration>,
+    /// Total-count barriers report eagerly when a node's predicted threads arrived
+    /// (`SQUALL_BARRIER_EAGER`, default on; see `squall_sync::SyncCore::set_barrier_eager_cap`).
+    pub barrier_eager: bool,
 }
 
 /// How long the service thread polls without sleeping after a fault sent a page request, when
@@ -132,12 +135,23 @@ impl RuntimeConfig {
         let stats_file = get(env::STATS_FILE).unwrap_or_else(|| "squall-stats.json".into());
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let fetch_spin = fetch_spin(&get, cpus)?;
+        let barrier_eager = match get(env::BARRIER_EAGER).as_deref().map(str::trim) {
+            None | Some("" | "1" | "on" | "yes" | "true") => true,
+            Some("0" | "off" | "no" | "false") => false,
+            Some(v) => {
+                return Err(SquallError::Config(format!(
+                    "bad {} '{v}': give 1 (eager total-count barriers) or 0 (collect first)",
+                    env::BARRIER_EAGER
+                )))
+            }
+        };
         Ok(RuntimeConfig {
             protocol,
             placement,
             stats,
             stats_file,
             fetch_spin,
+            barrier_eager,
         })
     }
 }
@@ -172,6 +186,23 @@ mod tests {
         assert_eq!(parse_protocol("SC").ok(), Some(ProtocolKind::Sc));
         assert_eq!(parse_protocol("").ok(), Some(ProtocolKind::Hlrc));
         assert!(parse_protocol("mesi").is_err());
+    }
+
+    #[test]
+    fn barrier_eager_default_on_and_switch() {
+        let eager = |v: Option<&str>| {
+            RuntimeConfig::from_lookup(|k| {
+                (k == env::BARRIER_EAGER)
+                    .then(|| v.map(str::to_string))
+                    .flatten()
+            })
+            .map(|c| c.barrier_eager)
+        };
+        assert!(eager(None).expect("default"));
+        assert!(eager(Some(" on ")).expect("on"));
+        assert!(!eager(Some("0")).expect("off"));
+        let e = eager(Some("maybe")).expect_err("bad value");
+        assert!(e.to_string().contains("SQUALL_BARRIER_EAGER"), "{e}");
     }
 
     #[test]

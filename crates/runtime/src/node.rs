@@ -210,7 +210,11 @@ impl Node {
         let svc = Arc::new(Mutex::new(Service::new(
             me,
             protocol,
-            SyncCore::new(me, nodes),
+            {
+                let mut sync = SyncCore::new(me, nodes);
+                sync.set_barrier_eager_cap((!cfg.barrier_eager).then_some(0));
+                sync
+            },
             heaps,
             split,
             space.clone(),
