@@ -29,6 +29,7 @@ pub const FETCH_SPIN_US: &str = "SQUALL_FETCH_SPIN_US";
 pub const MPI_HEADERLESS: &str = "SQUALL_MPI_HEADERLESS";
 pub const SERVICE_SLICE_US: &str = "SQUALL_SERVICE_SLICE_US";
 pub const BARRIER_EAGER: &str = "SQUALL_BARRIER_EAGER";
+pub const BARRIER_FETCH: &str = "SQUALL_BARRIER_FETCH";
 
 /// Every variable, with its default and meaning.
 pub const ALL: &[EnvVar] = &[
@@ -131,5 +132,10 @@ pub const ALL: &[EnvVar] = &[
         name: BARRIER_EAGER,
         default: "1",
         meaning: "total-count barriers (pthread_barrier, squall_barrier): a node whose expected threads arrived releases and reports at once (one round trip); 0: every episode collects first (two)",
+    },
+    EnvVar {
+        name: BARRIER_FETCH,
+        default: "1024",
+        meaning: "hlrc: most pages a node fetches at a barrier's release, of the copies the barrier invalidated that it read lately; 0: none (fetch on the next fault)",
     },
 ];

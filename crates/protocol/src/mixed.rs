@@ -73,6 +73,11 @@ impl<M: PageMemory + Clone> Mixed<M> {
             split: ArenaSplit::new(layout),
         }
     }
+
+    /// The `hlrc` core, for its policy settings (e.g. `Hlrc::set_barrier_fetch`).
+    pub fn hlrc_mut(&mut self) -> &mut Hlrc<M> {
+        &mut self.hlrc
+    }
 }
 
 impl<M: PageMemory> Mixed<M> {

@@ -75,6 +75,8 @@ pub struct RuntimeConfig {
     /// Total-count barriers report eagerly when a node's predicted threads arrived
     /// (`SQUALL_BARRIER_EAGER`, default on; see `squall_sync::SyncCore::set_barrier_eager_cap`).
     pub barrier_eager: bool,
+    /// hlrc: most pages fetched at a barrier's release (`SQUALL_BARRIER_FETCH`; 0: none).
+    pub barrier_fetch: usize,
 }
 
 /// How long the service thread polls without sleeping after a fault sent a page request, when
@@ -145,6 +147,19 @@ impl RuntimeConfig {
                 )))
             }
         };
+        let barrier_fetch = match get(env::BARRIER_FETCH).as_deref().map(str::trim) {
+            None | Some("") => squall_protocol::hlrc::DEFAULT_BARRIER_FETCH,
+            Some(v) => v
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n <= 65535)
+                .ok_or_else(|| {
+                    SquallError::Config(format!(
+                        "bad {} '{v}': give a number of pages from 0 (off) to 65535",
+                        env::BARRIER_FETCH
+                    ))
+                })?,
+        };
         Ok(RuntimeConfig {
             protocol,
             placement,
@@ -152,6 +167,7 @@ impl RuntimeConfig {
             stats_file,
             fetch_spin,
             barrier_eager,
+            barrier_fetch,
         })
     }
 }
@@ -203,6 +219,13 @@ mod tests {
         assert!(!eager(Some("0")).expect("off"));
         let e = eager(Some("maybe")).expect_err("bad value");
         assert!(e.to_string().contains("SQUALL_BARRIER_EAGER"), "{e}");
+        let fetch = |v: &str| {
+            RuntimeConfig::from_lookup(|k| (k == env::BARRIER_FETCH).then(|| v.to_string()))
+                .map(|c| c.barrier_fetch)
+        };
+        assert_eq!(fetch("0").ok(), Some(0));
+        assert_eq!(fetch(" 64 ").ok(), Some(64));
+        assert!(fetch("65536").is_err() && fetch("all").is_err());
     }
 
     #[test]

@@ -206,7 +206,9 @@ impl Node {
                 space.base(),
             ),
         ];
-        let protocol: BoxedProtocol = Box::new(Mixed::new(space.clone(), me, layout));
+        let mut mixed = Mixed::new(space.clone(), me, layout);
+        mixed.hlrc_mut().set_barrier_fetch(cfg.barrier_fetch);
+        let protocol: BoxedProtocol = Box::new(mixed);
         let svc = Arc::new(Mutex::new(Service::new(
             me,
             protocol,
