@@ -547,12 +547,9 @@ impl SyncCore {
         count: u32,
     ) -> Result<(), SyncError> {
         self.check_count(me, barrier, epoch, total, count)?;
-        let m = self.mgr_state(barrier);
-        m.mode = Some(MgrMode::Total(total));
-        m.counts[me.index()] += count;
-        m.arrived += count;
-        m.awaiting[me.index()] = true;
-        self.mgr_progress(cons, barrier)
+        // Checked: the count below passes the same check and the info is then awaited.
+        self.mgr_state(barrier).awaiting[me.index()] = true;
+        self.mgr_barrier_count(cons, me, barrier, epoch, total, count)
     }
 
     /// Manager (total mode): this manager node's own eager info.
