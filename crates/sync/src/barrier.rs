@@ -154,6 +154,19 @@ impl MgrBarrier {
     fn fresh(&self, i: usize) -> bool {
         self.infos[i].is_some() && !self.stale[i]
     }
+
+    /// Total mode: count `count` more threads of `from` in this episode.
+    fn count(&mut self, from: NodeId, total: u32, count: u32) {
+        self.mode = Some(MgrMode::Total(total));
+        self.counts[from.index()] += count;
+        self.arrived += count;
+    }
+
+    /// Total mode: `from`'s info, taken after all its counted threads arrived.
+    fn fresh_info(&mut self, from: NodeId, info: Vec<u8>) {
+        self.infos[from.index()] = Some(info);
+        self.stale[from.index()] = false;
+    }
 }
 
 impl SyncCore {
@@ -528,10 +541,7 @@ impl SyncCore {
         count: u32,
     ) -> Result<(), SyncError> {
         self.check_count(from, barrier, epoch, total, count)?;
-        let m = self.mgr_state(barrier);
-        m.mode = Some(MgrMode::Total(total));
-        m.counts[from.index()] += count;
-        m.arrived += count;
+        self.mgr_state(barrier).count(from, total, count);
         self.mgr_progress(cons, barrier)
     }
 
@@ -566,8 +576,7 @@ impl SyncCore {
             let why = format!("own eager info for episode {epoch} that was not awaited");
             return Err(self.unexpected(me, BarrierId(barrier).to_string(), why));
         }
-        m.infos[me.index()] = Some(info);
-        m.stale[me.index()] = false;
+        m.fresh_info(me, info);
         m.awaiting[me.index()] = false;
         self.mgr_progress(cons, barrier)
     }
@@ -594,11 +603,8 @@ impl SyncCore {
             return Err(self.unexpected(from, BarrierId(barrier).to_string(), why));
         }
         let m = self.mgr_state(barrier);
-        m.mode = Some(MgrMode::Total(total));
-        m.counts[from.index()] += count;
-        m.arrived += count;
-        m.infos[from.index()] = Some(info);
-        m.stale[from.index()] = false;
+        m.count(from, total, count);
+        m.fresh_info(from, info);
         // `awaiting` stays: a collect that crossed this message gets its own answer.
         self.mgr_progress(cons, barrier)
     }
@@ -640,8 +646,7 @@ impl SyncCore {
         } else {
             count.min(total.saturating_sub(m.arrived))
         };
-        m.counts[from.index()] += now;
-        m.arrived += now;
+        m.count(from, total, now);
         m.overflow[from.index()] += count - now;
         if now > 0 && epoch == cur {
             m.stale[from.index()] = true;
@@ -751,8 +756,7 @@ impl SyncCore {
             };
             self.check_episode(from, barrier, epoch, mode)?;
             let m = self.mgr_state(barrier);
-            m.infos[from.index()] = Some(info);
-            m.stale[from.index()] = false;
+            m.fresh_info(from, info);
             m.awaiting[from.index()] = false;
             return self.mgr_progress(cons, barrier);
         }
@@ -801,8 +805,7 @@ impl SyncCore {
                 m.mode = mode;
                 for (i, c) in overflow.into_iter().enumerate() {
                     let now = c.min(total - m.arrived.min(total));
-                    m.counts[i] += now;
-                    m.arrived += now;
+                    m.count(NodeId(i as u16), total, now);
                     m.overflow[i] = c - now;
                 }
             }
