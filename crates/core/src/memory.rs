@@ -23,6 +23,13 @@ pub enum Access {
 pub trait PageMemory {
     /// Copy the node's copy of `page` into `out` (`out.len() == PAGE_SIZE`).
     fn read_page(&self, page: PageId, out: &mut [u8]);
+    /// Whether the node's copy of `page` equals `data` (`data.len() == PAGE_SIZE`): a release
+    /// compares a home page with its snapshot this way, without copying the page.
+    fn page_equals(&self, page: PageId, data: &[u8]) -> bool {
+        let mut cur = vec![0u8; data.len()];
+        self.read_page(page, &mut cur);
+        cur == data
+    }
     /// Overwrite `len(data)` bytes of the node's copy of `page` starting at `offset`.
     fn write_bytes(&self, page: PageId, offset: usize, data: &[u8]);
     /// Change the application's access to `page`.
@@ -44,6 +51,9 @@ impl<T: PageMemory + ?Sized> PageMemory for std::sync::Arc<T> {
     fn read_page(&self, page: PageId, out: &mut [u8]) {
         (**self).read_page(page, out)
     }
+    fn page_equals(&self, page: PageId, data: &[u8]) -> bool {
+        (**self).page_equals(page, data)
+    }
     fn write_bytes(&self, page: PageId, offset: usize, data: &[u8]) {
         (**self).write_bytes(page, offset, data)
     }
@@ -62,6 +72,9 @@ impl<T: PageMemory + ?Sized> PageMemory for std::sync::Arc<T> {
 impl<T: PageMemory + ?Sized> PageMemory for std::rc::Rc<T> {
     fn read_page(&self, page: PageId, out: &mut [u8]) {
         (**self).read_page(page, out)
+    }
+    fn page_equals(&self, page: PageId, data: &[u8]) -> bool {
+        (**self).page_equals(page, data)
     }
     fn write_bytes(&self, page: PageId, offset: usize, data: &[u8]) {
         (**self).write_bytes(page, offset, data)

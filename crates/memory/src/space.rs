@@ -878,6 +878,11 @@ impl PageMemory for AddressSpace {
         sys::copy_from_mapping(src, out);
     }
 
+    fn page_equals(&self, page: PageId, data: &[u8]) -> bool {
+        let src = self.backdoor_addr(page, 0, data.len());
+        sys::mapping_equals(src, data)
+    }
+
     fn write_bytes(&self, page: PageId, offset: usize, data: &[u8]) {
         let dst = self.backdoor_addr(page, offset, data.len());
         sys::copy_to_mapping(dst, data);

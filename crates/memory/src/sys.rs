@@ -410,6 +410,15 @@ pub fn copy_from_mapping(src: usize, out: &mut [u8]) {
     unsafe { std::ptr::copy_nonoverlapping(src as *const u8, out.as_mut_ptr(), out.len()) }
 }
 
+/// Whether the `data.len()` bytes at mapped address `src` equal `data` (same contract as
+/// [`copy_from_mapping`]).
+pub fn mapping_equals(src: usize, data: &[u8]) -> bool {
+    // SAFETY: per the contract above the range is mapped and readable for `data.len()` bytes;
+    // memcmp only reads both ranges. Concurrent writes through the other view only make the
+    // answer stale, as with `copy_from_mapping`.
+    unsafe { libc::memcmp(src as *const libc::c_void, data.as_ptr().cast(), data.len()) == 0 }
+}
+
 /// Copy `data` into mapped address `dst` (same contract as [`copy_from_mapping`]).
 pub fn copy_to_mapping(dst: usize, data: &[u8]) {
     // SAFETY: per the contract the destination range is mapped writable and is not Rust-owned

@@ -86,6 +86,9 @@ fn page_writer() {
     let mut via_backdoor = vec![0u8; PAGE_SIZE];
     s.read_page(page, &mut via_backdoor);
     assert_eq!(via_backdoor, pattern(7));
+    // The in-place compare a release uses sees the application's writes too.
+    assert!(s.page_equals(page, &pattern(7)));
+    assert!(!s.page_equals(page, &pattern(8)));
     let hex: String = via_backdoor.iter().map(|b| format!("{b:02x}")).collect();
     let mut out = std::io::stdout().lock();
     writeln!(out, "SQUALL-PAGE {hex}").unwrap();

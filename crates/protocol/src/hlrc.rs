@@ -2639,9 +2639,17 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
                 // A shared home page: its writes need a notice. Written lately, it stays
                 // writable with a snapshot (`twin`; a home page never has a diff twin) that
                 // the next release compares to, instead of a write fault per interval.
-                let cur = self.read(page);
+                // Compared in place, and the snapshot refreshed in its own buffer: most
+                // kept pages are unchanged in most intervals (CG's vectors: 2 of 3).
+                let (changed, cur) = match self.st(page).twin.take() {
+                    Some(t) if self.mem.page_equals(page, &t) => (false, t),
+                    Some(mut t) => {
+                        self.mem.read_page(page, &mut t);
+                        (true, t)
+                    }
+                    None => (true, self.read(page)),
+                };
                 let st = self.st(page);
-                let changed = st.twin.take().is_none_or(|t| t != cur);
                 st.idle_releases = if changed {
                     0
                 } else {
