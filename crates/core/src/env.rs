@@ -30,6 +30,7 @@ pub const MPI_HEADERLESS: &str = "SQUALL_MPI_HEADERLESS";
 pub const SERVICE_SLICE_US: &str = "SQUALL_SERVICE_SLICE_US";
 pub const BARRIER_EAGER: &str = "SQUALL_BARRIER_EAGER";
 pub const BARRIER_FETCH: &str = "SQUALL_BARRIER_FETCH";
+pub const PUSH_UPDATES: &str = "SQUALL_PUSH_UPDATES";
 
 /// Every variable, with its default and meaning.
 pub const ALL: &[EnvVar] = &[
@@ -137,5 +138,10 @@ pub const ALL: &[EnvVar] = &[
         name: BARRIER_FETCH,
         default: "1024",
         meaning: "hlrc: most pages a node fetches at a barrier's release, of the copies the barrier invalidated that it read lately; 0: none (fetch on the next fault)",
+    },
+    EnvVar {
+        name: PUSH_UPDATES,
+        default: "0",
+        meaning: "hlrc: 1: at each barrier a home sends the pages it wrote since the last one to the nodes holding copies, which keep them up to date (an update protocol for producer/consumer sharing); 0: those copies are invalidated and fetched again",
     },
 ];

@@ -77,6 +77,9 @@ pub struct RuntimeConfig {
     pub barrier_eager: bool,
     /// hlrc: most pages fetched at a barrier's release (`SQUALL_BARRIER_FETCH`; 0: none).
     pub barrier_fetch: usize,
+    /// hlrc: homes push the pages they wrote to the copy holders at barriers
+    /// (`SQUALL_PUSH_UPDATES`; `Hlrc::set_push_updates`).
+    pub push_updates: bool,
 }
 
 /// How long the service thread polls without sleeping after a fault sent a page request, when
@@ -119,6 +122,21 @@ fn fetch_spin(get: &impl Fn(&str) -> Option<String>, cpus: usize) -> Result<Opti
     }
 }
 
+/// An on/off variable: unset or empty gives `default`; `hint` says what 1 and 0 mean.
+fn switch(
+    get: &impl Fn(&str) -> Option<String>,
+    var: &str,
+    default: bool,
+    hint: &str,
+) -> Result<bool> {
+    match get(var).as_deref().map(str::trim) {
+        None | Some("") => Ok(default),
+        Some("1" | "on" | "yes" | "true") => Ok(true),
+        Some("0" | "off" | "no" | "false") => Ok(false),
+        Some(v) => Err(SquallError::Config(format!("bad {var} '{v}': give {hint}"))),
+    }
+}
+
 impl RuntimeConfig {
     /// Read the settings from the environment.
     pub fn from_env() -> Result<Self> {
@@ -137,16 +155,12 @@ impl RuntimeConfig {
         let stats_file = get(env::STATS_FILE).unwrap_or_else(|| "squall-stats.json".into());
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let fetch_spin = fetch_spin(&get, cpus)?;
-        let barrier_eager = match get(env::BARRIER_EAGER).as_deref().map(str::trim) {
-            None | Some("" | "1" | "on" | "yes" | "true") => true,
-            Some("0" | "off" | "no" | "false") => false,
-            Some(v) => {
-                return Err(SquallError::Config(format!(
-                    "bad {} '{v}': give 1 (eager total-count barriers) or 0 (collect first)",
-                    env::BARRIER_EAGER
-                )))
-            }
-        };
+        let barrier_eager = switch(
+            &get,
+            env::BARRIER_EAGER,
+            true,
+            "1 (eager total-count barriers) or 0 (collect first)",
+        )?;
         let barrier_fetch = match get(env::BARRIER_FETCH).as_deref().map(str::trim) {
             None | Some("") => squall_protocol::hlrc::DEFAULT_BARRIER_FETCH,
             Some(v) => v
@@ -160,6 +174,12 @@ impl RuntimeConfig {
                     ))
                 })?,
         };
+        let push_updates = switch(
+            &get,
+            env::PUSH_UPDATES,
+            false,
+            "1 (homes push updates at barriers) or 0 (invalidate)",
+        )?;
         Ok(RuntimeConfig {
             protocol,
             placement,
@@ -168,6 +188,7 @@ impl RuntimeConfig {
             fetch_spin,
             barrier_eager,
             barrier_fetch,
+            push_updates,
         })
     }
 }
@@ -202,6 +223,19 @@ mod tests {
         assert_eq!(parse_protocol("SC").ok(), Some(ProtocolKind::Sc));
         assert_eq!(parse_protocol("").ok(), Some(ProtocolKind::Hlrc));
         assert!(parse_protocol("mesi").is_err());
+    }
+
+    #[test]
+    fn push_updates_default_off_and_switch() {
+        let push = |v: &str| {
+            RuntimeConfig::from_lookup(|k| (k == env::PUSH_UPDATES).then(|| v.to_string()))
+                .map(|c| c.push_updates)
+        };
+        assert!(!push("").expect("default"));
+        assert!(push("1").expect("on"));
+        assert!(!push(" off ").expect("off"));
+        let e = push("2").expect_err("bad value");
+        assert!(e.to_string().contains("SQUALL_PUSH_UPDATES"), "{e}");
     }
 
     #[test]

@@ -208,6 +208,7 @@ impl Node {
         ];
         let mut mixed = Mixed::new(space.clone(), me, layout);
         mixed.hlrc_mut().set_barrier_fetch(cfg.barrier_fetch);
+        mixed.hlrc_mut().set_push_updates(cfg.push_updates);
         let protocol: BoxedProtocol = Box::new(mixed);
         let svc = Arc::new(Mutex::new(Service::new(
             me,

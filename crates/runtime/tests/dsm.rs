@@ -574,6 +574,16 @@ fn remote_threads(node: &Node) -> Result<(), String> {
     node.barrier().map_err(|e| e.to_string())
 }
 
+/// One of this node's protocol counters (0 if absent).
+fn protocol_count(node: &Node, name: &str) -> u64 {
+    node.stats()
+        .counts
+        .get("protocol")
+        .and_then(|p| p.get(name))
+        .and_then(|v| v.as_u64())
+        .unwrap_or(0)
+}
+
 /// Pages and rounds of `remote_barrier_fetch`.
 const RBF_PAGES: usize = 8;
 const RBF_ROUNDS: u64 = 10;
@@ -598,13 +608,7 @@ extern "C" fn rbf_reader(arg: *mut std::ffi::c_void) -> *mut std::ffi::c_void {
         }
         ok &= node.barrier_with(BarrierId(22), total).is_ok();
     }
-    let fetched = node
-        .stats()
-        .counts
-        .get("protocol")
-        .and_then(|p| p.get("barrier_fetches"))
-        .and_then(|v| v.as_u64())
-        .unwrap_or(0);
+    let fetched = protocol_count(&node, "barrier_fetches");
     let ret = if ok { fetched } else { u64::MAX };
     ret as usize as *mut std::ffi::c_void
 }
@@ -757,6 +761,48 @@ fn barrier_test(node: &Node) -> Result<(), String> {
     })
 }
 
+/// Pages per node and rounds of `push_updates`.
+const PU_PAGES: usize = 4;
+const PU_ROUNDS: u64 = 12;
+
+/// Producer/consumer sharing under `SQUALL_PUSH_UPDATES=1`: each round every node rewrites
+/// the pages it is home of (a blocked allocation), and after a barrier every node reads all
+/// pages. Every value must be the round's, and the homes' pushes must have kept copies up to
+/// date (pushes taken on every node).
+fn push_updates(node: &Node) -> Result<(), String> {
+    let (me, n) = (node.rank().0 as usize, node.size() as usize);
+    let words = PAGE_SIZE / 8;
+    let data = node
+        .alloc_collective(n * PU_PAGES * PAGE_SIZE, Placement::Blocked)
+        .map_err(|e| e.to_string())? as *mut u64;
+    let value = |r: u64, page: usize| r * 1000 + page as u64;
+    for r in 0..PU_ROUNDS {
+        for p in me * PU_PAGES..(me + 1) * PU_PAGES {
+            for w in [0, words / 2, words - 1] {
+                // SAFETY: page p of the block this node is home of, inside the allocation.
+                unsafe { data.add(p * words + w).write_volatile(value(r, p)) };
+            }
+        }
+        node.barrier().map_err(|e| e.to_string())?;
+        for p in 0..n * PU_PAGES {
+            for w in [0, words / 2, words - 1] {
+                // SAFETY: inside the allocation; read after the barrier that followed the
+                // home's writes, before the next round's.
+                let v = unsafe { data.add(p * words + w).read_volatile() };
+                check(v == value(r, p), || {
+                    format!(
+                        "round {r}: page {p} word {w} is {v}, expected {}",
+                        value(r, p)
+                    )
+                })?;
+            }
+        }
+        node.barrier().map_err(|e| e.to_string())?;
+    }
+    let taken = protocol_count(node, "pushes_taken");
+    check(taken > 0, || "no push updated a copy on this node".into())
+}
+
 const SCENARIOS: &[(&str, Scenario, &[&str])] = &[
     ("array", array, &["hlrc", "sc"]),
     ("false_sharing", false_sharing, &["hlrc", "sc"]),
@@ -770,8 +816,9 @@ const SCENARIOS: &[(&str, Scenario, &[&str])] = &[
     ("alloc_free", alloc_free, &["hlrc"]),
     ("remote_threads", remote_threads, &["hlrc", "sc"]),
     ("atomics", atomics, &["hlrc", "sc"]),
-    ("barrier_test", barrier_test, &["hlrc"]),
+    ("barrier_test", barrier_test, &["hlrc", "hlrc+push"]),
     ("remote_barrier_fetch", remote_barrier_fetch, &["hlrc"]),
+    ("push_updates", push_updates, &["hlrc+push"]),
 ];
 
 fn node_main(name: &str) -> i32 {
@@ -816,8 +863,17 @@ fn main() {
                 let mut spec =
                     JobSpec::local(nodes, exe.display().to_string(), vec![name.to_string()]);
                 spec.timeout = Some(Duration::from_secs(60));
+                // `hlrc+push`: hlrc with push updates at barriers (SQUALL_PUSH_UPDATES).
+                let (protocol, push) = match proto.split_once('+') {
+                    Some((p, "push")) => (p, true),
+                    _ => (*proto, false),
+                };
                 spec.extra_env
-                    .push(("SQUALL_PROTOCOL".into(), proto.to_string()));
+                    .push(("SQUALL_PROTOCOL".into(), protocol.to_string()));
+                if push {
+                    spec.extra_env
+                        .push(("SQUALL_PUSH_UPDATES".into(), "1".into()));
+                }
                 spec.extra_env
                     .push(("SQUALL_HEAP_SIZE".into(), "4G".into()));
                 if std::env::var("SQUALL_DSM_LAUNCHER").is_ok_and(|l| l == "mpirun") {
