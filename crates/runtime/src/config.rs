@@ -253,6 +253,10 @@ mod tests {
         assert!(!eager(Some("0")).expect("off"));
         let e = eager(Some("maybe")).expect_err("bad value");
         assert!(e.to_string().contains("SQUALL_BARRIER_EAGER"), "{e}");
+    }
+
+    #[test]
+    fn barrier_fetch_takes_a_page_count_up_to_65535() {
         let fetch = |v: &str| {
             RuntimeConfig::from_lookup(|k| (k == env::BARRIER_FETCH).then(|| v.to_string()))
                 .map(|c| c.barrier_fetch)

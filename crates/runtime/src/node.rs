@@ -207,17 +207,16 @@ impl Node {
             ),
         ];
         let mut mixed = Mixed::new(space.clone(), me, layout);
-        mixed.hlrc_mut().set_barrier_fetch(cfg.barrier_fetch);
-        mixed.hlrc_mut().set_push_updates(cfg.push_updates);
+        let hlrc = mixed.hlrc_mut();
+        hlrc.set_barrier_fetch(cfg.barrier_fetch);
+        hlrc.set_push_updates(cfg.push_updates);
         let protocol: BoxedProtocol = Box::new(mixed);
+        let mut sync = SyncCore::new(me, nodes);
+        sync.set_barrier_eager_cap((!cfg.barrier_eager).then_some(0));
         let svc = Arc::new(Mutex::new(Service::new(
             me,
             protocol,
-            {
-                let mut sync = SyncCore::new(me, nodes);
-                sync.set_barrier_eager_cap((!cfg.barrier_eager).then_some(0));
-                sync
-            },
+            sync,
             heaps,
             split,
             space.clone(),
