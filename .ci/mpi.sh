@@ -74,6 +74,20 @@ for a in sor em3d; do
     done
 done
 
-run timeout 600 "$lib/squall" bench pingpong --transport mpi --iters 200 --reps 3 \
-    --sizes 8,4096,65536,1m --json
+# The bench's JSON line must carry Squall's, the raw and the floor round trip for all 4 sizes.
+pingpong_ok() {
+    local out
+    out=$(timeout 600 "$lib/squall" bench pingpong --transport mpi --iters 200 --reps 3 \
+        --sizes 8,4096,65536,1m --json) || return 1
+    echo "$out"
+    local last
+    last=$(echo "$out" | tail -n 1)
+    for key in squall_rtt_us raw_rtt_us floor_rtt_us ratio; do
+        if [ "$(echo "$last" | grep -o "\"$key\":[0-9.]*[0-9]" | grep -cv ':0$')" != 4 ]; then
+            echo "pingpong: the JSON line lacks 4 positive \"$key\" values: $last"
+            return 1
+        fi
+    done
+}
+run pingpong_ok
 exit "$fail"

@@ -3,7 +3,9 @@
 //! thread); beside it the blocking `request()` round trip from an application thread, and a
 //! raw socket ping-pong of the same kind (for `--transport mpi`: plain MPI_Send/MPI_Recv
 //! between 2 ranks of their own mpirun jobs, alternating rep by rep with Squall's, and `ratio`
-//! the median of the per-rep ratios). Owns this driver only.
+//! the median of the per-rep ratios; beside it the *floor*, a minimal active-message loop
+//! over MPI measured in the same job as the raw baseline: see
+//! `crate::node::rawmpi`). Owns this driver only.
 use super::raw;
 use super::report::{emit_json, median, round, run_nodes, set_transports, tag_transport, Table};
 use super::{parse_size, TransportChoice};
@@ -73,6 +75,7 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
             "squall_rtt_us",
             "squall_req_rtt_us",
             "raw_rtt_us",
+            "floor_rtt_us",
             "ratio",
         ],
     );
@@ -96,6 +99,8 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
         let mut am: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
         let mut req: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
         let mut raw_reps: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
+        // mpi only: the active-message floor's per-rep medians.
+        let mut floor_reps: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
         if *t == "mpi" {
             // Squall and the raw MPI baseline (plain MPI_Send/MPI_Recv; MPI is initialised
             // once per process, so it needs its own mpirun job) alternate, one rep each, so
@@ -114,6 +119,7 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
                         format!("mpi: the raw ping-pong reported no row for size {size}")
                     })?;
                     raw_reps[i].extend(num(raw, "raw_rtt_us"));
+                    floor_reps[i].extend(num(raw, "floor_rtt_us"));
                 }
             }
         } else {
@@ -149,12 +155,14 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
             } else {
                 squall / rawv
             };
+            let floor = (!floor_reps[i].is_empty()).then(|| median(&floor_reps[i]));
             table.row(vec![
                 t.to_string(),
                 size.to_string(),
                 format!("{squall:.1}"),
                 format!("{reqv:.1}"),
                 format!("{rawv:.1}"),
+                floor.map_or_else(|| "-".to_string(), |f| format!("{f:.1}")),
                 format!("{ratio:.2}"),
             ]);
             let mut row = json!({
@@ -164,6 +172,9 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
                 "raw_rtt_us": round(rawv, 2),
                 "ratio": round(ratio, 3),
             });
+            if let Some(f) = floor {
+                row["floor_rtt_us"] = json!(round(f, 2));
+            }
             tag_transport(&mut row, &transports, t);
             rows_json.push(row);
         }
