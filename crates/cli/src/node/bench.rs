@@ -29,14 +29,50 @@ pub struct PingpongNodeArgs {
     pub am_only: bool,
 }
 
+/// The round trips of one ping-pong chain whose pong handler sends the next ping: `iters`
+/// timed ones after `warmup` untimed ones. Shared by Squall's ping-pong and the raw MPI
+/// floor (`super::rawmpi`).
+pub(crate) struct RoundTrips {
+    left: usize,
+    warmup: usize,
+    last: Instant,
+    pub(crate) samples: Vec<f64>,
+}
+
+impl RoundTrips {
+    pub(crate) fn new(iters: usize, warmup: usize) -> RoundTrips {
+        RoundTrips {
+            left: iters.max(1),
+            warmup,
+            last: Instant::now(),
+            samples: Vec::with_capacity(iters),
+        }
+    }
+
+    /// A pong came: records its round trip (after the warm-up); true if another ping is due.
+    pub(crate) fn pong(&mut self) -> bool {
+        let now = Instant::now();
+        if self.warmup > 0 {
+            self.warmup -= 1;
+        } else {
+            self.samples
+                .push(now.duration_since(self.last).as_secs_f64() * 1e6);
+            self.left = self.left.saturating_sub(1);
+        }
+        self.left > 0
+    }
+
+    /// The next ping leaves now.
+    pub(crate) fn ping(&mut self) {
+        self.last = Instant::now();
+    }
+}
+
 /// State of one active-message ping-pong chain, owned by the pong handler (on the service
 /// thread) once it starts.
 struct Chain {
     payload: Bytes,
-    left: usize,
-    warmup: usize,
-    last: Instant,
-    samples: Vec<f64>,
+    trips: RoundTrips,
 }
 
 fn need_two(ep: &Endpoint) -> Result<(), NodeError> {
@@ -81,21 +117,13 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
                 cur = start_rx.try_recv().ok();
             }
             let Some(c) = cur.as_mut() else { return };
-            let now = Instant::now();
-            if c.warmup > 0 {
-                c.warmup -= 1;
-            } else {
-                c.samples
-                    .push(now.duration_since(c.last).as_secs_f64() * 1e6);
-                c.left = c.left.saturating_sub(1);
-            }
-            if c.left == 0 {
+            if !c.trips.pong() {
                 if let Some(done) = cur.take() {
-                    notify(&done_tx, done.samples);
+                    notify(&done_tx, done.trips.samples);
                 }
                 return;
             }
-            c.last = Instant::now();
+            c.trips.ping();
             if let Err(e) = ep.send(peer, ty::PING, c.payload.clone()) {
                 eprintln!("ping to {peer} failed: {e}");
             }
@@ -111,11 +139,8 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
             start_tx
                 .send(Chain {
                     payload: p.clone(),
-                    left: a.iters,
                     // The first round trip includes the hop to the service thread.
-                    warmup: a.warmup.max(1),
-                    last: Instant::now(),
-                    samples: Vec::with_capacity(a.iters),
+                    trips: RoundTrips::new(a.iters, a.warmup.max(1)),
                 })
                 .map_err(|_| NodeError::Check("the pong handler is gone".into()))?;
             ep.post(move |ep| {

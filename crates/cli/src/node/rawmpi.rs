@@ -8,6 +8,7 @@
 //!
 //! Rank 0 measures and prints one result line; rank 1 echoes. Owns only this program; must not
 //! use the Squall backbone (MPI is initialised here, once).
+use super::bench::RoundTrips;
 use super::NodeError;
 use crate::bench::report::{emit_result, median};
 use bytes::Bytes;
@@ -90,10 +91,7 @@ struct Floor<'w> {
     peer: i32,
     /// Taken around every send, as a layer whose sends come from several threads must.
     send_lock: Mutex<()>,
-    left: usize,
-    warmup: usize,
-    last: Instant,
-    samples: Vec<f64>,
+    trips: RoundTrips,
     done: bool,
 }
 
@@ -114,20 +112,12 @@ fn floor_on_ping(f: &mut Floor<'_>, payload: Bytes) {
 }
 
 fn floor_on_pong(f: &mut Floor<'_>, payload: Bytes) {
-    let now = Instant::now();
-    if f.warmup > 0 {
-        f.warmup -= 1;
-    } else {
-        f.samples
-            .push(now.duration_since(f.last).as_secs_f64() * 1e6);
-        f.left = f.left.saturating_sub(1);
-    }
-    if f.left == 0 {
+    if !f.trips.pong() {
         f.send(FLOOR_STOP, &[]);
         f.done = true;
         return;
     }
-    f.last = Instant::now();
+    f.trips.ping();
     f.send(FLOOR_PING, &payload);
 }
 
@@ -153,15 +143,12 @@ fn floor_chain(world: &SimpleCommunicator, size: usize, iters: usize, warmup: us
         world,
         peer: 1 - me,
         send_lock: Mutex::new(()),
-        left: iters.max(1),
-        warmup,
-        last: Instant::now(),
-        samples: Vec::with_capacity(iters),
+        trips: RoundTrips::new(iters, warmup),
         done: false,
     };
     let mut buf = vec![0u8; size.max(1)];
     if me == 0 {
-        f.last = Instant::now();
+        f.trips.ping();
         f.send(FLOOR_PING, &vec![0x5au8; size]);
     }
     while !f.done {
@@ -183,5 +170,5 @@ fn floor_chain(world: &SimpleCommunicator, size: usize, iters: usize, warmup: us
             h(&mut f, payload);
         }
     }
-    f.samples
+    f.trips.samples
 }
