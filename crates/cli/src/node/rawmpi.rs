@@ -51,9 +51,9 @@ pub fn run(a: RawMpiArgs) -> Result<(), NodeError> {
         let mut reps = Vec::with_capacity(a.reps);
         let mut floors = Vec::with_capacity(a.reps);
         for _ in 0..a.reps {
-            let samples = floor_chain(&world, size, a.iters, a.warmup);
+            let floor = floor_chain(&world, size, a.iters, a.warmup);
             if me == 0 {
-                floors.push(median(&samples));
+                floors.push(median(&floor));
             }
             let mut samples = Vec::with_capacity(a.iters);
             for i in 0..a.warmup + a.iters {
