@@ -354,6 +354,10 @@ pub(crate) struct MpiBackend {
     spin: SpinPolicy,
     /// The service thread's clock at its last `handle_timeout` (`poll_timeout` reuses it).
     now_seen: Instant,
+    /// A message came or went since the last `handle_timeout`, whose fresh clock then becomes
+    /// `last_activity` (the clock those events carried is `now_seen`, up to a batch of looks
+    /// old, which would make a busy service thread look idle and yield its core).
+    active: bool,
     /// Peers reached through MPI point-to-point: with none, the hot service thread tests MPI
     /// only every [`MPI_TEST_EVERY`] looks.
     p2p_peers: usize,
@@ -444,6 +448,7 @@ pub(crate) fn start(cfg: &NetConfig) -> Result<(MpiBackend, NodeId, u16, JobId),
             last_activity: now,
             spin: started.spin,
             now_seen: now,
+            active: false,
             p2p_peers: started.p2p_peers,
             looks: 0,
             ring_buf: Vec::new(),
@@ -1021,6 +1026,9 @@ impl MpiBackend {
     /// loop until the next call ([`Backend::hot`]).
     fn poll_mpi(&mut self, now: Instant, out: &mut Vec<BackendEvent>) {
         self.now_seen = now;
+        if std::mem::take(&mut self.active) {
+            self.last_activity = self.last_activity.max(now);
+        }
         let idle_for = now.saturating_duration_since(self.last_activity);
         let hot = idle_for < self.spin.hot_for;
         if hot {
@@ -1278,6 +1286,7 @@ impl MpiBackend {
         let p = &mut self.peers[h.src.index()];
         p.last_heard = now;
         self.last_activity = now;
+        self.active = true;
         if p.lost {
             return;
         }
@@ -1438,6 +1447,7 @@ impl Backend for MpiBackend {
                         now
                     };
                     self.last_activity = now;
+                    self.active = true;
                     if !self.shared.svc_hot.load(Ordering::Acquire) {
                         // The progress thread watches for the answer: from now, not after its
                         // nap. (While the service thread is hot, it watches itself.)
