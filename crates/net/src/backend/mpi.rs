@@ -581,7 +581,7 @@ fn progress_main(
             continue;
         }
         if let Some(mut st) = shared.mpi.try_lock() {
-            if !st.closed && receive_all(&world, &mut st, &mut push) {
+            if !st.closed && receive_all(&mut st, &mut push) {
                 worked = true;
                 shared.wake();
             }
@@ -642,7 +642,7 @@ fn send_one(
 ) -> (bool, bool) {
     let mut got = false;
     let parts = [head, body.map_or(&[][..], |b| &b[..])];
-    if let Some(sent) = ring_send(world, st, to, tag, &parts, sink, &mut got, limit) {
+    if let Some(sent) = ring_send(st, to, tag, &parts, sink, &mut got, limit) {
         return (got, sent);
     }
     if body.is_none() && head.len() <= BLOCKING_SEND_MAX {
@@ -663,7 +663,7 @@ fn send_one(
                 body = r.test().err();
             }
             if head.is_some() || body.is_some() {
-                got |= receive_all(world, st, sink);
+                got |= receive_all(st, sink);
             }
         }
     });
@@ -677,7 +677,6 @@ fn send_one(
 /// (Some(false)) after `limit`. Caller holds the MPI lock.
 #[allow(clippy::too_many_arguments)]
 fn ring_send(
-    world: &SimpleCommunicator,
     st: &mut MpiState,
     to: i32,
     tag: i32,
@@ -691,7 +690,7 @@ fn ring_send(
     let mut since: Option<Instant> = None;
     let mut waits = 0u32;
     shm.send(to, tag, parts, &mut |rings| {
-        *got |= drain(world, rx, rings, sink);
+        *got |= drain(rx, rings, sink);
         waits += 1;
         if waits < 64 {
             std::hint::spin_loop();
@@ -705,27 +704,13 @@ fn ring_send(
 
 /// Receives every message already arrived into `sink` (copied out of the posted receive or
 /// the rings); true if there was one. Caller holds the MPI lock.
-fn receive_all(
-    world: &SimpleCommunicator,
-    st: &mut MpiState,
-    sink: &mut dyn FnMut(Received),
-) -> bool {
+fn receive_all(st: &mut MpiState, sink: &mut dyn FnMut(Received)) -> bool {
     let MpiState { rx, shm, .. } = st;
-    drain(
-        world,
-        rx,
-        shm.as_mut().map_or(&mut [], |s| &mut s.rx[..]),
-        sink,
-    )
+    drain(rx, shm.as_mut().map_or(&mut [], |s| &mut s.rx[..]), sink)
 }
 
 /// [`receive_all`] on the parts of the MPI state.
-fn drain(
-    world: &SimpleCommunicator,
-    rx: &mut PostedRecv,
-    rings: &mut [Reader],
-    sink: &mut dyn FnMut(Received),
-) -> bool {
+fn drain(rx: &mut PostedRecv, rings: &mut [Reader], sink: &mut dyn FnMut(Received)) -> bool {
     let mut got = false;
     for r in rings.iter_mut() {
         let src = r.src;
@@ -746,7 +731,8 @@ fn drain(
             rx.release();
             d
         };
-        let body = (tag == TAG && is_split_header(&data)).then(|| receive_body(world, src));
+        let body = (tag == TAG && is_split_header(&data))
+            .then(|| receive_body(&SimpleCommunicator::world(), src));
         sink((src, tag, data, body));
     }
     got
@@ -1387,14 +1373,12 @@ impl Backend for MpiBackend {
                     }
                 };
                 let len = parts[0].len() + parts[1].len();
-                let world = SimpleCommunicator::world();
                 let tx = &self.incoming_tx;
                 let mut got = false;
                 let mut sink = |r: Received| {
                     let _ = tx.send(r);
                 };
                 let ring = ring_send(
-                    &world,
                     &mut st,
                     to,
                     tag,
@@ -1416,7 +1400,7 @@ impl Backend for MpiBackend {
                         self.tx_buf.extend_from_slice(parts[0]);
                         self.tx_buf.extend_from_slice(parts[1]);
                         let (g, _) = send_one(
-                            &world,
+                            &SimpleCommunicator::world(),
                             &mut st,
                             to,
                             tag,

@@ -17,12 +17,32 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Bytes of data in one ring (a power of two, a multiple of [`REC`]).
-pub(crate) const RING_BYTES: usize = 512 * 1024;
+/// Bytes of data in one ring at most; rings shrink (to [`MIN_RING_BYTES`]) as more ranks share
+/// a machine: see [`ring_bytes`].
+pub(crate) const MAX_RING_BYTES: usize = 512 * 1024;
+/// Bytes of data in one ring at least.
+pub(crate) const MIN_RING_BYTES: usize = 16 * 1024;
+/// A rank's rings together hold about this much (so 128 ranks on a machine use 32 KiB rings,
+/// 512 MiB for the machine, where 512 KiB rings would take 8 GiB).
+const RINGS_BUDGET: usize = 4 * 1024 * 1024;
+
+/// The data size of each of a rank's `rings` rings: a power of two between the bounds.
+pub(crate) fn ring_bytes(rings: usize) -> usize {
+    let share = RINGS_BUDGET / rings.max(1);
+    let pow = if share.is_power_of_two() {
+        share
+    } else {
+        share.next_power_of_two() / 2
+    };
+    pow.clamp(MIN_RING_BYTES, MAX_RING_BYTES)
+}
+
+/// The bytes one ring of `cap` data bytes takes (cursors and data).
+pub(crate) fn slot(cap: usize) -> usize {
+    CTRL + cap
+}
 /// The cursors: the writer's position at offset 0, the reader's at 64 (own cache lines).
 const CTRL: usize = 128;
-/// One ring: cursors and data.
-pub(crate) const SLOT: usize = CTRL + RING_BYTES;
 /// Record header: stamp (u64: the record's stream position + 1, stored last with release),
 /// length (u32), tag (i32). Records start at multiples of this size, so a record header never
 /// wraps around the ring's end.
@@ -51,18 +71,22 @@ fn padded(len: usize) -> usize {
 #[derive(Clone, Copy)]
 pub(crate) struct Ring {
     base: *mut u8,
+    /// Bytes of data (a power of two, a multiple of [`REC`]).
+    cap: usize,
 }
 
 impl Ring {
-    /// The ring at `base`.
+    /// The ring at `base` with `cap` bytes of data (a power of two, at least
+    /// [`MIN_RING_BYTES`]).
     ///
     /// # Safety
-    /// `base` must be 64-byte aligned and valid for reads and writes of [`SLOT`] bytes for as
-    /// long as the ring, its writer or its reader is used; its cursors (the first [`CTRL`]
-    /// bytes) and the data's stamps must start zeroed; at most one [`Writer`] and one
+    /// `base` must be 64-byte aligned and valid for reads and writes of [`slot`]`(cap)` bytes
+    /// for as long as the ring, its writer or its reader is used; its cursors (the first
+    /// [`CTRL`] bytes) and the data's stamps must start zeroed; at most one [`Writer`] and one
     /// [`Reader`] use it at a time.
-    pub(crate) unsafe fn new(base: *mut u8) -> Ring {
-        Ring { base }
+    pub(crate) unsafe fn new(base: *mut u8, cap: usize) -> Ring {
+        debug_assert!(cap.is_power_of_two() && cap >= MIN_RING_BYTES);
+        Ring { base, cap }
     }
 
     /// The writer's cursor (bytes ever written; published for streamed records only).
@@ -79,54 +103,78 @@ impl Ring {
     }
 
     fn data(&self) -> *mut u8 {
-        // SAFETY: the data follow the cursors inside the ring (`SLOT` bytes).
+        // SAFETY: the data follow the cursors inside the ring (`slot(cap)` bytes).
         unsafe { self.base.add(CTRL) }
     }
 
     /// The stamp of the record at stream position `pos` (a multiple of [`REC`]).
     fn stamp(&self, pos: u64) -> &AtomicU64 {
-        // SAFETY: `pos % RING_BYTES` is a multiple of 16 below `RING_BYTES`, so the 8 bytes lie
+        // SAFETY: `pos % self.cap` is a multiple of 16 below `self.cap`, so the 8 bytes lie
         // inside the data and are 8-byte aligned; stamps are only accessed atomically.
-        unsafe { &*(self.data().add((pos as usize) % RING_BYTES) as *const AtomicU64) }
+        unsafe { &*(self.data().add((pos as usize) % self.cap) as *const AtomicU64) }
     }
 
     /// The length word and tag of the record at `pos` (written before its stamp).
     fn header(&self, pos: u64) -> (u32, i32) {
-        let mut w = [0u8; 8];
-        self.get(pos + 8, &mut w);
-        (
-            u32::from_le_bytes([w[0], w[1], w[2], w[3]]),
-            i32::from_le_bytes([w[4], w[5], w[6], w[7]]),
-        )
+        let at = (pos as usize) % self.cap;
+        // SAFETY: a record header lies inside the data (`at` is a multiple of 16 below
+        // `self.cap`), 4-byte aligned; the writer wrote it before the stamp the caller loaded
+        // with acquire.
+        unsafe {
+            let p = self.data().add(at + 8);
+            (
+                u32::from_le(std::ptr::read(p as *const u32)),
+                i32::from_le(std::ptr::read(p.add(4) as *const i32)),
+            )
+        }
+    }
+
+    /// Writes the length word and tag of the record at `pos` (before its stamp).
+    fn set_header(&self, pos: u64, word: u32, tag: i32) {
+        let at = (pos as usize) % self.cap;
+        // SAFETY: as in `header`; the writer owns the record until it stores the stamp.
+        unsafe {
+            let p = self.data().add(at + 8);
+            std::ptr::write(p as *mut u32, word.to_le());
+            std::ptr::write(p.add(4) as *mut i32, tag.to_le());
+        }
     }
 
     /// Copies `src` into the ring at stream position `pos` (wrapping at the end).
     fn put(&self, pos: u64, src: &[u8]) {
-        let at = (pos as usize) % RING_BYTES;
-        let first = src.len().min(RING_BYTES - at);
-        // SAFETY: both ranges lie inside the ring's data (`at + first <= RING_BYTES`, the rest
-        // from 0, `src.len() <= RING_BYTES`); the writer owns them until it publishes them
+        let at = (pos as usize) % self.cap;
+        let first = src.len().min(self.cap - at);
+        // SAFETY: both ranges lie inside the ring's data (`at + first <= self.cap`, the rest
+        // from 0, `src.len() <= self.cap`); the writer owns them until it publishes them
         // (the reader has published `head` past their previous contents).
         unsafe {
             std::ptr::copy_nonoverlapping(src.as_ptr(), self.data().add(at), first);
-            std::ptr::copy_nonoverlapping(src.as_ptr().add(first), self.data(), src.len() - first);
+            if first < src.len() {
+                std::ptr::copy_nonoverlapping(
+                    src.as_ptr().add(first),
+                    self.data(),
+                    src.len() - first,
+                );
+            }
         }
     }
 
     /// Copies `dst.len()` bytes from stream position `pos` (wrapping at the end).
     fn get(&self, pos: u64, dst: &mut [u8]) {
-        let at = (pos as usize) % RING_BYTES;
-        let first = dst.len().min(RING_BYTES - at);
+        let at = (pos as usize) % self.cap;
+        let first = dst.len().min(self.cap - at);
         // SAFETY: as in `put`; the writer published these bytes (a stamp or the cursor, loaded
         // with acquire by the caller) and does not touch them until the reader publishes
         // `head` past them.
         unsafe {
             std::ptr::copy_nonoverlapping(self.data().add(at), dst.as_mut_ptr(), first);
-            std::ptr::copy_nonoverlapping(
-                self.data(),
-                dst.as_mut_ptr().add(first),
-                dst.len() - first,
-            );
+            if first < dst.len() {
+                std::ptr::copy_nonoverlapping(
+                    self.data(),
+                    dst.as_mut_ptr().add(first),
+                    dst.len() - first,
+                );
+            }
         }
     }
 
@@ -145,8 +193,8 @@ impl Ring {
 
     /// The `len` bytes at stream position `pos` in place, if they do not wrap.
     fn slice(&self, pos: u64, len: usize) -> Option<&[u8]> {
-        let at = (pos as usize) % RING_BYTES;
-        (at + len <= RING_BYTES).then(|| {
+        let at = (pos as usize) % self.cap;
+        (at + len <= self.cap).then(|| {
             // SAFETY: inside the ring's data; published by the writer (see `get`), and the
             // borrow ends before the reader publishes `head` past it.
             unsafe { std::slice::from_raw_parts(self.data().add(at), len) }
@@ -171,12 +219,12 @@ impl Writer {
             ring,
             tail: 0,
             head: 0,
-            cleared: RING_BYTES as u64,
+            cleared: ring.cap as u64,
         }
     }
 
     /// Zeroes the stamp slots from `from` (or where clearing stopped, if further) up to
-    /// `upto`, which must be free room (`upto <= head + RING_BYTES`).
+    /// `upto`, which must be free room (`upto <= head + self.ring.cap`).
     fn clear(&mut self, from: u64, upto: u64) {
         let mut q = from.max(self.cleared);
         while q < upto {
@@ -189,7 +237,7 @@ impl Writer {
     /// Clears ahead of the cursor after a record went out (see [`AHEAD`]).
     fn clear_ahead(&mut self) {
         if self.cleared < self.tail + AHEAD / 2 {
-            let upto = (self.tail + AHEAD).min(self.head + RING_BYTES as u64);
+            let upto = (self.tail + AHEAD).min(self.head + self.ring.cap as u64);
             self.clear(self.tail, upto);
         }
     }
@@ -197,11 +245,11 @@ impl Writer {
     /// True if `need` bytes are free (looking at the reader's cursor only when the last one
     /// seen says they are not).
     fn room(&mut self, need: usize) -> bool {
-        if RING_BYTES - ((self.tail - self.head) as usize) >= need {
+        if self.ring.cap - ((self.tail - self.head) as usize) >= need {
             return true;
         }
         self.head = self.ring.head().load(Ordering::Acquire);
-        RING_BYTES - ((self.tail - self.head) as usize) >= need
+        self.ring.cap - ((self.tail - self.head) as usize) >= need
     }
 
     /// Appends one message (`parts` one after the other) with `tag`: whole, if it fits now,
@@ -218,17 +266,14 @@ impl Writer {
             return false;
         };
         let pos = self.tail;
-        let mut header = [0u8; 8];
-        header[4..].copy_from_slice(&tag.to_le_bytes());
         let total = (REC + padded(len)) as u64;
         if self.room(REC + padded(len) + REC) {
             let mut at = pos + REC as u64;
-            for p in parts {
+            for p in parts.iter().filter(|p| !p.is_empty()) {
                 self.ring.put(at, p);
                 at += p.len() as u64;
             }
-            header[..4].copy_from_slice(&(word | WHOLE).to_le_bytes());
-            self.ring.put(pos + 8, &header);
+            self.ring.set_header(pos, word | WHOLE, tag);
             // The next record's stamp slot holds old bytes (a payload a lap ago could hold
             // anything): it must be zero before this record is published, so the reader
             // never mistakes them for a stamp. Usually it was cleared ahead already.
@@ -243,8 +288,7 @@ impl Writer {
                 return false;
             }
         }
-        header[..4].copy_from_slice(&word.to_le_bytes());
-        self.ring.put(pos + 8, &header);
+        self.ring.set_header(pos, word, tag);
         self.ring.stamp(pos).store(pos + 1, Ordering::Release);
         self.tail += REC as u64;
         // The stream position after this record. Until the next record's stamp slot is
@@ -264,7 +308,7 @@ impl Writer {
                 }
                 continue;
             }
-            let free = RING_BYTES - (self.tail - self.head) as usize;
+            let free = self.ring.cap - (self.tail - self.head) as usize;
             let n = match piece {
                 Some(p) => {
                     let n = free.min(p.len() - off).min(CHUNK);
@@ -399,22 +443,25 @@ mod tests {
     #[repr(C, align(64))]
     struct Line([u8; 64]);
 
-    /// Zeroed, 64-byte-aligned memory for one ring.
-    fn memory() -> Vec<Line> {
-        (0..SLOT / 64).map(|_| Line([0; 64])).collect()
+    const RING_BYTES: usize = MAX_RING_BYTES;
+
+    /// Zeroed, 64-byte-aligned memory for one ring of `cap` bytes.
+    fn memory(cap: usize) -> Vec<Line> {
+        (0..slot(cap) / 64).map(|_| Line([0; 64])).collect()
     }
 
-    fn ring(mem: &mut [Line]) -> Ring {
-        // SAFETY: `mem` is zeroed, aligned, `SLOT` bytes, and outlives the ring in each test.
-        unsafe { Ring::new(mem.as_mut_ptr().cast()) }
+    fn ring(mem: &mut [Line], cap: usize) -> Ring {
+        // SAFETY: `mem` is zeroed, aligned, `slot(cap)` bytes, and outlives the ring in each
+        // test.
+        unsafe { Ring::new(mem.as_mut_ptr().cast(), cap) }
     }
 
-    /// A size: mostly small, some a few KiB, a few larger than the whole ring.
-    fn size(rng: &mut ChaCha8Rng) -> usize {
+    /// A size: mostly small, some a few KiB, a few larger than the whole ring of `cap` bytes.
+    fn size(rng: &mut ChaCha8Rng, cap: usize) -> usize {
         match rng.gen_range(0..100) {
             0..=69 => rng.gen_range(0..200),
             70..=94 => rng.gen_range(200..20_000),
-            _ => rng.gen_range(RING_BYTES / 2..RING_BYTES * 3),
+            _ => rng.gen_range(cap / 2..cap * 3),
         }
     }
 
@@ -434,15 +481,21 @@ mod tests {
     /// taken for one.
     #[test]
     fn messages_of_every_size_arrive_whole_and_in_order() {
-        for seed in 0..4u64 {
-            let mut mem = memory();
-            let ring = ring(&mut mem);
+        for seed in 0..6u64 {
+            // The largest and the smallest rings.
+            let cap = if seed % 2 == 0 {
+                MAX_RING_BYTES
+            } else {
+                MIN_RING_BYTES
+            };
+            let mut mem = memory(cap);
+            let ring = ring(&mut mem, cap);
             let mut w = Writer::new(ring);
             let mut r = Reader::new(1, ring);
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             let (mut sent, mut got, mut here) = (Vec::new(), Vec::new(), 0usize);
             for i in 0..3000 {
-                let len = size(&mut rng);
+                let len = size(&mut rng, cap);
                 let body_at = w.tail + REC as u64;
                 let data: Vec<u8> = if i % 2 == 0 {
                     // Fake stamps: the value each 8-byte word's position would have as a stamp
@@ -451,7 +504,7 @@ mod tests {
                         .flat_map(|k| {
                             let pos = body_at + 8 * k as u64;
                             let laps = rng.gen_range(1..3u64);
-                            (pos + laps * RING_BYTES as u64 + 1).to_le_bytes()
+                            (pos + laps * cap as u64 + 1).to_le_bytes()
                         })
                         .take(len)
                         .collect()
@@ -485,15 +538,15 @@ mod tests {
                 );
             }
             assert!(here > 1000, "small messages are read in place ({here})");
-            assert!(w.tail > 4 * RING_BYTES as u64, "several laps");
+            assert!(w.tail > 4 * cap as u64, "several laps");
         }
     }
 
     /// A writer that gives up (its `wait` says so) reports it instead of spinning.
     #[test]
     fn a_full_ring_gives_up_when_told() {
-        let mut mem = memory();
-        let ring = ring(&mut mem);
+        let mut mem = memory(RING_BYTES);
+        let ring = ring(&mut mem, RING_BYTES);
         let mut w = Writer::new(ring);
         let big = vec![1u8; RING_BYTES + 1];
         let mut waits = 0;
@@ -502,6 +555,18 @@ mod tests {
             waits < 3
         }));
         assert_eq!(waits, 3);
+    }
+
+    #[test]
+    fn rings_shrink_with_the_ranks_of_a_machine() {
+        assert_eq!(ring_bytes(1), MAX_RING_BYTES);
+        assert_eq!(ring_bytes(3), MAX_RING_BYTES);
+        assert_eq!(ring_bytes(15), 256 * 1024);
+        assert_eq!(ring_bytes(127), 32 * 1024);
+        assert_eq!(ring_bytes(10_000), MIN_RING_BYTES);
+        for n in 1..300 {
+            assert!(ring_bytes(n).is_power_of_two());
+        }
     }
 
     struct Memory(*mut u8);
@@ -522,12 +587,12 @@ mod tests {
     #[test]
     fn a_writer_and_a_reader_on_two_threads_agree() {
         const N: usize = 20_000;
-        let mut mem = memory();
+        let mut mem = memory(RING_BYTES);
         let base = Memory(mem.as_mut_ptr().cast());
         let reader = std::thread::spawn(move || {
             let base = base;
             // SAFETY: as in `ring`; `mem` outlives this thread (joined below).
-            let mut r = Reader::new(0, unsafe { Ring::new(base.0) });
+            let mut r = Reader::new(0, unsafe { Ring::new(base.0, RING_BYTES) });
             let mut i = 0;
             while i < N {
                 let mut ok = true;
@@ -546,7 +611,7 @@ mod tests {
                 }
             }
         });
-        let mut w = Writer::new(ring(&mut mem));
+        let mut w = Writer::new(ring(&mut mem, RING_BYTES));
         for i in 0..N {
             let (tag, data) = message(i);
             assert!(w.write(tag, &[&data], &mut || {

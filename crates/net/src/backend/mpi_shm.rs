@@ -15,7 +15,7 @@
 //! ranks that share memory.
 #![allow(unsafe_code)]
 
-use super::mpi_ring::{Reader, Ring, Writer, SLOT};
+use super::mpi_ring::{ring_bytes, slot, Reader, Ring, Writer};
 use ::mpi::datatype::Equivalence;
 use ::mpi::ffi;
 use ::mpi::raw::AsRaw;
@@ -69,6 +69,8 @@ impl Shm {
             unsafe { ffi::MPI_Comm_free(&mut comm_mut) };
             return None;
         }
+        let cap = ring_bytes(n - 1);
+        let slot = slot(cap);
         let mut world_of = vec![0i32; n];
         let mut base: *mut u8 = std::ptr::null_mut();
         let mut win = MaybeUninit::<ffi::MPI_Win>::uninit();
@@ -85,7 +87,7 @@ impl Shm {
                 comm,
             );
             ffi::MPI_Win_allocate_shared(
-                (n * SLOT) as ffi::MPI_Aint,
+                (n * slot) as ffi::MPI_Aint,
                 1,
                 ffi::RSMPI_INFO_NULL,
                 comm,
@@ -94,7 +96,7 @@ impl Shm {
             );
             let win = win.assume_init();
             // Cursors start at zero; the barrier orders that before any other rank's use.
-            std::ptr::write_bytes(base, 0, n * SLOT);
+            std::ptr::write_bytes(base, 0, n * slot);
             ffi::MPI_Win_lock_all(ffi::MPI_MODE_NOCHECK as i32, win);
             ffi::MPI_Win_sync(win);
             ffi::MPI_Barrier(comm);
@@ -116,12 +118,12 @@ impl Shm {
                 );
             }
         }
-        // SAFETY: `from < n`, and each segment is `n * SLOT` bytes, zeroed before the barrier,
-        // at the window's (page-aligned) segment starts plus multiples of `SLOT` (a multiple of
+        // SAFETY: `from < n`, and each segment is `n * slot` bytes, zeroed before the barrier,
+        // at the window's (page-aligned) segment starts plus multiples of `slot` (a multiple of
         // 64); the window lives until `free`, which consumes the rings' owner; each ring has one
         // writer (rank `from`) and one reader (rank `owner`), each under its MPI lock.
         let ring =
-            |owner: usize, from: usize| unsafe { Ring::new(segment[owner].add(from * SLOT)) };
+            |owner: usize, from: usize| unsafe { Ring::new(segment[owner].add(from * slot), cap) };
         let mut tx: Vec<Option<Writer>> = (0..world_size).map(|_| None).collect();
         let mut rx = Vec::new();
         for (j, &w) in world_of.iter().enumerate() {
