@@ -869,18 +869,15 @@ fn decode_received(
     body: Option<Vec<u8>>,
 ) -> Result<(Header, Bytes), DropReason> {
     let (_, job, rank, peers) = me;
-    if me.0 >= 0 && tag & mpi_tag::HEADERLESS != 0 {
-        if data.len() > COPY_MAX {
-            decode_headerless_owned(me, src, tag, data)
-        } else {
-            decode_headerless(me, src, tag, &data)
+    let headerless = me.0 >= 0 && tag & mpi_tag::HEADERLESS != 0;
+    match (body, data.len() > COPY_MAX) {
+        (None, false) => decode_slice(me, src, tag, &data),
+        (None, true) if headerless => decode_headerless_owned(me, src, tag, data),
+        (None, true) if tag == TAG => decode_owned(job, rank, peers, src, data),
+        (Some(body), _) if !headerless && tag == TAG => {
+            decode_frame(job, rank, peers, src, &data, Some(body))
         }
-    } else if tag != TAG {
-        Err(DropReason::Garbage)
-    } else if body.is_none() && data.len() > COPY_MAX {
-        decode_owned(job, rank, peers, src, data)
-    } else {
-        decode_frame(job, rank, peers, src, &data, body)
+        _ => Err(DropReason::Garbage),
     }
 }
 
