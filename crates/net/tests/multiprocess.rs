@@ -306,6 +306,18 @@ fn suite_mpi_2_p2p() {
 fn suite_mpi_4_p2p() {
     run_mpi_env(4, "suite", "suite ok", &[("SQUALL_MPI_SHM", "0")]);
 }
+/// Both paths at once, as on a cluster: 4 ranks in 2 groups (`SQUALL_MPI_SHM_GROUPS=2`: ranks
+/// 0 and 2 share rings, so do 1 and 3; the rest talk through MPI point-to-point).
+#[cfg(feature = "mpi")]
+#[test]
+fn suite_mpi_4_rings_and_p2p() {
+    run_mpi_env(4, "suite", "suite ok", &[("SQUALL_MPI_SHM_GROUPS", "2")]);
+}
+#[cfg(feature = "mpi")]
+#[test]
+fn message_test_mpi_4_rings_and_p2p() {
+    run_mpi_env(4, "message", "message ok", &[("SQUALL_MPI_SHM_GROUPS", "2")]);
+}
 #[cfg(feature = "mpi")]
 #[test]
 fn message_test_mpi_2_framed() {

@@ -131,6 +131,16 @@ fn framed_by_env() -> bool {
 fn shm_by_env() -> bool {
     !std::env::var(squall_core::env::MPI_SHM).is_ok_and(|v| v.trim() == "0")
 }
+/// `SQUALL_MPI_SHM_GROUPS=k` (testing): the ranks of each machine form k groups (by rank
+/// modulo k), rings within a group and MPI point-to-point between groups, as if the machine
+/// were k machines.
+fn shm_groups_by_env() -> i32 {
+    std::env::var(squall_core::env::MPI_SHM_GROUPS)
+        .ok()
+        .and_then(|v| v.trim().parse::<i32>().ok())
+        .filter(|k| *k >= 1)
+        .unwrap_or(1)
+}
 /// With every peer on this machine (all reached through rings), the hot service thread tests
 /// the posted MPI receive only once per this many looks at the rings.
 const MPI_TEST_EVERY: u32 = 16;
@@ -508,7 +518,11 @@ fn progress_main(
         &mut shm_all,
         SystemOperation::min(),
     );
-    let shm = (shm_all == 1).then(|| Shm::create(rank, size)).flatten();
+    let mut groups = 1i32;
+    world.all_reduce_into(&shm_groups_by_env(), &mut groups, SystemOperation::max());
+    let shm = (shm_all == 1)
+        .then(|| Shm::create(rank, size, groups))
+        .flatten();
     let p2p_peers = shm
         .as_ref()
         .map_or(usize::from(size16).saturating_sub(1), Shm::remote_ranks);

@@ -41,7 +41,10 @@ impl Shm {
     /// every rank calls it, with the same `enabled`). None when disabled or when this rank is
     /// alone on its machine. Caller: the thread that initialised MPI, before any other MPI call
     /// can happen; `world_rank` of `world_size`.
-    pub(crate) fn create(world_rank: i32, world_size: i32) -> Option<Shm> {
+    ///
+    /// `groups` > 1 (testing): the ranks of a machine are split further by world rank modulo
+    /// `groups`, so one machine stands for several and both paths run side by side.
+    pub(crate) fn create(world_rank: i32, world_size: i32, groups: i32) -> Option<Shm> {
         let int = i32::equivalent_datatype().as_raw();
         let mut comm = MaybeUninit::<ffi::MPI_Comm>::uninit();
         let (mut n, mut me) = (0, 0);
@@ -55,7 +58,14 @@ impl Shm {
                 ffi::RSMPI_INFO_NULL,
                 comm.as_mut_ptr(),
             );
-            let comm = comm.assume_init();
+            let mut comm = comm.assume_init();
+            if groups > 1 {
+                let mut machine = comm;
+                let mut part = MaybeUninit::<ffi::MPI_Comm>::uninit();
+                ffi::MPI_Comm_split(machine, world_rank % groups, world_rank, part.as_mut_ptr());
+                ffi::MPI_Comm_free(&mut machine);
+                comm = part.assume_init();
+            }
             ffi::MPI_Comm_size(comm, &mut n);
             ffi::MPI_Comm_rank(comm, &mut me);
             comm
