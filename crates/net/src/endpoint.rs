@@ -536,24 +536,17 @@ impl Endpoint {
         let token = self.shared.next_source.fetch_add(1, Ordering::Relaxed);
         let f: SourceFn = Arc::new(Mutex::new(on_ready));
         // In the table before the poll can report it.
-        {
-            let mut sources = self.shared.sources.lock();
-            sources.insert(token, (fd, f));
-            self.shared
-                .sources_len
-                .store(sources.len(), Ordering::Release);
-        }
+        self.change_sources(|s| {
+            s.insert(token, (fd, f));
+        });
         if let Err(e) =
             self.shared
                 .registry
                 .register(&mut SourceFd(&fd), Token(token), Interest::READABLE)
         {
-            let mut sources = self.shared.sources.lock();
-            sources.remove(&token);
-            self.shared
-                .sources_len
-                .store(sources.len(), Ordering::Release);
-            drop(sources);
+            self.change_sources(|s| {
+                s.remove(&token);
+            });
             return Err(NetError::io(
                 format!("registering fd {fd} with the poll"),
                 e,
@@ -562,18 +555,20 @@ impl Endpoint {
         Ok(SourceId(token))
     }
 
+    /// Changes the table of extra sources under its lock and keeps its lock-free count.
+    fn change_sources<R>(&self, f: impl FnOnce(&mut HashMap<usize, (RawFd, SourceFn)>) -> R) -> R {
+        let mut sources = self.shared.sources.lock();
+        let r = f(&mut sources);
+        self.shared
+            .sources_len
+            .store(sources.len(), Ordering::Release);
+        r
+    }
+
     /// Stops polling a source added with [`Endpoint::add_source`] and drops its callback (a
     /// run in progress finishes). Returns false if it was not registered.
     pub fn remove_source(&self, id: SourceId) -> bool {
-        let removed = {
-            let mut sources = self.shared.sources.lock();
-            let r = sources.remove(&id.0);
-            self.shared
-                .sources_len
-                .store(sources.len(), Ordering::Release);
-            r
-        };
-        let Some((fd, _)) = removed else {
+        let Some((fd, _)) = self.change_sources(|s| s.remove(&id.0)) else {
             return false;
         };
         // The fd may be closed already (which removed it from the poll): nothing to undo then.

@@ -316,7 +316,12 @@ fn suite_mpi_4_rings_and_p2p() {
 #[cfg(feature = "mpi")]
 #[test]
 fn message_test_mpi_4_rings_and_p2p() {
-    run_mpi_env(4, "message", "message ok", &[("SQUALL_MPI_SHM_GROUPS", "2")]);
+    run_mpi_env(
+        4,
+        "message",
+        "message ok",
+        &[("SQUALL_MPI_SHM_GROUPS", "2")],
+    );
 }
 #[cfg(feature = "mpi")]
 #[test]
