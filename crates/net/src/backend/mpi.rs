@@ -286,8 +286,9 @@ struct Shared {
     /// When the service thread last probed, in nanoseconds since `epoch`.
     svc_seen_ns: AtomicU64,
     /// Peers whose ring stayed full past the peer timeout while a send waited (world ranks;
-    /// the service thread reports them lost).
+    /// the service thread reports them lost), and whether there are any.
     ring_stuck: Mutex<Vec<i32>>,
+    ring_stuck_any: AtomicBool,
     epoch: Instant,
 }
 
@@ -299,6 +300,12 @@ impl Shared {
                 let _ = w.wake();
             }
         }
+    }
+
+    /// Records that a send to world rank `to` gave up on its full ring.
+    fn note_ring_stuck(&self, to: i32) {
+        self.ring_stuck.lock().push(to);
+        self.ring_stuck_any.store(true, Ordering::Release);
     }
 
     fn nanos(&self, t: Instant) -> u64 {
@@ -399,6 +406,7 @@ pub(crate) fn start(cfg: &NetConfig) -> Result<(MpiBackend, NodeId, u16, JobId),
         svc_seen_ns: AtomicU64::new(0),
         sent_ns: AtomicU64::new(0),
         ring_stuck: Mutex::new(Vec::new()),
+        ring_stuck_any: AtomicBool::new(false),
         epoch: Instant::now(),
     });
     let (cmd_tx, cmd_rx) = unbounded::<Cmd>();
@@ -562,7 +570,7 @@ fn progress_main(
                             peer_timeout,
                         );
                         if !sent {
-                            shared.ring_stuck.lock().push(to);
+                            shared.note_ring_stuck(to);
                         }
                         if got || !sent {
                             shared.wake();
@@ -656,15 +664,30 @@ fn send_one(
 ) -> (bool, bool) {
     let mut got = false;
     let parts = [head, body.map_or(&[][..], |b| &b[..])];
-    if let Some(sent) = ring_send(st, to, tag, &parts, sink, &mut got, limit) {
-        return (got, sent);
+    match ring_send(st, to, tag, &parts, sink, &mut got, limit) {
+        Some(sent) => (got, sent),
+        None => (send_p2p(world, st, to, tag, head, body, sink), true),
     }
+}
+
+/// Posts one MPI point-to-point send and completes it, receiving whatever arrives meanwhile
+/// into `sink` (true if something did). Caller holds the MPI lock.
+fn send_p2p(
+    world: &SimpleCommunicator,
+    st: &mut MpiState,
+    to: i32,
+    tag: i32,
+    head: &[u8],
+    body: Option<&Bytes>,
+    sink: &mut dyn FnMut(Received),
+) -> bool {
     if body.is_none() && head.len() <= BLOCKING_SEND_MAX {
         // Eager size: MPI_Send returns once the frame is copied out, without waiting for
         // the receiver (and progresses incoming messages meanwhile if it must wait for room).
         mpi_rx::send(head, to, tag);
-        return (false, true);
+        return false;
     }
+    let mut got = false;
     let dest = world.process_at_rank(to);
     ::mpi::request::scope(|scope| {
         let mut head = Some(dest.immediate_send_with_tag(scope, head, tag));
@@ -681,7 +704,7 @@ fn send_one(
             }
         }
     });
-    (got, true)
+    got
 }
 
 /// Appends one message (`parts` one after the other: a headerless message and its trailer,
@@ -723,19 +746,25 @@ fn receive_all(st: &mut MpiState, sink: &mut dyn FnMut(Received)) -> bool {
     drain(rx, shm.as_mut().map_or(&mut [], |s| &mut s.rx[..]), sink)
 }
 
-/// [`receive_all`] on the parts of the MPI state.
-fn drain(rx: &mut PostedRecv, rings: &mut [Reader], sink: &mut dyn FnMut(Received)) -> bool {
+/// Takes every whole message off `rings`, handing each to `f` with its writer's rank and its
+/// tag (small ones in place, see [`Reader::next`]); true if there was one.
+fn read_rings(rings: &mut [Reader], f: &mut dyn FnMut(i32, i32, Msg<'_>)) -> bool {
     let mut got = false;
     for r in rings.iter_mut() {
         let src = r.src;
-        while r.next(COPY_MAX, &mut |tag, m| {
+        while r.next(COPY_MAX, &mut |tag, m| f(src, tag, m)) {
             got = true;
-            match m {
-                Msg::Here(d) => sink((src, tag, d.to_vec(), None)),
-                Msg::Owned(v) => sink((src, tag, v, None)),
-            }
-        }) {}
+        }
     }
+    got
+}
+
+/// [`receive_all`] on the parts of the MPI state.
+fn drain(rx: &mut PostedRecv, rings: &mut [Reader], sink: &mut dyn FnMut(Received)) -> bool {
+    let mut got = read_rings(rings, &mut |src, tag, m| match m {
+        Msg::Here(d) => sink((src, tag, d.to_vec(), None)),
+        Msg::Owned(v) => sink((src, tag, v, None)),
+    });
     while let Some((src, tag, len)) = rx.test() {
         got = true;
         let data = if len > COPY_MAX {
@@ -912,6 +941,14 @@ fn decode_slice(
     }
 }
 
+/// Why a peer whose ring stayed full for `timeout` is lost.
+fn ring_stuck_reason(timeout: Duration) -> String {
+    format!(
+        "its shared-memory ring stayed full for {} ms: the node stopped reading",
+        timeout.as_millis()
+    )
+}
+
 /// True if `frame` is a header alone whose payload follows as a [`TAG_BODY`] message.
 fn is_split_header(frame: &[u8]) -> bool {
     frame.len() == HEADER_LEN
@@ -1075,14 +1112,9 @@ impl MpiBackend {
                 if !self.incoming.is_empty() {
                     queued.extend(self.incoming.try_iter());
                 }
-                let me = (
-                    self.headerless.unwrap_or(-1),
-                    self.job,
-                    self.rank,
-                    self.peers.len(),
-                );
-                let closed = st.closed;
-                if let Some(shm) = st.shm.as_mut().filter(|_| !closed) {
+                let me = self.me();
+                // (Taken away before MPI closes, under this lock.)
+                if let Some(shm) = st.shm.as_mut() {
                     // The rings (small messages decoded in place), several times over while
                     // nothing comes and MPI is not due: a pass costs a load per ring, so the
                     // endpoint's loop around (and its poll's system call) comes seldom.
@@ -1092,16 +1124,12 @@ impl MpiBackend {
                         RING_PASSES
                     };
                     for _ in 0..passes {
-                        for r in shm.rx.iter_mut() {
-                            let src = r.src;
-                            while r.next(COPY_MAX, &mut |tag, m| {
-                                rings.push(match m {
-                                    Msg::Here(d) => decode_slice(me, src, tag, d),
-                                    Msg::Owned(v) => decode_received(me, src, tag, v, None),
-                                })
-                            }) {}
-                        }
-                        if !rings.is_empty() {
+                        if read_rings(&mut shm.rx, &mut |src, tag, m| {
+                            rings.push(match m {
+                                Msg::Here(d) => decode_slice(me, src, tag, d),
+                                Msg::Owned(v) => decode_received(me, src, tag, v, None),
+                            })
+                        }) {
                             break;
                         }
                     }
@@ -1254,13 +1282,7 @@ impl MpiBackend {
         body: Option<Vec<u8>>,
         out: &mut Vec<BackendEvent>,
     ) {
-        let me = (
-            self.headerless.unwrap_or(-1),
-            self.job,
-            self.rank,
-            self.peers.len(),
-        );
-        let decoded = decode_received(me, src, tag, data, body);
+        let decoded = decode_received(self.me(), src, tag, data, body);
         self.accept(now, decoded, out);
     }
 
@@ -1308,16 +1330,24 @@ impl MpiBackend {
         }));
     }
 
+    /// This node as the decoders check messages against: headerless check bits (-1: off),
+    /// job, rank, job size.
+    fn me(&self) -> (i32, JobId, NodeId, usize) {
+        (
+            self.headerless.unwrap_or(-1),
+            self.job,
+            self.rank,
+            self.peers.len(),
+        )
+    }
+
     /// A send to world rank `to` gave up on its full ring (the ring is unusable from then on):
     /// the next `handle_timeout` reports the peer lost; the error says why.
     fn ring_stuck(&self, to: i32) -> NetError {
-        self.shared.ring_stuck.lock().push(to);
+        self.shared.note_ring_stuck(to);
         NetError::PeerLost {
             peer: NodeId(u16::try_from(to).unwrap_or(u16::MAX)),
-            reason: format!(
-                "its shared-memory ring stayed full for {} ms: the node stopped reading",
-                self.peer_timeout.as_millis()
-            ),
+            reason: ring_stuck_reason(self.peer_timeout),
         }
     }
 
@@ -1410,7 +1440,7 @@ impl Backend for MpiBackend {
                         self.tx_buf.clear();
                         self.tx_buf.extend_from_slice(parts[0]);
                         self.tx_buf.extend_from_slice(parts[1]);
-                        let (g, _) = send_one(
+                        got |= send_p2p(
                             &SimpleCommunicator::world(),
                             &mut st,
                             to,
@@ -1418,9 +1448,7 @@ impl Backend for MpiBackend {
                             &self.tx_buf,
                             None,
                             &mut sink,
-                            self.peer_timeout,
                         );
-                        got |= g;
                         Some(true)
                     }
                 };
@@ -1482,17 +1510,18 @@ impl Backend for MpiBackend {
         if self.shutdown_at.is_some() {
             return;
         }
-        let stuck = std::mem::take(&mut *self.shared.ring_stuck.lock());
+        // (A flag first: this runs on every pass of the service loop.)
+        let stuck = match self.shared.ring_stuck_any.swap(false, Ordering::AcqRel) {
+            true => std::mem::take(&mut *self.shared.ring_stuck.lock()),
+            false => Vec::new(),
+        };
         for to in stuck {
             if let Some(p) = usize::try_from(to).ok().and_then(|i| self.peers.get_mut(i)) {
                 if !p.lost {
                     p.lost = true;
                     out.push(BackendEvent::PeerLost {
                         peer: NodeId(to as u16),
-                        reason: format!(
-                            "its shared-memory ring stayed full for {} ms",
-                            self.peer_timeout.as_millis()
-                        ),
+                        reason: ring_stuck_reason(self.peer_timeout),
                     });
                 }
             }

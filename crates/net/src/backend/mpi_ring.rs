@@ -242,14 +242,20 @@ impl Writer {
         }
     }
 
-    /// True if `need` bytes are free (looking at the reader's cursor only when the last one
-    /// seen says they are not).
-    fn room(&mut self, need: usize) -> bool {
-        if self.ring.cap - ((self.tail - self.head) as usize) >= need {
-            return true;
+    /// The free bytes, looking at the reader's cursor only when the last one seen leaves
+    /// fewer than `need`.
+    fn free_for(&mut self, need: usize) -> usize {
+        let free = self.ring.cap - (self.tail - self.head) as usize;
+        if free >= need {
+            return free;
         }
         self.head = self.ring.head().load(Ordering::Acquire);
-        self.ring.cap - ((self.tail - self.head) as usize) >= need
+        self.ring.cap - (self.tail - self.head) as usize
+    }
+
+    /// True if `need` bytes are free (see [`Writer::free_for`]).
+    fn room(&mut self, need: usize) -> bool {
+        self.free_for(need) >= need
     }
 
     /// Appends one message (`parts` one after the other) with `tag`: whole, if it fits now,
@@ -299,7 +305,8 @@ impl Writer {
         let mut piece = parts.next();
         let mut off = 0;
         while self.tail < end {
-            if !self.room(1) {
+            let free = self.free_for(1);
+            if free == 0 {
                 self.ring
                     .tail()
                     .store(self.tail.min(end - 1), Ordering::Release);
@@ -308,7 +315,6 @@ impl Writer {
                 }
                 continue;
             }
-            let free = self.ring.cap - (self.tail - self.head) as usize;
             let n = match piece {
                 Some(p) => {
                     let n = free.min(p.len() - off).min(CHUNK);
