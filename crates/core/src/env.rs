@@ -27,6 +27,8 @@ pub const LOG: &str = "SQUALL_LOG";
 pub const LOCAL_NODES: &str = "SQUALL_LOCAL_NODES";
 pub const FETCH_SPIN_US: &str = "SQUALL_FETCH_SPIN_US";
 pub const MPI_HEADERLESS: &str = "SQUALL_MPI_HEADERLESS";
+pub const MPI_SHM: &str = "SQUALL_MPI_SHM";
+pub const MPI_SHM_GROUPS: &str = "SQUALL_MPI_SHM_GROUPS";
 pub const SERVICE_SLICE_US: &str = "SQUALL_SERVICE_SLICE_US";
 pub const BARRIER_EAGER: &str = "SQUALL_BARRIER_EAGER";
 pub const BARRIER_FETCH: &str = "SQUALL_BARRIER_FETCH";
@@ -123,6 +125,16 @@ pub const ALL: &[EnvVar] = &[
         name: MPI_HEADERLESS,
         default: "1 (when MPI_TAG_UB allows)",
         meaning: "mpi transport: 0 frames every message with the wire header instead of carrying type and job check in the MPI tag",
+    },
+    EnvVar {
+        name: MPI_SHM,
+        default: "1",
+        meaning: "mpi transport: 0 sends between ranks of one machine through MPI point-to-point instead of shared-memory rings in an MPI-3 window (all ranks must agree; any 0 turns the rings off)",
+    },
+    EnvVar {
+        name: MPI_SHM_GROUPS,
+        default: "1",
+        meaning: "mpi transport, for testing: k > 1 splits the ranks of each machine into k groups (rank mod k) with rings inside a group and MPI point-to-point between groups, as on k machines (the largest k of any rank wins)",
     },
     EnvVar {
         name: SERVICE_SLICE_US,

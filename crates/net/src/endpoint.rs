@@ -243,6 +243,8 @@ struct Shared {
     handlers_gen: AtomicU64,
     /// Extra sources by token: their fd (to deregister) and callback.
     sources: Mutex<HashMap<usize, (RawFd, SourceFn)>>,
+    /// How many extra sources are registered (read without the lock by the service loop).
+    sources_len: AtomicUsize,
     next_source: AtomicUsize,
     /// The poll's registry (a clone: sources are added from any thread).
     registry: Registry,
@@ -317,6 +319,7 @@ impl Endpoint {
             handler_changes: Mutex::new(Vec::new()),
             handlers_gen: AtomicU64::new(0),
             sources: Mutex::new(HashMap::new()),
+            sources_len: AtomicUsize::new(0),
             next_source: AtomicUsize::new(SOURCE_TOKEN_BASE),
             registry,
             held: Mutex::new(IntMap::default()),
@@ -533,13 +536,17 @@ impl Endpoint {
         let token = self.shared.next_source.fetch_add(1, Ordering::Relaxed);
         let f: SourceFn = Arc::new(Mutex::new(on_ready));
         // In the table before the poll can report it.
-        self.shared.sources.lock().insert(token, (fd, f));
+        self.change_sources(|s| {
+            s.insert(token, (fd, f));
+        });
         if let Err(e) =
             self.shared
                 .registry
                 .register(&mut SourceFd(&fd), Token(token), Interest::READABLE)
         {
-            self.shared.sources.lock().remove(&token);
+            self.change_sources(|s| {
+                s.remove(&token);
+            });
             return Err(NetError::io(
                 format!("registering fd {fd} with the poll"),
                 e,
@@ -548,10 +555,20 @@ impl Endpoint {
         Ok(SourceId(token))
     }
 
+    /// Changes the table of extra sources under its lock and keeps its lock-free count.
+    fn change_sources<R>(&self, f: impl FnOnce(&mut HashMap<usize, (RawFd, SourceFn)>) -> R) -> R {
+        let mut sources = self.shared.sources.lock();
+        let r = f(&mut sources);
+        self.shared
+            .sources_len
+            .store(sources.len(), Ordering::Release);
+        r
+    }
+
     /// Stops polling a source added with [`Endpoint::add_source`] and drops its callback (a
     /// run in progress finishes). Returns false if it was not registered.
     pub fn remove_source(&self, id: SourceId) -> bool {
-        let Some((fd, _)) = self.shared.sources.lock().remove(&id.0) else {
+        let Some((fd, _)) = self.change_sources(|s| s.remove(&id.0)) else {
             return false;
         };
         // The fd may be closed already (which removed it from the poll): nothing to undo then.
@@ -1020,7 +1037,7 @@ impl Endpoint {
                     break;
                 }
             }
-            let (timeout, later, spinning) = {
+            let (timeout, later, spinning, skip_poll) = {
                 let mut d = self.shared.driver.lock();
                 let spinning = d.spin_until.is_some_and(|u| u > now);
                 if !spinning {
@@ -1042,12 +1059,24 @@ impl Endpoint {
                     d if d < Duration::from_micros(1) => Duration::ZERO,
                     d => d,
                 });
-                (wait, later, spinning)
+                // A hot backend whose input is not a file descriptor (MPI), with no extra
+                // sources: a poll that must not wait could only report the endpoint's or the
+                // backend's waker, whose work (posted closures, input queued by other threads)
+                // the loop looks at anyway. Its system call is skipped.
+                let skip_poll = wait == Some(Duration::ZERO)
+                    && d.backend.hot()
+                    && self.shared.sources_len.load(Ordering::Acquire) == 0;
+                (wait, later, spinning, skip_poll)
             };
             if let Some(t) = later {
                 self.arm_timer(t);
             }
-            let res = poll.poll(&mut events, timeout);
+            let res = if skip_poll {
+                events.clear();
+                Ok(())
+            } else {
+                poll.poll(&mut events, timeout)
+            };
             if spinning && events.is_empty() {
                 // Nothing yet: let another runnable thread of this CPU (the peer we wait for,
                 // on a machine with few cores) go first.

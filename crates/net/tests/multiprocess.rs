@@ -292,6 +292,37 @@ fn suite_mpi_4() {
 fn suite_mpi_2_framed() {
     run_mpi_env(2, "suite", "suite ok", &[("SQUALL_MPI_HEADERLESS", "0")]);
 }
+/// Point-to-point between ranks of one machine too (`SQUALL_MPI_SHM=0`): the path ranks on
+/// different machines take. (By default ranks sharing a machine use the shared-memory rings,
+/// which every other mpi test here goes through, 1 MiB bulk messages streamed through a
+/// 512 KiB ring included.)
+#[cfg(feature = "mpi")]
+#[test]
+fn suite_mpi_2_p2p() {
+    run_mpi_env(2, "suite", "suite ok", &[("SQUALL_MPI_SHM", "0")]);
+}
+#[cfg(feature = "mpi")]
+#[test]
+fn suite_mpi_4_p2p() {
+    run_mpi_env(4, "suite", "suite ok", &[("SQUALL_MPI_SHM", "0")]);
+}
+/// Both paths at once, as on a cluster: 4 ranks in 2 groups (`SQUALL_MPI_SHM_GROUPS=2`: ranks
+/// 0 and 2 share rings, so do 1 and 3; the rest talk through MPI point-to-point).
+#[cfg(feature = "mpi")]
+#[test]
+fn suite_mpi_4_rings_and_p2p() {
+    run_mpi_env(4, "suite", "suite ok", &[("SQUALL_MPI_SHM_GROUPS", "2")]);
+}
+#[cfg(feature = "mpi")]
+#[test]
+fn message_test_mpi_4_rings_and_p2p() {
+    run_mpi_env(
+        4,
+        "message",
+        "message ok",
+        &[("SQUALL_MPI_SHM_GROUPS", "2")],
+    );
+}
 #[cfg(feature = "mpi")]
 #[test]
 fn message_test_mpi_2_framed() {

@@ -12,6 +12,12 @@
 pub(crate) mod mpi;
 #[cfg(feature = "mpi")]
 mod mpi_rx;
+#[cfg(feature = "mpi")]
+mod mpi_shm;
+// Pure memory logic: its tests run without the feature too.
+#[cfg(any(test, feature = "mpi"))]
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+mod mpi_ring;
 // Pure logic: its tests run without the feature too.
 #[cfg(any(test, feature = "mpi"))]
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]

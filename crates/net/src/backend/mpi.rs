@@ -13,6 +13,17 @@
 //! `MPI_Comm_rank`/`MPI_Comm_size`, the job id broadcast by rank 0); must not touch handlers,
 //! requests or statistics by type.
 //!
+//! Ranks on the same machine (`MPI_Comm_split_type` SHARED) skip MPI point-to-point: each
+//! message to one of them, of any size, is one record in a ring of an MPI-3 shared-memory
+//! window ([`super::mpi_shm`], the ring protocol in [`super::mpi_ring`]) carrying the same tag
+//! and bytes the MPI message would, so decoding is shared. Rings are read under the MPI lock
+//! like the posted receive, by the same threads and at the same moments (the service thread's
+//! looks, the progress thread while it is cold, a sender waiting for room), and written by the
+//! sending thread under that lock; a full ring makes its writer read its own rings (and MPI)
+//! while it waits, so two ranks filling each other's rings both make room. With every peer on
+//! the machine, a hot look tests MPI only every [`MPI_TEST_EVERY`] looks. `SQUALL_MPI_SHM=0`
+//! (on any rank) turns the rings off.
+//!
 //! Who calls MPI: MPI is initialised with `MPI_THREAD_SERIALIZED` and every MPI call is made
 //! under one lock ([`Shared::mpi`]), by whichever thread needs it, so no message crosses a
 //! thread to be sent or received on the latency path:
@@ -60,13 +71,16 @@
 //! does not, heartbeats (`TY_LINK`, every third of the peer timeout when nothing else was
 //! sent) and a silence limit of `SQUALL_PEER_TIMEOUT_MS` report the peer lost by name instead
 //! of hanging.
+use super::mpi_ring::{Msg, Reader};
 use super::mpi_rx::{self, MpiLock, PostedRecv};
+use super::mpi_shm::Shm;
 use super::mpi_tag;
 use super::{Backend, BackendEvent, InMsg, OutMsg};
 use crate::config::NetConfig;
 use crate::endpoint::{TY_BYE, TY_LINK};
 use crate::error::NetError;
 use crate::stats::{DropReason, LinkCounters};
+use ::mpi::collective::{CommunicatorCollectives, SystemOperation};
 use ::mpi::point_to_point::{Destination, MatchedReceiveVec, Source};
 use ::mpi::topology::{Communicator, SimpleCommunicator};
 use ::mpi::traits::Root;
@@ -76,7 +90,7 @@ use mio::event::Event;
 use mio::{Registry, Token, Waker};
 use parking_lot::Mutex;
 use squall_core::{JobId, NodeId};
-use squall_wire::{decode_header, encode_into, Flags, Header, MsgType, HEADER_LEN};
+use squall_wire::{decode_header, Flags, Header, MsgType, HEADER_LEN};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -112,6 +126,26 @@ const TESTS_PER_LOOK: u32 = 4;
 fn framed_by_env() -> bool {
     std::env::var(squall_core::env::MPI_HEADERLESS).is_ok_and(|v| v.trim() == "0")
 }
+/// `SQUALL_MPI_SHM=0` sends messages between ranks of one machine through MPI point-to-point
+/// too, instead of the shared-memory rings ([`super::mpi_shm`]).
+fn shm_by_env() -> bool {
+    !std::env::var(squall_core::env::MPI_SHM).is_ok_and(|v| v.trim() == "0")
+}
+/// `SQUALL_MPI_SHM_GROUPS=k` (testing): the ranks of each machine form k groups (by rank
+/// modulo k), rings within a group and MPI point-to-point between groups, as if the machine
+/// were k machines.
+fn shm_groups_by_env() -> i32 {
+    std::env::var(squall_core::env::MPI_SHM_GROUPS)
+        .ok()
+        .and_then(|v| v.trim().parse::<i32>().ok())
+        .filter(|k| *k >= 1)
+        .unwrap_or(1)
+}
+/// With every peer on this machine (all reached through rings), the hot service thread tests
+/// the posted MPI receive only once per this many looks at the rings.
+const MPI_TEST_EVERY: u32 = 16;
+/// Passes over the rings in one look while MPI is not due and nothing has come.
+const RING_PASSES: u32 = 16;
 
 /// This backend's token in the service thread's poll (the waker).
 const WAKE_TOKEN: Token = Token(1);
@@ -200,8 +234,15 @@ const INIT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Work for the progress thread.
 enum Cmd {
-    Send { to: i32, frame: Frame },
-    Finalize,
+    Send {
+        to: i32,
+        frame: Frame,
+    },
+    /// `all_gone`: every peer said goodbye, so every rank of this machine frees the shared
+    /// window (a collective call) too.
+    Finalize {
+        all_gone: bool,
+    },
 }
 
 /// One encoded message: a whole frame, or a header with the payload beside it (`tag`
@@ -222,6 +263,9 @@ struct MpiState {
     closed: bool,
     /// The receive kept posted for [`TAG`] messages.
     rx: PostedRecv,
+    /// The shared-memory rings to and from the ranks of this machine (None: every peer is
+    /// reached through MPI point-to-point).
+    shm: Option<Shm>,
 }
 
 /// State shared between the backend (service thread and senders) and the progress thread.
@@ -241,6 +285,10 @@ struct Shared {
     sent_ns: AtomicU64,
     /// When the service thread last probed, in nanoseconds since `epoch`.
     svc_seen_ns: AtomicU64,
+    /// Peers whose ring stayed full past the peer timeout while a send waited (world ranks;
+    /// the service thread reports them lost), and whether there are any.
+    ring_stuck: Mutex<Vec<i32>>,
+    ring_stuck_any: AtomicBool,
     epoch: Instant,
 }
 
@@ -252,6 +300,12 @@ impl Shared {
                 let _ = w.wake();
             }
         }
+    }
+
+    /// Records that a send to world rank `to` gave up on its full ring.
+    fn note_ring_stuck(&self, to: i32) {
+        self.ring_stuck.lock().push(to);
+        self.ring_stuck_any.store(true, Ordering::Release);
     }
 
     fn nanos(&self, t: Instant) -> u64 {
@@ -276,6 +330,8 @@ struct Started {
     spin: SpinPolicy,
     /// `MPI_TAG_UB` is large enough for headerless messages ([`mpi_tag`]).
     headerless: bool,
+    /// Peers reached through MPI point-to-point (the others through rings).
+    p2p_peers: usize,
 }
 
 struct PeerState {
@@ -315,6 +371,17 @@ pub(crate) struct MpiBackend {
     spin: SpinPolicy,
     /// The service thread's clock at its last `handle_timeout` (`poll_timeout` reuses it).
     now_seen: Instant,
+    /// A message came or went since the last `handle_timeout`, whose fresh clock then becomes
+    /// `last_activity` (the clock those events carried is `now_seen`, up to a batch of looks
+    /// old, which would make a busy service thread look idle and yield its core).
+    active: bool,
+    /// Peers reached through MPI point-to-point: with none, the hot service thread tests MPI
+    /// only every [`MPI_TEST_EVERY`] looks.
+    p2p_peers: usize,
+    /// Looks at MPI and the rings so far (wrapping).
+    looks: u32,
+    /// Reused buffer of what one look took off the rings.
+    ring_buf: Vec<Result<(Header, Bytes), DropReason>>,
 }
 
 /// Starts the progress thread (which initialises MPI) and returns the backend with this node's
@@ -331,12 +398,15 @@ pub(crate) fn start(cfg: &NetConfig) -> Result<(MpiBackend, NodeId, u16, JobId),
         mpi: MpiLock::new(MpiState {
             closed: false,
             rx: PostedRecv::new(RX_MAX),
+            shm: None,
         }),
         in_flight: AtomicUsize::new(0),
         finalized: AtomicBool::new(false),
         svc_hot: AtomicBool::new(false),
         svc_seen_ns: AtomicU64::new(0),
         sent_ns: AtomicU64::new(0),
+        ring_stuck: Mutex::new(Vec::new()),
+        ring_stuck_any: AtomicBool::new(false),
         epoch: Instant::now(),
     });
     let (cmd_tx, cmd_rx) = unbounded::<Cmd>();
@@ -344,13 +414,14 @@ pub(crate) fn start(cfg: &NetConfig) -> Result<(MpiBackend, NodeId, u16, JobId),
     let (ready_tx, ready_rx) = crossbeam_channel::bounded::<Result<Started, String>>(1);
     let job_hint = cfg.job_id;
     let slice = cfg.service_slice;
+    let peer_timeout = cfg.peer_timeout;
     let sh = shared.clone();
     let progress_in = in_tx.clone();
     let join = std::thread::Builder::new()
         .name("squall-mpi".into())
         .spawn(move || {
             crate::sched::apply(slice, "the mpi progress thread");
-            progress_main(job_hint, cmd_rx, progress_in, ready_tx, sh)
+            progress_main(job_hint, peer_timeout, cmd_rx, progress_in, ready_tx, sh)
         })
         .map_err(|e| NetError::io("spawning the mpi progress thread", e))?;
     let started = match ready_rx.recv_timeout(INIT_TIMEOUT) {
@@ -395,6 +466,10 @@ pub(crate) fn start(cfg: &NetConfig) -> Result<(MpiBackend, NodeId, u16, JobId),
             last_activity: now,
             spin: started.spin,
             now_seen: now,
+            active: false,
+            p2p_peers: started.p2p_peers,
+            looks: 0,
+            ring_buf: Vec::new(),
         },
         started.rank,
         started.size,
@@ -406,6 +481,7 @@ pub(crate) fn start(cfg: &NetConfig) -> Result<(MpiBackend, NodeId, u16, JobId),
 /// service thread does not) until told to finalise.
 fn progress_main(
     job_hint: Option<JobId>,
+    peer_timeout: Duration,
     cmds: Receiver<Cmd>,
     incoming: Sender<Received>,
     ready: Sender<Result<Started, String>>,
@@ -442,12 +518,30 @@ fn progress_main(
     // Every rank runs the same MPI library, so all agree on the headerless path.
     // (The layout uses all 31 bits a tag has: only the largest MPI_TAG_UB will do.)
     let headerless = mpi_rx::tag_ub() == mpi_tag::NEEDED_TAG_UB;
+    // Rings between the ranks of each machine, unless any rank was told not to (all must
+    // agree: the window is created collectively, and a ring nobody reads would hang).
+    let mut shm_all = 0i32;
+    world.all_reduce_into(
+        &i32::from(shm_by_env()),
+        &mut shm_all,
+        SystemOperation::min(),
+    );
+    let mut groups = 1i32;
+    world.all_reduce_into(&shm_groups_by_env(), &mut groups, SystemOperation::max());
+    let shm = (shm_all == 1)
+        .then(|| Shm::create(rank, size, groups))
+        .flatten();
+    let p2p_peers = shm
+        .as_ref()
+        .map_or(usize::from(size16).saturating_sub(1), Shm::remote_ranks);
+    shared.mpi.lock().shm = shm;
     let _ = ready.send(Ok(Started {
         rank: NodeId(rank16),
         size: size16,
         job: JobId(job),
         spin: SpinPolicy::for_machine(local_nodes, online_cores()),
         headerless,
+        p2p_peers,
     }));
     let mut push = |r: Received| {
         // The backend is gone only when the endpoint is; then nobody wants the frame.
@@ -455,6 +549,7 @@ fn progress_main(
     };
     let mut last_work = Instant::now();
     let mut nap = Duration::from_micros(2);
+    let mut free_window = false;
     loop {
         let mut worked = false;
         let mut finalize = false;
@@ -463,8 +558,8 @@ fn progress_main(
                 Ok(Cmd::Send { to, frame }) => {
                     worked = true;
                     let mut st = shared.mpi.lock();
-                    if !st.closed
-                        && send_one(
+                    if !st.closed {
+                        let (got, sent) = send_one(
                             &world,
                             &mut st,
                             to,
@@ -472,15 +567,23 @@ fn progress_main(
                             &frame.head,
                             frame.body.as_ref(),
                             &mut push,
-                        )
-                    {
-                        shared.wake();
+                            peer_timeout,
+                        );
+                        if !sent {
+                            shared.note_ring_stuck(to);
+                        }
+                        if got || !sent {
+                            shared.wake();
+                        }
                     }
                     // Still under the lock: a sender that sees nothing in flight may post
                     // its own send, which then follows this one.
                     shared.in_flight.fetch_sub(1, Ordering::AcqRel);
                 }
-                Ok(Cmd::Finalize) => finalize = true,
+                Ok(Cmd::Finalize { all_gone }) => {
+                    finalize = true;
+                    free_window |= all_gone;
+                }
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Disconnected) => {
                     finalize = true;
@@ -500,7 +603,7 @@ fn progress_main(
             continue;
         }
         if let Some(mut st) = shared.mpi.try_lock() {
-            if !st.closed && receive_all(&world, &mut st, &mut push) {
+            if !st.closed && receive_all(&mut st, &mut push) {
                 worked = true;
                 shared.wake();
             }
@@ -528,6 +631,13 @@ fn progress_main(
     {
         let mut st = shared.mpi.lock();
         st.rx.cancel();
+        if let Some(shm) = st.shm.take() {
+            // Collective over this machine's ranks: only when all said goodbye (then all
+            // get here); otherwise the window is left to MPI_Finalize.
+            if free_window {
+                shm.free();
+            }
+        }
         st.closed = true;
     }
     drop(world);
@@ -537,10 +647,32 @@ fn progress_main(
     shared.wake();
 }
 
-/// Posts one send and completes it, receiving whatever arrives meanwhile into `sink`
-/// (true if something did). Caller holds the MPI lock.
+/// Posts one send and completes it, receiving whatever arrives meanwhile into `sink`:
+/// (something was received, the send went out). A send to a rank of this machine goes
+/// through its ring ([`ring_send`]); it fails only if that ring stays full for `limit`.
+/// Caller holds the MPI lock.
 #[allow(clippy::too_many_arguments)]
 fn send_one(
+    world: &SimpleCommunicator,
+    st: &mut MpiState,
+    to: i32,
+    tag: i32,
+    head: &[u8],
+    body: Option<&Bytes>,
+    sink: &mut dyn FnMut(Received),
+    limit: Duration,
+) -> (bool, bool) {
+    let mut got = false;
+    let parts = [head, body.map_or(&[][..], |b| &b[..])];
+    match ring_send(st, to, tag, &parts, sink, &mut got, limit) {
+        Some(sent) => (got, sent),
+        None => (send_p2p(world, st, to, tag, head, body, sink), true),
+    }
+}
+
+/// Posts one MPI point-to-point send and completes it, receiving whatever arrives meanwhile
+/// into `sink` (true if something did). Caller holds the MPI lock.
+fn send_p2p(
     world: &SimpleCommunicator,
     st: &mut MpiState,
     to: i32,
@@ -555,8 +687,8 @@ fn send_one(
         mpi_rx::send(head, to, tag);
         return false;
     }
-    let dest = world.process_at_rank(to);
     let mut got = false;
+    let dest = world.process_at_rank(to);
     ::mpi::request::scope(|scope| {
         let mut head = Some(dest.immediate_send_with_tag(scope, head, tag));
         let mut body = body.map(|b| dest.immediate_send_with_tag(scope, &b[..], TAG_BODY));
@@ -568,31 +700,82 @@ fn send_one(
                 body = r.test().err();
             }
             if head.is_some() || body.is_some() {
-                got |= receive_all(world, st, sink);
+                got |= receive_all(st, sink);
             }
         }
     });
     got
 }
 
-/// Receives every frame already arrived into `sink` (copied out of the posted receive); true
-/// if there was one. Caller holds the MPI lock.
-fn receive_all(
-    world: &SimpleCommunicator,
+/// Appends one message (`parts` one after the other: a headerless message and its trailer,
+/// or a frame's header and payload) to the ring to `to`; None if `to` is not on this machine.
+/// While the ring is full, receives what arrives (the rings from this machine, MPI) into
+/// `sink` (setting `got`), so two ranks filling each other's rings both make room; gives up
+/// (Some(false)) after `limit`. Caller holds the MPI lock.
+#[allow(clippy::too_many_arguments)]
+fn ring_send(
     st: &mut MpiState,
+    to: i32,
+    tag: i32,
+    parts: &[&[u8]],
     sink: &mut dyn FnMut(Received),
-) -> bool {
+    got: &mut bool,
+    limit: Duration,
+) -> Option<bool> {
+    let MpiState { rx, shm, .. } = st;
+    let shm = shm.as_mut()?;
+    let mut since: Option<Instant> = None;
+    let mut waits = 0u32;
+    shm.send(to, tag, parts, &mut |rings| {
+        *got |= drain(rx, rings, sink);
+        waits += 1;
+        if waits < 64 {
+            std::hint::spin_loop();
+        } else {
+            // The reader may be waiting for this core.
+            std::thread::yield_now();
+        }
+        since.get_or_insert_with(Instant::now).elapsed() < limit
+    })
+}
+
+/// Receives every message already arrived into `sink` (copied out of the posted receive or
+/// the rings); true if there was one. Caller holds the MPI lock.
+fn receive_all(st: &mut MpiState, sink: &mut dyn FnMut(Received)) -> bool {
+    let MpiState { rx, shm, .. } = st;
+    drain(rx, shm.as_mut().map_or(&mut [], |s| &mut s.rx[..]), sink)
+}
+
+/// Takes every whole message off `rings`, handing each to `f` with its writer's rank and its
+/// tag (small ones in place, see [`Reader::next`]); true if there was one.
+fn read_rings(rings: &mut [Reader], f: &mut dyn FnMut(i32, i32, Msg<'_>)) -> bool {
     let mut got = false;
-    while let Some((src, tag, len)) = st.rx.test() {
+    for r in rings.iter_mut() {
+        let src = r.src;
+        while r.next(COPY_MAX, &mut |tag, m| f(src, tag, m)) {
+            got = true;
+        }
+    }
+    got
+}
+
+/// [`receive_all`] on the parts of the MPI state.
+fn drain(rx: &mut PostedRecv, rings: &mut [Reader], sink: &mut dyn FnMut(Received)) -> bool {
+    let mut got = read_rings(rings, &mut |src, tag, m| match m {
+        Msg::Here(d) => sink((src, tag, d.to_vec(), None)),
+        Msg::Owned(v) => sink((src, tag, v, None)),
+    });
+    while let Some((src, tag, len)) = rx.test() {
         got = true;
         let data = if len > COPY_MAX {
-            st.rx.take()
+            rx.take()
         } else {
-            let d = st.rx.data().to_vec();
-            st.rx.release();
+            let d = rx.data().to_vec();
+            rx.release();
             d
         };
-        let body = (tag == TAG && is_split_header(&data)).then(|| receive_body(world, src));
+        let body = (tag == TAG && is_split_header(&data))
+            .then(|| receive_body(&SimpleCommunicator::world(), src));
         sink((src, tag, data, body));
     }
     got
@@ -717,6 +900,55 @@ fn decode_headerless_owned(
     Ok((h, Bytes::from(data)))
 }
 
+/// Decodes a message received into a buffer of its own (`data`; `body` beside a split
+/// header) from MPI rank `src` with `tag`, for this node (`me` as in [`check_headerless`], the
+/// check bits -1 when headerless messages are off): headerless or framed, a large one keeping
+/// its buffer.
+fn decode_received(
+    me: (i32, JobId, NodeId, usize),
+    src: i32,
+    tag: i32,
+    data: Vec<u8>,
+    body: Option<Vec<u8>>,
+) -> Result<(Header, Bytes), DropReason> {
+    let (_, job, rank, peers) = me;
+    let headerless = me.0 >= 0 && tag & mpi_tag::HEADERLESS != 0;
+    match (body, data.len() > COPY_MAX) {
+        (None, false) => decode_slice(me, src, tag, &data),
+        (None, true) if headerless => decode_headerless_owned(me, src, tag, data),
+        (None, true) if tag == TAG => decode_owned(job, rank, peers, src, data),
+        (Some(body), _) if !headerless && tag == TAG => {
+            decode_frame(job, rank, peers, src, &data, Some(body))
+        }
+        _ => Err(DropReason::Garbage),
+    }
+}
+
+/// Decodes a whole message read in place (a ring's bytes), payload copied out: headerless
+/// or framed (see [`decode_received`]).
+fn decode_slice(
+    me: (i32, JobId, NodeId, usize),
+    src: i32,
+    tag: i32,
+    data: &[u8],
+) -> Result<(Header, Bytes), DropReason> {
+    if me.0 >= 0 && tag & mpi_tag::HEADERLESS != 0 {
+        decode_headerless(me, src, tag, data)
+    } else if tag != TAG {
+        Err(DropReason::Garbage)
+    } else {
+        decode_frame(me.1, me.2, me.3, src, data, None)
+    }
+}
+
+/// Why a peer whose ring stayed full for `timeout` is lost.
+fn ring_stuck_reason(timeout: Duration) -> String {
+    format!(
+        "its shared-memory ring stayed full for {} ms: the node stopped reading",
+        timeout.as_millis()
+    )
+}
+
 /// True if `frame` is a header alone whose payload follows as a [`TAG_BODY`] message.
 fn is_split_header(frame: &[u8]) -> bool {
     frame.len() == HEADER_LEN
@@ -770,7 +1002,7 @@ impl MpiBackend {
             }
             let world = SimpleCommunicator::world();
             let tx = &self.incoming_tx;
-            let got = send_one(
+            let (got, sent) = send_one(
                 &world,
                 &mut st,
                 i32::from(to.0),
@@ -780,10 +1012,14 @@ impl MpiBackend {
                 &mut |r| {
                     let _ = tx.send(r);
                 },
+                self.peer_timeout,
             );
             drop(st);
             if got {
                 self.shared.wake();
+            }
+            if !sent {
+                return Err(self.ring_stuck(i32::from(to.0)));
             }
             // A large send takes a while: the wait for its answer starts when it is done.
             let done = Instant::now();
@@ -824,6 +1060,9 @@ impl MpiBackend {
     /// loop until the next call ([`Backend::hot`]).
     fn poll_mpi(&mut self, now: Instant, out: &mut Vec<BackendEvent>) {
         self.now_seen = now;
+        if std::mem::take(&mut self.active) {
+            self.last_activity = self.last_activity.max(now);
+        }
         let idle_for = now.saturating_duration_since(self.last_activity);
         let hot = idle_for < self.spin.hot_for;
         if hot {
@@ -862,7 +1101,10 @@ impl MpiBackend {
     /// `tests`: how many times to test the posted receive while nothing has come.
     fn look(&mut self, now: Instant, out: &mut Vec<BackendEvent>, tests: u32) -> bool {
         let mut queued = std::mem::take(&mut self.rx_buf);
+        let mut rings = std::mem::take(&mut self.ring_buf);
         let mut probed = None;
+        self.looks = self.looks.wrapping_add(1);
+        let mpi_due = self.p2p_peers > 0 || self.looks.is_multiple_of(MPI_TEST_EVERY);
         match self.shared.mpi.try_lock() {
             Some(mut st) => {
                 // Frames are queued only under the MPI lock: while this thread holds it, the
@@ -870,7 +1112,29 @@ impl MpiBackend {
                 if !self.incoming.is_empty() {
                     queued.extend(self.incoming.try_iter());
                 }
-                if !st.closed {
+                let me = self.me();
+                // (Taken away before MPI closes, under this lock.)
+                if let Some(shm) = st.shm.as_mut() {
+                    // The rings (small messages decoded in place), several times over while
+                    // nothing comes and MPI is not due: a pass costs a load per ring, so the
+                    // endpoint's loop around (and its poll's system call) comes seldom.
+                    let passes = if mpi_due || !queued.is_empty() {
+                        1
+                    } else {
+                        RING_PASSES
+                    };
+                    for _ in 0..passes {
+                        if read_rings(&mut shm.rx, &mut |src, tag, m| {
+                            rings.push(match m {
+                                Msg::Here(d) => decode_slice(me, src, tag, d),
+                                Msg::Owned(v) => decode_received(me, src, tag, v, None),
+                            })
+                        }) {
+                            break;
+                        }
+                    }
+                }
+                if !st.closed && mpi_due {
                     let mut hit = st.rx.test();
                     for _ in 1..tests {
                         if hit.is_some() || !queued.is_empty() {
@@ -879,12 +1143,6 @@ impl MpiBackend {
                         hit = st.rx.test();
                     }
                     if let Some((src, tag, len)) = hit {
-                        let me = (
-                            self.headerless.unwrap_or(-1),
-                            self.job,
-                            self.rank,
-                            self.peers.len(),
-                        );
                         if tag & mpi_tag::HEADERLESS != 0 && self.headerless.is_some() {
                             // Headerless: source, type and length come from the status and
                             // the tag; the payload is read in place (or keeps the buffer).
@@ -929,10 +1187,13 @@ impl MpiBackend {
                 }
             }
         }
-        let found = !queued.is_empty() || probed.is_some();
+        let found = !queued.is_empty() || probed.is_some() || !rings.is_empty();
         if found {
             let large = matches!(probed, Some((true, _)))
-                || queued.iter().any(|(_, _, _, body)| body.is_some());
+                || queued.iter().any(|(_, _, _, body)| body.is_some())
+                || rings
+                    .iter()
+                    .any(|d| d.as_ref().is_ok_and(|(_, p)| p.len() > COPY_MAX));
             // A large receive took a while: the service thread stays hot from its end.
             let now = if large {
                 let t = Instant::now();
@@ -947,8 +1208,12 @@ impl MpiBackend {
             if let Some((_, decoded)) = probed {
                 self.accept(now, decoded, out);
             }
+            for decoded in rings.drain(..) {
+                self.accept(now, decoded, out);
+            }
         }
         self.rx_buf = queued;
+        self.ring_buf = rings;
         found
     }
 
@@ -1017,21 +1282,7 @@ impl MpiBackend {
         body: Option<Vec<u8>>,
         out: &mut Vec<BackendEvent>,
     ) {
-        let (job, rank, peers) = (self.job, self.rank, self.peers.len());
-        let decoded = if let Some(jb) = self.headerless.filter(|_| tag & mpi_tag::HEADERLESS != 0) {
-            let me = (jb, job, rank, peers);
-            if data.len() > COPY_MAX {
-                decode_headerless_owned(me, src, tag, data)
-            } else {
-                decode_headerless(me, src, tag, &data)
-            }
-        } else if tag != TAG {
-            Err(DropReason::Garbage)
-        } else if body.is_none() && data.len() > COPY_MAX {
-            decode_owned(job, rank, peers, src, data)
-        } else {
-            decode_frame(job, rank, peers, src, &data, body)
-        };
+        let decoded = decode_received(self.me(), src, tag, data, body);
         self.accept(now, decoded, out);
     }
 
@@ -1054,6 +1305,7 @@ impl MpiBackend {
         let p = &mut self.peers[h.src.index()];
         p.last_heard = now;
         self.last_activity = now;
+        self.active = true;
         if p.lost {
             return;
         }
@@ -1076,6 +1328,27 @@ impl MpiBackend {
             request_id: h.request_id,
             payload,
         }));
+    }
+
+    /// This node as the decoders check messages against: headerless check bits (-1: off),
+    /// job, rank, job size.
+    fn me(&self) -> (i32, JobId, NodeId, usize) {
+        (
+            self.headerless.unwrap_or(-1),
+            self.job,
+            self.rank,
+            self.peers.len(),
+        )
+    }
+
+    /// A send to world rank `to` gave up on its full ring (the ring is unusable from then on):
+    /// the next `handle_timeout` reports the peer lost; the error says why.
+    fn ring_stuck(&self, to: i32) -> NetError {
+        self.shared.note_ring_stuck(to);
+        NetError::PeerLost {
+            peer: NodeId(u16::try_from(to).unwrap_or(u16::MAX)),
+            reason: ring_stuck_reason(self.peer_timeout),
+        }
     }
 
     fn heartbeat_every(&self) -> Duration {
@@ -1102,12 +1375,11 @@ impl Backend for MpiBackend {
             });
         }
         let headerless = self.headerless_tag(msg.ty, msg.flags, msg.payload.len());
-        if (headerless.is_some() || HEADER_LEN + msg.payload.len() <= RX_MAX)
-            && self.shared.in_flight.load(Ordering::Acquire) == 0
-        {
-            // The latency path: a whole frame this thread sends itself, encoded into a reused
-            // buffer (no allocation): one blocking (eager) `MPI_Send`, or for frames beyond
-            // the eager size an `MPI_Isend` completed while receiving.
+        if self.shared.in_flight.load(Ordering::Acquire) == 0 {
+            // The latency path: a message this thread sends itself, with no allocation: into
+            // the ring of a rank on this machine (any size), or with one blocking (eager)
+            // `MPI_Send` (for a whole frame beyond the eager size an `MPI_Isend` completed
+            // while receiving).
             let Some(p) = self.peers.get_mut(msg.to.index()) else {
                 return Err(NetError::BadDestination {
                     peer: msg.to,
@@ -1124,56 +1396,91 @@ impl Backend for MpiBackend {
                         reason: "mpi has been finalised on this node".into(),
                     });
                 }
-                p.last_sent = now;
                 let to = i32::from(msg.to.0);
+                let id = msg.request_id.to_le_bytes();
+                let header;
                 // What goes: a headerless message straight from the caller's payload (a
-                // request or reply: payload and request id copied into the reused buffer),
-                // or a whole frame encoded into that buffer.
-                let (tag, buf): (i32, &[u8]) = match headerless {
-                    Some((tag, false)) => (tag, &msg.payload),
-                    Some((tag, true)) => {
-                        self.tx_buf.clear();
-                        self.tx_buf.extend_from_slice(&msg.payload);
-                        self.tx_buf.extend_from_slice(&msg.request_id.to_le_bytes());
-                        (tag, &self.tx_buf)
-                    }
+                // request or reply: its id beside it), or a frame's header and payload.
+                let (tag, parts): (i32, [&[u8]; 2]) = match headerless {
+                    Some((tag, false)) => (tag, [&msg.payload, &[]]),
+                    Some((tag, true)) => (tag, [&msg.payload, &id]),
                     None => {
                         let mut h = Header::new(self.job, msg.ty, self.rank, msg.to);
                         h.flags = msg.flags;
                         h.request_id = msg.request_id;
-                        self.tx_buf.clear();
-                        encode_into(&h, &msg.payload, &mut self.tx_buf);
-                        (TAG, &self.tx_buf)
+                        h.payload_len = msg.payload.len() as u32;
+                        header = h.to_bytes();
+                        (TAG, [&header, &msg.payload])
                     }
                 };
-                let large = buf.len() > BLOCKING_SEND_MAX;
-                let got = if large {
-                    let world = SimpleCommunicator::world();
-                    let tx = &self.incoming_tx;
-                    send_one(&world, &mut st, to, tag, buf, None, &mut |r| {
-                        let _ = tx.send(r);
-                    })
-                } else {
-                    mpi_rx::send(buf, to, tag);
-                    false
+                let len = parts[0].len() + parts[1].len();
+                let tx = &self.incoming_tx;
+                let mut got = false;
+                let mut sink = |r: Received| {
+                    let _ = tx.send(r);
+                };
+                let ring = ring_send(
+                    &mut st,
+                    to,
+                    tag,
+                    &parts,
+                    &mut sink,
+                    &mut got,
+                    self.peer_timeout,
+                );
+                let sent = match ring {
+                    Some(sent) => Some(sent),
+                    None if len > RX_MAX => None,
+                    None if len <= BLOCKING_SEND_MAX && parts[1].is_empty() => {
+                        mpi_rx::send(parts[0], to, tag);
+                        Some(true)
+                    }
+                    None => {
+                        // One buffer for MPI: the parts joined in the reused send buffer.
+                        self.tx_buf.clear();
+                        self.tx_buf.extend_from_slice(parts[0]);
+                        self.tx_buf.extend_from_slice(parts[1]);
+                        got |= send_p2p(
+                            &SimpleCommunicator::world(),
+                            &mut st,
+                            to,
+                            tag,
+                            &self.tx_buf,
+                            None,
+                            &mut sink,
+                        );
+                        Some(true)
+                    }
                 };
                 drop(st);
                 if got {
                     self.shared.wake();
                 }
-                self.counters.packets_sent += 1;
-                // A large send takes a while: the wait for its answer starts when it is done.
-                let now = if large { Instant::now() } else { now };
-                self.last_activity = now;
-                if !self.shared.svc_hot.load(Ordering::Acquire) {
-                    // The progress thread watches for the answer: from now, not after its nap.
-                    // (While the service thread is hot, it watches itself.)
-                    self.shared
-                        .sent_ns
-                        .store(self.shared.nanos(now), Ordering::Release);
-                    self.progress.unpark();
+                if let Some(sent) = sent {
+                    if !sent {
+                        return Err(self.ring_stuck(to));
+                    }
+                    self.peers[msg.to.index()].last_sent = now;
+                    self.counters.packets_sent += 1;
+                    // A large send takes a while: the wait for its answer starts when it is
+                    // done.
+                    let now = if len > BLOCKING_SEND_MAX {
+                        Instant::now()
+                    } else {
+                        now
+                    };
+                    self.last_activity = now;
+                    self.active = true;
+                    if !self.shared.svc_hot.load(Ordering::Acquire) {
+                        // The progress thread watches for the answer: from now, not after its
+                        // nap. (While the service thread is hot, it watches itself.)
+                        self.shared
+                            .sent_ns
+                            .store(self.shared.nanos(now), Ordering::Release);
+                        self.progress.unpark();
+                    }
+                    return Ok(());
                 }
-                return Ok(());
             }
         }
         let frame = self.frame(msg.to, msg.ty, msg.flags, msg.request_id, &msg.payload)?;
@@ -1202,6 +1509,22 @@ impl Backend for MpiBackend {
         self.poll_mpi(now, out);
         if self.shutdown_at.is_some() {
             return;
+        }
+        // (A flag first: this runs on every pass of the service loop.)
+        let stuck = match self.shared.ring_stuck_any.swap(false, Ordering::AcqRel) {
+            true => std::mem::take(&mut *self.shared.ring_stuck.lock()),
+            false => Vec::new(),
+        };
+        for to in stuck {
+            if let Some(p) = usize::try_from(to).ok().and_then(|i| self.peers.get_mut(i)) {
+                if !p.lost {
+                    p.lost = true;
+                    out.push(BackendEvent::PeerLost {
+                        peer: NodeId(to as u16),
+                        reason: ring_stuck_reason(self.peer_timeout),
+                    });
+                }
+            }
         }
         let every = self.heartbeat_every();
         let mut beats = Vec::new();
@@ -1294,7 +1617,7 @@ impl Backend for MpiBackend {
         if all_gone || Instant::now() >= s + LINGER {
             // `is_flushed` takes `&self`; the finalize command is idempotent on the progress
             // thread (it ends its loop once), so sending it more than once is harmless.
-            let _ = self.cmds.send(Cmd::Finalize);
+            let _ = self.cmds.send(Cmd::Finalize { all_gone });
             self.progress.unpark();
         }
         false
@@ -1322,7 +1645,7 @@ impl Drop for MpiBackend {
     fn drop(&mut self) {
         // Let the progress thread finalise MPI if it has not (bounded: a peer that never
         // finalises must not hang this process).
-        let _ = self.cmds.send(Cmd::Finalize);
+        let _ = self.cmds.send(Cmd::Finalize { all_gone: false });
         self.progress.unpark();
         let deadline = Instant::now() + Duration::from_secs(5);
         while !self.shared.finalized.load(Ordering::Acquire) && Instant::now() < deadline {
