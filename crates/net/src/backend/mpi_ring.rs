@@ -224,8 +224,11 @@ impl Writer {
     }
 
     /// Zeroes the stamp slots from `from` (or where clearing stopped, if further) up to
-    /// `upto`, which must be free room (`upto <= head + self.ring.cap`).
+    /// `upto`, which must be free room (`upto <= head + self.ring.cap`). Only slots that lie
+    /// wholly below `upto` are cleared: while a streamed record is read, the reader's cursor
+    /// (and so the end of the free room) can be at any byte, and the byte there is unread.
     fn clear(&mut self, from: u64, upto: u64) {
+        let upto = upto & !(REC as u64 - 1);
         let mut q = from.max(self.cleared);
         while q < upto {
             self.ring.stamp(q).store(0, Ordering::Relaxed);
@@ -414,15 +417,16 @@ impl Reader {
             return false;
         };
         let tail = self.ring.tail().load(Ordering::Acquire);
-        let mut avail = tail.saturating_sub(self.head) as usize;
-        let n = avail.min(p.len - p.buf.len());
+        let n = (tail.saturating_sub(self.head) as usize).min(p.len - p.buf.len());
         if n > 0 {
             self.ring.get_into(self.head, &mut p.buf, n);
             self.head += n as u64;
-            avail -= n;
         }
         let pad = padded(p.len) - p.len;
-        let whole = p.buf.len() == p.len && avail >= pad;
+        // Whole once the writer has published the record's end, which it does only after
+        // clearing the next record's stamp slot (so for a zero-length record too, whose bytes
+        // are all "here" at once).
+        let whole = p.buf.len() == p.len && tail >= self.head + pad as u64;
         if whole {
             self.head += pad as u64;
         }
@@ -620,11 +624,83 @@ mod tests {
         let mut w = Writer::new(ring(&mut mem, RING_BYTES));
         for i in 0..N {
             let (tag, data) = message(i);
-            assert!(w.write(tag, &[&data], &mut || {
+            // A reader that stopped (it found a message wrong) ends the test, not a hang.
+            let wrote = w.write(tag, &[&data], &mut || {
                 std::thread::yield_now();
-                true
-            }));
+                !reader.is_finished()
+            });
+            if !wrote {
+                break;
+            }
         }
         reader.join().expect("reader");
+    }
+
+    /// Clearing ahead never touches a byte the reader has not read, wherever the reader's
+    /// cursor stands (while it reads a streamed record, at any byte): the clearing that
+    /// reaches the end of the free room stops at the last whole stamp slot before it.
+    #[test]
+    fn clearing_ahead_spares_unread_bytes() {
+        let cap = MIN_RING_BYTES;
+        for head in 0..64u64 {
+            for used in [0u64, 1, 7, 8, 9, 15, 16, 17, 100, 500, 1000, 1023] {
+                let tail = (head + cap as u64 - used).next_multiple_of(REC as u64);
+                if tail > head + cap as u64 {
+                    continue;
+                }
+                let mut mem = memory(cap);
+                let ring = ring(&mut mem, cap);
+                // SAFETY: the data lie inside `mem` (see `Ring::data`).
+                let data = unsafe { std::slice::from_raw_parts_mut(ring.data(), cap) };
+                data.fill(0xAA);
+                let mut w = Writer::new(ring);
+                (w.tail, w.head, w.cleared) = (tail, head, tail);
+                w.clear_ahead();
+                for q in head..tail {
+                    assert_eq!(
+                        data[(q as usize) % cap],
+                        0xAA,
+                        "head {head} tail {tail}: unread byte {q} cleared"
+                    );
+                }
+                assert!(w.cleared <= head + cap as u64);
+            }
+        }
+    }
+
+    /// A zero-length record that had to be streamed (fewer than two headers of room) is not
+    /// taken before the writer has cleared the stamp slot after it: the reader would look at
+    /// that slot next, and old bytes there can look like a stamp.
+    #[test]
+    fn a_streamed_empty_record_waits_for_the_next_slot_to_be_cleared() {
+        let cap = MIN_RING_BYTES;
+        let mut mem = memory(cap);
+        let ring = ring(&mut mem, cap);
+        let start = 5 * cap as u64;
+        let end = start + REC as u64;
+        // Old bytes where the next record's stamp goes: exactly its stamp, and a length.
+        ring.stamp(end).store(end + 1, Ordering::Relaxed);
+        ring.set_header(end, WHOLE | 8, 9);
+        let mut w = Writer::new(ring);
+        // 24 bytes free: room for the header, not for the header after it.
+        (w.tail, w.head, w.cleared) = (start, start + 24 - cap as u64, start);
+        ring.head().store(w.head, Ordering::Relaxed);
+        let mut r = Reader::new(0, ring);
+        r.head = start;
+        let mut got = Vec::new();
+        let mut waits = 0;
+        assert!(w.write(5, &[], &mut || {
+            waits += 1;
+            let mut here = 0;
+            take_all(&mut r, &mut got, &mut here);
+            assert!(got.is_empty(), "taken before the next slot was cleared");
+            // The reader frees the room of earlier records.
+            ring.head().store(start, Ordering::Relaxed);
+            true
+        }));
+        assert_eq!(waits, 1);
+        let mut here = 0;
+        take_all(&mut r, &mut got, &mut here);
+        assert_eq!(got, vec![(5, Vec::new())]);
     }
 }
