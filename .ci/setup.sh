@@ -22,7 +22,9 @@ command -v c++ >/dev/null 2>&1 || missing+=(g++)                    # the C++ AP
 # The mpi transport (.ci/mpi.sh): mpirun, MPI headers/libraries, libclang for rsmpi's bindgen.
 command -v mpirun >/dev/null 2>&1 || missing+=(openmpi-bin)
 command -v mpicc >/dev/null 2>&1 || missing+=(libopenmpi-dev)
-ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || ls /usr/lib/*/libclang*.so* >/dev/null 2>&1 \
+# (libclang itself: libclang-cpp, which some images carry alone, does not serve bindgen)
+ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/llvm-*/lib/libclang-[0-9]*.so* >/dev/null 2>&1 \
+    || ls /usr/lib/*/libclang.so* /usr/lib/*/libclang-[0-9]*.so* >/dev/null 2>&1 \
     || missing+=(libclang-dev)
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "setup: installing ${missing[*]}"
