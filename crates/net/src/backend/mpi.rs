@@ -1137,7 +1137,8 @@ impl MpiBackend {
                 if !st.closed && mpi_due {
                     let mut hit = st.rx.test();
                     for _ in 1..tests {
-                        if hit.is_some() || !queued.is_empty() {
+                        // (Ring messages waiting: they go first, MPI was tested once.)
+                        if hit.is_some() || !queued.is_empty() || !rings.is_empty() {
                             break;
                         }
                         hit = st.rx.test();
