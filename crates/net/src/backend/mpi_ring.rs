@@ -592,8 +592,23 @@ mod tests {
         (i as i32, (0..len).map(|j| (i * 31 + j) as u8).collect())
     }
 
-    /// Writer and reader on two threads (release/acquire across cores): every message arrives
-    /// whole and in order.
+    /// A pause at random moments, as preemption would make (a short spin one call in 32, a
+    /// sleep of up to 300 µs one in 512): the other end then finds this one stopped anywhere,
+    /// e.g. mid-stream at an odd byte, with the ring full or empty.
+    fn maybe_pause(rng: &mut ChaCha8Rng) {
+        match rng.gen_range(0..512) {
+            0 => std::thread::sleep(std::time::Duration::from_micros(rng.gen_range(0..300))),
+            1..=16 => {
+                for _ in 0..rng.gen_range(0..4000) {
+                    std::hint::spin_loop();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Writer and reader on two threads (release/acquire across cores), both pausing at random
+    /// moments: every message arrives whole and in order.
     #[test]
     fn a_writer_and_a_reader_on_two_threads_agree() {
         const N: usize = 20_000;
@@ -603,8 +618,10 @@ mod tests {
             let base = base;
             // SAFETY: as in `ring`; `mem` outlives this thread (joined below).
             let mut r = Reader::new(0, unsafe { Ring::new(base.0, RING_BYTES) });
+            let mut rng = ChaCha8Rng::seed_from_u64(1);
             let mut i = 0;
             while i < N {
+                maybe_pause(&mut rng);
                 let mut ok = true;
                 let took = r.next(1024, &mut |tag, m| {
                     let want = message(i);
@@ -622,7 +639,9 @@ mod tests {
             }
         });
         let mut w = Writer::new(ring(&mut mem, RING_BYTES));
+        let mut rng = ChaCha8Rng::seed_from_u64(2);
         for i in 0..N {
+            maybe_pause(&mut rng);
             let (tag, data) = message(i);
             // A reader that stopped (it found a message wrong) ends the test, not a hang.
             let wrote = w.write(tag, &[&data], &mut || {
