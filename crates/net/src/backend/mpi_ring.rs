@@ -669,12 +669,14 @@ mod tests {
                 }
                 let mut mem = memory(cap);
                 let ring = ring(&mut mem, cap);
-                // SAFETY: the data lie inside `mem` (see `Ring::data`).
-                let data = unsafe { std::slice::from_raw_parts_mut(ring.data(), cap) };
-                data.fill(0xAA);
+                // SAFETY: the data lie inside `mem` (see `Ring::data`); no reference to them
+                // is alive.
+                unsafe { std::ptr::write_bytes(ring.data(), 0xAA, cap) };
                 let mut w = Writer::new(ring);
                 (w.tail, w.head, w.cleared) = (tail, head, tail);
                 w.clear_ahead();
+                // SAFETY: as above; the writer is done with them.
+                let data = unsafe { std::slice::from_raw_parts(ring.data(), cap) };
                 for q in head..tail {
                     assert_eq!(
                         data[(q as usize) % cap],
