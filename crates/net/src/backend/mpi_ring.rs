@@ -370,6 +370,10 @@ pub(crate) struct Reader {
     ring: Ring,
     head: u64,
     partial: Option<Partial>,
+    /// Tests only: the most bytes of a streamed record taken per call, so a reader can stop
+    /// anywhere in a stream (as a preempted one would).
+    #[cfg(test)]
+    step: usize,
 }
 
 impl Reader {
@@ -379,6 +383,8 @@ impl Reader {
             ring,
             head: 0,
             partial: None,
+            #[cfg(test)]
+            step: usize::MAX,
         }
     }
 
@@ -418,6 +424,8 @@ impl Reader {
         };
         let tail = self.ring.tail().load(Ordering::Acquire);
         let n = (tail.saturating_sub(self.head) as usize).min(p.len - p.buf.len());
+        #[cfg(test)]
+        let n = n.min(self.step);
         if n > 0 {
             self.ring.get_into(self.head, &mut p.buf, n);
             self.head += n as u64;
@@ -485,10 +493,27 @@ mod tests {
         }) {}
     }
 
+    /// [`take_all`], half the time stopping in a streamed record after a random number of its
+    /// bytes (at any byte, as a preempted reader would).
+    fn take_some(
+        r: &mut Reader,
+        got: &mut Vec<(i32, Vec<u8>)>,
+        here: &mut usize,
+        steps: &mut ChaCha8Rng,
+    ) {
+        r.step = if steps.gen_bool(0.5) {
+            usize::MAX
+        } else {
+            steps.gen_range(1..2 * CHUNK)
+        };
+        take_all(r, got, here);
+        r.step = usize::MAX;
+    }
+
     /// One thread, the reader reading at random moments and whenever the writer waits for
-    /// room: every message arrives whole, in order, with its tag, over many laps; payloads
-    /// full of values that are exactly what a stamp would be a lap or two later are never
-    /// taken for one.
+    /// room, often stopping mid-stream at any byte: every message arrives whole, in order,
+    /// with its tag, over many laps; payloads full of values that are exactly what a stamp
+    /// would be a lap or two later are never taken for one.
     #[test]
     fn messages_of_every_size_arrive_whole_and_in_order() {
         for seed in 0..6u64 {
@@ -503,6 +528,7 @@ mod tests {
             let mut w = Writer::new(ring);
             let mut r = Reader::new(1, ring);
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let mut steps = ChaCha8Rng::seed_from_u64(seed + 100);
             let (mut sent, mut got, mut here) = (Vec::new(), Vec::new(), 0usize);
             for i in 0..3000 {
                 let len = size(&mut rng, cap);
@@ -527,15 +553,15 @@ mod tests {
                 // failure rather than a hang.
                 let mut idle = 0;
                 let wrote = w.write(tag, &[&data[..cut], &data[cut..]], &mut || {
-                    let before = got.len();
-                    take_all(&mut r, &mut got, &mut here);
-                    idle = if got.len() == before { idle + 1 } else { 0 };
+                    let before = r.head;
+                    take_some(&mut r, &mut got, &mut here, &mut steps);
+                    idle = if r.head == before { idle + 1 } else { 0 };
                     idle < 1000
                 });
                 assert!(wrote, "seed {seed}: message {i} found the ring stuck");
                 sent.push((tag, data));
                 if rng.gen_bool(0.3) {
-                    take_all(&mut r, &mut got, &mut here);
+                    take_some(&mut r, &mut got, &mut here, &mut steps);
                 }
             }
             take_all(&mut r, &mut got, &mut here);
