@@ -22,10 +22,14 @@ command -v c++ >/dev/null 2>&1 || missing+=(g++)                    # the C++ AP
 # The mpi transport (.ci/mpi.sh): mpirun, MPI headers/libraries, libclang for rsmpi's bindgen.
 command -v mpirun >/dev/null 2>&1 || missing+=(openmpi-bin)
 command -v mpicc >/dev/null 2>&1 || missing+=(libopenmpi-dev)
-# (libclang itself: libclang-cpp, which some images carry alone, does not serve bindgen)
-ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/llvm-*/lib/libclang-[0-9]*.so* >/dev/null 2>&1 \
-    || ls /usr/lib/*/libclang.so* /usr/lib/*/libclang-[0-9]*.so* >/dev/null 2>&1 \
-    || missing+=(libclang-dev)
+# Any libclang itself will do (libclang-cpp, which some images carry alone, does not serve
+# bindgen); a pattern that matches nothing stays as written and does not exist.
+have_libclang=false
+for lib in /usr/lib/llvm-*/lib/libclang.so* /usr/lib/llvm-*/lib/libclang-[0-9]*.so* \
+    /usr/lib/*/libclang.so* /usr/lib/*/libclang-[0-9]*.so*; do
+    if [ -e "$lib" ]; then have_libclang=true; fi
+done
+$have_libclang || missing+=(libclang-dev)
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "setup: installing ${missing[*]}"
     $SUDO apt-get update -q
