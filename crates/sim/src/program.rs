@@ -135,6 +135,19 @@ fn place_threads(rng: &mut ChaCha8Rng, nodes: u16, threads: usize) -> Vec<NodeId
         .collect()
 }
 
+/// The value of the `n`-th write of a program (n >= 1): distinct for the first 65 535 writes,
+/// and every byte is one of 0..=3, so two values agree in many bytes, as successive values of
+/// an accumulator do. A diff only carries the bytes that differ from the twin: a home that
+/// applies one over a stale base, or a writer whose twin is stale, then leaves a mix of two
+/// values that a later read catches (with unrelated random values the diff would carry all
+/// eight bytes and hide it).
+pub fn narrow_value(n: u64) -> u64 {
+    (0..8).fold(0, |v, i| {
+        let byte = ((n >> i) & 1) | (((n >> (8 + i)) & 1) << 1);
+        v | (byte << (8 * i))
+    })
+}
+
 /// A random data-race-free program.
 pub fn random_drf(rng: &mut ChaCha8Rng) -> Program {
     let nodes: u16 = rng.gen_range(2..=4);
@@ -167,7 +180,7 @@ pub fn random_drf(rng: &mut ChaCha8Rng) -> Program {
         .collect();
     let tmap = place_threads(rng, nodes, threads);
     let mut ops: Vec<Vec<Op>> = vec![Vec::new(); threads];
-    let mut counter = vec![0u64; threads];
+    let mut written = 0u64;
     let phases = rng.gen_range(1..=3);
     for _ in 0..phases {
         // Per phase, a barrier var is owned by one thread (only it touches the var) or read-only.
@@ -200,8 +213,8 @@ pub fn random_drf(rng: &mut ChaCha8Rng) -> Program {
                         for _ in 0..rng.gen_range(1..=3) {
                             let v = mine[rng.gen_range(0..mine.len())];
                             if rng.gen_bool(0.5) {
-                                counter[t] += 1;
-                                list.push(Op::Write(v, ((t as u64 + 1) << 32) | counter[t]));
+                                written += 1;
+                                list.push(Op::Write(v, narrow_value(written)));
                             } else {
                                 list.push(Op::Read(v));
                             }
@@ -222,8 +235,8 @@ pub fn random_drf(rng: &mut ChaCha8Rng) -> Program {
                         }
                         let (v, may_write) = cands[rng.gen_range(0..cands.len())];
                         if may_write && rng.gen_bool(0.6) {
-                            counter[t] += 1;
-                            list.push(Op::Write(v, ((t as u64 + 1) << 32) | counter[t]));
+                            written += 1;
+                            list.push(Op::Write(v, narrow_value(written)));
                         } else {
                             list.push(Op::Read(v));
                         }
@@ -444,5 +457,13 @@ mod tests {
         let o = sc_outcomes(&mp, 2);
         assert!(!o.contains(&vec![1, 0]));
         assert!(o.contains(&vec![1, 1]));
+    }
+
+    #[test]
+    fn narrow_values_are_distinct_nonzero_and_small_byted() {
+        let vals: BTreeSet<u64> = (1..=65_535).map(narrow_value).collect();
+        assert_eq!(vals.len(), 65_535);
+        assert!(!vals.contains(&0));
+        assert!(vals.iter().all(|v| v.to_le_bytes().iter().all(|&b| b <= 3)));
     }
 }

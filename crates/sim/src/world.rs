@@ -608,11 +608,15 @@ impl World {
             } => {
                 self.last_progress = self.now;
                 self.trace(|| {
+                    let what = if sync || self.cfg.protocol != ProtocolKind::Hlrc {
+                        format!("tag {}", msg.first().copied().unwrap_or(0))
+                    } else {
+                        squall_protocol::hlrc::describe(from, self.prog.layout, &msg)
+                    };
                     format!(
-                        "{from} -> {to}: {} {} bytes, tag {}",
+                        "{from} -> {to}: {} {} bytes, {what}",
                         if sync { "sync" } else { "protocol" },
                         msg.len(),
-                        msg.first().copied().unwrap_or(0)
                     )
                 });
                 if sync {

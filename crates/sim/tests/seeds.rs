@@ -45,6 +45,22 @@ fn sc_seeds() {
     run_many(ProtocolKind::Sc);
 }
 
+/// Seeds beyond the default range that once failed (each comment says what broke).
+#[test]
+fn hlrc_regression_seeds() {
+    // 1064893: a pushed copy kept its probe flag while the node was its home; after the home
+    // moved on, a read fault granted that stale copy locally (read 0, expected the new home's
+    // write).
+    for seed in [1_064_893] {
+        if let Err(e) = run_seed(ProtocolKind::Hlrc, seed, false) {
+            panic!(
+                "hlrc seed {seed} failed: {e}\nreplay: {}",
+                replay_command(ProtocolKind::Hlrc, seed)
+            );
+        }
+    }
+}
+
 #[test]
 fn a_seed_replays_identically() {
     for p in [ProtocolKind::Hlrc, ProtocolKind::Sc] {
