@@ -1801,6 +1801,15 @@ impl<M: PageMemory> Hlrc<M> {
                 let Some(h) = home else {
                     return Err(ProtoError::NotAllocated { page });
                 };
+                if h.node == self.me && h.epoch > 0 && !self.is_home(page) {
+                    // The home is migrating here and the manager knew before this node did:
+                    // the old home's handover is still on its way. Taking the page as home
+                    // now would treat its twin as a home snapshot (dropping the writes since
+                    // the last release) and serve a copy that lacks the old home's data. The
+                    // work waits for the handover (`become_home` runs it).
+                    self.resolving.insert(page, work);
+                    return Ok(());
+                }
                 self.dir.learn(page, h);
                 for (q, h) in (page.0 + 1..).zip(more) {
                     // Never learn from a third party that this node is a home: a migration
@@ -2527,6 +2536,15 @@ impl<M: PageMemory> Hlrc<M> {
         if let Some(parked) = self.parked.remove(&page) {
             for (from, msg) in parked {
                 self.on_message(from, msg)?;
+            }
+        }
+        // Work that learned from the manager that the home was moving here.
+        for w in self.resolving.remove(&page).unwrap_or_default() {
+            match w {
+                Deferred::Fault { write } => self.fault(page, write)?,
+                Deferred::Atomic { offset, op, token } => {
+                    self.start_atomic(page, offset, op, token)?
+                }
             }
         }
         Ok(())

@@ -15,6 +15,7 @@ pub mod oracle;
 pub mod program;
 pub mod world;
 
+pub use program::Shape;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use squall_protocol::ProtocolKind;
@@ -25,12 +26,12 @@ pub const MAX_EVENTS: u64 = 2_000_000;
 
 /// The program a seed runs: `hlrc` always gets a data-race-free program, `sc` a data-race-free
 /// or a racy litmus program.
-pub fn program_for(protocol: ProtocolKind, rng: &mut ChaCha8Rng) -> program::Program {
+pub fn program_for(protocol: ProtocolKind, shape: Shape, rng: &mut ChaCha8Rng) -> program::Program {
     match protocol {
-        ProtocolKind::Hlrc => program::random_drf(rng),
+        ProtocolKind::Hlrc => program::random_drf(rng, shape),
         ProtocolKind::Sc => {
             if rng.gen_bool(0.5) {
-                program::random_drf(rng)
+                program::random_drf(rng, shape)
             } else {
                 program::random_litmus(rng)
             }
@@ -42,8 +43,18 @@ pub fn program_for(protocol: ProtocolKind, rng: &mut ChaCha8Rng) -> program::Pro
 /// `squall-sync`'s real managers (of those, half with per-node barriers, half with
 /// total-count barriers: eager infos, capped predictions that make late threads, or none).
 pub fn run_seed(protocol: ProtocolKind, seed: u64, trace: bool) -> Result<SimReport, SimError> {
+    run_shaped_seed(protocol, Shape::Short, seed, trace)
+}
+
+/// [`run_seed`] with programs of the given shape (`Shape::Long`: `--long`).
+pub fn run_shaped_seed(
+    protocol: ProtocolKind,
+    shape: Shape,
+    seed: u64,
+    trace: bool,
+) -> Result<SimReport, SimError> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5175_a11d_0000_0000);
-    let prog = program_for(protocol, &mut rng);
+    let prog = program_for(protocol, shape, &mut rng);
     if trace {
         println!("program: {prog:#?}");
     }
@@ -72,8 +83,14 @@ pub fn run_seed(protocol: ProtocolKind, seed: u64, trace: bool) -> Result<SimRep
 
 /// The command that replays one seed.
 pub fn replay_command(protocol: ProtocolKind, seed: u64) -> String {
+    replay_shaped_command(protocol, Shape::Short, seed)
+}
+
+/// The command that replays one seed of the given shape.
+pub fn replay_shaped_command(protocol: ProtocolKind, shape: Shape, seed: u64) -> String {
     format!(
-        "cargo run -p squall-sim --release -- --protocol {} --seed {seed} --trace",
-        protocol.name()
+        "cargo run -p squall-sim --release -- --protocol {}{} --seed {seed} --trace",
+        protocol.name(),
+        if shape == Shape::Long { " --long" } else { "" }
     )
 }

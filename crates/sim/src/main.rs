@@ -1,7 +1,8 @@
 //! `squall-sim`: run or replay simulator seeds.
 //!
 //! Examples: `squall-sim --protocol hlrc --seed 1234 --trace` (replay one seed with a trace),
-//! `squall-sim --protocol both --seeds 1000000` (a million seeds per protocol).
+//! `squall-sim --protocol both --seeds 1000000` (a million seeds per protocol),
+//! `squall-sim --protocol hlrc --long --seeds 100000` (longer programs).
 
 use clap::Parser;
 use squall_protocol::{ProtoStats, ProtocolKind};
@@ -24,6 +25,9 @@ struct Args {
     /// Print every event of the run.
     #[arg(long)]
     trace: bool,
+    /// Long programs (more phases, operations, vars and locks per seed).
+    #[arg(long)]
+    long: bool,
     /// Print the summed protocol statistics as JSON.
     #[arg(long)]
     stats: bool,
@@ -45,6 +49,11 @@ fn main() -> ExitCode {
         Some(s) => vec![s],
         None => (args.start..args.start + args.seeds).collect(),
     };
+    let shape = if args.long {
+        squall_sim::Shape::Long
+    } else {
+        squall_sim::Shape::Short
+    };
     for p in protocols {
         let mut total = ProtoStats::default();
         let mut events = 0u64;
@@ -52,7 +61,7 @@ fn main() -> ExitCode {
         let mut paths = squall_sim::BarrierPaths::default();
         let t0 = std::time::Instant::now();
         for &seed in &seeds {
-            match squall_sim::run_seed(p, seed, args.trace) {
+            match squall_sim::run_shaped_seed(p, shape, seed, args.trace) {
                 Ok(r) => {
                     events += r.events;
                     resent += r.retransmissions;
@@ -70,7 +79,10 @@ fn main() -> ExitCode {
                 }
                 Err(e) => {
                     eprintln!("{} seed {seed} FAILED: {e}", p.name());
-                    eprintln!("replay: {}", squall_sim::replay_command(p, seed));
+                    eprintln!(
+                        "replay: {}",
+                        squall_sim::replay_shaped_command(p, shape, seed)
+                    );
                     return ExitCode::FAILURE;
                 }
             }

@@ -148,15 +148,31 @@ pub fn narrow_value(n: u64) -> u64 {
     })
 }
 
+/// How big a random program is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Shape {
+    /// 1-3 phases of 1-5 operations per thread, 3-8 vars, 1-3 locks (the default).
+    #[default]
+    Short,
+    /// 4-8 phases of 3-12 operations per thread, 6-16 vars, 2-6 locks, more threads per node:
+    /// longer histories of migrating pages, homes and lock tokens (Water's pattern).
+    Long,
+}
+
 /// A random data-race-free program.
-pub fn random_drf(rng: &mut ChaCha8Rng) -> Program {
+pub fn random_drf(rng: &mut ChaCha8Rng, shape: Shape) -> Program {
+    let long = shape == Shape::Long;
     let nodes: u16 = rng.gen_range(2..=4);
-    let threads = if rng.gen_bool(0.3) {
+    let threads = if rng.gen_bool(if long { 0.6 } else { 0.3 }) {
         usize::from(nodes) + rng.gen_range(1..=usize::from(nodes))
     } else {
         usize::from(nodes)
     };
-    let nvars = rng.gen_range(3..=8);
+    let nvars = if long {
+        rng.gen_range(6..=16)
+    } else {
+        rng.gen_range(3..=8)
+    };
     let with_atomic = rng.gen_bool(0.4);
     let (layout, allocs, vars) = layout_vars(rng, nodes, nvars + usize::from(with_atomic));
     let atomic = if with_atomic && vars.len() > 1 {
@@ -165,7 +181,11 @@ pub fn random_drf(rng: &mut ChaCha8Rng) -> Program {
         None
     };
     let plain: Vec<usize> = (0..vars.len()).filter(|v| Some(*v) != atomic).collect();
-    let nlocks: u64 = rng.gen_range(1..=3);
+    let nlocks: u64 = if long {
+        rng.gen_range(2..=6)
+    } else {
+        rng.gen_range(1..=3)
+    };
     // Guard of each plain var: Some(lock) or None (barrier-phase var).
     let guard: BTreeMap<usize, Option<u64>> = plain
         .iter()
@@ -181,7 +201,12 @@ pub fn random_drf(rng: &mut ChaCha8Rng) -> Program {
     let tmap = place_threads(rng, nodes, threads);
     let mut ops: Vec<Vec<Op>> = vec![Vec::new(); threads];
     let mut written = 0u64;
-    let phases = rng.gen_range(1..=3);
+    let phases = if long {
+        rng.gen_range(4..=8)
+    } else {
+        rng.gen_range(1..=3)
+    };
+    let per_phase = if long { 3..=12 } else { 1..=5 };
     for _ in 0..phases {
         // Per phase, a barrier var is owned by one thread (only it touches the var) or read-only.
         let owner: BTreeMap<usize, Option<usize>> = guard
@@ -197,7 +222,7 @@ pub fn random_drf(rng: &mut ChaCha8Rng) -> Program {
             })
             .collect();
         for (t, list) in ops.iter_mut().enumerate() {
-            for _ in 0..rng.gen_range(1..=5) {
+            for _ in 0..rng.gen_range(per_phase.clone()) {
                 match rng.gen_range(0..10) {
                     0..=4 => {
                         let l = rng.gen_range(0..nlocks);

@@ -1,8 +1,9 @@
-//! Runs `SQUALL_SIM_SEEDS` seeds (default 10,000) of each protocol through the simulator.
+//! Runs `SQUALL_SIM_SEEDS` seeds (default 10,000) of each protocol through the simulator, and
+//! `SQUALL_SIM_LONG_SEEDS` seeds of long programs (default 20,000 for hlrc, 5,000 for sc).
 //! On failure the seed and the replay command are printed.
 
 use squall_protocol::ProtocolKind;
-use squall_sim::{replay_command, run_seed};
+use squall_sim::{replay_command, replay_shaped_command, run_seed, run_shaped_seed, Shape};
 
 fn seeds() -> u64 {
     std::env::var("SQUALL_SIM_SEEDS")
@@ -45,17 +46,59 @@ fn sc_seeds() {
     run_many(ProtocolKind::Sc);
 }
 
-/// Seeds beyond the default range that once failed (each comment says what broke).
+/// `SQUALL_SIM_LONG_SEEDS` (default `default`) seeds of long programs (`Shape::Long`).
+fn run_many_long(p: ProtocolKind, default: u64) {
+    let n = std::env::var("SQUALL_SIM_LONG_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default);
+    let mut failures = Vec::new();
+    for seed in 0..n {
+        if let Err(e) = run_shaped_seed(p, Shape::Long, seed, false) {
+            eprintln!("{} long seed {seed} FAILED: {e}", p.name());
+            eprintln!("replay: {}", replay_shaped_command(p, Shape::Long, seed));
+            failures.push(seed);
+            if failures.len() >= 5 {
+                break;
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failed long seeds: {failures:?}",
+        p.name()
+    );
+}
+
+#[test]
+fn hlrc_long_seeds() {
+    run_many_long(ProtocolKind::Hlrc, 20_000);
+}
+
+#[test]
+fn sc_long_seeds() {
+    run_many_long(ProtocolKind::Sc, 5_000);
+}
+
+/// Seeds beyond the default ranges that once failed (each comment says what broke).
 #[test]
 fn hlrc_regression_seeds() {
-    // 1064893: a pushed copy kept its probe flag while the node was its home; after the home
-    // moved on, a read fault granted that stale copy locally (read 0, expected the new home's
-    // write).
-    for seed in [1_064_893] {
-        if let Err(e) = run_seed(ProtocolKind::Hlrc, seed, false) {
+    let cases = [
+        // A pushed copy kept its probe flag while the node was its home; after the home moved
+        // on, a read fault granted that stale copy locally (read 0, expected the new home's
+        // write).
+        (Shape::Short, 1_064_893),
+        // A node learned from the manager's home_reply that the home was moving to it before
+        // the old home's handover arrived: its next release took the page's twin for a home
+        // snapshot and sent no diff, and the handover's copy then overwrote the writes made
+        // since the previous release.
+        (Shape::Long, 314_183),
+    ];
+    for (shape, seed) in cases {
+        if let Err(e) = run_shaped_seed(ProtocolKind::Hlrc, shape, seed, false) {
             panic!(
-                "hlrc seed {seed} failed: {e}\nreplay: {}",
-                replay_command(ProtocolKind::Hlrc, seed)
+                "hlrc seed {seed} ({shape:?}) failed: {e}\nreplay: {}",
+                replay_shaped_command(ProtocolKind::Hlrc, shape, seed)
             );
         }
     }
