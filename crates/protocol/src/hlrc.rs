@@ -715,6 +715,10 @@ struct PageState {
     copyset: BTreeSet<NodeId>,
     /// Home side: the copyset is unknown (the home migrated here): never grant exclusive.
     copyset_all: bool,
+    /// Home side: a copy was handed out while this node was writing the page (dirty): the
+    /// next release notices the page even if it then equals the snapshot (a later write may
+    /// have put back the snapshot's bytes over what the copy holds).
+    served_dirty: bool,
     /// Home side: the node holding the page in exclusive mode.
     excl_holder: Option<NodeId>,
     /// Home side: a recall is out.
@@ -1516,6 +1520,7 @@ impl<M: PageMemory> Hlrc<M> {
                 && st.copyset.iter().all(|&n| n == from));
         let first_sharer = !st.copyset_all && st.copyset.iter().all(|&n| n == me);
         st.copyset.insert(from);
+        st.served_dirty |= dirty;
         if first_sharer
             && !dirty
             && self.is_home(page)
@@ -2148,6 +2153,14 @@ impl<M: PageMemory> Hlrc<M> {
             )?;
             self.stats.diffs_applied += 1;
             let st = self.st(page);
+            if let Some(snapshot) = st.twin.as_mut() {
+                // The home's snapshot tells its own writes since the last release from the
+                // rest: it takes the other writers' diffs too. Otherwise a home write that
+                // put back the snapshot's bytes over a diff applied meanwhile would look like
+                // no change and go without a notice (a reader keeps the diff's value).
+                // The diff is well formed (applied just above).
+                let _ = apply_diff(snapshot, diff);
+            }
             let streak = match st.streak {
                 Some((n, c)) if n == origin => c + 1,
                 _ => 1,
@@ -2666,8 +2679,9 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
                 // the next release compares to, instead of a write fault per interval.
                 // Compared in place, and the snapshot refreshed in its own buffer: most
                 // kept pages are unchanged in most intervals (CG's vectors: 2 of 3).
+                let served = std::mem::take(&mut self.st(page).served_dirty);
                 let (changed, cur) = match self.st(page).twin.take() {
-                    Some(t) if self.mem.page_equals(page, &t) => (false, t),
+                    Some(t) if !served && self.mem.page_equals(page, &t) => (false, t),
                     Some(mut t) => {
                         self.mem.read_page(page, &mut t);
                         (true, t)

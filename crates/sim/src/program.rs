@@ -25,6 +25,10 @@ pub enum Op {
     Read(usize),
     /// Write a var.
     Write(usize, u64),
+    /// Add to a var held under its lock, as `x += d` compiles: a load (checked like `Read`),
+    /// then, a little later (the protocol may act in between: a thread between its load and
+    /// its store), a store of the loaded value plus `d`.
+    Add(usize, u64),
     Lock(u64),
     Unlock(u64),
     /// Wait for all threads.
@@ -239,7 +243,14 @@ pub fn random_drf(rng: &mut ChaCha8Rng, shape: Shape) -> Program {
                             let v = mine[rng.gen_range(0..mine.len())];
                             if rng.gen_bool(0.5) {
                                 written += 1;
-                                list.push(Op::Write(v, narrow_value(written)));
+                                // Long programs turn every third write under a lock into an
+                                // add of one byte's worth (no extra draws: the rest of the
+                                // program stays the same).
+                                list.push(if long && written.is_multiple_of(3) {
+                                    Op::Add(v, 1 << (8 * ((written / 3) % 3)))
+                                } else {
+                                    Op::Write(v, narrow_value(written))
+                                });
                             } else {
                                 list.push(Op::Read(v));
                             }

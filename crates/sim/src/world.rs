@@ -233,6 +233,8 @@ pub struct World {
     /// Per-pair FIFO: last delivery time scheduled from → to.
     last_delivery: BTreeMap<(NodeId, NodeId, bool), u64>,
     pcs: Vec<usize>,
+    /// Per thread: the value an `Add` loaded and has not stored yet.
+    loaded: Vec<Option<u64>>,
     states: Vec<TState>,
     reference: Vec<u64>,
     observed: Vec<Vec<u64>>,
@@ -318,6 +320,7 @@ impl World {
             events: BTreeMap::new(),
             last_delivery: BTreeMap::new(),
             pcs: vec![0; threads],
+            loaded: vec![None; threads],
             states: vec![TState::Ready; threads],
             reference: vec![0; prog.vars.len()],
             observed: vec![Vec::new(); threads],
@@ -858,6 +861,43 @@ impl World {
                     _ => {}
                 }
                 self.pcs[t] += 1;
+                let d = self.step_delay();
+                self.schedule(d, Event::Step(t));
+            }
+            Op::Add(v, d) => {
+                let var = self.prog.vars[v];
+                match self.loaded[t] {
+                    None => {
+                        if mem.access(var.page) == Access::None {
+                            return self.fault(t, var.page, false);
+                        }
+                        let got = mem.load(var.page, var.offset);
+                        self.trace(|| format!("thread {t} on {node} loads {got:#x} from var {v}"));
+                        if got != self.reference[v] {
+                            return Err(SimError::WrongRead {
+                                thread: t,
+                                node,
+                                page: var.page.0,
+                                offset: var.offset,
+                                got,
+                                want: self.reference[v],
+                                pc: self.pcs[t],
+                            });
+                        }
+                        self.loaded[t] = Some(got);
+                    }
+                    Some(got) => {
+                        if mem.access(var.page) != Access::ReadWrite {
+                            return self.fault(t, var.page, true);
+                        }
+                        let x = got.wrapping_add(d);
+                        self.trace(|| format!("thread {t} on {node} stores {x:#x} to var {v}"));
+                        mem.store(var.page, var.offset, x);
+                        self.reference[v] = x;
+                        self.loaded[t] = None;
+                        self.pcs[t] += 1;
+                    }
+                }
                 let d = self.step_delay();
                 self.schedule(d, Event::Step(t));
             }

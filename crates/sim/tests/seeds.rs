@@ -93,6 +93,11 @@ fn hlrc_regression_seeds() {
         // snapshot and sent no diff, and the handover's copy then overwrote the writes made
         // since the previous release.
         (Shape::Long, 314_183),
+        // Home snapshots (long programs with read-modify-write adds): a home write that put
+        // back the snapshot's value over another node's diff (259), or over what a copy
+        // handed out meanwhile held (3020), looked like no change and went without a notice.
+        (Shape::Long, 259),
+        (Shape::Long, 3_020),
     ];
     for (shape, seed) in cases {
         if let Err(e) = run_shaped_seed(ProtocolKind::Hlrc, shape, seed, false) {
