@@ -46,7 +46,7 @@ pub fn run_seed(protocol: ProtocolKind, seed: u64, trace: bool) -> Result<SimRep
     run_shaped_seed(protocol, Shape::Short, seed, trace)
 }
 
-/// [`run_seed`] with programs of the given shape (`Shape::Long`: `--long`).
+/// [`run_seed`] with programs of the given shape (`--long`, `--wide`).
 pub fn run_shaped_seed(
     protocol: ProtocolKind,
     shape: Shape,
@@ -91,6 +91,10 @@ pub fn replay_shaped_command(protocol: ProtocolKind, shape: Shape, seed: u64) ->
     format!(
         "cargo run -p squall-sim --release -- --protocol {}{} --seed {seed} --trace",
         protocol.name(),
-        if shape == Shape::Long { " --long" } else { "" }
+        match shape {
+            Shape::Short => "",
+            Shape::Long => " --long",
+            Shape::Wide => " --wide",
+        }
     )
 }

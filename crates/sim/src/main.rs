@@ -2,7 +2,8 @@
 //!
 //! Examples: `squall-sim --protocol hlrc --seed 1234 --trace` (replay one seed with a trace),
 //! `squall-sim --protocol both --seeds 1000000` (a million seeds per protocol),
-//! `squall-sim --protocol hlrc --long --seeds 100000` (longer programs).
+//! `squall-sim --protocol hlrc --long --seeds 100000` (longer programs; `--wide`: over runs of
+//! consecutive pages).
 
 use clap::Parser;
 use squall_protocol::{ProtoStats, ProtocolKind};
@@ -28,6 +29,9 @@ struct Args {
     /// Long programs (more phases, operations, vars and locks per seed).
     #[arg(long)]
     long: bool,
+    /// Long programs over wide allocations (runs of consecutive pages).
+    #[arg(long, conflicts_with = "long")]
+    wide: bool,
     /// Print the summed protocol statistics as JSON.
     #[arg(long)]
     stats: bool,
@@ -49,7 +53,9 @@ fn main() -> ExitCode {
         Some(s) => vec![s],
         None => (args.start..args.start + args.seeds).collect(),
     };
-    let shape = if args.long {
+    let shape = if args.wide {
+        squall_sim::Shape::Wide
+    } else if args.long {
         squall_sim::Shape::Long
     } else {
         squall_sim::Shape::Short

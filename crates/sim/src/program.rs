@@ -87,11 +87,18 @@ fn layout_vars(
     rng: &mut ChaCha8Rng,
     nodes: u16,
     count: usize,
+    shape: Shape,
 ) -> (HeapLayout, Vec<(NodeId, AllocInfo)>, Vec<Var>) {
+    let per_node = if shape == Shape::Wide {
+        4 * PAGES_PER_NODE
+    } else {
+        PAGES_PER_NODE
+    };
     let layout = HeapLayout {
         nodes,
-        total_pages: u64::from(nodes) * PAGES_PER_NODE,
+        total_pages: u64::from(nodes) * per_node,
     };
+    let max_pages = if shape == Shape::Wide { 24 } else { 3 };
     let mut allocs = Vec::new();
     for n in 0..nodes {
         if allocs.is_empty() && n + 1 == nodes || rng.gen_bool(0.6) {
@@ -100,7 +107,7 @@ fn layout_vars(
                 node,
                 AllocInfo {
                     first: layout.arena_start(node),
-                    pages: rng.gen_range(1..=3),
+                    pages: rng.gen_range(1..=max_pages),
                     placement: random_placement(rng, nodes),
                 },
             ));
@@ -120,6 +127,13 @@ fn layout_vars(
     cells.shuffle(rng);
     // Cluster vars on few pages now and then (false sharing).
     if rng.gen_bool(0.5) {
+        cells.sort_by_key(|v| v.page);
+    }
+    if shape == Shape::Wide && rng.gen_bool(0.5) {
+        // One var per page on consecutive pages: runs of pages for read-ahead, run
+        // handovers and home look-ups.
+        let mut seen = std::collections::BTreeSet::new();
+        cells.retain(|v| seen.insert(v.page));
         cells.sort_by_key(|v| v.page);
     }
     cells.truncate(count.max(1));
@@ -161,11 +175,14 @@ pub enum Shape {
     /// 4-8 phases of 3-12 operations per thread, 6-16 vars, 2-6 locks, more threads per node:
     /// longer histories of migrating pages, homes and lock tokens (Water's pattern).
     Long,
+    /// `Long` over allocations of up to 24 pages, half of the seeds with one var per page on
+    /// consecutive pages (runs for read-ahead, run handovers and home look-ups).
+    Wide,
 }
 
 /// A random data-race-free program.
 pub fn random_drf(rng: &mut ChaCha8Rng, shape: Shape) -> Program {
-    let long = shape == Shape::Long;
+    let long = shape != Shape::Short;
     let nodes: u16 = rng.gen_range(2..=4);
     let threads = if rng.gen_bool(if long { 0.6 } else { 0.3 }) {
         usize::from(nodes) + rng.gen_range(1..=usize::from(nodes))
@@ -178,7 +195,7 @@ pub fn random_drf(rng: &mut ChaCha8Rng, shape: Shape) -> Program {
         rng.gen_range(3..=8)
     };
     let with_atomic = rng.gen_bool(0.4);
-    let (layout, allocs, vars) = layout_vars(rng, nodes, nvars + usize::from(with_atomic));
+    let (layout, allocs, vars) = layout_vars(rng, nodes, nvars + usize::from(with_atomic), shape);
     let atomic = if with_atomic && vars.len() > 1 {
         Some(vars.len() - 1)
     } else {
@@ -367,7 +384,7 @@ pub fn random_litmus(rng: &mut ChaCha8Rng) -> Program {
     };
     let threads = body.len();
     let nodes = rng.gen_range(2..=4).min(threads as u16).max(2);
-    let (layout, allocs, vars) = layout_vars(rng, nodes, nvars);
+    let (layout, allocs, vars) = layout_vars(rng, nodes, nvars, Shape::Short);
     // Several vars may share a page; spread them when there are enough cells.
     let nvars_real = vars.len();
     let remap = |v: usize| v % nvars_real;

@@ -1,5 +1,6 @@
 //! Runs `SQUALL_SIM_SEEDS` seeds (default 10,000) of each protocol through the simulator, and
-//! `SQUALL_SIM_LONG_SEEDS` seeds of long programs (default 20,000 for hlrc, 5,000 for sc).
+//! `SQUALL_SIM_LONG_SEEDS` seeds of long programs (default 20,000 for hlrc, 5,000 for sc) and
+//! of wide ones (5,000 for hlrc).
 //! On failure the seed and the replay command are printed.
 
 use squall_protocol::ProtocolKind;
@@ -46,17 +47,17 @@ fn sc_seeds() {
     run_many(ProtocolKind::Sc);
 }
 
-/// `SQUALL_SIM_LONG_SEEDS` (default `default`) seeds of long programs (`Shape::Long`).
-fn run_many_long(p: ProtocolKind, default: u64) {
+/// `SQUALL_SIM_LONG_SEEDS` (default `default`) seeds of programs of `shape` (long or wide).
+fn run_many_long(p: ProtocolKind, shape: Shape, default: u64) {
     let n = std::env::var("SQUALL_SIM_LONG_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(default);
     let mut failures = Vec::new();
     for seed in 0..n {
-        if let Err(e) = run_shaped_seed(p, Shape::Long, seed, false) {
-            eprintln!("{} long seed {seed} FAILED: {e}", p.name());
-            eprintln!("replay: {}", replay_shaped_command(p, Shape::Long, seed));
+        if let Err(e) = run_shaped_seed(p, shape, seed, false) {
+            eprintln!("{} {shape:?} seed {seed} FAILED: {e}", p.name());
+            eprintln!("replay: {}", replay_shaped_command(p, shape, seed));
             failures.push(seed);
             if failures.len() >= 5 {
                 break;
@@ -65,19 +66,24 @@ fn run_many_long(p: ProtocolKind, default: u64) {
     }
     assert!(
         failures.is_empty(),
-        "{} failed long seeds: {failures:?}",
+        "{} failed {shape:?} seeds: {failures:?}",
         p.name()
     );
 }
 
 #[test]
 fn hlrc_long_seeds() {
-    run_many_long(ProtocolKind::Hlrc, 20_000);
+    run_many_long(ProtocolKind::Hlrc, Shape::Long, 20_000);
+}
+
+#[test]
+fn hlrc_wide_seeds() {
+    run_many_long(ProtocolKind::Hlrc, Shape::Wide, 5_000);
 }
 
 #[test]
 fn sc_long_seeds() {
-    run_many_long(ProtocolKind::Sc, 5_000);
+    run_many_long(ProtocolKind::Sc, Shape::Long, 5_000);
 }
 
 /// Seeds beyond the default ranges that once failed (each comment says what broke).
