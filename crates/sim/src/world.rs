@@ -803,6 +803,20 @@ impl World {
         Ok(())
     }
 
+    /// Thread `t` read `got` from var `v`, which the reference execution does not have there.
+    fn wrong_read(&self, t: usize, v: usize, got: u64) -> SimError {
+        let var = self.prog.vars[v];
+        SimError::WrongRead {
+            thread: t,
+            node: self.prog.threads[t],
+            page: var.page.0,
+            offset: var.offset,
+            got,
+            want: self.reference[v],
+            pc: self.pcs[t],
+        }
+    }
+
     fn fault(&mut self, t: usize, page: PageId, write: bool) -> Result<(), SimError> {
         let node = self.prog.threads[t];
         self.trace(|| {
@@ -841,15 +855,7 @@ impl World {
                         if matches!(self.prog.check, Check::Reference)
                             && got != self.reference[v] =>
                     {
-                        return Err(SimError::WrongRead {
-                            thread: t,
-                            node,
-                            page: var.page.0,
-                            offset: var.offset,
-                            got,
-                            want: self.reference[v],
-                            pc: self.pcs[t],
-                        });
+                        return Err(self.wrong_read(t, v, got));
                     }
                     Op::Observe(_) => self.observed[t].push(got),
                     Op::SpinUntil(_, want) if got != want => {
@@ -874,15 +880,7 @@ impl World {
                         let got = mem.load(var.page, var.offset);
                         self.trace(|| format!("thread {t} on {node} loads {got:#x} from var {v}"));
                         if got != self.reference[v] {
-                            return Err(SimError::WrongRead {
-                                thread: t,
-                                node,
-                                page: var.page.0,
-                                offset: var.offset,
-                                got,
-                                want: self.reference[v],
-                                pc: self.pcs[t],
-                            });
+                            return Err(self.wrong_read(t, v, got));
                         }
                         self.loaded[t] = Some(got);
                     }

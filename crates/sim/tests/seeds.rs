@@ -4,7 +4,7 @@
 //! On failure the seed and the replay command are printed.
 
 use squall_protocol::ProtocolKind;
-use squall_sim::{replay_command, replay_shaped_command, run_seed, run_shaped_seed, Shape};
+use squall_sim::{replay_shaped_command, run_seed, run_shaped_seed, Shape};
 
 fn seeds() -> u64 {
     std::env::var("SQUALL_SIM_SEEDS")
@@ -14,16 +14,21 @@ fn seeds() -> u64 {
 }
 
 fn run_many(p: ProtocolKind) {
-    let n = seeds();
     let start: u64 = std::env::var("SQUALL_SIM_START")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
+    run_range(p, Shape::Short, start, seeds());
+}
+
+/// Run seeds `start..start + n` of `shape`; fails naming up to five failed seeds (each with
+/// its replay command on standard error).
+fn run_range(p: ProtocolKind, shape: Shape, start: u64, n: u64) {
     let mut failures = Vec::new();
     for seed in start..start + n {
-        if let Err(e) = run_seed(p, seed, false) {
-            eprintln!("{} seed {seed} FAILED: {e}", p.name());
-            eprintln!("replay: {}", replay_command(p, seed));
+        if let Err(e) = run_shaped_seed(p, shape, seed, false) {
+            eprintln!("{} {shape:?} seed {seed} FAILED: {e}", p.name());
+            eprintln!("replay: {}", replay_shaped_command(p, shape, seed));
             failures.push(seed);
             if failures.len() >= 5 {
                 break;
@@ -32,7 +37,7 @@ fn run_many(p: ProtocolKind) {
     }
     assert!(
         failures.is_empty(),
-        "{} failed seeds: {failures:?}",
+        "{} failed {shape:?} seeds: {failures:?}",
         p.name()
     );
 }
@@ -53,22 +58,7 @@ fn run_many_long(p: ProtocolKind, shape: Shape, default: u64) {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(default);
-    let mut failures = Vec::new();
-    for seed in 0..n {
-        if let Err(e) = run_shaped_seed(p, shape, seed, false) {
-            eprintln!("{} {shape:?} seed {seed} FAILED: {e}", p.name());
-            eprintln!("replay: {}", replay_shaped_command(p, shape, seed));
-            failures.push(seed);
-            if failures.len() >= 5 {
-                break;
-            }
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} failed {shape:?} seeds: {failures:?}",
-        p.name()
-    );
+    run_range(p, shape, 0, n);
 }
 
 #[test]
