@@ -1823,14 +1823,7 @@ impl<M: PageMemory> Hlrc<M> {
                         self.dir.learn(PageId(q), h);
                     }
                 }
-                for w in work {
-                    match w {
-                        Deferred::Fault { write } => self.fault(page, write)?,
-                        Deferred::Atomic { offset, op, token } => {
-                            self.start_atomic(page, offset, op, token)?
-                        }
-                    }
-                }
+                self.run_deferred(page, work)?;
             }
             Msg::HomeMoved { page, home } => self.dir.manager_moved(page, home),
             Msg::Fetch {
@@ -2552,7 +2545,13 @@ impl<M: PageMemory> Hlrc<M> {
             }
         }
         // Work that learned from the manager that the home was moving here.
-        for w in self.resolving.remove(&page).unwrap_or_default() {
+        let work = self.resolving.remove(&page).unwrap_or_default();
+        self.run_deferred(page, work)
+    }
+
+    /// Run the work that waited for `page`'s home to be known.
+    fn run_deferred(&mut self, page: PageId, work: Vec<Deferred>) -> Result<(), ProtoError> {
+        for w in work {
             match w {
                 Deferred::Fault { write } => self.fault(page, write)?,
                 Deferred::Atomic { offset, op, token } => {
@@ -2888,6 +2887,14 @@ pub fn describe(from: NodeId, layout: HeapLayout, bytes: &[u8]) -> String {
         }
         format!("[{}]", out.join(" "))
     }
+    fn handover(h: &Handover) -> String {
+        format!(
+            "epoch {} copyset {:?} {}",
+            h.epoch,
+            h.copyset,
+            words(&h.data)
+        )
+    }
     let msg = match Msg::decode(from, layout, bytes) {
         Ok(m) => m,
         Err(e) => return format!("undecodable: {e}"),
@@ -2927,25 +2934,10 @@ pub fn describe(from: NodeId, layout: HeapLayout, bytes: &[u8]) -> String {
         }
         Msg::DiffAck { page, id, migrate } => format!(
             "{kind} {page} id={id} migrate={}",
-            migrate.map_or("no".into(), |h| format!(
-                "epoch {} copyset {:?} {}",
-                h.epoch,
-                h.copyset,
-                words(&h.data)
-            ))
+            migrate.map_or("no".into(), |h| handover(&h))
         ),
         Msg::Handovers { first, items } => {
-            let items: Vec<String> = items
-                .iter()
-                .map(|h| {
-                    format!(
-                        "epoch {} copyset {:?} {}",
-                        h.epoch,
-                        h.copyset,
-                        words(&h.data)
-                    )
-                })
-                .collect();
+            let items: Vec<String> = items.iter().map(handover).collect();
             format!("{kind} {first} {}", items.join("; "))
         }
         other => format!("{other:?}"),

@@ -81,11 +81,6 @@ pub fn run_shaped_seed(
     world::World::new(cfg, prog, rng).run()
 }
 
-/// The command that replays one seed.
-pub fn replay_command(protocol: ProtocolKind, seed: u64) -> String {
-    replay_shaped_command(protocol, Shape::Short, seed)
-}
-
 /// The command that replays one seed of the given shape.
 pub fn replay_shaped_command(protocol: ProtocolKind, shape: Shape, seed: u64) -> String {
     format!(
