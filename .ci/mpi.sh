@@ -74,7 +74,8 @@ for a in sor em3d; do
     done
 done
 
-# The bench's JSON line must carry Squall's, the raw and the floor round trip for all 4 sizes.
+# The bench's JSON line must carry Squall's, the raw (own job and lent MPI) and the floor
+# round trip and both ratios for all 4 sizes.
 pingpong_ok() {
     local out
     out=$(timeout 600 "$lib/squall" bench pingpong --transport mpi --iters 200 --reps 3 \
@@ -82,7 +83,7 @@ pingpong_ok() {
     echo "$out"
     local last
     last=$(echo "$out" | tail -n 1)
-    for key in squall_rtt_us raw_rtt_us floor_rtt_us ratio; do
+    for key in squall_rtt_us raw_rtt_us ratio raw_lent_rtt_us ratio_lent floor_rtt_us; do
         if [ "$(echo "$last" | grep -o "\"$key\":[0-9.]*[0-9]" | grep -cv ':0$')" != 4 ]; then
             echo "pingpong: the JSON line lacks 4 positive \"$key\" values: $last"
             return 1

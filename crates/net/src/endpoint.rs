@@ -510,6 +510,29 @@ impl Endpoint {
         )
     }
 
+    /// Runs `f` with a communicator of MPI's own (a duplicate of the world's, made at start-up)
+    /// while no Squall message moves on this node: for MPI code beside Squall, such as the raw
+    /// baselines of `squall bench pingpong --transport mpi`. Its messages never mix with
+    /// Squall's. `None` (and `f` not run) unless the transport is mpi and MPI is still up.
+    ///
+    /// Call it on the service thread (from a handler or [`Endpoint::post`]) so that no Squall
+    /// thread spins beside `f`. `f` must not use this endpoint (its lock is held), and should
+    /// return well within the peer timeout: the peers hear nothing from this node meanwhile.
+    #[cfg(feature = "mpi")]
+    pub fn with_mpi<R>(
+        &self,
+        f: impl FnOnce(&::mpi::topology::SimpleCommunicator) -> R,
+    ) -> Option<R> {
+        let mut f = Some(f);
+        let mut out = None;
+        self.shared
+            .driver
+            .lock()
+            .backend
+            .with_own_mpi(&mut |comm| out = f.take().map(|f| f(comm)));
+        out
+    }
+
     /// Runs a closure on the service thread (after the handlers already queued).
     pub fn post(&self, f: impl FnOnce(&Endpoint) + Send + 'static) {
         {

@@ -1,11 +1,12 @@
 //! `squall bench pingpong`: round-trip latency between 2 nodes. Squall's number is an
 //! active-message ping-pong (node 0's pong handler sends the next ping from the service
 //! thread); beside it the blocking `request()` round trip from an application thread, and a
-//! raw socket ping-pong of the same kind (for `--transport mpi`: plain MPI_Send/MPI_Recv
-//! between 2 ranks of their own mpirun jobs, alternating rep by rep with Squall's, and `ratio`
-//! the median of the per-rep ratios; beside it the *floor*, a minimal active-message loop
-//! over MPI measured in the same job as the raw baseline: see
-//! `crate::node::rawmpi`). Owns this driver only.
+//! raw socket ping-pong of the same kind. For `--transport mpi` the raw baseline is plain
+//! MPI_Send/MPI_Recv between 2 ranks of their own mpirun jobs, alternating rep by rep with
+//! Squall's, and `ratio` the median of the per-rep ratios. Beside it, measured inside Squall's
+//! processes right after each rep (see `crate::node::rawmpi`): the same raw ping-pong over MPI
+//! lent by the endpoint (`ratio_lent`, pairs no change of the machine's speed can split) and
+//! the *floor*, a minimal active-message loop over MPI. Owns this driver only.
 use super::raw;
 use super::report::{emit_json, median, round, run_nodes, set_transports, tag_transport, Table};
 use super::{parse_size, TransportChoice};
@@ -75,8 +76,10 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
             "squall_rtt_us",
             "squall_req_rtt_us",
             "raw_rtt_us",
-            "floor_rtt_us",
             "ratio",
+            "raw_lent_rtt_us",
+            "ratio_lent",
+            "floor_rtt_us",
         ],
     );
     let sizes: Vec<String> = a.sizes.iter().map(|s| s.to_string()).collect();
@@ -99,15 +102,17 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
         let mut am: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
         let mut req: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
         let mut raw_reps: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
-        // mpi only: the active-message floor's per-rep medians.
+        // mpi only: the per-rep medians of the raw ping-pong over lent MPI and of the floor.
+        let mut lent_reps: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
         let mut floor_reps: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
         if *t == "mpi" {
-            // Squall and the raw MPI baseline (plain MPI_Send/MPI_Recv; MPI is initialised
-            // once per process, so it needs its own mpirun job) alternate, one rep each, so
-            // each squall rep has a raw rep measured right beside it: on a shared machine the
-            // speed of the cores' shared-memory path changes over seconds.
+            // Squall (with its lent baselines) and the raw MPI job (MPI is initialised once per
+            // process, so it needs a job of its own) alternate, one rep each: on a shared
+            // machine the speed of the cores' shared-memory path changes over seconds.
             for _ in 0..a.reps {
-                let rows = node0_rows(t, args("bench-pingpong", 1))?;
+                let mut squall_args = args("bench-pingpong", 1);
+                squall_args.push("--mpi-baselines".into());
+                let rows = node0_rows(t, squall_args)?;
                 let raw_rows = node0_rows(t, args("raw-mpi-pingpong", 1))
                     .map_err(|e| format!("the raw mpi ping-pong: {e}"))?;
                 for (i, &size) in a.sizes.iter().enumerate() {
@@ -115,11 +120,12 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
                         .ok_or_else(|| format!("{t}: node 0 reported no row for size {size}"))?;
                     am[i].extend(num(row, "am_rtt_us"));
                     req[i].extend(num(row, "req_rtt_us"));
+                    lent_reps[i].extend(num(row, "raw_rtt_us"));
+                    floor_reps[i].extend(num(row, "floor_rtt_us"));
                     let raw = size_row(&raw_rows, size).ok_or_else(|| {
                         format!("mpi: the raw ping-pong reported no row for size {size}")
                     })?;
                     raw_reps[i].extend(num(raw, "raw_rtt_us"));
-                    floor_reps[i].extend(num(raw, "floor_rtt_us"));
                 }
             }
         } else {
@@ -144,26 +150,36 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
             let rawv = median(&raw_reps[i]);
             // mpi: the median of the per-rep ratios (each squall rep over the raw rep measured
             // beside it); otherwise, or if the reps do not pair up, the medians' ratio.
-            let paired: Vec<f64> = am[i]
-                .iter()
-                .zip(&raw_reps[i])
-                .filter(|(_, r)| **r > 0.0)
-                .map(|(s, r)| s / r)
-                .collect();
-            let ratio = if *t == "mpi" && paired.len() == am[i].len() && !paired.is_empty() {
-                median(&paired)
-            } else {
-                squall / rawv
+            let paired = |base: &[f64]| -> Option<f64> {
+                let r: Vec<f64> = am[i]
+                    .iter()
+                    .zip(base)
+                    .filter(|(_, r)| **r > 0.0)
+                    .map(|(s, r)| s / r)
+                    .collect();
+                (r.len() == am[i].len() && !r.is_empty()).then(|| median(&r))
             };
+            let ratio = match *t {
+                "mpi" => paired(&raw_reps[i]),
+                _ => None,
+            }
+            .unwrap_or(squall / rawv);
+            let lent = (!lent_reps[i].is_empty()).then(|| median(&lent_reps[i]));
+            let ratio_lent = lent.and_then(|_| paired(&lent_reps[i]));
             let floor = (!floor_reps[i].is_empty()).then(|| median(&floor_reps[i]));
+            let cell = |v: Option<f64>, digits: usize| {
+                v.map_or_else(|| "-".to_string(), |f| format!("{f:.digits$}"))
+            };
             table.row(vec![
                 t.to_string(),
                 size.to_string(),
                 format!("{squall:.1}"),
                 format!("{reqv:.1}"),
                 format!("{rawv:.1}"),
-                floor.map_or_else(|| "-".to_string(), |f| format!("{f:.1}")),
                 format!("{ratio:.2}"),
+                cell(lent, 1),
+                cell(ratio_lent, 2),
+                cell(floor, 1),
             ]);
             let mut row = json!({
                 "size": size,
@@ -172,8 +188,14 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
                 "raw_rtt_us": round(rawv, 2),
                 "ratio": round(ratio, 3),
             });
-            if let Some(f) = floor {
-                row["floor_rtt_us"] = json!(round(f, 2));
+            for (key, v, digits) in [
+                ("raw_lent_rtt_us", lent, 2),
+                ("ratio_lent", ratio_lent, 3),
+                ("floor_rtt_us", floor, 2),
+            ] {
+                if let Some(v) = v {
+                    row[key] = json!(round(v, digits));
+                }
             }
             tag_transport(&mut row, &transports, t);
             rows_json.push(row);

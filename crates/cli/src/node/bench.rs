@@ -27,6 +27,11 @@ pub struct PingpongNodeArgs {
     /// message path alone.
     #[arg(long, hide = true)]
     pub am_only: bool,
+    /// Per rep, right after Squall's ping-pong: the raw MPI and floor ping-pongs over the
+    /// communicator the endpoint lends (`--transport mpi`, feature `mpi`; see
+    /// `super::rawmpi`).
+    #[arg(long)]
+    pub mpi_baselines: bool,
 }
 
 /// The round trips of one ping-pong chain whose pong handler sends the next ping: `iters`
@@ -100,7 +105,16 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
             eprintln!("echo reply to {} failed: {e}", inc.src);
         }
     });
+    if a.mpi_baselines && !cfg!(feature = "mpi") {
+        return Err(NodeError::Check(
+            "--mpi-baselines: this squall was built without the mpi transport".into(),
+        ));
+    }
     if ep.rank() == NodeId(1) {
+        #[cfg(feature = "mpi")]
+        if a.mpi_baselines {
+            super::rawmpi::serve_baselines(&ep);
+        }
         return finish(&ep, &barrier);
     }
     let peer = NodeId(1);
@@ -134,6 +148,11 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
         let payload = Bytes::from(vec![0x5au8; size]);
         let mut am = Vec::with_capacity(a.reps);
         let mut req = Vec::with_capacity(a.reps);
+        // (--mpi-baselines) per rep, measured right after Squall's.
+        #[cfg_attr(not(feature = "mpi"), allow(unused_mut))]
+        let mut raw: Vec<f64> = Vec::with_capacity(a.reps);
+        #[cfg_attr(not(feature = "mpi"), allow(unused_mut))]
+        let mut floor: Vec<f64> = Vec::with_capacity(a.reps);
         for _ in 0..a.reps {
             let p = payload.clone();
             start_tx
@@ -154,6 +173,13 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
                 ))
             })?;
             am.push(median(&samples));
+            #[cfg(feature = "mpi")]
+            if a.mpi_baselines {
+                use super::rawmpi::{measure_baseline, Baseline};
+                let m = |b| measure_baseline(&ep, peer, b, size, a.iters, a.warmup);
+                raw.push(median(&m(Baseline::Raw)?));
+                floor.push(median(&m(Baseline::Floor)?));
+            }
             if a.am_only {
                 continue;
             }
@@ -175,7 +201,12 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
             }
             req.push(median(&s));
         }
-        rows.push(json!({"size": size, "am_rtt_us": am, "req_rtt_us": req}));
+        let mut row = json!({"size": size, "am_rtt_us": am, "req_rtt_us": req});
+        if a.mpi_baselines {
+            row["raw_rtt_us"] = json!(raw);
+            row["floor_rtt_us"] = json!(floor);
+        }
+        rows.push(row);
     }
     emit_result(&json!({ "rows": rows }));
     finish(&ep, &barrier)

@@ -30,6 +30,9 @@ pub mod ty {
     pub const BULK_ACK: MsgType = MsgType(0xF006);
     pub const FLOOD: MsgType = MsgType(0xF007);
     pub const TOKEN: MsgType = MsgType(0xF008);
+    /// Node 0 to node 1: run your side of an MPI baseline now (feature `mpi`).
+    #[cfg(feature = "mpi")]
+    pub const MPI_BASELINE: MsgType = MsgType(0xF009);
 }
 
 #[derive(Subcommand, Debug)]

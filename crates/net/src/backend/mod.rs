@@ -105,4 +105,11 @@ pub(crate) trait Backend: Send {
     /// arrived goes to `out` like `handle_timeout`'s events (the clock of the last
     /// `handle_timeout` stands for now).
     fn poll_hot(&mut self, _out: &mut Vec<BackendEvent>) {}
+    /// Runs `f` with a communicator of MPI's own (a duplicate of the world's) while no
+    /// Squall message moves on this node; false (without running `f`) if this backend has no
+    /// MPI or it is finalised. Default: none.
+    #[cfg(feature = "mpi")]
+    fn with_own_mpi(&mut self, _f: &mut dyn FnMut(&::mpi::topology::SimpleCommunicator)) -> bool {
+        false
+    }
 }

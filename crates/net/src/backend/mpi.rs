@@ -72,7 +72,7 @@
 //! sent) and a silence limit of `SQUALL_PEER_TIMEOUT_MS` report the peer lost by name instead
 //! of hanging.
 use super::mpi_ring::{Msg, Reader};
-use super::mpi_rx::{self, MpiLock, PostedRecv};
+use super::mpi_rx::{self, MpiLock, OwnComm, PostedRecv};
 use super::mpi_shm::Shm;
 use super::mpi_tag;
 use super::{Backend, BackendEvent, InMsg, OutMsg};
@@ -266,6 +266,8 @@ struct MpiState {
     /// The shared-memory rings to and from the ranks of this machine (None: every peer is
     /// reached through MPI point-to-point).
     shm: Option<Shm>,
+    /// The communicator lent to MPI code beside Squall ([`Backend::with_own_mpi`]).
+    own: Option<OwnComm>,
 }
 
 /// State shared between the backend (service thread and senders) and the progress thread.
@@ -281,6 +283,9 @@ struct Shared {
     finalized: AtomicBool,
     /// The service thread is polling MPI itself (see [`SVC_SPIN`]).
     svc_hot: AtomicBool,
+    /// MPI is lent to code beside Squall ([`Backend::with_own_mpi`]): the progress thread
+    /// naps instead of trying the lock, so it takes no time from that code's core.
+    lent: AtomicBool,
     /// When a sending thread last posted a send itself, in nanoseconds since `epoch`.
     sent_ns: AtomicU64,
     /// When the service thread last probed, in nanoseconds since `epoch`.
@@ -399,10 +404,12 @@ pub(crate) fn start(cfg: &NetConfig) -> Result<(MpiBackend, NodeId, u16, JobId),
             closed: false,
             rx: PostedRecv::new(RX_MAX),
             shm: None,
+            own: None,
         }),
         in_flight: AtomicUsize::new(0),
         finalized: AtomicBool::new(false),
         svc_hot: AtomicBool::new(false),
+        lent: AtomicBool::new(false),
         svc_seen_ns: AtomicU64::new(0),
         sent_ns: AtomicU64::new(0),
         ring_stuck: Mutex::new(Vec::new()),
@@ -534,7 +541,13 @@ fn progress_main(
     let p2p_peers = shm
         .as_ref()
         .map_or(usize::from(size16).saturating_sub(1), Shm::remote_ranks);
-    shared.mpi.lock().shm = shm;
+    // Collective too: every rank makes its duplicate here, at start-up.
+    let own = OwnComm(world.duplicate());
+    {
+        let mut st = shared.mpi.lock();
+        st.shm = shm;
+        st.own = Some(own);
+    }
     let _ = ready.send(Ok(Started {
         rank: NodeId(rank16),
         size: size16,
@@ -595,7 +608,7 @@ fn progress_main(
             break;
         }
         let now = Instant::now();
-        if shared.service_polling(now) {
+        if shared.service_polling(now) || shared.lent.load(Ordering::Acquire) {
             // The service thread receives itself; it (or a queued send) unparks this thread
             // when it stops.
             std::thread::park_timeout(STALL);
@@ -631,6 +644,7 @@ fn progress_main(
     {
         let mut st = shared.mpi.lock();
         st.rx.cancel();
+        drop(st.own.take()); // MPI_Comm_free, before MPI_Finalize
         if let Some(shm) = st.shm.take() {
             // Collective over this machine's ranks: only when all said goodbye (then all
             // get here); otherwise the window is left to MPI_Finalize.
@@ -1639,6 +1653,27 @@ impl Backend for MpiBackend {
     fn poll_hot(&mut self, out: &mut Vec<BackendEvent>) {
         let now = self.now_seen;
         self.look(now, out, TESTS_PER_LOOK);
+    }
+
+    fn with_own_mpi(&mut self, f: &mut dyn FnMut(&SimpleCommunicator)) -> bool {
+        let st = self.shared.mpi.lock();
+        let Some(own) = st.own.as_ref().filter(|_| !st.closed) else {
+            return false;
+        };
+        let lent_at = Instant::now();
+        self.shared.lent.store(true, Ordering::Release);
+        f(&own.0);
+        self.shared.lent.store(false, Ordering::Release);
+        drop(st);
+        let now = Instant::now();
+        // Nothing could be heard while MPI was lent: that time is no silence of the peers'
+        // (a peer silent before it still is).
+        let away = now.saturating_duration_since(lent_at);
+        for p in &mut self.peers {
+            p.last_heard = (p.last_heard + away).min(now);
+        }
+        self.now_seen = now;
+        true
     }
 }
 

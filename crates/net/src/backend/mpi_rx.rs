@@ -1,8 +1,8 @@
 //! The MPI backend's unsafe parts (feature `mpi`): one `MPI_Irecv` (any source, any tag)
 //! kept posted into a buffer this module owns, tested with `MPI_Test`; the blocking send of
-//! a small message ([`send`]); `MPI_TAG_UB` ([`tag_ub`]); and the MPI lock itself
-//! ([`MpiLock`]). Owns that buffer, request
-//! and lock and nothing else; the MPI calls must only be made under the lock
+//! a small message ([`send`]); `MPI_TAG_UB` ([`tag_ub`]); the communicator lent to MPI code
+//! beside Squall ([`OwnComm`]); and the MPI lock itself ([`MpiLock`]). Owns that buffer,
+//! request, communicator and lock and nothing else; the MPI calls must only be made under the lock
 //! (`MPI_THREAD_SERIALIZED`), and nothing here decides anything about frames.
 //!
 //! Why a posted receive: a message that arrives is matched to it inside the progress call that
@@ -170,6 +170,15 @@ pub(crate) struct PostedRecv {
 // time, `MPI_THREAD_SERIALIZED`), and the buffer is owned here; moving the pair to another
 // thread is what that lock already does.
 unsafe impl Send for PostedRecv {}
+
+/// A duplicate of the world communicator, lent to MPI code running beside Squall (under the
+/// MPI lock: [`crate::Endpoint::with_mpi`]); its messages can never match Squall's receive.
+pub(crate) struct OwnComm(pub(crate) ::mpi::topology::SimpleCommunicator);
+
+// SAFETY: the handle is only used under the backend's MPI lock (one thread at a time,
+// `MPI_THREAD_SERIALIZED`) and freed under it before `MPI_Finalize`; moving it to another
+// thread is what that lock already does.
+unsafe impl Send for OwnComm {}
 
 impl PostedRecv {
     /// A receive for messages of any tag up to `max` bytes (larger ones are an MPI error: the
