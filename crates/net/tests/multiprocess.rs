@@ -1,7 +1,8 @@
-//! Multi-process tests of the communication backbone over tcp and udp: every node is a separate
-//! OS process (this test binary re-executed with `SQUALL_TEST_ROLE`), joined by the real
-//! bootstrap. Covers FIFO order, request/reply, 1 MiB bulk, the DSM/IP message test (with and
-//! without injected faults), a SIGKILLed node, and garbage datagrams.
+//! Multi-process tests of the communication backbone over tcp, udp and mpi: every node is a
+//! separate OS process (this test binary re-executed with `SQUALL_TEST_ROLE`), joined by the
+//! real bootstrap. Covers FIFO order, request/reply, 1 MiB bulk, the DSM/IP message test (with
+//! and without injected faults), a SIGKILLed node, garbage datagrams, and MPI lent to code
+//! beside Squall.
 mod common;
 
 use common::{assert_success, spawn};
@@ -223,6 +224,84 @@ fn role_garbage(ep: &Endpoint, sh: &Shared) {
     role_suite(ep, sh);
 }
 
+/// MPI lent to code beside Squall (`Endpoint::with_mpi`): every node sends a stream of
+/// sequence messages to every peer, then takes part in an all-reduce and a ring exchange over
+/// the lent communicator (even ranks from the main thread, odd ones from the service thread),
+/// while the others' messages keep coming; then every stream must be whole and in order, and
+/// request/reply must still work.
+#[cfg(feature = "mpi")]
+fn role_lend(ep: &Endpoint, sh: &Shared) {
+    use mpi::collective::{CommunicatorCollectives, SystemOperation};
+    use mpi::point_to_point::{Destination, Source};
+    use mpi::topology::Communicator;
+    let me = ep.rank();
+    let n = ep.size();
+    let peers: Vec<NodeId> = (0..n).map(NodeId).filter(|p| *p != me).collect();
+    for i in 0..SEQ_PER_PEER {
+        for p in &peers {
+            ep.send(*p, T_SEQ, i.to_le_bytes().to_vec())
+                .expect("send seq");
+        }
+    }
+    let lent = move |c: &mpi::topology::SimpleCommunicator| -> (u64, Vec<u8>) {
+        assert_eq!((c.rank(), c.size()), (i32::from(me.0), i32::from(n)));
+        let mut sum = 0u64;
+        c.all_reduce_into(&(u64::from(me.0) + 1), &mut sum, SystemOperation::sum());
+        // A ring exchange: send to the next rank, receive from the previous one.
+        let next = c.process_at_rank((c.rank() + 1) % c.size());
+        let prev = c.process_at_rank((c.rank() + c.size() - 1) % c.size());
+        let out: Vec<u8> = (0..4096).map(|i| (i as u16 ^ me.0) as u8).collect();
+        let mut back = vec![0u8; 4096];
+        mpi::request::scope(|sc| {
+            let sreq = next.immediate_send(sc, &out[..]);
+            prev.receive_into(&mut back[..]);
+            sreq.wait();
+        });
+        (sum, back)
+    };
+    let (sum, back) = if me.0.is_multiple_of(2) {
+        ep.with_mpi(lent).expect("mpi lent from the main thread")
+    } else {
+        let (tx, rx) = std::sync::mpsc::channel();
+        ep.post(move |ep| {
+            let _ = tx.send(ep.with_mpi(lent));
+        });
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("the lent closure ran")
+            .expect("mpi lent from the service thread")
+    };
+    let total = u64::from(n) * (u64::from(n) + 1) / 2;
+    assert_eq!(sum, total, "{me}: all-reduce over the lent communicator");
+    let from = (me.0 + n - 1) % n;
+    let want: Vec<u8> = (0..4096).map(|i| (i as u16 ^ from) as u8).collect();
+    assert!(
+        back == want,
+        "{me}: ring exchange over the lent communicator"
+    );
+    sh.wait_until(
+        "sequences around the lent mpi",
+        Duration::from_secs(100),
+        |st| {
+            st.next_seq
+                .iter()
+                .enumerate()
+                .all(|(i, v)| i == me.index() || *v == SEQ_PER_PEER)
+        },
+    );
+    for p in &peers {
+        let r = ep
+            .request(*p, T_ECHO, vec![me.0 as u8; 100])
+            .expect("request");
+        assert_eq!(
+            &r[..],
+            &[me.0 as u8; 100][..],
+            "echo from {p} after the lent mpi"
+        );
+    }
+    barrier_and_shutdown(ep, sh);
+    println!("lend ok on {me}");
+}
+
 /// Entry point of a node process (does nothing when run as a normal test).
 #[test]
 fn child_entry() {
@@ -239,6 +318,8 @@ fn child_entry() {
         "message" => role_message(&ep, &sh),
         "victim" => role_victim(&ep),
         "garbage" => role_garbage(&ep, &sh),
+        #[cfg(feature = "mpi")]
+        "lend" => role_lend(&ep, &sh),
         other => panic!("unknown role {other}"),
     }
 }
@@ -284,6 +365,16 @@ fn suite_mpi_2() {
 #[test]
 fn suite_mpi_4() {
     run_mpi(4, "suite", "suite ok");
+}
+#[cfg(feature = "mpi")]
+#[test]
+fn lend_mpi_2() {
+    run_mpi(2, "lend", "lend ok");
+}
+#[cfg(feature = "mpi")]
+#[test]
+fn lend_mpi_4_rings_and_p2p() {
+    run_mpi_env(4, "lend", "lend ok", &[("SQUALL_MPI_SHM_GROUPS", "2")]);
 }
 /// The framed path alone (what a library with a small `MPI_TAG_UB` gets): every message
 /// carries the wire header.
