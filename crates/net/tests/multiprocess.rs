@@ -114,11 +114,11 @@ fn barrier_and_shutdown(ep: &Endpoint, sh: &Shared) {
     ep.shutdown().expect("shutdown");
 }
 
-fn role_suite(ep: &Endpoint, sh: &Shared) {
+/// FIFO: interleaves `SEQ_PER_PEER` sequence messages (of 8 to 307 bytes) to every peer;
+/// returns the peers.
+fn send_seq_streams(ep: &Endpoint) -> Vec<NodeId> {
     let me = ep.rank();
-    let n = ep.size();
-    let peers: Vec<NodeId> = (0..n).map(NodeId).filter(|p| *p != me).collect();
-    // FIFO: interleave sequence messages to every peer.
+    let peers: Vec<NodeId> = (0..ep.size()).map(NodeId).filter(|p| *p != me).collect();
     for i in 0..SEQ_PER_PEER {
         for p in &peers {
             let mut b = i.to_le_bytes().to_vec();
@@ -126,6 +126,12 @@ fn role_suite(ep: &Endpoint, sh: &Shared) {
             ep.send(*p, T_SEQ, b).expect("send seq");
         }
     }
+    peers
+}
+
+fn role_suite(ep: &Endpoint, sh: &Shared) {
+    let me = ep.rank();
+    let peers = send_seq_streams(ep);
     // Request/reply of several sizes, including fragmented ones.
     for p in &peers {
         for (k, len) in [0usize, 1, 64, 4096, 70_000, 200_000]
@@ -142,7 +148,7 @@ fn role_suite(ep: &Endpoint, sh: &Shared) {
         let data: Vec<u8> = (0..BULK).map(|i| bulk_byte(me.0, i)).collect();
         ep.send(*p, T_BULK, data).expect("bulk");
     }
-    let want = n as usize - 1;
+    let want = peers.len();
     sh.wait_until("sequence and bulk", Duration::from_secs(100), |st| {
         st.bulk_ok == want
             && st
@@ -236,13 +242,7 @@ fn role_lend(ep: &Endpoint, sh: &Shared) {
     use mpi::topology::Communicator;
     let me = ep.rank();
     let n = ep.size();
-    let peers: Vec<NodeId> = (0..n).map(NodeId).filter(|p| *p != me).collect();
-    for i in 0..SEQ_PER_PEER {
-        for p in &peers {
-            ep.send(*p, T_SEQ, i.to_le_bytes().to_vec())
-                .expect("send seq");
-        }
-    }
+    let peers = send_seq_streams(ep);
     let lent = move |c: &mpi::topology::SimpleCommunicator| -> (u64, Vec<u8>) {
         assert_eq!((c.rank(), c.size()), (i32::from(me.0), i32::from(n)));
         let mut sum = 0u64;

@@ -165,7 +165,7 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
             }
             .unwrap_or(squall / rawv);
             let lent = (!lent_reps[i].is_empty()).then(|| median(&lent_reps[i]));
-            let ratio_lent = lent.and_then(|_| paired(&lent_reps[i]));
+            let ratio_lent = paired(&lent_reps[i]);
             let floor = (!floor_reps[i].is_empty()).then(|| median(&floor_reps[i]));
             let cell = |v: Option<f64>, digits: usize| {
                 v.map_or_else(|| "-".to_string(), |f| format!("{f:.digits$}"))

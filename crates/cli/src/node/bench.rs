@@ -90,6 +90,30 @@ fn need_two(ep: &Endpoint) -> Result<(), NodeError> {
     Ok(())
 }
 
+const NO_MPI_BASELINES: &str = "--mpi-baselines: this squall was built without the mpi transport";
+
+/// (`--mpi-baselines`) The medians of the raw and the floor MPI ping-pongs of `size` bytes
+/// with `peer`, right after a rep of Squall's (see `super::rawmpi`).
+#[cfg(feature = "mpi")]
+fn mpi_baselines(
+    ep: &Endpoint,
+    peer: NodeId,
+    size: usize,
+    a: &PingpongNodeArgs,
+) -> Result<(f64, f64), NodeError> {
+    super::rawmpi::measure_baselines(ep, peer, size, a.iters, a.warmup)
+}
+
+#[cfg(not(feature = "mpi"))]
+fn mpi_baselines(
+    _: &Endpoint,
+    _: NodeId,
+    _: usize,
+    _: &PingpongNodeArgs,
+) -> Result<(f64, f64), NodeError> {
+    Err(NodeError::Check(NO_MPI_BASELINES.into()))
+}
+
 pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
     let ep = join()?;
     let barrier = Barrier::install(&ep);
@@ -106,9 +130,7 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
         }
     });
     if a.mpi_baselines && !cfg!(feature = "mpi") {
-        return Err(NodeError::Check(
-            "--mpi-baselines: this squall was built without the mpi transport".into(),
-        ));
+        return Err(NodeError::Check(NO_MPI_BASELINES.into()));
     }
     if ep.rank() == NodeId(1) {
         #[cfg(feature = "mpi")]
@@ -149,9 +171,7 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
         let mut am = Vec::with_capacity(a.reps);
         let mut req = Vec::with_capacity(a.reps);
         // (--mpi-baselines) per rep, measured right after Squall's.
-        #[cfg_attr(not(feature = "mpi"), allow(unused_mut))]
         let mut raw: Vec<f64> = Vec::with_capacity(a.reps);
-        #[cfg_attr(not(feature = "mpi"), allow(unused_mut))]
         let mut floor: Vec<f64> = Vec::with_capacity(a.reps);
         for _ in 0..a.reps {
             let p = payload.clone();
@@ -173,12 +193,10 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
                 ))
             })?;
             am.push(median(&samples));
-            #[cfg(feature = "mpi")]
             if a.mpi_baselines {
-                use super::rawmpi::{measure_baseline, Baseline};
-                let m = |b| measure_baseline(&ep, peer, b, size, a.iters, a.warmup);
-                raw.push(median(&m(Baseline::Raw)?));
-                floor.push(median(&m(Baseline::Floor)?));
+                let (r, f) = mpi_baselines(&ep, peer, size, &a)?;
+                raw.push(r);
+                floor.push(f);
             }
             if a.am_only {
                 continue;

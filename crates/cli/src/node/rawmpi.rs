@@ -71,7 +71,7 @@ pub fn run(a: RawMpiArgs) -> Result<(), NodeError> {
 
 /// Which baseline a [`ty::MPI_BASELINE`] message asks for.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Baseline {
+enum Baseline {
     Raw = 0,
     Floor = 1,
 }
@@ -113,7 +113,7 @@ fn run_baseline(
 }
 
 /// The MPI baselines inside a Squall node: node 0 asks node 1 to take its side (a
-/// [`ty::MPI_BASELINE`] message), then takes its own ([`measure_baseline`]), each on its
+/// [`ty::MPI_BASELINE`] message), then takes its own ([`measure_baselines`]), each on its
 /// service thread with MPI lent ([`squall_net::Endpoint::with_mpi`]), so no Squall thread
 /// spins beside them. Node 1: takes its side of every baseline node 0 asks for.
 pub(crate) fn serve_baselines(ep: &Endpoint) {
@@ -131,8 +131,21 @@ pub(crate) fn serve_baselines(ep: &Endpoint) {
     });
 }
 
+/// Node 0: the medians of one run of the raw and one of the floor ping-pong of `size` bytes
+/// with node 1 (`peer`), in microseconds.
+pub(crate) fn measure_baselines(
+    ep: &Endpoint,
+    peer: NodeId,
+    size: usize,
+    iters: usize,
+    warmup: usize,
+) -> Result<(f64, f64), NodeError> {
+    let m = |b| measure_baseline(ep, peer, b, size, iters, warmup).map(|s| median(&s));
+    Ok((m(Baseline::Raw)?, m(Baseline::Floor)?))
+}
+
 /// Node 0: one run of baseline `b` with node 1; its round trips in microseconds.
-pub(crate) fn measure_baseline(
+fn measure_baseline(
     ep: &Endpoint,
     peer: NodeId,
     b: Baseline,
