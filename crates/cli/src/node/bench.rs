@@ -92,24 +92,17 @@ fn need_two(ep: &Endpoint) -> Result<(), NodeError> {
 
 const NO_MPI_BASELINES: &str = "--mpi-baselines: this squall was built without the mpi transport";
 
-/// (`--mpi-baselines`) The medians of the raw and the floor MPI ping-pongs of `size` bytes
-/// with `peer`, right after a rep of Squall's (see `super::rawmpi`).
+/// `--mpi-baselines`, node 0: the medians of the raw and the floor MPI ping-pongs right after
+/// a rep of Squall's (see `super::rawmpi`); without the mpi transport built in, an error.
 #[cfg(feature = "mpi")]
-fn mpi_baselines(
-    ep: &Endpoint,
-    peer: NodeId,
-    size: usize,
-    a: &PingpongNodeArgs,
-) -> Result<(f64, f64), NodeError> {
-    super::rawmpi::measure_baselines(ep, peer, size, a.iters, a.warmup)
-}
-
+use super::rawmpi::measure_baselines;
 #[cfg(not(feature = "mpi"))]
-fn mpi_baselines(
+fn measure_baselines(
     _: &Endpoint,
     _: NodeId,
     _: usize,
-    _: &PingpongNodeArgs,
+    _: usize,
+    _: usize,
 ) -> Result<(f64, f64), NodeError> {
     Err(NodeError::Check(NO_MPI_BASELINES.into()))
 }
@@ -194,7 +187,7 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
             })?;
             am.push(median(&samples));
             if a.mpi_baselines {
-                let (r, f) = mpi_baselines(&ep, peer, size, &a)?;
+                let (r, f) = measure_baselines(&ep, peer, size, a.iters, a.warmup)?;
                 raw.push(r);
                 floor.push(f);
             }
