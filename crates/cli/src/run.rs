@@ -1,7 +1,9 @@
 //! `squall run`: turns command-line options into a [`squall_launch::JobSpec`], runs it and
 //! exits with the job's status. Owns option parsing and user-facing errors only.
 use clap::{Args, ValueEnum};
-use squall_launch::{run_job, ForwardSink, JobSpec, LauncherKind, MpirunOptions, RshOptions};
+use squall_launch::{
+    run_job, ForwardSink, JobInput, JobSpec, LauncherKind, MpirunOptions, RshOptions,
+};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -99,6 +101,9 @@ pub fn after_help() -> String {
     format!(
         "Every node gets SQUALL_RANK, SQUALL_SIZE, SQUALL_RENDEZVOUS, SQUALL_JOB_ID and \
          SQUALL_TRANSPORT;\nthe other variables are passed through from your environment.\n\n\
+         Standard input goes to rank 0 (as under mpirun; also through --hosts and --launcher \
+         mpirun):\n`squall run -n 4 ./prog < input` or `gen | squall run -n 4 ./prog`; the \
+         other ranks read EOF.\nA terminal is forwarded while squall runs in the foreground.\n\n\
          Environment variables:\n{}\n\
          Examples:\n  \
          squall run -n 4 ./my_app --size 1024\n  \
@@ -118,6 +123,7 @@ fn build_spec(args: RunArgs) -> Result<JobSpec, String> {
         .split_first()
         .ok_or_else(|| "no program given".to_string())?;
     let mut spec = JobSpec::local(args.nodes, program.clone(), rest.to_vec());
+    spec.input = JobInput::Inherit;
     spec.transport = args.transport.name().to_string();
     spec.net_faults = args.net_faults;
     spec.stats = args.stats;

@@ -43,6 +43,11 @@ pub enum LaunchError {
     },
     #[error("cannot install the termination signal handler: {0}")]
     Signals(std::io::Error),
+    #[error("cannot open the job's input {}: {source}", path.display())]
+    Input {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot wait for node {rank}: {source}")]
     Wait { rank: u16, source: std::io::Error },
 }

@@ -1,10 +1,12 @@
 //! Running a job: spawn every node in its own process group, forward its output, wait, and
 //! on the first failure, a timeout or a termination signal to the launcher, end every node
-//! (SIGTERM to its group, SIGKILL after the grace period). Owns process lifetimes and the
+//! (SIGTERM to its group, SIGKILL after the grace period). Rank 0's stdin is the job's input
+//! ([`crate::stdin`]), every other node's is /dev/null. Owns process lifetimes and the
 //! exit report; must not know what the nodes do.
 use crate::error::LaunchError;
 use crate::output::{pump, LineSink, Stream};
 use crate::spec::{JobSpec, LauncherKind};
+use crate::stdin::Rank0Input;
 use crate::{local, mpirun, rsh, EXIT_TIMEOUT};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
@@ -219,15 +221,27 @@ fn supervise(
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let mut readers = 0usize;
     let mut running: Vec<Running> = Vec::with_capacity(commands.len());
+    // Rank 0 (or the ssh/mpirun process that starts it) gets the job's input; the others EOF.
+    let (rank0_stdin, rank0_input) = Rank0Input::prepare(&spec.input)?;
+    let mut rank0_stdin = Some(rank0_stdin);
+    let mut rank0_input = Some(rank0_input);
+    let stop_feeder = Arc::new(AtomicBool::new(false));
+    let mut feeder = None;
     for (rank, cmd) in commands.iter_mut().enumerate() {
         let rank = u16::try_from(rank).map_err(|_| LaunchError::TooManyNodes(spec.nodes))?;
-        cmd.stdin(Stdio::null())
+        let stdin = if rank == 0 {
+            rank0_stdin.take().unwrap_or_else(Stdio::null)
+        } else {
+            Stdio::null()
+        };
+        cmd.stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(source) => {
+                stop_feeder.store(true, Ordering::Relaxed);
                 terminate_all(&mut running, spec.grace);
                 return Err(LaunchError::Spawn {
                     rank,
@@ -236,6 +250,11 @@ fn supervise(
                 });
             }
         };
+        if rank == 0 {
+            if let Some(input) = rank0_input.take() {
+                feeder = input.start(child.stdin.take(), &stop_feeder);
+            }
+        }
         if let Some(out) = child.stdout.take() {
             readers += spawn_reader(out, rank, Stream::Stdout, &sink, &done_tx);
         }
@@ -332,6 +351,12 @@ fn supervise(
         if !running.is_empty() {
             std::thread::sleep(POLL);
         }
+    }
+
+    // Rank 0 is gone: its input feeder (if any) ends within one poll.
+    stop_feeder.store(true, Ordering::Relaxed);
+    if let Some(f) = feeder {
+        let _ = f.join();
     }
 
     // A job ended early leaves nothing behind: whatever is left in any node's process group

@@ -2,6 +2,7 @@
 //! Owns validation of the description and the environment every node gets; must not spawn
 //! anything.
 use crate::error::LaunchError;
+use crate::stdin::JobInput;
 use squall_core::env;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -67,10 +68,13 @@ pub struct JobSpec {
     pub extra_env: Vec<(String, String)>,
     /// How long a node gets between SIGTERM and SIGKILL during cleanup.
     pub grace: Duration,
+    /// What rank 0 reads on stdin (the other ranks read EOF); `squall run` passes its own.
+    pub input: JobInput,
 }
 
 impl JobSpec {
-    /// A local job of `nodes` copies of `program args` over tcp with default settings.
+    /// A local job of `nodes` copies of `program args` over tcp with default settings (every
+    /// node's stdin is /dev/null: set [`JobSpec::input`] to give rank 0 an input).
     pub fn local(nodes: usize, program: impl Into<String>, args: Vec<String>) -> JobSpec {
         JobSpec {
             nodes,
@@ -84,6 +88,7 @@ impl JobSpec {
             launcher: LauncherKind::Local,
             extra_env: Vec::new(),
             grace: Duration::from_secs(2),
+            input: JobInput::Null,
         }
     }
 
