@@ -12,8 +12,8 @@
  *   -DAPP_SEQ     sequential reference: no pthreads, threads forced to 1, the worker runs
  *                 inline on the main thread, barriers and locks are no-ops. mode=seq
  *   (default)     native POSIX threads. mode=native
- *   -DAPP_SQUALL  Squall: includes <squall/pthread.h>, whose pthreads layer places threads
- *                 round-robin on the nodes and whose malloc/free come from the shared heap;
+ *   -DAPP_SQUALL  Squall: includes <squall/pthread.h>, whose pthreads layer spreads threads
+ *                 evenly over the nodes (team thread t on node (t+1) mod N) and whose malloc/free come from the shared heap;
  *                 APP_GLOBAL expands to SQUALL_GLOBAL. mode=squall
  *
  * Rules for apps (so the same source runs on Squall): all shared data comes from malloc /

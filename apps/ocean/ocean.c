@@ -189,7 +189,7 @@ int main(int argc, char **argv)
      * factor: a tile boundary between columns puts a page shared by two tiles on every grid
      * row, one between rows only on the boundary row. Tiles are numbered column-major, so
      * threads t, t+1, ... are vertically adjacent and threads t, t+pr, ... share a tile row.
-     * Squall places thread t on node t mod N; with pr a multiple of N the threads of one node
+     * Squall places thread t on node (t+1) mod N; with pr a multiple of N the threads of one node
      * then share tile rows and nodes meet only at tile-row boundaries, as on Cashmere (seed
      * 000), whose SMP nodes held consecutive processors and SPLASH-2 numbered tiles row-major.
      * The column halos stay non-contiguous; on one machine the numbering changes nothing. */

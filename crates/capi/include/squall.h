@@ -45,9 +45,27 @@
 #define SQUALL_PLACE_NODE 4
 
 /**
- * `squall_thread_create` node argument: pick the node round-robin.
+ * `squall_thread_create` node argument: the node the thread placement picks
+ * (`squall_set_thread_placement`; even by default).
  */
 #define SQUALL_ANY_NODE -1
+
+/**
+ * Thread placement (the default): the k-th thread node r creates without naming a node runs
+ * on node (r + k + 1) mod N, so `main` on node 0 plus P-1 created threads put P/N (+-1)
+ * threads on every node.
+ */
+#define SQUALL_THREADS_EVEN 0
+
+/**
+ * Thread placement: the k-th thread a node creates runs on node k mod N.
+ */
+#define SQUALL_THREADS_ROUND_ROBIN 1
+
+/**
+ * Thread placement: every thread runs on the node that creates it.
+ */
+#define SQUALL_THREADS_LOCAL 2
 
 /**
  * Success.
@@ -358,8 +376,8 @@ int squall_atomic_compare_swap(uint64_t *addr, uint64_t expected, uint64_t desir
 int squall_atomic_load(uint64_t *addr, uint64_t *value);
 
 /**
- * Start `fn(arg)` as a thread on node `node` (`SQUALL_ANY_NODE`: round-robin over the
- * nodes); its job-wide id goes to `*tid`. A release: the new thread sees everything the
+ * Start `fn(arg)` as a thread on node `node` (`SQUALL_ANY_NODE`: the node the thread
+ * placement picks, see `squall_set_thread_placement`); its job-wide id goes to `*tid`. A release: the new thread sees everything the
  * caller wrote before. `arg` is passed as is (pointers into Squall memory are valid on every
  * node, others only on this one). `fn` must be in the program or a library every node loads.
  *
@@ -367,6 +385,20 @@ int squall_atomic_load(uint64_t *addr, uint64_t *value);
  * `tid` is valid; `fn` is a valid thread function.
  */
 int squall_thread_create(int32_t node_id, void *(*f)(void*), void *arg, uint64_t *tid);
+
+/**
+ * Choose where this node puts the threads it creates without naming a node
+ * (`SQUALL_ANY_NODE`, `pthread_create`, SPLASH `CREATE`): `SQUALL_THREADS_EVEN`,
+ * `SQUALL_THREADS_ROUND_ROBIN` or `SQUALL_THREADS_LOCAL`. The environment variable
+ * `SQUALL_THREAD_PLACEMENT` (even, round-robin, local) sets the start value on every node.
+ * `SQUALL_OK`, or `SQUALL_ERR_INVALID` for an unknown placement.
+ */
+int squall_set_thread_placement(int placement);
+
+/**
+ * This node's thread placement (`SQUALL_THREADS_*`), or a negative error code.
+ */
+int squall_thread_placement(void);
 
 /**
  * Wait for thread `tid` (created on any node) to end; its return value goes to `*ret` (if
@@ -448,7 +480,8 @@ void squall_pthread_start(void);
 size_t squall_register_globals(void *start, void *end);
 
 /**
- * `pthread_create`: the thread is placed round-robin over the nodes; attributes are ignored.
+ * `pthread_create`: the thread is placed by the node's thread placement (even by default, see
+ * `squall_set_thread_placement`); attributes are ignored.
  *
  * # Safety
  * `thread` is valid; `f` is a valid thread function in a module every node loads.

@@ -163,7 +163,7 @@ template <class T> std::shared_ptr<T> make_shared_array(std::size_t n) {
     return std::shared_ptr<T>(make_array<T>(n).release(), deleter());
 }
 
-/// A thread running fn(arg) on a node (SQUALL_ANY_NODE: round-robin). Joined by join() or by
+/// A thread running fn(arg) on a node (SQUALL_ANY_NODE: the thread placement, even by default). Joined by join() or by
 /// the destructor.
 class thread {
 public:

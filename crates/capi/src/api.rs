@@ -11,6 +11,7 @@ use crate::error::{
 };
 use squall::{
     AtomicOp, BarrierCount, BarrierId, CondId, FlagId, LockId, Node, NodeId, Placement, ThreadId,
+    ThreadPlacement,
 };
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CString};
@@ -29,8 +30,17 @@ pub const SQUALL_PLACE_ROUND_ROBIN: c_int = 2;
 pub const SQUALL_PLACE_BLOCKED: c_int = 3;
 /// Every page homed at node `arg`.
 pub const SQUALL_PLACE_NODE: c_int = 4;
-/// `squall_thread_create` node argument: pick the node round-robin.
+/// `squall_thread_create` node argument: the node the thread placement picks
+/// (`squall_set_thread_placement`; even by default).
 pub const SQUALL_ANY_NODE: i32 = -1;
+/// Thread placement (the default): the k-th thread node r creates without naming a node runs
+/// on node (r + k + 1) mod N, so `main` on node 0 plus P-1 created threads put P/N (+-1)
+/// threads on every node.
+pub const SQUALL_THREADS_EVEN: c_int = 0;
+/// Thread placement: the k-th thread a node creates runs on node k mod N.
+pub const SQUALL_THREADS_ROUND_ROBIN: c_int = 1;
+/// Thread placement: every thread runs on the node that creates it.
+pub const SQUALL_THREADS_LOCAL: c_int = 2;
 
 /// The running node, or the error a call before `squall_init` gets.
 pub(crate) fn node() -> Result<Node, CapiError> {
@@ -622,8 +632,8 @@ pub unsafe extern "C" fn squall_atomic_load(addr: *mut u64, value: *mut u64) -> 
 
 // ----- threads ------------------------------------------------------------------------------
 
-/// Start `fn(arg)` as a thread on node `node` (`SQUALL_ANY_NODE`: round-robin over the
-/// nodes); its job-wide id goes to `*tid`. A release: the new thread sees everything the
+/// Start `fn(arg)` as a thread on node `node` (`SQUALL_ANY_NODE`: the node the thread
+/// placement picks, see `squall_set_thread_placement`); its job-wide id goes to `*tid`. A release: the new thread sees everything the
 /// caller wrote before. `arg` is passed as is (pointers into Squall memory are valid on every
 /// node, others only on this one). `fn` must be in the program or a library every node loads.
 ///
@@ -642,6 +652,45 @@ pub unsafe extern "C" fn squall_thread_create(
         // SAFETY: checked non-null; valid per the contract.
         unsafe { tid.write(t) };
         Ok(SQUALL_OK)
+    })
+}
+
+/// Choose where this node puts the threads it creates without naming a node
+/// (`SQUALL_ANY_NODE`, `pthread_create`, SPLASH `CREATE`): `SQUALL_THREADS_EVEN`,
+/// `SQUALL_THREADS_ROUND_ROBIN` or `SQUALL_THREADS_LOCAL`. The environment variable
+/// `SQUALL_THREAD_PLACEMENT` (even, round-robin, local) sets the start value on every node.
+/// `SQUALL_OK`, or `SQUALL_ERR_INVALID` for an unknown placement.
+#[no_mangle]
+pub extern "C" fn squall_set_thread_placement(placement: c_int) -> c_int {
+    status("squall_set_thread_placement", || {
+        let p = match placement {
+            SQUALL_THREADS_EVEN => ThreadPlacement::Even,
+            SQUALL_THREADS_ROUND_ROBIN => ThreadPlacement::RoundRobin,
+            SQUALL_THREADS_LOCAL => ThreadPlacement::Local,
+            other => {
+                return Err(CapiError::Invalid {
+                    call: "squall_set_thread_placement",
+                    why: format!(
+                        "unknown thread placement {other}: use SQUALL_THREADS_EVEN, \
+                         SQUALL_THREADS_ROUND_ROBIN or SQUALL_THREADS_LOCAL"
+                    ),
+                })
+            }
+        };
+        node()?.set_thread_placement(p);
+        Ok(SQUALL_OK)
+    })
+}
+
+/// This node's thread placement (`SQUALL_THREADS_*`), or a negative error code.
+#[no_mangle]
+pub extern "C" fn squall_thread_placement() -> c_int {
+    status("squall_thread_placement", || {
+        Ok(match node()?.thread_placement() {
+            ThreadPlacement::Even => SQUALL_THREADS_EVEN,
+            ThreadPlacement::RoundRobin => SQUALL_THREADS_ROUND_ROBIN,
+            ThreadPlacement::Local => SQUALL_THREADS_LOCAL,
+        })
     })
 }
 

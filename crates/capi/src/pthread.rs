@@ -209,7 +209,8 @@ pub unsafe extern "C" fn squall_register_globals(start: *mut c_void, end: *mut c
 
 // ----- threads ------------------------------------------------------------------------------
 
-/// `pthread_create`: the thread is placed round-robin over the nodes; attributes are ignored.
+/// `pthread_create`: the thread is placed by the node's thread placement (even by default, see
+/// `squall_set_thread_placement`); attributes are ignored.
 ///
 /// # Safety
 /// `thread` is valid; `f` is a valid thread function in a module every node loads.

@@ -379,6 +379,61 @@ fn cases() -> Vec<(String, Case)> {
             }),
         ));
     }
+    // Thread placement (issue 20 item 6): main plus P-1 pthread_create'd threads, each
+    // reporting its node; the default spreads P/N (+-1) per node, counting main as node 0's.
+    let placement = |nodes: usize, p: usize, mode: &'static str, how: &'static str| {
+        Box::new(move |env: &Env| {
+            let exe = env.build(
+                "cc",
+                &env.src.join("placement.c"),
+                "placement",
+                Some("squall-pthread"),
+            )?;
+            // Per-node counts by the documented rule: main on node 0, created thread k on
+            // (k+1) mod N (even), k mod N (round-robin), 0 (local, created by node 0).
+            let mut count = vec![0usize; nodes];
+            count[0] += 1;
+            for k in 0..p - 1 {
+                count[match mode {
+                    "even" => (k + 1) % nodes,
+                    "round-robin" => k % nodes,
+                    _ => 0,
+                }] += 1;
+            }
+            let counts: Vec<String> = count.iter().map(usize::to_string).collect();
+            let want = format!("placement {mode} P={p} N={nodes}: {} ok", counts.join(" "));
+            let p_arg = p.to_string();
+            let (args, vars): (Vec<&str>, Vec<(&str, &str)>) = match how {
+                "default" => (vec![&p_arg], vec![]),
+                "env" => (
+                    vec![&p_arg, mode, how],
+                    vec![("SQUALL_THREAD_PLACEMENT", mode)],
+                ),
+                _ => (vec![&p_arg, mode, how], vec![]),
+            };
+            job_output_env(&exe, &args, nodes, &want, &vars).map(|_| ())
+        }) as Case
+    };
+    for nodes in [2usize, 4] {
+        for p in [4usize, 6] {
+            v.push((
+                format!("pthreads/placement/even P={p}/{nodes} nodes"),
+                placement(nodes, p, "even", "default"),
+            ));
+        }
+    }
+    v.push((
+        "pthreads/placement/round-robin by env/4 nodes".into(),
+        placement(4, 4, "round-robin", "env"),
+    ));
+    v.push((
+        "pthreads/placement/local by api/2 nodes".into(),
+        placement(2, 4, "local", "api"),
+    ));
+    v.push((
+        "pthreads/placement/even by api/4 nodes".into(),
+        placement(4, 6, "even", "api"),
+    ));
     // A program in SPLASH-2 macro style, expanded with c.m4.squall.
     for nodes in [2usize, 4] {
         v.push((

@@ -1,4 +1,5 @@
 //! Runtime settings read from the environment (`SQUALL_PROTOCOL`, `SQUALL_PLACEMENT`,
+//! `SQUALL_THREAD_PLACEMENT`,
 //! `SQUALL_STATS`, `SQUALL_STATS_FILE`; the table is `squall_core::env::ALL`). Owns parsing and
 //! the error messages for bad values; must not touch the network or memory.
 use crate::error::{Result, SquallError};
@@ -63,11 +64,73 @@ impl PlacementSpec {
     }
 }
 
+/// Which node a thread created without a named node runs on (`Node::spawn_on(None, ..)`,
+/// `pthread_create`, `squall_thread_create(SQUALL_ANY_NODE, ..)`). The k-th such thread a node
+/// `r` creates (k counts from 0 over the node's life) runs on:
+///
+/// * `Even` (the default): node `(r + k + 1) mod N`. The creating thread counts as its node's
+///   first, so `main` on node 0 plus P-1 created threads put P/N (+-1) threads on every node
+///   (thread j of `main, t0, t1, ..` on node j mod N): `CREATE(fn, P)` and `for (i = 1; i < P;
+///   i++) pthread_create(..)` spread evenly;
+/// * `RoundRobin`: node `k mod N` (the rule before issue 20: node 0 gets main and the first
+///   created thread, so `P = N` leaves the last node idle);
+/// * `Local`: node `r` (every thread on its creator's node: one-node runs of a multi-node job).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ThreadPlacement {
+    Even,
+    RoundRobin,
+    Local,
+}
+
+impl ThreadPlacement {
+    /// Every placement, by its name.
+    pub const ALL: [ThreadPlacement; 3] = [
+        ThreadPlacement::Even,
+        ThreadPlacement::RoundRobin,
+        ThreadPlacement::Local,
+    ];
+
+    /// Parse `even` (or empty), `round-robin`, `local`.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "" | "even" => Ok(ThreadPlacement::Even),
+            "round-robin" | "roundrobin" => Ok(ThreadPlacement::RoundRobin),
+            "local" => Ok(ThreadPlacement::Local),
+            other => Err(SquallError::Config(format!(
+                "unknown thread placement '{other}' in {}: use even, round-robin or local",
+                env::THREAD_PLACEMENT
+            ))),
+        }
+    }
+
+    /// The name `parse` reads.
+    pub fn name(self) -> &'static str {
+        match self {
+            ThreadPlacement::Even => "even",
+            ThreadPlacement::RoundRobin => "round-robin",
+            ThreadPlacement::Local => "local",
+        }
+    }
+
+    /// The node of the `k`-th thread node `me` creates in a job of `size` nodes.
+    pub fn target(self, me: NodeId, k: u64, size: u16) -> NodeId {
+        let n = u64::from(size.max(1));
+        let node = match self {
+            ThreadPlacement::Even => (u64::from(me.0) + k + 1) % n,
+            ThreadPlacement::RoundRobin => k % n,
+            ThreadPlacement::Local => u64::from(me.0),
+        };
+        NodeId(node as u16)
+    }
+}
+
 /// Settings of one node's runtime.
 #[derive(Clone, Debug)]
 pub struct RuntimeConfig {
     pub protocol: ProtocolKind,
     pub placement: PlacementSpec,
+    /// Where threads created without a named node run (`SQUALL_THREAD_PLACEMENT`).
+    pub thread_placement: ThreadPlacement,
     pub stats: bool,
     pub stats_file: String,
     /// How long the service thread busy-waits for a page reply after a fault (`None`: never).
@@ -148,6 +211,8 @@ impl RuntimeConfig {
         let protocol = parse_protocol(&get(env::PROTOCOL).unwrap_or_default())?;
         let placement = PlacementSpec::parse(&get(env::PLACEMENT).unwrap_or_default())
             .map_err(|e| SquallError::Config(format!("{e} (in {})", env::PLACEMENT)))?;
+        let thread_placement =
+            ThreadPlacement::parse(&get(env::THREAD_PLACEMENT).unwrap_or_default())?;
         let stats = matches!(
             get(env::STATS).unwrap_or_default().trim(),
             "1" | "true" | "yes" | "on"
@@ -183,6 +248,7 @@ impl RuntimeConfig {
         Ok(RuntimeConfig {
             protocol,
             placement,
+            thread_placement,
             stats,
             stats_file,
             fetch_spin,
@@ -223,6 +289,40 @@ mod tests {
         assert_eq!(parse_protocol("SC").ok(), Some(ProtocolKind::Sc));
         assert_eq!(parse_protocol("").ok(), Some(ProtocolKind::Hlrc));
         assert!(parse_protocol("mesi").is_err());
+    }
+
+    #[test]
+    fn thread_placements_spread_as_documented() {
+        let per_node = |p: ThreadPlacement, threads: u64, size: u16| {
+            // main on node 0, then threads-1 created by node 0.
+            let mut count = vec![0u32; usize::from(size)];
+            count[0] += 1;
+            for k in 0..threads - 1 {
+                count[usize::from(p.target(NodeId(0), k, size).0)] += 1;
+            }
+            count
+        };
+        assert_eq!(per_node(ThreadPlacement::Even, 4, 4), [1, 1, 1, 1]);
+        assert_eq!(per_node(ThreadPlacement::Even, 6, 4), [2, 2, 1, 1]);
+        assert_eq!(per_node(ThreadPlacement::Even, 4, 2), [2, 2]);
+        assert_eq!(per_node(ThreadPlacement::RoundRobin, 4, 4), [2, 1, 1, 0]);
+        assert_eq!(per_node(ThreadPlacement::Local, 3, 4), [3, 0, 0, 0]);
+        assert_eq!(
+            ThreadPlacement::Even.target(NodeId(2), 0, 4),
+            NodeId(3),
+            "a thread on node 2 counts as its node's first"
+        );
+        for p in ThreadPlacement::ALL {
+            assert_eq!(ThreadPlacement::parse(p.name()).ok(), Some(p));
+        }
+        assert_eq!(ThreadPlacement::parse("").ok(), Some(ThreadPlacement::Even));
+        let e = ThreadPlacement::parse("scatter").expect_err("unknown");
+        assert!(e.to_string().contains("SQUALL_THREAD_PLACEMENT"), "{e}");
+        let cfg = RuntimeConfig::from_lookup(|k| {
+            (k == env::THREAD_PLACEMENT).then(|| "round-robin".to_string())
+        })
+        .expect("config");
+        assert_eq!(cfg.thread_placement, ThreadPlacement::RoundRobin);
     }
 
     #[test]

@@ -28,7 +28,7 @@ pub mod stats;
 mod threads;
 
 pub use array::{Pod, SharedArray};
-pub use config::{PlacementSpec, ProtocolKind, RuntimeConfig};
+pub use config::{PlacementSpec, ProtocolKind, RuntimeConfig, ThreadPlacement};
 pub use error::{Result, SquallError};
 pub use node::{init, init_ssi, init_ssi_with_globals, node, parse_placement, Node};
 pub use squall_core::{LockId, NodeId, PageId, Placement, ThreadId, PAGE_SIZE};

@@ -5,7 +5,7 @@
 //! waits for its reply, so no protocol state is ever touched off the service thread. Owns the
 //! composition of the layers; must not touch sockets or page protections itself.
 use crate::array::{Pod, SharedArray};
-use crate::config::{PlacementSpec, RuntimeConfig};
+use crate::config::{PlacementSpec, RuntimeConfig, ThreadPlacement};
 use crate::error::{Result, SquallError};
 use crate::fnptr;
 use crate::msg;
@@ -24,7 +24,7 @@ use squall_sync::{BarrierCount, BarrierId, CondId, FlagId, Outcome, SyncCore, Wa
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -103,8 +103,10 @@ struct Inner {
     /// a single-system-image program).
     main_is_app: AtomicBool,
     finalized: AtomicBool,
-    /// Threads this node created (for thread ids) and the round-robin placement cursor.
+    /// Threads this node created (for thread ids) and the placement cursor.
     spawned: AtomicU64,
+    /// Where `spawn_on(None, ..)` puts threads: an index into `ThreadPlacement::ALL`.
+    thread_placement: AtomicU8,
 }
 
 /// Timed activities in progress (running threads, waiting sync calls): how many, and the sum of
@@ -184,6 +186,7 @@ pub fn node() -> Result<Node> {
 impl Node {
     /// Start a node with explicit settings (tests and embedders; `init` reads the environment).
     pub fn start(net: NetConfig, cfg: RuntimeConfig) -> Result<Node> {
+        let thread_placement = cfg.thread_placement;
         let me = net.rank;
         let nodes = net.size;
         let space = AddressSpace::reserve(&SpaceConfig::from_env()?)?;
@@ -246,6 +249,7 @@ impl Node {
                 main_is_app: AtomicBool::new(true),
                 finalized: AtomicBool::new(false),
                 spawned: AtomicU64::new(0),
+                thread_placement: AtomicU8::new(placement_index(thread_placement)),
             }),
         };
         // Handlers that start threads need the node; a process has one.
@@ -739,13 +743,31 @@ impl Node {
 
     // ----- threads --------------------------------------------------------------------------
 
-    /// Start `f(arg)` as a thread on `on` (or the next node round-robin). Creating a thread is
+    /// Where threads created without a named node run (see [`ThreadPlacement`]; from
+    /// `SQUALL_THREAD_PLACEMENT`, `even` by default).
+    pub fn thread_placement(&self) -> ThreadPlacement {
+        let i = self.inner.thread_placement.load(Ordering::Relaxed);
+        ThreadPlacement::ALL[usize::from(i) % ThreadPlacement::ALL.len()]
+    }
+
+    /// Choose where this node puts the threads it creates from now on without naming a node
+    /// (the k of [`ThreadPlacement`] keeps counting every thread this node created).
+    pub fn set_thread_placement(&self, p: ThreadPlacement) {
+        self.inner
+            .thread_placement
+            .store(placement_index(p), Ordering::Relaxed);
+    }
+
+    /// Start `f(arg)` as a thread on `on` (or, for `None`, the node [`Node::thread_placement`]
+    /// picks: by default the k-th thread this node creates runs on node (rank + k + 1) mod N,
+    /// so the creating thread and its threads spread evenly). Creating a thread is
     /// a release: everything this thread wrote before is visible to the new thread. `arg` is
     /// passed as is: pointers into Squall memory are valid everywhere, other pointers only on
     /// this node.
     pub fn spawn_on(&self, on: Option<NodeId>, f: ThreadFn, arg: *mut c_void) -> Result<ThreadId> {
         let n = self.inner.spawned.fetch_add(1, Ordering::Relaxed);
-        let target = on.unwrap_or(NodeId((n % u64::from(self.size())) as u16));
+        let target =
+            on.unwrap_or_else(|| self.thread_placement().target(self.rank(), n, self.size()));
         if target.0 >= self.size() {
             return Err(SquallError::Config(format!(
                 "cannot create a thread on {target}: the job has {} nodes",
@@ -1307,4 +1329,12 @@ fn register_handlers(
 /// Convenience: the placement spec parser for command lines.
 pub fn parse_placement(s: &str, me: NodeId) -> Result<Placement> {
     PlacementSpec::parse(s).map(|p| p.resolve(me))
+}
+
+/// `p`'s index in `ThreadPlacement::ALL` (how `Inner::thread_placement` stores it).
+fn placement_index(p: ThreadPlacement) -> u8 {
+    ThreadPlacement::ALL
+        .iter()
+        .position(|q| *q == p)
+        .map_or(0, |i| i as u8)
 }

@@ -1,4 +1,4 @@
-//! Threads on any node (CableS): creation on a named or round-robin node, join from any node,
+//! Threads on any node (CableS): creation on a named node or one the thread placement picks, join from any node,
 //! and the consistency they carry — creating a thread is a release by the creator and an
 //! acquire by the new thread; a thread's end is a release and a successful join an acquire.
 //!

@@ -10,7 +10,8 @@
  *  - A constructor starts the node as a single system image (squall_init_ssi): under
  *    `squall run` rank 0 runs main; every other rank serves thread creation and memory until
  *    rank 0 exits (squall_finalize runs from atexit), then exits with status 0.
- *  - pthread_create / pthread_join: threads are placed round-robin over the nodes (attributes
+ *  - pthread_create / pthread_join: threads are spread evenly over the nodes (the k-th thread a
+ *    node r creates runs on node (r+k+1) mod N; squall_set_thread_placement) (attributes
  *    are ignored). A create is a release and a join an acquire. The thread function must be in
  *    the program or a library every node loads; `arg` should point into shared memory.
  *  - pthread_mutex_*, pthread_rwlock_*, pthread_spin_*, pthread_cond_*, pthread_barrier_* become Squall locks, conditions and
