@@ -434,6 +434,29 @@ fn cases() -> Vec<(String, Case)> {
         "pthreads/placement/even by api/4 nodes".into(),
         placement(4, 6, "even", "api"),
     ));
+    // stdin reaches rank 0, where main runs (issue 20 item 5): a pthreads program reads 3 MB
+    // from stdin and checksums it with threads on every node; the native build of the same
+    // source gives the answer line.
+    for nodes in [2usize, 4] {
+        v.push((
+            format!("pthreads/stdin/{nodes} nodes"),
+            Box::new(move |env: &Env| {
+                let src = env.src.join("stdin_sum.c");
+                let input: Vec<u8> = (0..3_000_000u32)
+                    .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+                    .collect();
+                let native = env.build("cc", &src, "stdin_sum_native", None)?;
+                let want = plain_with_input(&native, &["8"], &input)?;
+                let want = want
+                    .lines()
+                    .find(|l| l.starts_with("stdin: ok"))
+                    .ok_or_else(|| format!("native stdin_sum printed {want:?}"))?
+                    .to_string();
+                let exe = env.build("cc", &src, "stdin_sum", Some("squall-pthread"))?;
+                job_with_input(&exe, &[&(2 * nodes).to_string()], nodes, &want, &input)
+            }),
+        ));
+    }
     // A program in SPLASH-2 macro style, expanded with c.m4.squall.
     for nodes in [2usize, 4] {
         v.push((
