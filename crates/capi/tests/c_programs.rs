@@ -468,6 +468,25 @@ fn cases() -> Vec<(String, Case)> {
             }),
         ));
     }
+    // The Splash-3 fence macros across nodes: plain data handed back and forth behind a
+    // Squall atomic flag, read after an acquire fence (without the fences' DSM release and
+    // acquire the reader sees its stale cached copy).
+    for nodes in [1usize, 2, 4] {
+        v.push((
+            format!("splash3/fences/{nodes} nodes"),
+            Box::new(move |env: &Env| {
+                let c = m4(env, "fence.C")?;
+                let exe = env.build("cc", &c, "fence_splash", Some("squall-pthread"))?;
+                let other = if nodes == 1 { 0 } else { 1 };
+                job(
+                    &exe,
+                    &["20", "4096"],
+                    nodes,
+                    &format!("fence: ok rounds=20 words=4096 node={other}"),
+                )
+            }),
+        ));
+    }
     // SPLASH-style programs (issue 20 "Done when"), written as SPLASH-2 code is: the global
     // structure pointer and the sizes in plain globals set by main, input from stdin,
     // CREATE(fn, P), locks, condition variables and pauses in G_MALLOC'd structures, AGETL,
