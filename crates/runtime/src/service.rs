@@ -50,6 +50,8 @@ pub(crate) struct Service {
     /// Continuations of releases the runtime itself started (thread create/exit, atomics),
     /// by token; their tokens have [`RUNTIME_TOKEN`] set so they never meet the sync core's.
     releases: HashMap<u64, Continuation>,
+    /// Acquiring atomics in flight (by waiter token) and the page of their word.
+    pub(crate) acquiring: HashMap<u64, PageId>,
     next_release: u64,
     /// When the service thread spins for page replies (see `on_fault`).
     spin: SpinPolicy,
@@ -138,6 +140,7 @@ impl Service {
             times: ServiceTimes::default(),
             threads: ThreadTable::default(),
             releases: HashMap::new(),
+            acquiring: HashMap::new(),
             next_release: 0,
             spin: SpinPolicy::new(fetch_spin),
         }
@@ -282,7 +285,16 @@ impl Service {
                             fatal(self.me, &format!("synchronization: {e}"));
                         }
                     }
-                    PAction::AtomicDone { token, old } => {
+                    PAction::AtomicDone { token, old, infos } => {
+                        // An acquiring atomic: the writes other nodes released through this
+                        // location become visible here, and so does the word itself (the
+                        // home changed it; this node's copy of its page may be older).
+                        for info in &infos {
+                            self.protocol.apply_grant(info);
+                        }
+                        if let Some(page) = self.acquiring.remove(&token) {
+                            self.protocol.drop_copy(page);
+                        }
                         self.wake(Waiter(token), Reply::Value(old))
                     }
                 }

@@ -147,7 +147,7 @@ impl Cluster {
                 }
                 Action::Resume { page } => self.resumed.push((n, page)),
                 Action::ReleaseDone { token } => self.released.push((n, token)),
-                Action::AtomicDone { token, old } => self.atomics.push((n, token, old)),
+                Action::AtomicDone { token, old, .. } => self.atomics.push((n, token, old)),
             }
         }
     }
