@@ -14,16 +14,16 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 /// `SQUALL_ATOMIC_*` codes of `include/squall/atomic.h`.
-const ADD: u32 = 0;
-const SUB: u32 = 1;
-const AND: u32 = 2;
-const OR: u32 = 3;
-const XOR: u32 = 4;
-const NAND: u32 = 5;
-const XCHG: u32 = 6;
-const CAS: u32 = 7;
-const LOAD: u32 = 8;
-const STORE: u32 = 9;
+pub(crate) const ADD: u32 = 0;
+pub(crate) const SUB: u32 = 1;
+pub(crate) const AND: u32 = 2;
+pub(crate) const OR: u32 = 3;
+pub(crate) const XOR: u32 = 4;
+pub(crate) const NAND: u32 = 5;
+pub(crate) const XCHG: u32 = 6;
+pub(crate) const CAS: u32 = 7;
+pub(crate) const LOAD: u32 = 8;
+pub(crate) const STORE: u32 = 9;
 
 /// End the program: an atomic operation that cannot be made correct.
 fn refuse(what: *const c_char, addr: usize, width: u32, why: &str) -> ! {

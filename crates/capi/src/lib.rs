@@ -10,6 +10,7 @@
 pub mod api;
 pub mod atomic;
 pub mod error;
+mod libatomic;
 mod modules;
 pub mod pthread;
 
