@@ -48,6 +48,7 @@ struct counters {
     long sync_lock;      /* spinlock (__sync_lock_test_and_set / release) over plain_c */
     long plain_c;
     long n;
+    pthread_barrier_t start; /* every thread has the counters in view before any starts */
 };
 
 struct counter_arg {
@@ -64,6 +65,7 @@ static void *count(void *p)
 {
     struct counter_arg *a = p;
     struct counters *c = a->c;
+    pthread_barrier_wait(&c->start);
     for (long i = 0; i < c->n; i++) {
         atomic_fetch_add(&c->c11, 1);
         __sync_fetch_and_add(&c->sync_add, 1);
@@ -105,6 +107,7 @@ static int counter(int P, long N)
     atomic_flag_clear(&c->flag);
     c->anded = ~0ul;
     c->n = N;
+    pthread_barrier_init(&c->start, NULL, (unsigned)P);
     double t0 = now_s();
     for (int i = 0; i < P; i++) {
         args[i].c = c;
@@ -233,6 +236,7 @@ struct ops {
     _Atomic int lock;            /* a lock made of operator forms: while (lock++); lock = 0 */
     long plain;
     long n;
+    pthread_barrier_t start;
 };
 
 struct ops_arg {
@@ -244,6 +248,9 @@ static void *operate(void *p)
 {
     struct ops_arg *a = p;
     struct ops *o = a->o;
+    long first = o->count; /* every thread reads the object before any writes it */
+    pthread_barrier_wait(&o->start);
+    if (first != 0) return NULL;
     for (long i = 0; i < o->n; i++) {
         o->count++;
         o->count += 2;
@@ -268,6 +275,7 @@ static int operators(int P, long N)
     o->n = N;
     o->prod = 1;
     o->last = -1;
+    pthread_barrier_init(&o->start, NULL, (unsigned)P);
     for (int i = 0; i < P; i++) {
         args[i].o = o;
         args[i].id = i;

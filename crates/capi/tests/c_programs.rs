@@ -249,6 +249,14 @@ fn plain(exe: &Path, args: &[&str]) -> Result<String, String> {
     sh(&mut cmd, &format!("{} {}", exe.display(), args.join(" ")))
 }
 
+/// The line starting with "ok WHAT" in a native run's output (what the Squall run must print).
+fn ok_line(out: &str, what: &str) -> Result<String, String> {
+    out.lines()
+        .find(|l| l.starts_with(&format!("ok {what}")))
+        .map(str::to_string)
+        .ok_or_else(|| format!("the native run printed no \"ok {what}\" line: {out:?}"))
+}
+
 type Case = Box<dyn Fn(&Env) -> Result<(), String>>;
 
 fn cases() -> Vec<(String, Case)> {
@@ -361,6 +369,63 @@ fn cases() -> Vec<(String, Case)> {
                 Some("squall-pthread"),
             )?;
             job(&exe, &[], 2, "ok pthread misuse")
+        }),
+    ));
+    // Atomics across nodes (issue 20 item 3): C11 <stdatomic.h> functions, __atomic / __sync
+    // builtins, _Atomic operator forms and C++ std::atomic in a plain pthreads program, under
+    // both protocols; each answer is checked against the same program built natively.
+    for (scenario, args) in [
+        ("counter", &["counter", "4", "40"][..]),
+        ("operators", &["operators", "4", "40"][..]),
+        ("message", &["message", "8"][..]),
+    ] {
+        for nodes in [2usize, 4] {
+            for proto in ["hlrc", "sc"] {
+                v.push((
+                    format!("pthreads/atomics/{scenario}/{nodes} nodes/{proto}"),
+                    Box::new(move |env: &Env| {
+                        let src = env.src.join("atomics.c");
+                        let native = env.build("cc", &src, "atomics_native", None)?;
+                        let want = ok_line(&plain(&native, args)?, scenario)?;
+                        let exe = env.build("cc", &src, "atomics", Some("squall-pthread"))?;
+                        job_output_env(&exe, args, nodes, &want, &[("SQUALL_PROTOCOL", proto)])
+                            .map(|_| ())
+                    }),
+                ));
+            }
+        }
+    }
+    for nodes in [2usize, 4] {
+        for proto in ["hlrc", "sc"] {
+            v.push((
+                format!("pthreads/atomics/c++/{nodes} nodes/{proto}"),
+                Box::new(move |env: &Env| {
+                    let src = env.src.join("cxx_atomic.cpp");
+                    let args = ["4", "30"];
+                    let native = env.build("c++", &src, "cxx_atomic_native", None)?;
+                    let want = ok_line(&plain(&native, &args)?, "cxx atomic")?;
+                    let exe = env.build("c++", &src, "cxx_atomic", Some("squall-pthread"))?;
+                    job_output_env(&exe, &args, nodes, &want, &[("SQUALL_PROTOCOL", proto)])
+                        .map(|_| ())
+                }),
+            ));
+        }
+    }
+    // The cost of an atomic from its home node and from the others (printed).
+    v.push((
+        "pthreads/atomics/cost/2 nodes".into(),
+        Box::new(|env: &Env| {
+            let exe = env.build(
+                "cc",
+                &env.src.join("atomics.c"),
+                "atomics",
+                Some("squall-pthread"),
+            )?;
+            let out = job_output(&exe, &["cost", "300"], 2, "ok cost")?;
+            for l in out.iter().filter(|l| l.starts_with("cost ")) {
+                println!("    {l}");
+            }
+            Ok(())
         }),
     ));
     // SQUALL_GLOBAL variables: coherent, node 0 their home; the section holds only them.
