@@ -14,6 +14,8 @@
  *                              objects (x++, x += v, x -= v, x |= v, x *= v, x = v, reading x);
  *                              prints "ok operators"
  *        atomics cost N        N atomics from each node on one word; prints the time per op
+ *        atomics wide          (Squall build only) a 16-byte atomic load of shared memory:
+ *                              Squall cannot make it correct across nodes and must refuse it
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -356,8 +358,27 @@ static int cost(long n)
     return 0;
 }
 
+#ifdef SQUALL_PTHREAD_H
+struct pair {
+    long a, b;
+};
+
+static int wide(void)
+{
+    struct pair *p = calloc(1, sizeof *p);
+    struct pair out;
+    if (!p) return 1;
+    __atomic_load(p, &out, __ATOMIC_SEQ_CST); /* refused: the program ends here */
+    printf("WRONG: a 16-byte atomic on shared memory was accepted (%ld)\n", out.a);
+    return 1;
+}
+#endif
+
 int main(int argc, char **argv)
 {
+#ifdef SQUALL_PTHREAD_H
+    if (argc >= 2 && strcmp(argv[1], "wide") == 0) return wide();
+#endif
     if (argc >= 4 && strcmp(argv[1], "counter") == 0)
         return counter(atoi(argv[2]), atol(argv[3]));
     if (argc >= 4 && strcmp(argv[1], "operators") == 0)

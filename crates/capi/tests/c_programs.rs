@@ -237,6 +237,34 @@ fn job_output_timeout(
     Ok(out)
 }
 
+/// Run `exe args` as a job that must fail, rank 0 printing a line on stderr that contains
+/// every one of `needles` (a refusal message), and rank 0 printing nothing with "WRONG".
+fn job_refused(exe: &Path, args: &[&str], nodes: usize, needles: &[&str]) -> Result<(), String> {
+    let mut spec = JobSpec::local(
+        nodes,
+        exe.display().to_string(),
+        args.iter().map(|s| s.to_string()).collect(),
+    );
+    spec.timeout = Some(Duration::from_secs(60));
+    let cap = Arc::new(Capture::default());
+    let report = run_job(&spec, cap.clone()).map_err(|e| format!("launch: {e}"))?;
+    let lines = cap.lines.lock().map(|l| l.clone()).unwrap_or_default();
+    let refused = lines
+        .iter()
+        .any(|(r, s, t)| *r == 0 && *s == Stream::Stderr && needles.iter().all(|n| t.contains(n)));
+    let wrong = lines.iter().any(|(_, _, t)| t.contains("WRONG"));
+    if report.success() || !refused || wrong {
+        cap.dump();
+        return Err(format!(
+            "job {} {}: exit {}, expected a refusal containing {needles:?} on rank 0's stderr",
+            exe.display(),
+            args.join(" "),
+            report.exit_code()
+        ));
+    }
+    Ok(())
+}
+
 /// Run `exe args` as a plain process (no launcher variables); returns its stdout.
 fn plain(exe: &Path, args: &[&str]) -> Result<String, String> {
     let mut cmd = Command::new(exe);
@@ -411,6 +439,27 @@ fn cases() -> Vec<(String, Case)> {
             ));
         }
     }
+    // What cannot be made correct is refused with a message naming the operation and address.
+    v.push((
+        "pthreads/atomics/refused/2 nodes".into(),
+        Box::new(|env: &Env| {
+            let exe = env.build(
+                "cc",
+                &env.src.join("atomics.c"),
+                "atomics",
+                Some("squall-pthread"),
+            )?;
+            job_refused(
+                &exe,
+                &["wide"],
+                2,
+                &[
+                    "atomic load on the 16-byte object at 0x",
+                    "1, 2, 4 or 8 bytes",
+                ],
+            )
+        }),
+    ));
     // The cost of an atomic from its home node and from the others (printed).
     v.push((
         "pthreads/atomics/cost/2 nodes".into(),
