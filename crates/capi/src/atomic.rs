@@ -150,7 +150,7 @@ pub unsafe extern "C" fn squall_atomic_op(
         };
         refuse(what, a, width, why)
     }
-    if a % w != 0 {
+    if !a.is_multiple_of(w) {
         refuse(what, a, width, "the object is not aligned to its size")
     }
     match node {

@@ -223,7 +223,7 @@ pub(crate) fn exec_atomic(
 /// A word of `width` bytes at `offset` must be naturally aligned and inside the page.
 pub(crate) fn check_atomic(page: PageId, offset: usize, width: u8) -> Result<(), ProtoError> {
     let w = usize::from(width);
-    if !matches!(width, 1 | 2 | 4 | 8) || offset % w != 0 || offset + w > PAGE_SIZE {
+    if !matches!(width, 1 | 2 | 4 | 8) || !offset.is_multiple_of(w) || offset + w > PAGE_SIZE {
         return Err(ProtoError::BadAtomic {
             page,
             offset,
@@ -331,15 +331,15 @@ mod tests {
             encode_call(&mut w, &c);
             let b = w.finish();
             let mut r = Reader::new(NodeId(0), &b);
-            assert_eq!(r.u8().unwrap(), 1);
-            assert_eq!(decode_call(&mut r).unwrap(), c);
-            r.end().unwrap();
+            assert_eq!(r.u8().expect("tag"), 1);
+            assert_eq!(decode_call(&mut r).expect("a valid call"), c);
+            r.end().expect("nothing after the call");
         }
         let mut w = Writer::new(1);
         w.u8(6).u8(3).u8(0).u8(0);
         let b = w.finish();
         let mut r = Reader::new(NodeId(0), &b);
-        r.u8().unwrap();
+        r.u8().expect("tag");
         assert!(decode_call(&mut r).is_err(), "width 3 is refused");
     }
 }
