@@ -113,6 +113,12 @@ impl AtomicCall {
             w => (1u64 << (8 * u32::from(w))) - 1,
         }
     }
+
+    /// The word's bytes after this call, given its old value (as the home wrote them).
+    pub fn result_bytes(&self, old: u64) -> Vec<u8> {
+        let new = self.op.masked(self.mask()).apply(old) & self.mask();
+        new.to_le_bytes()[..usize::from(self.width)].to_vec()
+    }
 }
 
 pub(crate) fn encode_op(w: &mut Writer, op: AtomicOp) {

@@ -2851,17 +2851,21 @@ impl<M: PageMemory> Protocol for Hlrc<M> {
         self.start_atomic(page, offset, call, token)
     }
 
-    fn drop_copy(&mut self, page: PageId) {
-        if page.0 >= self.layout.total_pages {
+    fn observe_atomic(&mut self, page: PageId, offset: usize, value: &[u8]) {
+        if page.0 >= self.layout.total_pages
+            || offset + value.len() > PAGE_SIZE
+            || self.is_home(page)
+            || self.mem.access(page) == Access::None
+        {
+            // The home's copy is the one the atomic changed; without a copy, the next access
+            // fetches the current one.
             return;
         }
-        let mut unmap = Vec::new();
-        self.invalidate(page, &mut unmap, None);
-        set_access_runs(&self.mem, &unmap, Access::None);
-        for (home, pages) in std::mem::take(&mut self.dropped) {
-            if home != self.me {
-                self.send(home, Msg::Dropped { pages });
-            }
+        // Into the copy and its twin alike: the word is no write of this node, so it must not
+        // show in this node's next diff (which would put it back over later atomics).
+        self.mem.write_bytes(page, offset, value);
+        if let Some(twin) = self.st(page).twin.as_mut() {
+            twin[offset..offset + value.len()].copy_from_slice(value);
         }
     }
 

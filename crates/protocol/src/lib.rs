@@ -92,7 +92,7 @@ pub trait Protocol: Consistency {
     /// `begin_release` first, waits for it, and passes `grant_info(&[])` as `call.release`
     /// (the runtime does this for releasing atomics); an acquiring call's `infos` are applied
     /// by the caller. Under `hlrc` the home counts a changing atomic as its own write, so the
-    /// page appears in the home's next write notice; see also [`Protocol::drop_copy`].
+    /// page appears in the home's next write notice; see also [`Protocol::observe_atomic`].
     fn atomic(
         &mut self,
         page: PageId,
@@ -100,11 +100,12 @@ pub trait Protocol: Consistency {
         call: AtomicCall,
         token: u64,
     ) -> Result<(), ProtoError>;
-    /// Make the next access of this node to `page` read the home's current copy (after an
-    /// acquiring atomic on it: a plain read of the word then sees the atomic's value). Own
-    /// unpublished writes to the page are kept (sent to the home first). Default: nothing to
-    /// do (a protocol whose home-executed atomics already invalidate every copy).
-    fn drop_copy(&mut self, _page: PageId) {}
+    /// An atomic of this node left `value` (the word's bytes) at `offset` of `page` at the
+    /// home: put it into this node's copy, so a plain read of the word after the atomic sees
+    /// it (or a later value), without refetching the page. Not a write of this node (it must
+    /// not appear in its diffs). Default: nothing to do (a protocol whose home-executed
+    /// atomics invalidate every copy).
+    fn observe_atomic(&mut self, _page: PageId, _offset: usize, _value: &[u8]) {}
     /// This core's counters.
     fn stats(&self) -> ProtoStats;
     /// `ending`: the node has entered its finalization and runs no application thread, so

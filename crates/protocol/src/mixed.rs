@@ -158,8 +158,8 @@ impl<M: PageMemory> Protocol for Mixed<M> {
     ) -> Result<(), ProtoError> {
         self.core(page).atomic(page, offset, call, token)
     }
-    fn drop_copy(&mut self, page: PageId) {
-        self.core(page).drop_copy(page)
+    fn observe_atomic(&mut self, page: PageId, offset: usize, value: &[u8]) {
+        self.core(page).observe_atomic(page, offset, value)
     }
     fn stats(&self) -> ProtoStats {
         let mut s = self.hlrc.stats();

@@ -935,13 +935,13 @@ impl Node {
     /// * a release (`Release`, `AcqRel`, `SeqCst`) first makes this node's writes visible
     ///   (`begin_release`) and leaves the node's synchronization info at the location;
     /// * an acquire (`Acquire`, `AcqRel`, `SeqCst`) applies the infos other nodes left at the
-    ///   location (their writes before their releasing operations become visible here) and
-    ///   drops this node's copy of the word's page, so a plain read of the word afterwards
-    ///   sees the atomic's value;
+    ///   location (their writes before their releasing operations become visible here);
     /// * `Relaxed` does neither: one message to the home and back (none if this node is it).
     ///
     /// All operations on one location are executed one at a time at its home, so they are
-    /// atomic and totally ordered (sequentially consistent per location).
+    /// atomic and totally ordered (sequentially consistent per location). After any of them,
+    /// the word's new value is in this node's copy of its page (if it has one), so a plain
+    /// read of the word on this node sees it or a later value.
     pub fn atomic_ordered(
         &self,
         addr: usize,
@@ -975,11 +975,13 @@ impl Node {
                     acquire,
                     release: info,
                 };
-                if acquire {
-                    s.acquiring.insert(w.0, page);
-                }
+                let seen = AtomicCall {
+                    release: None,
+                    ..call.clone()
+                };
+                s.atomics.insert(w.0, (page, offset, seen));
                 if let Err(e) = s.protocol.atomic(page, offset, call, w.0) {
-                    s.acquiring.remove(&w.0);
+                    s.atomics.remove(&w.0);
                     s.wake(w, Reply::Failed(e.into()));
                 }
             };
