@@ -4,12 +4,15 @@
 //!
 //! An atomic location behaves like a lock's release/acquire point: a releasing operation
 //! brings its node's synchronization info (`Consistency::grant_info(&[])`, "everything this
-//! node knows", as a flag set does) and the home keeps it at the location, the latest per node
-//! (a node's later info covers its earlier one). An acquiring operation gets back the infos the
-//! location holds from other nodes and its node applies them (`Consistency::apply_grant`)
-//! before the operation returns. Keeping every node's latest info, not only the last writer's,
-//! covers C11 release sequences: an acquire that reads a value written by a chain of
-//! read-modify-writes synchronizes with every releasing operation in the chain.
+//! node knows", as a flag set does) and the home keeps it, the latest per node (a node's later
+//! info covers its earlier one). An acquiring operation gets back the infos other nodes left
+//! and its node applies them (`Consistency::apply_grant`) before the operation returns.
+//! Keeping every node's latest info, not only the last writer's, covers C11 release
+//! sequences: an acquire that reads a value written by a chain of read-modify-writes
+//! synchronizes with every releasing operation in the chain. Infos are kept per page, not per
+//! word: an acquire also synchronizes with releases through other atomics of the same page
+//! (stronger than C11, never weaker), and an array of atomics costs one set of infos per page
+//! (at most one info per node each) instead of one per element.
 //!
 //! Owns: the operations' semantics (little-endian words of 1, 2, 4 or 8 bytes), their
 //! encoding, the info store. Must not touch: messages other than the op encoding, page access.
@@ -239,15 +242,15 @@ pub(crate) fn check_atomic(page: PageId, offset: usize, width: u8) -> Result<(),
     Ok(())
 }
 
-/// The release infos kept at this home's atomic locations (see the module doc).
+/// The release infos kept for the atomics of this home's pages (see the module doc).
 #[derive(Debug, Default)]
 pub(crate) struct AtomicInfos {
-    at: BTreeMap<(PageId, usize), BTreeMap<NodeId, Vec<u8>>>,
+    at: BTreeMap<PageId, BTreeMap<NodeId, Vec<u8>>>,
 }
 
 impl AtomicInfos {
     /// Execute `call` from `from` on the home's copy: the old value, whether the word changed,
-    /// and (for an acquire) the infos other nodes released at this location.
+    /// and (for an acquire) the infos other nodes released through atomics of this page.
     pub(crate) fn exec(
         &mut self,
         mem: &dyn PageMemory,
@@ -259,7 +262,7 @@ impl AtomicInfos {
         let (old, changed) = exec_atomic(mem, page, offset, call.width, call.op);
         let mut infos = Vec::new();
         if call.acquire {
-            if let Some(m) = self.at.get(&(page, offset)) {
+            if let Some(m) = self.at.get(&page) {
                 infos = m
                     .iter()
                     .filter(|(n, _)| **n != from)
@@ -268,21 +271,15 @@ impl AtomicInfos {
             }
         }
         if let Some(info) = &call.release {
-            self.at
-                .entry((page, offset))
-                .or_default()
-                .insert(from, info.clone());
+            self.at.entry(page).or_default().insert(from, info.clone());
         }
         (old, changed, infos)
     }
 
-    /// Whether some location of `page` holds infos (such a page must keep its home: the infos
-    /// do not travel with a migration).
+    /// Whether `page` holds infos (such a page must keep its home: the infos do not travel
+    /// with a migration).
     pub(crate) fn holds(&self, page: PageId) -> bool {
-        self.at
-            .range((page, 0)..=(page, PAGE_SIZE))
-            .next()
-            .is_some()
+        self.at.contains_key(&page)
     }
 }
 

@@ -21,10 +21,11 @@
  * Objects of 1, 2, 4 or 8 bytes, naturally aligned. An object outside Squall memory (a
  * thread's private data, the C library's) gets the native builtin (through the library: one
  * function call). In Squall memory: a release order (release, acq_rel, seq_cst) first makes
- * the node's writes visible and leaves the node's synchronization info at the location; an
+ * the node's writes visible and leaves the node's synchronization info at the object's page; an
  * acquire order (acquire, consume, acq_rel, seq_cst) gets the infos other nodes left there,
- * so their writes before their releasing operations are visible after it, and a plain read of
- * the object after it sees its latest value. Relaxed operations are atomic but order nothing.
+ * so their writes before their releasing operations are visible after it. A plain read of the
+ * object after any atomic on it sees the value the atomic left (or a later one). Relaxed
+ * operations are atomic but order nothing.
  * Fences: a release fence gives the thread's later relaxed writes release meaning, an acquire
  * fence acquires through the locations the thread read with relaxed operations before it.
  * docs/memory-model.md states the whole model.
