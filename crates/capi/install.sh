@@ -1,7 +1,7 @@
 #!/bin/sh
 # Install Squall's C library, headers, SPLASH-2 macros and pkg-config files under PREFIX:
 #   PREFIX/lib/libsquall.so, libsquall.a
-#   PREFIX/include/squall.h, squall.hpp, squall/pthread.h
+#   PREFIX/include/squall.h, squall.hpp, squall/pthread.h, squall/atomic.h
 #   PREFIX/share/squall/c.m4.squall, squall-globals.ld
 #   PREFIX/lib/pkgconfig/squall.pc, squall-pthread.pc
 #
@@ -35,7 +35,7 @@ if [ -f "$libdir/libsquall.a" ]; then
     cp "$libdir/libsquall.a" "$prefix/lib/libsquall.a"
 fi
 cp "$here/include/squall.h" "$here/include/squall.hpp" "$prefix/include/"
-cp "$here/include/squall/pthread.h" "$prefix/include/squall/"
+cp "$here/include/squall/pthread.h" "$here/include/squall/atomic.h" "$prefix/include/squall/"
 cp "$here/c.m4.squall" "$here/squall-globals.ld" "$prefix/share/squall/"
 for pc in squall squall-pthread; do
     sed -e "s|@PREFIX@|$prefix|g" -e "s|@VERSION@|$version|g" "$here/$pc.pc.in" > "$prefix/lib/pkgconfig/$pc.pc"

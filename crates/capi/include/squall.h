@@ -445,6 +445,25 @@ void squall_string_free(char *s);
 double squall_wtime(void);
 
 /**
+ * Execute atomic operation `op` (a `SQUALL_ATOMIC_*` code) on the `width`-byte object at
+ * `addr` with C11 order `order` (`__ATOMIC_*`); `value` is the operand (the desired value of
+ * a compare-exchange), `expected` the compared value. Returns the object's old value,
+ * zero-extended. `what` names the operation in a refusal message. Used by
+ * `squall/atomic.h`; not meant to be called directly.
+ *
+ * # Safety
+ * `addr` points to a `width`-byte object valid for atomic access; `what` is null or a
+ * NUL-terminated string.
+ */
+uint64_t squall_atomic_op(void *addr, uint32_t width, uint32_t op, uint64_t value, uint64_t expected, int order, const char *what);
+
+/**
+ * A fence with C11 order `order` (`atomic_thread_fence`, `__sync_synchronize`): see
+ * `Node::fence` for what it orders across nodes. Used by `squall/atomic.h`.
+ */
+void squall_atomic_fence(int order);
+
+/**
  * The job-wide id of the object at `p` (as the pthreads layer names mutexes, conditions and
  * barriers): for `squall_lock`, `squall_barrier_n`, `squall_flag_*` on an object's address.
  */

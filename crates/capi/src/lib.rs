@@ -8,10 +8,13 @@
 //! runtime crate `squall` through `squall::Node`; this crate must not touch protocol or sync
 //! internals.
 pub mod api;
+pub mod atomic;
 pub mod error;
+mod libatomic;
 mod modules;
 pub mod pthread;
 
 pub use api::*;
+pub use atomic::*;
 pub use error::*;
 pub use pthread::*;

@@ -237,6 +237,34 @@ fn job_output_timeout(
     Ok(out)
 }
 
+/// Run `exe args` as a job that must fail, rank 0 printing a line on stderr that contains
+/// every one of `needles` (a refusal message), and rank 0 printing nothing with "WRONG".
+fn job_refused(exe: &Path, args: &[&str], nodes: usize, needles: &[&str]) -> Result<(), String> {
+    let mut spec = JobSpec::local(
+        nodes,
+        exe.display().to_string(),
+        args.iter().map(|s| s.to_string()).collect(),
+    );
+    spec.timeout = Some(Duration::from_secs(60));
+    let cap = Arc::new(Capture::default());
+    let report = run_job(&spec, cap.clone()).map_err(|e| format!("launch: {e}"))?;
+    let lines = cap.lines.lock().map(|l| l.clone()).unwrap_or_default();
+    let refused = lines
+        .iter()
+        .any(|(r, s, t)| *r == 0 && *s == Stream::Stderr && needles.iter().all(|n| t.contains(n)));
+    let wrong = lines.iter().any(|(_, _, t)| t.contains("WRONG"));
+    if report.success() || !refused || wrong {
+        cap.dump();
+        return Err(format!(
+            "job {} {}: exit {}, expected a refusal containing {needles:?} on rank 0's stderr",
+            exe.display(),
+            args.join(" "),
+            report.exit_code()
+        ));
+    }
+    Ok(())
+}
+
 /// Run `exe args` as a plain process (no launcher variables); returns its stdout.
 fn plain(exe: &Path, args: &[&str]) -> Result<String, String> {
     let mut cmd = Command::new(exe);
@@ -247,6 +275,14 @@ fn plain(exe: &Path, args: &[&str]) -> Result<String, String> {
         }
     }
     sh(&mut cmd, &format!("{} {}", exe.display(), args.join(" ")))
+}
+
+/// The line starting with "ok WHAT" in a native run's output (what the Squall run must print).
+fn ok_line(out: &str, what: &str) -> Result<String, String> {
+    out.lines()
+        .find(|l| l.starts_with(&format!("ok {what}")))
+        .map(str::to_string)
+        .ok_or_else(|| format!("the native run printed no \"ok {what}\" line: {out:?}"))
 }
 
 type Case = Box<dyn Fn(&Env) -> Result<(), String>>;
@@ -361,6 +397,84 @@ fn cases() -> Vec<(String, Case)> {
                 Some("squall-pthread"),
             )?;
             job(&exe, &[], 2, "ok pthread misuse")
+        }),
+    ));
+    // Atomics across nodes (issue 20 item 3): C11 <stdatomic.h> functions, __atomic / __sync
+    // builtins, _Atomic operator forms and C++ std::atomic in a plain pthreads program, under
+    // both protocols; each answer is checked against the same program built natively.
+    for (scenario, args) in [
+        ("counter", &["counter", "4", "40"][..]),
+        ("operators", &["operators", "4", "40"][..]),
+        ("message", &["message", "8"][..]),
+    ] {
+        for nodes in [2usize, 4] {
+            for proto in ["hlrc", "sc"] {
+                v.push((
+                    format!("pthreads/atomics/{scenario}/{nodes} nodes/{proto}"),
+                    Box::new(move |env: &Env| {
+                        let src = env.src.join("atomics.c");
+                        let native = env.build("cc", &src, "atomics_native", None)?;
+                        let want = ok_line(&plain(&native, args)?, scenario)?;
+                        let exe = env.build("cc", &src, "atomics", Some("squall-pthread"))?;
+                        job_output_env(&exe, args, nodes, &want, &[("SQUALL_PROTOCOL", proto)])
+                            .map(|_| ())
+                    }),
+                ));
+            }
+        }
+    }
+    for nodes in [2usize, 4] {
+        for proto in ["hlrc", "sc"] {
+            v.push((
+                format!("pthreads/atomics/c++/{nodes} nodes/{proto}"),
+                Box::new(move |env: &Env| {
+                    let src = env.src.join("cxx_atomic.cpp");
+                    let args = ["4", "30"];
+                    let native = env.build("c++", &src, "cxx_atomic_native", None)?;
+                    let want = ok_line(&plain(&native, &args)?, "cxx atomic")?;
+                    let exe = env.build("c++", &src, "cxx_atomic", Some("squall-pthread"))?;
+                    job_output_env(&exe, &args, nodes, &want, &[("SQUALL_PROTOCOL", proto)])
+                        .map(|_| ())
+                }),
+            ));
+        }
+    }
+    // What cannot be made correct is refused with a message naming the operation and address.
+    v.push((
+        "pthreads/atomics/refused/2 nodes".into(),
+        Box::new(|env: &Env| {
+            let exe = env.build(
+                "cc",
+                &env.src.join("atomics.c"),
+                "atomics",
+                Some("squall-pthread"),
+            )?;
+            job_refused(
+                &exe,
+                &["wide"],
+                2,
+                &[
+                    "atomic load on the 16-byte object at 0x",
+                    "1, 2, 4 or 8 bytes",
+                ],
+            )
+        }),
+    ));
+    // The cost of an atomic from its home node and from the others (printed).
+    v.push((
+        "pthreads/atomics/cost/2 nodes".into(),
+        Box::new(|env: &Env| {
+            let exe = env.build(
+                "cc",
+                &env.src.join("atomics.c"),
+                "atomics",
+                Some("squall-pthread"),
+            )?;
+            let out = job_output(&exe, &["cost", "300"], 2, "ok cost")?;
+            for l in out.iter().filter(|l| l.starts_with("cost ")) {
+                println!("    {l}");
+            }
+            Ok(())
         }),
     ));
     // SQUALL_GLOBAL variables: coherent, node 0 their home; the section holds only them.

@@ -6,10 +6,13 @@
 //! `hlrc` message encoding. Must not touch: sockets, clocks, threads; page bytes and access
 //! only through the `PageMemory` handle. The message sequences are in this crate's README.
 
+use crate::atomic::{
+    check_atomic, decode_call, decode_infos, encode_call, encode_infos, AtomicInfos,
+};
 use crate::codec::{Reader, Writer};
 use crate::diff::{apply_diff, diff_payload, for_each_run, make_diff};
 use crate::home::{HomeDirectory, HomeRef};
-use crate::{Action, AtomicOp, ProtoError, ProtoStats, Protocol};
+use crate::{Action, AtomicCall, ProtoError, ProtoStats, Protocol};
 use squall_core::{
     Access, AllocInfo, Consistency, HeapLayout, NodeId, PageId, PageMemory, PAGE_SIZE,
 };
@@ -44,9 +47,7 @@ pub enum RunHandover {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Msg {
     /// Who is the home of `page`? (to the page's manager)
-    HomeQuery {
-        page: PageId,
-    },
+    HomeQuery { page: PageId },
     /// The manager's answer; `None`: the page is in no allocation. `more`: the homes of the
     /// pages right after it that are already decided (so a sequential reader asks once).
     HomeReply {
@@ -55,10 +56,7 @@ pub(crate) enum Msg {
         more: Vec<HomeRef>,
     },
     /// The old home tells the manager the page moved.
-    HomeMoved {
-        page: PageId,
-        home: HomeRef,
-    },
+    HomeMoved { page: PageId, home: HomeRef },
     /// Send me the page (`epoch`: the home epoch the requester believes the receiver has),
     /// and the `behind` pages before it and the `ahead` pages after it if you can
     /// (read-ahead: the page comes first, as `PageData`; the others then as `PageRun`s, or
@@ -71,15 +69,10 @@ pub(crate) enum Msg {
         ahead: u16,
     },
     /// A read-ahead page the home does not serve (not home any more, held exclusively...).
-    NoPage {
-        page: PageId,
-    },
+    NoPage { page: PageId },
     /// Read-ahead pages served together: plain read copies of `data.len() / PAGE_SIZE`
     /// consecutive pages from `first` (installed with one page-table change per run).
-    PageRun {
-        first: PageId,
-        data: Vec<u8>,
-    },
+    PageRun { first: PageId, data: Vec<u8> },
     /// The home's copy; `exclusive`: nobody else has a copy, so the receiver writes it
     /// without twin, diff or notice until the home recalls it (Cashmere's exclusive mode).
     PageData {
@@ -88,14 +81,9 @@ pub(crate) enum Msg {
         exclusive: bool,
     },
     /// The home wants the exclusive copy back (another node or the home needs the page).
-    Recall {
-        page: PageId,
-    },
+    Recall { page: PageId },
     /// The exclusive holder's copy (`None`: it never installed the exclusive grant).
-    RecallReply {
-        page: PageId,
-        data: Option<Vec<u8>>,
-    },
+    RecallReply { page: PageId, data: Option<Vec<u8>> },
     /// The receiver of a fetch or atomic is no longer the home; retry at `home`.
     Redirect {
         page: PageId,
@@ -124,18 +112,17 @@ pub(crate) enum Msg {
     Atomic {
         page: PageId,
         offset: u16,
-        op: AtomicOp,
+        call: AtomicCall,
         token: u64,
         epoch: u32,
     },
     /// The sender invalidated its copies of these pages (homed at the receiver): the home
     /// takes it out of their copysets, so a page nobody else holds stops needing notices.
-    Dropped {
-        pages: Vec<PageId>,
-    },
+    Dropped { pages: Vec<PageId> },
     AtomicReply {
         token: u64,
         old: u64,
+        infos: Vec<Vec<u8>>,
     },
     /// Update at a barrier: the home's current copies of consecutive pages from `first` that
     /// it wrote since the last barrier, for a node holding copies of them. They contain every
@@ -148,10 +135,7 @@ pub(crate) enum Msg {
     },
     /// The old home hands over the homes of consecutive pages from `first` at once (after a
     /// granted `want_home` for the page before `first`; see `Hlrc::set_run_handover`).
-    Handovers {
-        first: PageId,
-        items: Vec<Handover>,
-    },
+    Handovers { first: PageId, items: Vec<Handover> },
 }
 
 impl Msg {
@@ -280,16 +264,21 @@ impl Msg {
             Msg::Atomic {
                 page,
                 offset,
-                op,
+                call,
                 token,
                 epoch,
             } => {
                 let mut w = Writer::new(9);
                 w.page(*page).u16(*offset);
-                encode_op(&mut w, *op);
+                encode_call(&mut w, call);
                 w.u64(*token).u32(*epoch).finish()
             }
-            Msg::AtomicReply { token, old } => Writer::new(10).u64(*token).u64(*old).finish(),
+            Msg::AtomicReply { token, old, infos } => {
+                let mut w = Writer::new(10);
+                w.u64(*token).u64(*old);
+                encode_infos(&mut w, infos);
+                w.finish()
+            }
             Msg::Dropped { pages } => {
                 let mut w = Writer::new(13);
                 w.u32(pages.len() as u32);
@@ -426,13 +415,14 @@ impl Msg {
             9 => Msg::Atomic {
                 page: r.page(t)?,
                 offset: r.u16()?,
-                op: decode_op(&mut r)?,
+                call: decode_call(&mut r)?,
                 token: r.u64()?,
                 epoch: r.u32()?,
             },
             10 => Msg::AtomicReply {
                 token: r.u64()?,
                 old: r.u64()?,
+                infos: decode_infos(&mut r, layout.nodes)?,
             },
             13 => {
                 let k = u64::from(r.u32()?);
@@ -566,44 +556,6 @@ fn decode_handover(r: &mut Reader<'_>, n: u16) -> Result<Handover, ProtoError> {
     })
 }
 
-pub(crate) fn encode_op(w: &mut Writer, op: AtomicOp) {
-    match op {
-        AtomicOp::FetchAdd(v) => w.u8(0).u64(v),
-        AtomicOp::Swap(v) => w.u8(1).u64(v),
-        AtomicOp::CompareSwap { expected, new } => w.u8(2).u64(expected).u64(new),
-    };
-}
-
-pub(crate) fn decode_op(r: &mut Reader<'_>) -> Result<AtomicOp, ProtoError> {
-    Ok(match r.u8()? {
-        0 => AtomicOp::FetchAdd(r.u64()?),
-        1 => AtomicOp::Swap(r.u64()?),
-        2 => AtomicOp::CompareSwap {
-            expected: r.u64()?,
-            new: r.u64()?,
-        },
-        b => return Err(r.err(format!("unknown atomic op {b}"))),
-    })
-}
-
-/// Execute an atomic on the node's copy through the backdoor; returns the old value.
-pub(crate) fn exec_atomic(mem: &dyn PageMemory, page: PageId, offset: usize, op: AtomicOp) -> u64 {
-    let mut buf = vec![0u8; PAGE_SIZE];
-    mem.read_page(page, &mut buf);
-    let mut w = [0u8; 8];
-    w.copy_from_slice(&buf[offset..offset + 8]);
-    let old = u64::from_le_bytes(w);
-    mem.write_bytes(page, offset, &op.apply(old).to_le_bytes());
-    old
-}
-
-pub(crate) fn check_atomic(page: PageId, offset: usize) -> Result<(), ProtoError> {
-    if offset & 7 != 0 || offset + 8 > PAGE_SIZE {
-        return Err(ProtoError::BadAtomic { page, offset });
-    }
-    Ok(())
-}
-
 /// What an old home hands the new one when the home migrates (Cashmere): the epoch of the new
 /// home, the page, and the nodes that may hold a copy (`None`: unknown).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -669,14 +621,14 @@ const BARRIER_FETCH_TRUST: u8 = 7;
 const PROBE_GRANT: u64 = DEFAULT_BARRIER_FETCH as u64;
 
 /// Work waiting for a home look-up.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Deferred {
     Fault {
         write: bool,
     },
     Atomic {
         offset: usize,
-        op: AtomicOp,
+        call: AtomicCall,
         token: u64,
     },
 }
@@ -756,7 +708,7 @@ enum Held {
     LocalFault(bool),
     LocalAtomic {
         offset: usize,
-        op: AtomicOp,
+        call: AtomicCall,
         token: u64,
     },
 }
@@ -809,7 +761,9 @@ pub struct Hlrc<M: PageMemory> {
     resolving: BTreeMap<PageId, Vec<Deferred>>,
     /// Home requests that arrived before this node became the home (migration in flight).
     parked: BTreeMap<PageId, Vec<(NodeId, Msg)>>,
-    atomics_out: BTreeMap<u64, (PageId, usize, AtomicOp)>,
+    atomics_out: BTreeMap<u64, (PageId, usize, AtomicCall)>,
+    /// Release infos kept at the atomic locations this node is the home of.
+    atomic_infos: AtomicInfos,
     migrate_after: u32,
     /// Most notices held before old ones are merged (see `compact_notices`).
     notice_budget: usize,
@@ -876,6 +830,7 @@ impl<M: PageMemory> Hlrc<M> {
             resolving: BTreeMap::new(),
             parked: BTreeMap::new(),
             atomics_out: BTreeMap::new(),
+            atomic_infos: AtomicInfos::default(),
             migrate_after: DEFAULT_MIGRATE_AFTER,
             notice_budget: DEFAULT_NOTICE_BUDGET,
             barrier_vt: vec![0; usize::from(layout.nodes)],
@@ -1542,26 +1497,43 @@ impl<M: PageMemory> Hlrc<M> {
         &mut self,
         page: PageId,
         offset: usize,
-        op: AtomicOp,
+        call: AtomicCall,
         token: u64,
     ) -> Result<(), ProtoError> {
-        let Some(home) = self.resolve(page, Deferred::Atomic { offset, op, token })? else {
+        let Some(home) = self.resolve(
+            page,
+            Deferred::Atomic {
+                offset,
+                call: call.clone(),
+                token,
+            },
+        )?
+        else {
             return Ok(());
         };
         if home.node == self.me {
-            if self.hold_for_recall(page, Held::LocalAtomic { offset, op, token }) {
+            if self.hold_for_recall(
+                page,
+                Held::LocalAtomic {
+                    offset,
+                    call: call.clone(),
+                    token,
+                },
+            ) {
                 return Ok(());
             }
-            let old = self.home_atomic(page, offset, op);
-            self.actions.push_back(Action::AtomicDone { token, old });
+            let me = self.me;
+            let (old, infos) = self.home_atomic(page, offset, &call, me);
+            self.actions
+                .push_back(Action::AtomicDone { token, old, infos });
         } else {
-            self.atomics_out.insert(token, (page, offset, op));
+            self.atomics_out.insert(token, (page, offset, call.clone()));
             self.send(
                 home.node,
                 Msg::Atomic {
                     page,
                     offset: offset as u16,
-                    op,
+                    call,
                     token,
                     epoch: home.epoch,
                 },
@@ -1570,12 +1542,21 @@ impl<M: PageMemory> Hlrc<M> {
         Ok(())
     }
 
-    /// The home executes an atomic: its own write (noticed at its next release).
-    fn home_atomic(&mut self, page: PageId, offset: usize, op: AtomicOp) -> u64 {
-        let old = exec_atomic(&self.mem, page, offset, op);
-        self.dirty.insert(page);
-        self.st(page).streak = None;
-        old
+    /// The home executes an atomic for `from`: its own write if the word changed (noticed at
+    /// its next release). Returns the old value and, for an acquire, the location's infos.
+    fn home_atomic(
+        &mut self,
+        page: PageId,
+        offset: usize,
+        call: &AtomicCall,
+        from: NodeId,
+    ) -> (u64, Vec<Vec<u8>>) {
+        let (old, changed, infos) = self.atomic_infos.exec(&self.mem, page, offset, call, from);
+        if changed {
+            self.dirty.insert(page);
+            self.st(page).streak = None;
+        }
+        (old, infos)
     }
 
     fn home_status(&mut self, page: PageId, epoch: u32) -> HomeStatus {
@@ -1933,14 +1914,15 @@ impl<M: PageMemory> Hlrc<M> {
                 self.dir.learn(page, home);
                 match atomic_token {
                     Some(token) => {
-                        let (p, offset, op) = self.atomics_out.remove(&token).ok_or_else(|| {
-                            ProtoError::Unexpected {
-                                from,
-                                page,
-                                why: format!("redirect of unknown atomic {token}"),
-                            }
-                        })?;
-                        self.start_atomic(p, offset, op, token)?;
+                        let (p, offset, call) =
+                            self.atomics_out.remove(&token).ok_or_else(|| {
+                                ProtoError::Unexpected {
+                                    from,
+                                    page,
+                                    why: format!("redirect of unknown atomic {token}"),
+                                }
+                            })?;
+                        self.start_atomic(p, offset, call, token)?;
                     }
                     None => {
                         if let Some(f) = self.st(page).fetch.take() {
@@ -2032,34 +2014,36 @@ impl<M: PageMemory> Hlrc<M> {
                     match item {
                         Held::Remote(f, m) => self.on_message(f, m)?,
                         Held::LocalFault(write) => self.fault(page, write)?,
-                        Held::LocalAtomic { offset, op, token } => {
-                            self.start_atomic(page, offset, op, token)?
-                        }
+                        Held::LocalAtomic {
+                            offset,
+                            call,
+                            token,
+                        } => self.start_atomic(page, offset, call, token)?,
                     }
                 }
             }
             Msg::Atomic {
                 page,
                 offset,
-                op,
+                call,
                 token,
                 epoch,
             } => {
-                check_atomic(page, usize::from(offset))?;
+                check_atomic(page, usize::from(offset), call.width)?;
                 match self.home_status(page, epoch) {
                     HomeStatus::Serve => {
                         let msg = Msg::Atomic {
                             page,
                             offset,
-                            op,
+                            call: call.clone(),
                             token,
                             epoch,
                         };
                         if self.hold_for_recall(page, Held::Remote(from, msg)) {
                             return Ok(());
                         }
-                        let old = self.home_atomic(page, usize::from(offset), op);
-                        self.send(from, Msg::AtomicReply { token, old });
+                        let (old, infos) = self.home_atomic(page, usize::from(offset), &call, from);
+                        self.send(from, Msg::AtomicReply { token, old, infos });
                     }
                     HomeStatus::Redirect(home) => self.send(
                         from,
@@ -2075,7 +2059,7 @@ impl<M: PageMemory> Hlrc<M> {
                         Msg::Atomic {
                             page,
                             offset,
-                            op,
+                            call,
                             token,
                             epoch,
                         },
@@ -2098,14 +2082,15 @@ impl<M: PageMemory> Hlrc<M> {
                 interval,
                 data,
             } => self.on_push(from, first, interval, &data),
-            Msg::AtomicReply { token, old } => {
+            Msg::AtomicReply { token, old, infos } => {
                 if self.atomics_out.remove(&token).is_none() {
                     return Err(ProtoError::Malformed {
                         from,
                         why: format!("reply to unknown atomic {token}"),
                     });
                 }
-                self.actions.push_back(Action::AtomicDone { token, old });
+                self.actions
+                    .push_back(Action::AtomicDone { token, old, infos });
             }
         }
         Ok(())
@@ -2133,6 +2118,7 @@ impl<M: PageMemory> Hlrc<M> {
             let epoch = self.dir.cached(page).map_or(0, |h| h.epoch);
             self.migrate_after > 0
                 && epoch < WANT_HOME_EPOCHS
+                && !self.atomic_infos.holds(page)
                 && !self.dirty.contains(&page)
                 && self.mem.access(page) != Access::ReadWrite
                 && !self.parked.contains_key(&page)
@@ -2161,6 +2147,7 @@ impl<M: PageMemory> Hlrc<M> {
             st.streak = Some((origin, streak));
             self.migrate_after > 0
                 && streak >= self.migrate_after
+                && !self.atomic_infos.holds(page)
                 && !self.dirty.contains(&page)
                 && !self.parked.contains_key(&page)
         };
@@ -2392,6 +2379,7 @@ impl<M: PageMemory> Hlrc<M> {
                 .cached(q)
                 .is_some_and(|h| h.node == self.me && h.epoch < WANT_HOME_EPOCHS)
             || self.dirty.contains(&q)
+            || self.atomic_infos.holds(q)
             || self.mem.access(q) == Access::ReadWrite
             || self.parked.contains_key(&q)
             || self.page_diffs.contains_key(&q)
@@ -2554,9 +2542,11 @@ impl<M: PageMemory> Hlrc<M> {
         for w in work {
             match w {
                 Deferred::Fault { write } => self.fault(page, write)?,
-                Deferred::Atomic { offset, op, token } => {
-                    self.start_atomic(page, offset, op, token)?
-                }
+                Deferred::Atomic {
+                    offset,
+                    call,
+                    token,
+                } => self.start_atomic(page, offset, call, token)?,
             }
         }
         Ok(())
@@ -2852,13 +2842,31 @@ impl<M: PageMemory> Protocol for Hlrc<M> {
         &mut self,
         page: PageId,
         offset: usize,
-        op: AtomicOp,
+        call: AtomicCall,
         token: u64,
     ) -> Result<(), ProtoError> {
         self.check_page(page)?;
-        check_atomic(page, offset)?;
+        check_atomic(page, offset, call.width)?;
         self.stats.atomics += 1;
-        self.start_atomic(page, offset, op, token)
+        self.start_atomic(page, offset, call, token)
+    }
+
+    fn observe_atomic(&mut self, page: PageId, offset: usize, value: &[u8]) {
+        if page.0 >= self.layout.total_pages
+            || offset + value.len() > PAGE_SIZE
+            || self.is_home(page)
+            || self.mem.access(page) == Access::None
+        {
+            // The home's copy is the one the atomic changed; without a copy, the next access
+            // fetches the current one.
+            return;
+        }
+        // Into the copy and its twin alike: the word is no write of this node, so it must not
+        // show in this node's next diff (which would put it back over later atomics).
+        self.mem.write_bytes(page, offset, value);
+        if let Some(twin) = self.st(page).twin.as_mut() {
+            twin[offset..offset + value.len()].copy_from_slice(value);
+        }
     }
 
     fn stats(&self) -> ProtoStats {

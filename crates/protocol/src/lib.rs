@@ -8,6 +8,7 @@
 //! See `README.md` in this crate for the message sequence of every protocol action.
 #![forbid(unsafe_code)]
 
+pub mod atomic;
 mod codec;
 pub mod diff;
 pub mod hlrc;
@@ -18,6 +19,7 @@ pub mod stats;
 
 use squall_core::{AllocInfo, Consistency, NodeId, PageId};
 
+pub use atomic::{AtomicCall, AtomicOp};
 pub use hlrc::{Hlrc, RunHandover};
 pub use mixed::{ArenaSplit, Mixed};
 pub use sc::Sc;
@@ -33,8 +35,14 @@ pub enum Action {
     /// The release started by `Consistency::begin_release(token)` has completed.
     ReleaseDone { token: u64 },
     /// The atomic operation started with `Protocol::atomic(.., token)` executed at the page's
-    /// home; `old` is the word's value before it.
-    AtomicDone { token: u64, old: u64 },
+    /// home; `old` is the word's value before it; for an acquiring call, `infos` are the
+    /// release infos other nodes left at the location (apply each with
+    /// `Consistency::apply_grant`).
+    AtomicDone {
+        token: u64,
+        old: u64,
+        infos: Vec<Vec<u8>>,
+    },
 }
 
 /// Errors a protocol core reports; they name the node and the page.
@@ -52,38 +60,14 @@ pub enum ProtoError {
     },
     #[error("{page} is not part of any allocation")]
     NotAllocated { page: PageId },
-    #[error("atomic operation on {page} at offset {offset}: offset must be 8-aligned and inside the page")]
-    BadAtomic { page: PageId, offset: usize },
+    #[error("atomic operation of {width} bytes on {page} at offset {offset}: the width must be 1, 2, 4 or 8 and the word aligned to it, inside the page")]
+    BadAtomic {
+        page: PageId,
+        offset: usize,
+        width: u8,
+    },
     #[error("unknown protocol {name:?} (expected hlrc or sc)")]
     UnknownProtocol { name: String },
-}
-
-/// A remote atomic operation on a little-endian `u64` word, executed at the page's home.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AtomicOp {
-    /// `old + v` (wrapping).
-    FetchAdd(u64),
-    /// Store `v`.
-    Swap(u64),
-    /// Store `new` if the word equals `expected`.
-    CompareSwap { expected: u64, new: u64 },
-}
-
-impl AtomicOp {
-    /// The word's new value given its old one.
-    pub fn apply(self, old: u64) -> u64 {
-        match self {
-            AtomicOp::FetchAdd(v) => old.wrapping_add(v),
-            AtomicOp::Swap(v) => v,
-            AtomicOp::CompareSwap { expected, new } => {
-                if old == expected {
-                    new
-                } else {
-                    old
-                }
-            }
-        }
-    }
 }
 
 /// A coherence protocol core. Every method runs on the node's service thread and never blocks.
@@ -99,21 +83,29 @@ pub trait Protocol: Consistency {
     fn register_allocation(&mut self, alloc: AllocInfo);
     /// Next action, or `None` when there is nothing to do until the next input.
     fn poll_action(&mut self) -> Option<Action>;
-    /// Execute `op` on the `u64` at `offset` of `page` at the page's home; completion is
-    /// reported as `Action::AtomicDone { token, old }`.
+    /// Execute `call` on the word at `offset` of `page` at the page's home; completion is
+    /// reported as `Action::AtomicDone { token, old, infos }`.
     ///
     /// Ordering: the atomic is sequentially consistent with every other atomic on the same
-    /// word (the home executes them one at a time). It is not a release: a caller that needs
-    /// its earlier writes visible to whoever observes the atomic calls `begin_release` first and
-    /// waits for it (the runtime does this for the C API's atomics). Under `hlrc` the home
-    /// counts the atomic as its own write, so the page appears in the home's next write notice.
+    /// word (the home executes them one at a time). By itself it is not a release: a caller
+    /// that needs its earlier writes visible to whoever acquires through the atomic calls
+    /// `begin_release` first, waits for it, and passes `grant_info(&[])` as `call.release`
+    /// (the runtime does this for releasing atomics); an acquiring call's `infos` are applied
+    /// by the caller. Under `hlrc` the home counts a changing atomic as its own write, so the
+    /// page appears in the home's next write notice; see also [`Protocol::observe_atomic`].
     fn atomic(
         &mut self,
         page: PageId,
         offset: usize,
-        op: AtomicOp,
+        call: AtomicCall,
         token: u64,
     ) -> Result<(), ProtoError>;
+    /// An atomic of this node left `value` (the word's bytes) at `offset` of `page` at the
+    /// home: put it into this node's copy, so a plain read of the word after the atomic sees
+    /// it (or a later value), without refetching the page. Not a write of this node (it must
+    /// not appear in its diffs). Default: nothing to do (a protocol whose home-executed
+    /// atomics invalidate every copy).
+    fn observe_atomic(&mut self, _page: PageId, _offset: usize, _value: &[u8]) {}
     /// This core's counters.
     fn stats(&self) -> ProtoStats;
     /// `ending`: the node has entered its finalization and runs no application thread, so

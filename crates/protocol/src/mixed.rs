@@ -9,7 +9,7 @@
 //! Owns: routing faults, messages, allocations and atomics to the right core, and tagging each
 //! message with the core it belongs to. Must not touch either core's state. Synchronization
 //! hooks go to `hlrc`; `sc`'s hooks do nothing (every write is visible when it completes).
-use crate::{Action, AtomicOp, Hlrc, ProtoError, ProtoStats, Protocol, ProtocolKind, Sc};
+use crate::{Action, AtomicCall, Hlrc, ProtoError, ProtoStats, Protocol, ProtocolKind, Sc};
 use squall_core::{AllocInfo, Consistency, HeapLayout, NodeId, PageId, PageMemory};
 
 /// The static split of the global range between the two protocols: the layout of a job with
@@ -153,10 +153,13 @@ impl<M: PageMemory> Protocol for Mixed<M> {
         &mut self,
         page: PageId,
         offset: usize,
-        op: AtomicOp,
+        call: AtomicCall,
         token: u64,
     ) -> Result<(), ProtoError> {
-        self.core(page).atomic(page, offset, op, token)
+        self.core(page).atomic(page, offset, call, token)
+    }
+    fn observe_atomic(&mut self, page: PageId, offset: usize, value: &[u8]) {
+        self.core(page).observe_atomic(page, offset, value)
     }
     fn stats(&self) -> ProtoStats {
         let mut s = self.hlrc.stats();

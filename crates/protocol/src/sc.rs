@@ -20,10 +20,12 @@
 //!   when the recall arrives.
 //! * Duplicate faults on a page with a request outstanding send nothing.
 
+use crate::atomic::{
+    check_atomic, decode_call, decode_infos, encode_call, encode_infos, AtomicInfos,
+};
 use crate::codec::{Reader, Writer};
-use crate::hlrc::{check_atomic, decode_op, encode_op, exec_atomic};
 use crate::home::{HomeDirectory, HomeRef};
-use crate::{Action, AtomicOp, ProtoError, ProtoStats, Protocol};
+use crate::{Action, AtomicCall, ProtoError, ProtoStats, Protocol};
 use squall_core::{
     Access, AllocInfo, Consistency, HeapLayout, NodeId, PageId, PageMemory, PAGE_SIZE,
 };
@@ -64,12 +66,13 @@ pub(crate) enum Msg {
     Atomic {
         page: PageId,
         offset: u16,
-        op: AtomicOp,
+        call: AtomicCall,
         token: u64,
     },
     AtomicReply {
         token: u64,
         old: u64,
+        infos: Vec<Vec<u8>>,
     },
 }
 
@@ -121,15 +124,20 @@ impl Msg {
             Msg::Atomic {
                 page,
                 offset,
-                op,
+                call,
                 token,
             } => {
                 let mut w = Writer::new(9);
                 w.page(*page).u16(*offset);
-                encode_op(&mut w, *op);
+                encode_call(&mut w, call);
                 w.u64(*token).finish()
             }
-            Msg::AtomicReply { token, old } => Writer::new(10).u64(*token).u64(*old).finish(),
+            Msg::AtomicReply { token, old, infos } => {
+                let mut w = Writer::new(10);
+                w.u64(*token).u64(*old);
+                encode_infos(&mut w, infos);
+                w.finish()
+            }
         }
     }
 
@@ -174,12 +182,13 @@ impl Msg {
             9 => Msg::Atomic {
                 page: r.page(t)?,
                 offset: r.u16()?,
-                op: decode_op(&mut r)?,
+                call: decode_call(&mut r)?,
                 token: r.u64()?,
             },
             10 => Msg::AtomicReply {
                 token: r.u64()?,
                 old: r.u64()?,
+                infos: decode_infos(&mut r, layout.nodes)?,
             },
             tag => return Err(r.err(format!("unknown sc message tag {tag}"))),
         };
@@ -189,14 +198,14 @@ impl Msg {
 }
 
 /// A request the home directory serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Req {
     Read(NodeId),
     Write(NodeId),
     Atomic {
         from: NodeId,
         offset: usize,
-        op: AtomicOp,
+        call: AtomicCall,
         token: u64,
     },
 }
@@ -212,14 +221,14 @@ struct DirEntry {
     queue: VecDeque<Req>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Deferred {
     Fault {
         write: bool,
     },
     Atomic {
         offset: usize,
-        op: AtomicOp,
+        call: AtomicCall,
         token: u64,
     },
 }
@@ -238,6 +247,8 @@ pub struct Sc<M: PageMemory> {
     /// Home side.
     entries: BTreeMap<PageId, DirEntry>,
     atomics_out: BTreeSet<u64>,
+    /// Release infos kept at the atomic locations this node is the home of.
+    atomic_infos: AtomicInfos,
 }
 
 impl<M: PageMemory> Sc<M> {
@@ -253,6 +264,7 @@ impl<M: PageMemory> Sc<M> {
             resolving: BTreeMap::new(),
             entries: BTreeMap::new(),
             atomics_out: BTreeSet::new(),
+            atomic_infos: AtomicInfos::default(),
         }
     }
 
@@ -324,10 +336,18 @@ impl<M: PageMemory> Sc<M> {
         &mut self,
         page: PageId,
         offset: usize,
-        op: AtomicOp,
+        call: AtomicCall,
         token: u64,
     ) -> Result<(), ProtoError> {
-        let Some(home) = self.resolve(page, Deferred::Atomic { offset, op, token })? else {
+        let Some(home) = self.resolve(
+            page,
+            Deferred::Atomic {
+                offset,
+                call: call.clone(),
+                token,
+            },
+        )?
+        else {
             return Ok(());
         };
         if home == self.me {
@@ -336,7 +356,7 @@ impl<M: PageMemory> Sc<M> {
                 Req::Atomic {
                     from: self.me,
                     offset,
-                    op,
+                    call,
                     token,
                 },
             );
@@ -347,7 +367,7 @@ impl<M: PageMemory> Sc<M> {
                 Msg::Atomic {
                     page,
                     offset: offset as u16,
-                    op,
+                    call,
                     token,
                 },
             );
@@ -380,7 +400,7 @@ impl<M: PageMemory> Sc<M> {
             let Some(req) = e.queue.pop_front() else {
                 return;
             };
-            let acks = self.start(page, req);
+            let acks = self.start(page, &req);
             if acks == 0 {
                 self.finish(page, req);
             } else {
@@ -390,13 +410,13 @@ impl<M: PageMemory> Sc<M> {
     }
 
     /// Begin a transaction: send recalls/invalidations; returns how many answers it awaits.
-    fn start(&mut self, page: PageId, req: Req) -> u32 {
+    fn start(&mut self, page: PageId, req: &Req) -> u32 {
         let me = self.me;
         let (owner, sharers) = {
             let e = self.entries.entry(page).or_default();
             (e.owner, e.sharers.clone())
         };
-        match req {
+        match *req {
             Req::Read(x) => match owner {
                 Some(o) if o == x => 0,
                 Some(o) if o == me => {
@@ -417,7 +437,7 @@ impl<M: PageMemory> Sc<M> {
                 None => 0,
             },
             Req::Write(_) | Req::Atomic { .. } => {
-                let x = match req {
+                let x = match *req {
                     Req::Write(x) => Some(x),
                     _ => None,
                 };
@@ -512,17 +532,18 @@ impl<M: PageMemory> Sc<M> {
             Req::Atomic {
                 from,
                 offset,
-                op,
+                call,
                 token,
             } => {
-                let old = exec_atomic(&self.mem, page, offset, op);
+                let (old, _, infos) = self.atomic_infos.exec(&self.mem, page, offset, &call, from);
                 let e = self.entries.entry(page).or_default();
                 e.sharers.clear();
                 e.owner = None;
                 if from == me {
-                    self.actions.push_back(Action::AtomicDone { token, old });
+                    self.actions
+                        .push_back(Action::AtomicDone { token, old, infos });
                 } else {
-                    self.send(from, Msg::AtomicReply { token, old });
+                    self.send(from, Msg::AtomicReply { token, old, infos });
                 }
             }
         }
@@ -536,7 +557,7 @@ impl<M: PageMemory> Sc<M> {
         data: Option<Vec<u8>>,
     ) -> Result<(), ProtoError> {
         let e = self.entries.entry(page).or_default();
-        let Some((req, acks)) = e.busy else {
+        let Some((req, acks)) = e.busy.clone() else {
             return Err(ProtoError::Unexpected {
                 from,
                 page,
@@ -583,9 +604,11 @@ impl<M: PageMemory> Sc<M> {
                 for w in work {
                     match w {
                         Deferred::Fault { write } => self.fault(page, write)?,
-                        Deferred::Atomic { offset, op, token } => {
-                            self.start_atomic(page, offset, op, token)?
-                        }
+                        Deferred::Atomic {
+                            offset,
+                            call,
+                            token,
+                        } => self.start_atomic(page, offset, call, token)?,
                     }
                 }
             }
@@ -646,28 +669,29 @@ impl<M: PageMemory> Sc<M> {
             Msg::Atomic {
                 page,
                 offset,
-                op,
+                call,
                 token,
             } => {
-                check_atomic(page, usize::from(offset))?;
+                check_atomic(page, usize::from(offset), call.width)?;
                 self.submit(
                     page,
                     Req::Atomic {
                         from,
                         offset: usize::from(offset),
-                        op,
+                        call,
                         token,
                     },
                 );
             }
-            Msg::AtomicReply { token, old } => {
+            Msg::AtomicReply { token, old, infos } => {
                 if !self.atomics_out.remove(&token) {
                     return Err(ProtoError::Malformed {
                         from,
                         why: format!("reply to unknown atomic {token}"),
                     });
                 }
-                self.actions.push_back(Action::AtomicDone { token, old });
+                self.actions
+                    .push_back(Action::AtomicDone { token, old, infos });
             }
         }
         Ok(())
@@ -722,15 +746,15 @@ impl<M: PageMemory> Protocol for Sc<M> {
         &mut self,
         page: PageId,
         offset: usize,
-        op: AtomicOp,
+        call: AtomicCall,
         token: u64,
     ) -> Result<(), ProtoError> {
         if page.0 >= self.layout.total_pages {
             return Err(ProtoError::NotAllocated { page });
         }
-        check_atomic(page, offset)?;
+        check_atomic(page, offset, call.width)?;
         self.stats.atomics += 1;
-        self.start_atomic(page, offset, op, token)
+        self.start_atomic(page, offset, call, token)
     }
 
     fn stats(&self) -> ProtoStats {

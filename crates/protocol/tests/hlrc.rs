@@ -382,7 +382,7 @@ fn atomics_execute_at_the_home_in_order() {
     let mut c = Cluster::new("hlrc", 3);
     for (n, token) in [(1u16, 1u64), (2, 2), (0, 3), (1, 4)] {
         c.cores[usize::from(n)]
-            .atomic(PageId(2), 16, AtomicOp::FetchAdd(1), token)
+            .atomic(PageId(2), 16, AtomicOp::FetchAdd(1).into(), token)
             .expect("atomic accepted");
         c.drain(n);
         c.settle();
@@ -397,7 +397,8 @@ fn atomics_execute_at_the_home_in_order() {
             AtomicOp::CompareSwap {
                 expected: 4,
                 new: 40,
-            },
+            }
+            .into(),
             5,
         )
         .expect("atomic accepted");
@@ -405,10 +406,11 @@ fn atomics_execute_at_the_home_in_order() {
     c.settle();
     assert_eq!(c.atomics.last().copied(), Some((2, 5, 4)));
     assert_eq!(
-        c.cores[1].atomic(PageId(2), 12, AtomicOp::Swap(1), 6),
+        c.cores[1].atomic(PageId(2), 12, AtomicOp::Swap(1).into(), 6),
         Err(ProtoError::BadAtomic {
             page: PageId(2),
-            offset: 12
+            offset: 12,
+            width: 8
         })
     );
 }

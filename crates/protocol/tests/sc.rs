@@ -127,7 +127,7 @@ fn atomics_recall_the_owner_first() {
     c.settle();
     c.store(1, 0, 8, 100);
     c.cores[2]
-        .atomic(PageId(0), 8, AtomicOp::FetchAdd(5), 1)
+        .atomic(PageId(0), 8, AtomicOp::FetchAdd(5).into(), 1)
         .expect("atomic accepted");
     c.drain(2);
     c.settle();

@@ -14,7 +14,7 @@ use crossbeam_channel::Sender;
 use squall_core::{AllocInfo, NodeId, PageId};
 use squall_memory::{AddressSpace, Heap};
 use squall_net::Endpoint;
-use squall_protocol::{Action as PAction, ArenaSplit, Protocol, ProtocolKind};
+use squall_protocol::{Action as PAction, ArenaSplit, AtomicCall, Protocol, ProtocolKind};
 use squall_sync::{Action as SAction, Outcome, SyncCore, SyncError, Waiter};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -50,6 +50,9 @@ pub(crate) struct Service {
     /// Continuations of releases the runtime itself started (thread create/exit, atomics),
     /// by token; their tokens have [`RUNTIME_TOKEN`] set so they never meet the sync core's.
     releases: HashMap<u64, Continuation>,
+    /// Ordered atomics in flight (by waiter token): their word's page and offset, and the
+    /// call (its release info taken out), to put the word's new value into this node's copy.
+    pub(crate) atomics: HashMap<u64, (PageId, usize, AtomicCall)>,
     next_release: u64,
     /// When the service thread spins for page replies (see `on_fault`).
     spin: SpinPolicy,
@@ -138,6 +141,7 @@ impl Service {
             times: ServiceTimes::default(),
             threads: ThreadTable::default(),
             releases: HashMap::new(),
+            atomics: HashMap::new(),
             next_release: 0,
             spin: SpinPolicy::new(fetch_spin),
         }
@@ -282,7 +286,18 @@ impl Service {
                             fatal(self.me, &format!("synchronization: {e}"));
                         }
                     }
-                    PAction::AtomicDone { token, old } => {
+                    PAction::AtomicDone { token, old, infos } => {
+                        // An acquiring atomic: the writes other nodes released through this
+                        // location become visible here; then the word's new value goes into
+                        // this node's copy of its page (which may be older), so a plain read
+                        // after the atomic sees it.
+                        for info in &infos {
+                            self.protocol.apply_grant(info);
+                        }
+                        if let Some((page, offset, call)) = self.atomics.remove(&token) {
+                            let value = call.result_bytes(old);
+                            self.protocol.observe_atomic(page, offset, &value);
+                        }
                         self.wake(Waiter(token), Reply::Value(old))
                     }
                 }

@@ -766,7 +766,7 @@ impl World {
                     };
                     self.release_done(r)?;
                 }
-                Action::AtomicDone { token, old } => {
+                Action::AtomicDone { token, old, .. } => {
                     if let Some((t, var)) = self.atomics.remove(&token) {
                         self.atomic_olds.entry(var).or_default().push(old);
                         self.resume(t);
@@ -993,7 +993,7 @@ impl World {
                 self.next_token += 1;
                 self.atomics.insert(token, (t, v));
                 self.cores[node.index()]
-                    .atomic(var.page, var.offset, AtomicOp::FetchAdd(1), token)
+                    .atomic(var.page, var.offset, AtomicOp::FetchAdd(1).into(), token)
                     .map_err(|err| SimError::Protocol { node, err })?;
                 self.drain(node)?;
             }

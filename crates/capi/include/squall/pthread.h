@@ -53,6 +53,7 @@
 #include <string.h>
 
 #include "../squall.h"
+#include "atomic.h"
 
 #ifdef __cplusplus
 static_assert(sizeof(pthread_t) == sizeof(uint64_t), "squall needs a 64-bit pthread_t");

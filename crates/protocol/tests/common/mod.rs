@@ -51,6 +51,8 @@ pub struct Cluster {
     pub resumed: Vec<(u16, PageId)>,
     pub released: Vec<(u16, u64)>,
     pub atomics: Vec<(u16, u64, u64)>,
+    /// The release infos each completed atomic brought back: (node, token, infos).
+    pub atomic_infos: Vec<(u16, u64, Vec<Vec<u8>>)>,
 }
 
 pub const LAYOUT: HeapLayout = HeapLayout {
@@ -136,6 +138,7 @@ impl Cluster {
             resumed: Vec::new(),
             released: Vec::new(),
             atomics: Vec::new(),
+            atomic_infos: Vec::new(),
         }
     }
 
@@ -147,7 +150,10 @@ impl Cluster {
                 }
                 Action::Resume { page } => self.resumed.push((n, page)),
                 Action::ReleaseDone { token } => self.released.push((n, token)),
-                Action::AtomicDone { token, old } => self.atomics.push((n, token, old)),
+                Action::AtomicDone { token, old, infos } => {
+                    self.atomics.push((n, token, old));
+                    self.atomic_infos.push((n, token, infos));
+                }
             }
         }
     }
