@@ -11,7 +11,17 @@ pub mod api;
 pub mod error;
 mod modules;
 pub mod pthread;
+pub mod pthread_mutex;
+pub mod pthread_once_key;
+pub mod pthread_rwlock;
+pub mod pthread_timed;
+pub mod semaphore;
 
 pub use api::*;
 pub use error::*;
 pub use pthread::*;
+pub use pthread_mutex::*;
+pub use pthread_once_key::*;
+pub use pthread_rwlock::*;
+pub use pthread_timed::*;
+pub use semaphore::*;

@@ -47,6 +47,7 @@
 #define SQUALL_PTHREAD_H
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,18 +91,25 @@ __attribute__((constructor(101), used)) static void squall_pthread_constructor_(
 #define pthread_mutex_unlock    squall_pthread_mutex_unlock
 #define pthread_mutex_destroy   squall_pthread_mutex_destroy
 #define pthread_rwlock_init      squall_pthread_rwlock_init
-#define pthread_rwlock_rdlock    squall_pthread_rwlock_lock
-#define pthread_rwlock_wrlock    squall_pthread_rwlock_lock
-#define pthread_rwlock_tryrdlock squall_pthread_rwlock_trylock
-#define pthread_rwlock_trywrlock squall_pthread_rwlock_trylock
+#define pthread_rwlock_rdlock    squall_pthread_rwlock_rdlock
+#define pthread_rwlock_wrlock    squall_pthread_rwlock_wrlock
+#define pthread_rwlock_tryrdlock squall_pthread_rwlock_tryrdlock
+#define pthread_rwlock_trywrlock squall_pthread_rwlock_trywrlock
+#define pthread_rwlock_timedrdlock squall_pthread_rwlock_timedrdlock
+#define pthread_rwlock_timedwrlock squall_pthread_rwlock_timedwrlock
 #define pthread_rwlock_unlock    squall_pthread_rwlock_unlock
 #define pthread_rwlock_destroy   squall_pthread_rwlock_destroy
 /* pthread_spinlock_t is volatile: cast it away explicitly. */
 #define pthread_spin_init(l, p)  squall_pthread_spin_init((void *)(l), (p))
-#define pthread_spin_lock(l)     squall_pthread_mutex_lock((void *)(l))
-#define pthread_spin_trylock(l)  squall_pthread_mutex_trylock((void *)(l))
-#define pthread_spin_unlock(l)   squall_pthread_mutex_unlock((void *)(l))
-#define pthread_spin_destroy(l)  squall_pthread_mutex_destroy((void *)(l))
+#define pthread_spin_lock(l)     squall_pthread_spin_lock((void *)(l))
+#define pthread_spin_trylock(l)  squall_pthread_spin_trylock((void *)(l))
+#define pthread_spin_unlock(l)   squall_pthread_spin_unlock((void *)(l))
+#define pthread_spin_destroy(l)  squall_pthread_spin_destroy((void *)(l))
+#define pthread_once            squall_pthread_once
+#define pthread_key_create      squall_pthread_key_create
+#define pthread_key_delete      squall_pthread_key_delete
+#define pthread_getspecific     squall_pthread_getspecific
+#define pthread_setspecific     squall_pthread_setspecific
 #define pthread_cond_init       squall_pthread_cond_init
 #define pthread_cond_wait       squall_pthread_cond_wait
 #define pthread_cond_timedwait  squall_pthread_cond_timedwait
@@ -111,6 +119,15 @@ __attribute__((constructor(101), used)) static void squall_pthread_constructor_(
 #define pthread_barrier_init    squall_pthread_barrier_init
 #define pthread_barrier_wait    squall_pthread_barrier_wait
 #define pthread_barrier_destroy squall_pthread_barrier_destroy
+#define sem_init                squall_sem_init
+#define sem_wait                squall_sem_wait
+#define sem_trywait             squall_sem_trywait
+#define sem_timedwait           squall_sem_timedwait
+#define sem_post                squall_sem_post
+#define sem_getvalue            squall_sem_getvalue
+#define sem_destroy             squall_sem_destroy
+/* Named semaphores are refused (SEM_FAILED, errno ENOSYS, a message): see squall_sem_open. */
+#define sem_open(name, ...)     ((sem_t *)squall_sem_open(name))
 
 #ifdef __cplusplus
 /* <cstdlib> is already in: make std::malloc etc. name the redirected functions too. */
