@@ -56,7 +56,12 @@ thread_local! {
 /// The POSIX kind stored in the mutex at `m`.
 fn kind(m: *mut c_void) -> c_int {
     // SAFETY: `m` is a pthread_mutex_t (40 bytes, 8-byte aligned) per the callers' contract.
-    let k = unsafe { (m as *const u8).add(KIND_OFFSET).cast::<c_int>().read_volatile() };
+    let k = unsafe {
+        (m as *const u8)
+            .add(KIND_OFFSET)
+            .cast::<c_int>()
+            .read_volatile()
+    };
     k & KIND_MASK
 }
 

@@ -171,7 +171,10 @@ pub unsafe extern "C" fn squall_pthread_key_create(
         let k = c_uint::try_from(k).map_err(|_| CapiError::Misuse {
             call: "pthread_key_create",
             code: SQUALL_ERR_NO_MEMORY,
-            why: format!("the key record at offset {:#x} of a {size}-byte range does not fit a key", p - base),
+            why: format!(
+                "the key record at offset {:#x} of a {size}-byte range does not fit a key",
+                p - base
+            ),
         })?;
         let r = p as *mut u64;
         // SAFETY: a fresh 64-byte allocation, 64-byte aligned; `key` is valid per the contract.
@@ -248,8 +251,7 @@ pub extern "C" fn squall_pt_run_key_destructors() {
 
 fn run_key_destructors() {
     for _ in 0..DESTRUCTOR_ROUNDS {
-        let values: Vec<(c_uint, *mut c_void)> =
-            VALUES.with(|v| v.borrow_mut().drain().collect());
+        let values: Vec<(c_uint, *mut c_void)> = VALUES.with(|v| v.borrow_mut().drain().collect());
         if values.is_empty() {
             return;
         }
@@ -267,9 +269,7 @@ fn run_key_destructors() {
                 continue;
             }
             let Some(addr) = crate::modules::decode(module, offset) else {
-                eprintln!(
-                    "squall: the destructor of key {key} is not in any module of this node"
-                );
+                eprintln!("squall: the destructor of key {key} is not in any module of this node");
                 continue;
             };
             // SAFETY: `addr` is the local address of the destructor the key's creator passed,

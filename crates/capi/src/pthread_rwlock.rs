@@ -121,9 +121,14 @@ impl Rw {
     }
 
     /// Take a read lock; `Ok(false)` if `try_only` and it would wait, or at the deadline.
-    fn read(&self, try_only: bool, deadline: Option<Deadline>) -> Result<bool, CapiError> {
+    fn read(
+        &self,
+        call: &'static str,
+        try_only: bool,
+        deadline: Option<Deadline>,
+    ) -> Result<bool, CapiError> {
         match self.held() {
-            Some(Held::Write) => return Err(deadlock("pthread_rwlock_rdlock", "the write lock")),
+            Some(Held::Write) => return Err(deadlock(call, "the write lock")),
             Some(Held::Read(k)) => {
                 // Already a reader: the shared count includes this thread once.
                 self.set_held(Some(Held::Read(k + 1)));
@@ -155,11 +160,16 @@ impl Rw {
     }
 
     /// Take the write lock; `Ok(false)` if `try_only` and it would wait, or at the deadline.
-    fn write(&self, try_only: bool, deadline: Option<Deadline>) -> Result<bool, CapiError> {
+    fn write(
+        &self,
+        call: &'static str,
+        try_only: bool,
+        deadline: Option<Deadline>,
+    ) -> Result<bool, CapiError> {
         match self.held() {
-            Some(Held::Write) => return Err(deadlock("pthread_rwlock_wrlock", "the write lock")),
+            Some(Held::Write) => return Err(deadlock(call, "the write lock")),
             Some(Held::Read(_)) => {
-                return Err(deadlock("pthread_rwlock_wrlock", "a read lock"));
+                return Err(deadlock(call, "a read lock"));
             }
             None => {}
         }
@@ -273,7 +283,10 @@ pub unsafe extern "C" fn squall_pthread_rwlock_init(l: *mut c_void, attr: *const
             let mut pshared: c_int = 0;
             // SAFETY: attr is a valid pthread_rwlockattr_t per the contract.
             let rc = unsafe {
-                pthread_rwlockattr_getpshared(attr as *const libc::pthread_rwlockattr_t, &mut pshared)
+                pthread_rwlockattr_getpshared(
+                    attr as *const libc::pthread_rwlockattr_t,
+                    &mut pshared,
+                )
             };
             if rc == 0 && pshared == libc::PTHREAD_PROCESS_SHARED {
                 return Err(CapiError::Unsupported(
@@ -294,7 +307,9 @@ pub unsafe extern "C" fn squall_pthread_rwlock_init(l: *mut c_void, attr: *const
 #[no_mangle]
 pub extern "C" fn squall_pthread_rwlock_rdlock(l: *mut c_void) -> c_int {
     pt("pthread_rwlock_rdlock", || {
-        Rw::new("pthread_rwlock_rdlock", l)?.read(false, None).map(lock_rc)
+        Rw::new("pthread_rwlock_rdlock", l)?
+            .read("pthread_rwlock_rdlock", false, None)
+            .map(lock_rc)
     })
 }
 
@@ -302,7 +317,9 @@ pub extern "C" fn squall_pthread_rwlock_rdlock(l: *mut c_void) -> c_int {
 #[no_mangle]
 pub extern "C" fn squall_pthread_rwlock_wrlock(l: *mut c_void) -> c_int {
     pt("pthread_rwlock_wrlock", || {
-        Rw::new("pthread_rwlock_wrlock", l)?.write(false, None).map(lock_rc)
+        Rw::new("pthread_rwlock_wrlock", l)?
+            .write("pthread_rwlock_wrlock", false, None)
+            .map(lock_rc)
     })
 }
 
@@ -310,7 +327,9 @@ pub extern "C" fn squall_pthread_rwlock_wrlock(l: *mut c_void) -> c_int {
 #[no_mangle]
 pub extern "C" fn squall_pthread_rwlock_tryrdlock(l: *mut c_void) -> c_int {
     pt("pthread_rwlock_tryrdlock", || {
-        Rw::new("pthread_rwlock_tryrdlock", l)?.read(true, None).map(lock_rc)
+        Rw::new("pthread_rwlock_tryrdlock", l)?
+            .read("pthread_rwlock_tryrdlock", true, None)
+            .map(lock_rc)
     })
 }
 
@@ -318,7 +337,9 @@ pub extern "C" fn squall_pthread_rwlock_tryrdlock(l: *mut c_void) -> c_int {
 #[no_mangle]
 pub extern "C" fn squall_pthread_rwlock_trywrlock(l: *mut c_void) -> c_int {
     pt("pthread_rwlock_trywrlock", || {
-        Rw::new("pthread_rwlock_trywrlock", l)?.write(true, None).map(lock_rc)
+        Rw::new("pthread_rwlock_trywrlock", l)?
+            .write("pthread_rwlock_trywrlock", true, None)
+            .map(lock_rc)
     })
 }
 
@@ -334,7 +355,7 @@ pub unsafe extern "C" fn squall_pthread_rwlock_timedrdlock(
     pt("pthread_rwlock_timedrdlock", || {
         let rw = Rw::new("pthread_rwlock_timedrdlock", l)?;
         let d = Deadline::realtime(read_abstime("pthread_rwlock_timedrdlock", abstime)?);
-        Ok(if rw.read(false, Some(d))? {
+        Ok(if rw.read("pthread_rwlock_timedrdlock", false, Some(d))? {
             0
         } else {
             libc::ETIMEDOUT
@@ -354,7 +375,7 @@ pub unsafe extern "C" fn squall_pthread_rwlock_timedwrlock(
     pt("pthread_rwlock_timedwrlock", || {
         let rw = Rw::new("pthread_rwlock_timedwrlock", l)?;
         let d = Deadline::realtime(read_abstime("pthread_rwlock_timedwrlock", abstime)?);
-        Ok(if rw.write(false, Some(d))? {
+        Ok(if rw.write("pthread_rwlock_timedwrlock", false, Some(d))? {
             0
         } else {
             libc::ETIMEDOUT

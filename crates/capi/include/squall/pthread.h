@@ -62,6 +62,18 @@ _Static_assert(sizeof(pthread_t) == sizeof(uint64_t), "squall needs a 64-bit pth
 
 #define SQUALL_GLOBAL __attribute__((section("squall_globals"), aligned(4096)))
 
+/* A program that defines _GNU_SOURCE itself does so after this header (force-included by
+ * pkg-config) already read <pthread.h> without it: give it glibc's static initializers of
+ * the mutex kinds anyway (Squall reads the kind they store). */
+#if !defined PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP && defined __PTHREAD_MUTEX_INITIALIZER
+#define PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP \
+    { { __PTHREAD_MUTEX_INITIALIZER(PTHREAD_MUTEX_RECURSIVE_NP) } }
+#define PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP \
+    { { __PTHREAD_MUTEX_INITIALIZER(PTHREAD_MUTEX_ERRORCHECK_NP) } }
+#define PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP \
+    { { __PTHREAD_MUTEX_INITIALIZER(PTHREAD_MUTEX_ADAPTIVE_NP) } }
+#endif
+
 /* Start the node before main (and before the program's own constructors, which may already
  * write SQUALL_GLOBAL variables): register the section (re-executing without address
  * randomisation if needed), then start the node, which adopts the section on every node. */
