@@ -1,15 +1,19 @@
 //! The pthreads compatibility layer behind `include/squall/pthread.h`: that header redirects
-//! `pthread_create/join`, mutexes, conditions, barriers and `malloc/calloc/realloc/free` by
-//! macro to the `squall_pthread_*` / `squall_pt_*` functions here, and starts the node from a
-//! constructor (`squall_pthread_start`).
+//! `pthread_create/join`, synchronization objects and `malloc/calloc/realloc/free` by macro to
+//! the `squall_pthread_*` / `squall_pt_*` / `squall_sem_*` functions of this module and its
+//! siblings (`pthread_mutex`, `pthread_timed` for conditions and timed waits, `pthread_rwlock`,
+//! `pthread_once_key`, `semaphore`), and starts the node from a constructor
+//! (`squall_pthread_start`).
 //!
-//! Synchronization objects are named by their address (so `PTHREAD_MUTEX_INITIALIZER` works
-//! and nothing is stored in them, except a barrier's count): an address in the Squall range is
-//! the same object on every node; an address in a loaded module (a `static` mutex) is named
-//! by module and offset so that address randomisation does not split it; anything else (a
-//! stack or private-heap object) by its raw address, which is only meaningful if every user
-//! is on one node. Addresses are mixed by a bijection so that lock managers spread over the
-//! nodes.
+//! Synchronization objects are named by their address (so the static initializers work); what
+//! an object needs beyond its name (a barrier's count, a mutex's kind, a rwlock's or
+//! semaphore's state) is stored in the object. An address in the Squall range is the same
+//! object on every node; an address in a loaded module (a `static` mutex) is named by module
+//! and offset so that address randomisation does not split it; anything else (a stack or
+//! private-heap object) by its raw address, which is only meaningful if every user is on one
+//! node. Addresses are mixed by a bijection so that lock managers spread over the nodes.
+//! Internal locks and conditions of an object at `a` are named `object_id(a + 1..=3)`: no
+//! object starts at such an address, so these ids name nothing else.
 //!
 //! Owns: the pthread-to-Squall mapping and errno codes. Must not touch: the runtime's state.
 use crate::api::{self, node};

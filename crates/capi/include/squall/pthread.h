@@ -13,18 +13,30 @@
  *  - pthread_create / pthread_join: threads are placed round-robin over the nodes (attributes
  *    are ignored). A create is a release and a join an acquire. The thread function must be in
  *    the program or a library every node loads; `arg` should point into shared memory.
- *  - pthread_mutex_*, pthread_rwlock_*, pthread_spin_*, pthread_cond_*, pthread_barrier_* become Squall locks, conditions and
- *    barriers named by the OBJECT'S ADDRESS: PTHREAD_MUTEX_INITIALIZER and
- *    PTHREAD_COND_INITIALIZER work and nothing is stored in them. The object must live in
- *    Squall memory (malloc'd) or be a static/global of the program (named by module+offset);
- *    an object on a thread's stack is only usable by threads of one node. A barrier stores its
- *    count in the pthread_barrier_t, so a barrier must be initialised in shared memory before
- *    threads on other nodes wait on it. Mutexes are error-checking (relock: EDEADLK, unlock
- *    when not held: EPERM, destroy while held: EBUSY); errors are also printed on stderr.
- *    Read-write locks and spinlocks are exclusive Squall locks too (readers do not overlap; a
- *    second read lock by the same thread is EDEADLK). pthread_detach is accepted (a no-op). Not supported: recursive mutexes,
- *    pthread_cond_timedwait and pthread_cancel (ENOTSUP), pthread_self() compared with ids
- *    from pthread_create, pthread_exit, thread-specific data across nodes.
+ *  - pthread_mutex_*, pthread_rwlock_*, pthread_spin_*, pthread_cond_*, pthread_barrier_*,
+ *    pthread_once, pthread_key_* / pthread_[gs]etspecific and sem_* (unnamed semaphores) work
+ *    across nodes. Locks, conditions and barriers are Squall objects named by the OBJECT'S
+ *    ADDRESS: PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_RWLOCK_INITIALIZER
+ *    and PTHREAD_ONCE_INIT work. The object must live in Squall memory (malloc'd) or be a
+ *    global of the program (named by module+offset); an object on a thread's stack is only
+ *    usable by threads of one node. Some state is stored IN the object, so it must be
+ *    initialised in shared memory before threads of other nodes use it: a barrier's count, a
+ *    mutex's kind (where glibc keeps it, so PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP works), a
+ *    condition's clock, a rwlock's readers/writer counts, a semaphore's value, a once's state.
+ *    Mutex kinds: recursive mutexes nest (depth per thread); error-checking mutexes report
+ *    relock (EDEADLK) and unlock when not held (EPERM); normal and default mutexes behave as
+ *    error-checking ones (POSIX lets a normal relock deadlock: squall reports it instead of
+ *    hanging); destroy while held: EBUSY. Errors are also printed on stderr. Read-write locks
+ *    share among readers (writer preference; a reader may re-take its read lock); spinlocks
+ *    are Squall locks. pthread_cond_timedwait (CLOCK_REALTIME, or CLOCK_MONOTONIC from
+ *    pthread_condattr_setclock), pthread_rwlock_timed*lock and sem_timedwait wake up at the
+ *    deadline through a per-node timer thread that broadcasts the condition (other waiters
+ *    of it see a spurious wake-up). pthread_once runs the routine once in the whole job.
+ *    Keys are job-wide, values per thread, destructors run when a Squall thread ends.
+ *    pthread_detach is accepted (a no-op). Not supported (an error and a message on stderr):
+ *    pthread_cancel (ENOTSUP), process-shared or robust attributes (ENOTSUP), sem_init with
+ *    pshared != 0 and sem_open (ENOSYS); not redirected yet: pthread_exit, pthread_self()
+ *    compared with ids from pthread_create, thread attributes.
  *  - malloc / calloc / realloc / free / aligned_alloc / posix_memalign come from the shared
  *    heap (memory from the C library, e.g. strdup, is private to the node and is still freed
  *    by the C library).
