@@ -13,7 +13,7 @@
 //! Keys: `pthread_key_create` allocates a 64-byte record in the shared heap (never freed, so a
 //! key value is never reused) holding a magic word, the destructor (named by module and
 //! offset, as thread functions are, so address randomisation does not matter) and a deleted
-//! flag; the key is the record's offset in the shared range / 64, so every node agrees on it
+//! flag; the key is 1 + the record's offset in the shared range / 64, so every node agrees on it
 //! with no message. Values are per thread (thread-local). When a thread started by
 //! `pthread_create` ends, `squall_pt_run_key_destructors` runs the destructors of its non-null
 //! values (up to `PTHREAD_DESTRUCTOR_ITERATIONS` rounds), before the thread's end is reported
@@ -101,7 +101,7 @@ pub unsafe extern "C" fn squall_pthread_once(
 /// Marks a live key record; `KEY_DELETED` a deleted one.
 const KEY_MAGIC: u64 = 0x5351_4b45_595f_4f4b; // "SQKEY_OK"
 const KEY_DELETED: u64 = 0x5351_4b45_595f_4445; // "SQKEY_DE"
-/// Bytes per key record (and its alignment): key = offset in the range / KEY_RECORD.
+/// Bytes per key record (and its alignment): key = 1 + offset in the range / KEY_RECORD.
 const KEY_RECORD: usize = 64;
 /// glibc's PTHREAD_DESTRUCTOR_ITERATIONS.
 const DESTRUCTOR_ROUNDS: usize = 4;
@@ -110,8 +110,8 @@ const DESTRUCTOR_ROUNDS: usize = 4;
 fn record(key: c_uint) -> Result<*mut u64, CapiError> {
     let n = node()?;
     let (base, size) = n.range();
-    let off = key as usize * KEY_RECORD;
-    if off == 0 || off >= size {
+    let off = (key as usize).wrapping_sub(1).wrapping_mul(KEY_RECORD);
+    if key == 0 || off >= size {
         return Err(bad_key(key));
     }
     let r = (base + off) as *mut u64;
@@ -167,7 +167,7 @@ pub unsafe extern "C" fn squall_pthread_key_create(
                 why: "no shared memory for the key record".into(),
             });
         }
-        let k = (p - base) / KEY_RECORD;
+        let k = (p - base) / KEY_RECORD + 1;
         let k = c_uint::try_from(k).map_err(|_| CapiError::Misuse {
             call: "pthread_key_create",
             code: SQUALL_ERR_NO_MEMORY,
