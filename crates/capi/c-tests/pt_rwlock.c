@@ -89,6 +89,41 @@ static void *worker(void *arg)
     return NULL;
 }
 
+static struct timespec in_ms(long ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += ms * 1000000L;
+    while (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
+/* run while main holds the lock: timed attempts must time out */
+static void *timed_try(void *arg)
+{
+    struct shared *s = arg;
+    struct timespec d = in_ms(100);
+    int rc = pthread_rwlock_timedwrlock(&s->rw, &d);
+    if (rc != ETIMEDOUT) fail(s, "timedwrlock while main reads", rc);
+    return NULL;
+}
+
+static void *timed_read(void *arg)
+{
+    struct shared *s = arg;
+    struct timespec d = in_ms(100);
+    int rc = pthread_rwlock_timedrdlock(&s->rw, &d);
+    if (rc != ETIMEDOUT) fail(s, "timedrdlock while main writes", rc);
+    d = in_ms(60000);
+    rc = pthread_rwlock_timedrdlock(&s->rw, &d); /* main unlocks soon */
+    if (rc != 0) fail(s, "timedrdlock after main's unlock", rc);
+    else pthread_rwlock_unlock(&s->rw);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     int p = argc > 1 ? atoi(argv[1]) : 4;
@@ -101,6 +136,19 @@ int main(int argc, char **argv)
     pthread_t *t = malloc(sizeof *t * p);
     for (int i = 0; i < p; i++) pthread_create(&t[i], NULL, worker, s);
     for (int i = 0; i < p; i++) pthread_join(t[i], NULL);
+
+    /* timed attempts from other threads (the second runs on node 1) */
+    pthread_t tt;
+    pthread_rwlock_rdlock(&s->rw);
+    pthread_create(&tt, NULL, timed_try, s);
+    pthread_join(tt, NULL);
+    pthread_rwlock_unlock(&s->rw);
+    pthread_rwlock_wrlock(&s->rw);
+    pthread_create(&tt, NULL, timed_read, s);
+    struct timespec pause = {0, 300 * 1000000L};
+    nanosleep(&pause, NULL);
+    pthread_rwlock_unlock(&s->rw);
+    pthread_join(tt, NULL);
 
     long want = (long)p * WRITES;
     for (int i = 0; i < N; i++)

@@ -1,8 +1,9 @@
 //! Read-write locks of the pthreads layer, with readers that share.
 //!
 //! The state lives in the `pthread_rwlock_t` itself, in shared memory (so the lock must be in
-//! malloc'd memory or a global; `PTHREAD_RWLOCK_INITIALIZER` is all zeros, which is the
-//! unlocked state): three `u32` words — active readers, writer (0 or 1), waiting writers. It is
+//! malloc'd memory or a global; `PTHREAD_RWLOCK_INITIALIZER` starts with zero words, the
+//! unlocked state): four `u32` words — active readers, writer (0 or 1), waiting writers,
+//! waiting readers (so nobody is woken, and no message sent, when nobody waits). It is
 //! only read and written while holding an internal Squall lock named after the object
 //! (`object_id(addr + 1)`: no object starts at an odd address, so the id names no other
 //! object); readers wait on the Squall condition `object_id(addr + 2)`, writers on
@@ -66,6 +67,7 @@ struct Rw {
 const READERS: usize = 0;
 const WRITER: usize = 1;
 const WAITING_WRITERS: usize = 2;
+const WAITING_READERS: usize = 3;
 
 impl Rw {
     fn new(call: &'static str, p: *mut c_void) -> Result<Rw, CapiError> {
@@ -148,7 +150,10 @@ impl Rw {
                     },
                     None => None,
                 };
-                self.wait(self.readers_cond, until)?;
+                self.set(WAITING_READERS, self.get(WAITING_READERS) + 1);
+                let r = self.wait(self.readers_cond, until);
+                self.set(WAITING_READERS, self.get(WAITING_READERS).saturating_sub(1));
+                r?;
             }
             self.set(READERS, self.get(READERS) + 1);
             Ok(true)
@@ -204,7 +209,10 @@ impl Rw {
             r?;
             if got {
                 self.set(WRITER, 1);
-            } else if self.get(WAITING_WRITERS) == 0 && self.get(WRITER) == 0 {
+            } else if self.get(WAITING_WRITERS) == 0
+                && self.get(WRITER) == 0
+                && self.get(WAITING_READERS) > 0
+            {
                 // This writer gave up: readers it held back may go.
                 node()?.cond_broadcast(CondId(self.readers_cond))?;
             }
@@ -244,7 +252,7 @@ impl Rw {
             }
             if self.get(READERS) == 0 && self.get(WAITING_WRITERS) > 0 {
                 n.cond_signal(CondId(self.writers_cond))?;
-            } else if self.get(WAITING_WRITERS) == 0 {
+            } else if self.get(WAITING_WRITERS) == 0 && self.get(WAITING_READERS) > 0 {
                 n.cond_broadcast(CondId(self.readers_cond))?;
             }
             Ok(())
@@ -295,7 +303,7 @@ pub unsafe extern "C" fn squall_pthread_rwlock_init(l: *mut c_void, attr: *const
                 ));
             }
         }
-        for w in [READERS, WRITER, WAITING_WRITERS] {
+        for w in [READERS, WRITER, WAITING_WRITERS, WAITING_READERS] {
             rw.set(w, 0);
         }
         rw.set_held(None);
@@ -398,7 +406,9 @@ pub extern "C" fn squall_pthread_rwlock_destroy(l: *mut c_void) -> c_int {
     pt("pthread_rwlock_destroy", || {
         let rw = Rw::new("pthread_rwlock_destroy", l)?;
         let busy = rw.locked(|| {
-            Ok(rw.get(READERS) != 0 || rw.get(WRITER) != 0 || rw.get(WAITING_WRITERS) != 0)
+            Ok([READERS, WRITER, WAITING_WRITERS, WAITING_READERS]
+                .iter()
+                .any(|w| rw.get(*w) != 0))
         })?;
         if busy {
             return Err(CapiError::InUse {
