@@ -1,10 +1,12 @@
+#define _GNU_SOURCE /* pthread_cond_clockwait */
 /*
  * pt_timedwait.c - pthread_cond_timedwait with threads on every node. Each of P threads
  * (argv[1], default 4): (1) waits on a condition nobody signals with a deadline 150 ms away:
  * it must return ETIMEDOUT, holding the mutex, not before the deadline; the same on a
  * condition made with CLOCK_MONOTONIC; (2) waits for its turn with a deadline 60 s away, and
  * main signals it: it must return 0 well before the deadline with its turn set. The counts
- * are checked against P. Prints "ok timedwait".
+ * are checked against P. Also pthread_cond_clockwait, and pthread_mutex_timedlock on a mutex
+ * main holds (times out) and then releases (succeeds). Prints "ok timedwait".
  */
 #include <errno.h>
 #include <pthread.h>
@@ -13,7 +15,8 @@
 #include <time.h>
 
 struct shared {
-    pthread_mutex_t m;
+    pthread_mutex_t m, held;
+    pthread_barrier_t bar;
     pthread_cond_t never, mono, back;
     pthread_cond_t *turn_cond;  /* one per thread: main signals it */
     int turn;                 /* whose turn: thread i waits for turn == i + 1 */
@@ -72,6 +75,16 @@ static void *worker(void *p)
     struct shared *s = a->s;
     timeout_on(s, &s->never, CLOCK_REALTIME, a->i);
     timeout_on(s, &s->mono, CLOCK_MONOTONIC, a->i);
+    /* the clock named in the call */
+    pthread_mutex_lock(&s->m);
+    struct timespec cd = after(CLOCK_MONOTONIC, 100);
+    int crc = 0;
+    while (crc == 0) crc = pthread_cond_clockwait(&s->never, &s->m, CLOCK_MONOTONIC, &cd);
+    if (crc != ETIMEDOUT || ms_past(CLOCK_MONOTONIC, cd) < 0) {
+        fprintf(stderr, "pt_timedwait: thread %d: clockwait rc %d\n", a->i, crc);
+        s->bad = 1;
+    }
+    pthread_mutex_unlock(&s->m);
 
     pthread_mutex_lock(&s->m);
     s->waiting++;
@@ -88,6 +101,27 @@ static void *worker(void *p)
         pthread_cond_signal(&s->back);
     }
     pthread_mutex_unlock(&s->m);
+    return NULL;
+}
+
+static void *timed_locker(void *p)
+{
+    struct shared *s = p;
+    struct timespec d = after(CLOCK_REALTIME, 100);
+    int rc = pthread_mutex_timedlock(&s->held, &d);
+    if (rc != ETIMEDOUT || ms_past(CLOCK_REALTIME, d) < 0) {
+        fprintf(stderr, "pt_timedwait: timedlock of a held mutex returned %d\n", rc);
+        s->bad = 1;
+    }
+    pthread_barrier_wait(&s->bar);   /* main releases the mutex after this */
+    d = after(CLOCK_REALTIME, 60000);
+    rc = pthread_mutex_timedlock(&s->held, &d);
+    if (rc != 0) {
+        fprintf(stderr, "pt_timedwait: timedlock of a released mutex returned %d\n", rc);
+        s->bad = 1;
+    } else {
+        pthread_mutex_unlock(&s->held);
+    }
     return NULL;
 }
 
@@ -127,6 +161,16 @@ int main(int argc, char **argv)
     }
     pthread_mutex_unlock(&s->m);
     for (int i = 0; i < p; i++) pthread_join(t[i], NULL);
+
+    /* pthread_mutex_timedlock from two threads (nodes 0 and 1) while main holds the mutex */
+    pthread_mutex_init(&s->held, NULL);
+    pthread_barrier_init(&s->bar, NULL, 3);
+    pthread_mutex_lock(&s->held);
+    pthread_t tl[2];
+    for (int i = 0; i < 2; i++) pthread_create(&tl[i], NULL, timed_locker, s);
+    pthread_barrier_wait(&s->bar);   /* both timed out */
+    pthread_mutex_unlock(&s->held);
+    for (int i = 0; i < 2; i++) pthread_join(tl[i], NULL);
 
     if (s->timeouts != 2 * p || s->signalled != p || s->bad) {
         fprintf(stderr, "pt_timedwait: timeouts %d (expected %d), signalled %d (expected %d)\n",

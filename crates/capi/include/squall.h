@@ -600,6 +600,18 @@ int squall_pthread_mutex_lock(void *m);
 int squall_pthread_mutex_trylock(void *m);
 
 /**
+ * `pthread_mutex_timedlock`: as `pthread_mutex_lock`, or `ETIMEDOUT` once `abstime`
+ * (`CLOCK_REALTIME`) has passed. The runtime's lock has no timeout, so this polls
+ * `trylock` (which also asks for the lock's token) with a pause growing from 20 µs to 5 ms:
+ * it is not queued in the lock's FIFO, and a relock by the owner (non-recursive) times out
+ * rather than reporting `EDEADLK`.
+ *
+ * # Safety
+ * `m` is null or a `pthread_mutex_t`; `abstime` null or a valid `struct timespec`.
+ */
+int squall_pthread_mutex_timedlock(void *m, const void *abstime);
+
+/**
  * `pthread_mutex_unlock`: `EPERM` if the calling thread does not hold it; a recursive mutex is
  * released at its last unlock.
  *
@@ -740,6 +752,15 @@ int squall_pthread_cond_wait(void *c, void *m);
  * `abstime` is null or a valid `struct timespec`.
  */
 int squall_pthread_cond_timedwait(void *c, void *m, const void *abstime);
+
+/**
+ * `pthread_cond_clockwait` (glibc 2.30): `pthread_cond_timedwait` with the clock given
+ * (`CLOCK_REALTIME` or `CLOCK_MONOTONIC`, else `EINVAL`).
+ *
+ * # Safety
+ * `abstime` is null or a valid `struct timespec`.
+ */
+int squall_pthread_cond_clockwait(void *c, void *m, int clock, const void *abstime);
 
 /**
  * `sem_init`: a semaphore with `value` units, usable by threads on every node. `pshared != 0`

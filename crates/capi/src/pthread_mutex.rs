@@ -25,9 +25,11 @@
 use crate::api::{self, node};
 use crate::error::CapiError;
 use crate::pthread::{need, object_id, pt};
+use crate::pthread_timed::{read_abstime, remaining};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
+use std::time::Duration;
 
 extern "C" {
     // In glibc; not all are declared by the libc crate.
@@ -208,6 +210,42 @@ pub unsafe extern "C" fn squall_pthread_mutex_trylock(m: *mut c_void) -> c_int {
         } else {
             libc::EBUSY
         })
+    })
+}
+
+/// `pthread_mutex_timedlock`: as `pthread_mutex_lock`, or `ETIMEDOUT` once `abstime`
+/// (`CLOCK_REALTIME`) has passed. The runtime's lock has no timeout, so this polls
+/// `trylock` (which also asks for the lock's token) with a pause growing from 20 µs to 5 ms:
+/// it is not queued in the lock's FIFO, and a relock by the owner (non-recursive) times out
+/// rather than reporting `EDEADLK`.
+///
+/// # Safety
+/// `m` is null or a `pthread_mutex_t`; `abstime` null or a valid `struct timespec`.
+#[no_mangle]
+pub unsafe extern "C" fn squall_pthread_mutex_timedlock(
+    m: *mut c_void,
+    abstime: *const c_void,
+) -> c_int {
+    pt("pthread_mutex_timedlock", || {
+        let a = need("pthread_mutex_timedlock", "mutex", m)?;
+        let id = object_id(a);
+        if deeper(id) {
+            return Ok(0);
+        }
+        let ts = read_abstime("pthread_mutex_timedlock", abstime)?;
+        let n = node()?;
+        let mut pause = Duration::from_micros(20);
+        loop {
+            if api::trylock_id(&n, id)? {
+                acquired(m, id);
+                return Ok(0);
+            }
+            let Some(left) = remaining(libc::CLOCK_REALTIME, &ts) else {
+                return Ok(libc::ETIMEDOUT);
+            };
+            std::thread::sleep(pause.min(left));
+            pause = (pause * 2).min(Duration::from_millis(5));
+        }
     })
 }
 

@@ -288,10 +288,54 @@ pub unsafe extern "C" fn squall_pthread_cond_timedwait(
     abstime: *const c_void,
 ) -> c_int {
     pt("pthread_cond_timedwait", || {
-        let ca = need("pthread_cond_timedwait", "condition", c)?;
-        let ma = need("pthread_cond_timedwait", "mutex", m)?;
-        let ts = read_abstime("pthread_cond_timedwait", abstime)?;
-        let clock = cond_clock(c);
+        timed_wait("pthread_cond_timedwait", c, m, cond_clock(c), abstime)
+    })
+}
+
+/// `pthread_cond_clockwait` (glibc 2.30): `pthread_cond_timedwait` with the clock given
+/// (`CLOCK_REALTIME` or `CLOCK_MONOTONIC`, else `EINVAL`).
+///
+/// # Safety
+/// `abstime` is null or a valid `struct timespec`.
+#[no_mangle]
+pub unsafe extern "C" fn squall_pthread_cond_clockwait(
+    c: *mut c_void,
+    m: *mut c_void,
+    clock: c_int,
+    abstime: *const c_void,
+) -> c_int {
+    pt("pthread_cond_clockwait", || {
+        let clock = checked_clock("pthread_cond_clockwait", clock)?;
+        timed_wait("pthread_cond_clockwait", c, m, clock, abstime)
+    })
+}
+
+/// `clock` if it is one a deadline may use.
+pub(crate) fn checked_clock(
+    call: &'static str,
+    clock: c_int,
+) -> Result<libc::clockid_t, CapiError> {
+    if clock == libc::CLOCK_REALTIME || clock == libc::CLOCK_MONOTONIC {
+        Ok(clock)
+    } else {
+        Err(CapiError::Invalid {
+            call,
+            why: format!("clock {clock} (use CLOCK_REALTIME or CLOCK_MONOTONIC)"),
+        })
+    }
+}
+
+fn timed_wait(
+    call: &'static str,
+    c: *mut c_void,
+    m: *mut c_void,
+    clock: libc::clockid_t,
+    abstime: *const c_void,
+) -> Result<c_int, CapiError> {
+    {
+        let ca = need(call, "condition", c)?;
+        let ma = need(call, "mutex", m)?;
+        let ts = read_abstime(call, abstime)?;
         let Some(left) = remaining(clock, &ts) else {
             return Ok(libc::ETIMEDOUT);
         };
@@ -306,5 +350,5 @@ pub unsafe extern "C" fn squall_pthread_cond_timedwait(
         // Timed out: pass on a signal this wait may have consumed at the same moment.
         node()?.cond_signal(CondId(cid))?;
         Ok(libc::ETIMEDOUT)
-    })
+    }
 }

@@ -379,7 +379,10 @@ fn cases() -> Vec<(String, Case)> {
                 Box::new(move |env: &Env| {
                     let src = env.src.join(format!("{name}.c"));
                     let exe = env.build("cc", &src, name, Some("squall-pthread"))?;
-                    job(&exe, &["4"], nodes, expect)
+                    for line in job_output(&exe, &["4"], nodes, expect)? {
+                        println!("    {line}");
+                    }
+                    Ok(())
                 }),
             ));
         }

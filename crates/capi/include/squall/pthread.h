@@ -29,9 +29,10 @@
  *    hanging); destroy while held: EBUSY. Errors are also printed on stderr. Read-write locks
  *    share among readers (writer preference; a reader may re-take its read lock); spinlocks
  *    are Squall locks. pthread_cond_timedwait (CLOCK_REALTIME, or CLOCK_MONOTONIC from
- *    pthread_condattr_setclock), pthread_rwlock_timed*lock and sem_timedwait wake up at the
- *    deadline through a per-node timer thread that broadcasts the condition (other waiters
- *    of it see a spurious wake-up). pthread_once runs the routine once in the whole job.
+ *    pthread_condattr_setclock; pthread_cond_clockwait names it), pthread_rwlock_timed*lock
+ *    and sem_timedwait wake up at the deadline through a per-node timer thread that
+ *    broadcasts the condition (other waiters of it see a spurious wake-up);
+ *    pthread_mutex_timedlock polls trylock until the deadline. pthread_once runs the routine once in the whole job.
  *    Keys are job-wide, values per thread, destructors run when a Squall thread ends.
  *    pthread_detach is accepted (a no-op). Not supported (an error and a message on stderr):
  *    pthread_cancel (ENOTSUP), process-shared or robust attributes (ENOTSUP), sem_init with
@@ -114,6 +115,7 @@ __attribute__((constructor(101), used)) static void squall_pthread_constructor_(
 #define pthread_mutex_trylock   squall_pthread_mutex_trylock
 #define pthread_mutex_unlock    squall_pthread_mutex_unlock
 #define pthread_mutex_destroy   squall_pthread_mutex_destroy
+#define pthread_mutex_timedlock squall_pthread_mutex_timedlock
 #define pthread_rwlock_init      squall_pthread_rwlock_init
 #define pthread_rwlock_rdlock    squall_pthread_rwlock_rdlock
 #define pthread_rwlock_wrlock    squall_pthread_rwlock_wrlock
@@ -137,6 +139,7 @@ __attribute__((constructor(101), used)) static void squall_pthread_constructor_(
 #define pthread_cond_init       squall_pthread_cond_init
 #define pthread_cond_wait       squall_pthread_cond_wait
 #define pthread_cond_timedwait  squall_pthread_cond_timedwait
+#define pthread_cond_clockwait  squall_pthread_cond_clockwait
 #define pthread_cond_signal     squall_pthread_cond_signal
 #define pthread_cond_broadcast  squall_pthread_cond_broadcast
 #define pthread_cond_destroy    squall_pthread_cond_destroy
