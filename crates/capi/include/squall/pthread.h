@@ -32,8 +32,10 @@
  *    pthread_condattr_setclock; pthread_cond_clockwait names it), pthread_rwlock_timed*lock
  *    and sem_timedwait wake up at the deadline through a per-node timer thread that
  *    broadcasts the condition (other waiters of it see a spurious wake-up);
- *    pthread_mutex_timedlock polls trylock until the deadline. pthread_once runs the routine once in the whole job.
- *    Keys are job-wide, values per thread, destructors run when a Squall thread ends.
+ *    pthread_mutex_timedlock polls trylock until the deadline. pthread_once runs the
+ *    routine once in the whole job. Keys are job-wide, values per thread, destructors run
+ *    when a Squall thread ends. Not redirected (the C library's, unaware of Squall objects):
+ *    sem_clockwait, pthread_rwlock_clock*lock, pthread_mutex_clocklock.
  *    pthread_detach is accepted (a no-op). Not supported (an error and a message on stderr):
  *    pthread_cancel (ENOTSUP), process-shared or robust attributes (ENOTSUP), sem_init with
  *    pshared != 0 and sem_open (ENOSYS); not redirected yet: pthread_exit, pthread_self()
