@@ -23,7 +23,7 @@ struct record {
 
 struct shared {
     pthread_key_t key;        /* created by main */
-    pthread_key_t thread_key; /* created by thread 0 */
+    pthread_key_t thread_key; /* created by the second thread (on node 1) */
     pthread_mutex_t m;
     long destructed;          /* sum of ids seen by the destructor */
     int destructor_calls;
@@ -72,7 +72,7 @@ static void *worker(void *p)
     long sum = 0;
     for (int i = 0; i < ROUNDS; i++) sum += use(s, a->id);
     if (sum != ROUNDS * a->id) s->bad = 1;
-    if (a->id == 1) {
+    if (a->id == 2) {
         /* a key made on this thread's node, used by main later */
         if (pthread_key_create(&s->thread_key, NULL) != 0) s->bad = 1;
     }
@@ -97,7 +97,7 @@ int main(int argc, char **argv)
     long want = (long)p * (p + 1) / 2;
     int rc = pthread_setspecific(s->thread_key, s);
     if (rc != 0 || pthread_getspecific(s->thread_key) != s) {
-        fprintf(stderr, "pt_keys: the key thread 1 created does not work in main (%d)\n", rc);
+        fprintf(stderr, "pt_keys: the key the second thread created does not work in main (%d)\n", rc);
         s->bad = 1;
     }
     if (pthread_getspecific(s->key) != NULL) s->bad = 1; /* main never set it */
