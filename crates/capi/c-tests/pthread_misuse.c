@@ -3,7 +3,9 @@
  * stderr), never a hang or a crash. Prints "ok pthread misuse".
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -57,8 +59,27 @@ int main(void)
     expect(pthread_spin_lock(sp), 0, "spin lock");
     expect(pthread_spin_unlock(sp), 0, "spin unlock");
     expect(pthread_spin_destroy(sp), 0, "spin destroy");
+    expect(pthread_rwlock_rdlock(rw), 0, "rdlock");
+    expect(pthread_rwlock_wrlock(rw), EDEADLK, "wrlock while holding a read lock");
+    expect(pthread_rwlock_unlock(rw), 0, "rwlock unlock");
     free((void *)sp);
     free(rw);
+    /* refused with a message: process-shared objects, named semaphores */
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+    expect(pthread_mutex_init(m, &ma), ENOTSUP, "process-shared mutex");
+    pthread_mutexattr_destroy(&ma);
+    sem_t *sem = malloc(sizeof *sem);
+    expect(sem_wait(sem) == -1 ? errno : 0, EINVAL, "wait on an uninitialised semaphore");
+    expect(sem_init(sem, 1, 0) == -1 ? errno : 0, ENOSYS, "process-shared semaphore");
+    expect(sem_init(sem, 0, 1), 0, "sem_init");
+    expect(sem_trywait(sem), 0, "sem_trywait");
+    expect(sem_trywait(sem) == -1 ? errno : 0, EAGAIN, "sem_trywait on 0");
+    expect(sem_destroy(sem), 0, "sem_destroy");
+    free(sem);
+    sem_t *named = sem_open("/squall-misuse", O_CREAT, 0600, 1);
+    expect(named == SEM_FAILED ? errno : 0, ENOSYS, "sem_open");
     void *al = NULL;
     expect(posix_memalign(&al, 3, 64), EINVAL, "posix_memalign with alignment 3");
     expect(posix_memalign(&al, 256, 1000), 0, "posix_memalign");

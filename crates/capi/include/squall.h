@@ -527,78 +527,29 @@ int squall_pthread_detach(uint64_t thread);
 int squall_pthread_cancel(uint64_t thread);
 
 /**
- * `pthread_mutex_init`: checks the attributes (recursive mutexes are not supported).
- *
- * # Safety
- * `attr` is null or a valid `pthread_mutexattr_t`.
- */
-int squall_pthread_mutex_init(void *m, const void *attr);
-
-/**
- * `pthread_mutex_lock` (error-checking: relocking is `EDEADLK`).
- */
-int squall_pthread_mutex_lock(void *m);
-
-/**
- * `pthread_mutex_trylock`: `EBUSY` if taking it would need waiting.
- */
-int squall_pthread_mutex_trylock(void *m);
-
-/**
- * `pthread_mutex_unlock`: `EPERM` if the calling thread does not hold it.
- */
-int squall_pthread_mutex_unlock(void *m);
-
-/**
- * `pthread_mutex_destroy`: `EBUSY` if a thread of this node holds or waits for it.
- */
-int squall_pthread_mutex_destroy(void *m);
-
-/**
- * `pthread_rwlock_init`. Read-write locks are exclusive Squall locks: correct, but readers do
- * not overlap, and a thread taking a read lock twice gets `EDEADLK`.
- */
-int squall_pthread_rwlock_init(void *l, const void *attr);
-
-/**
- * `pthread_rwlock_rdlock` / `pthread_rwlock_wrlock`: take the lock exclusively.
- */
-int squall_pthread_rwlock_lock(void *l);
-
-/**
- * `pthread_rwlock_tryrdlock` / `pthread_rwlock_trywrlock`: `EBUSY` if that needs waiting.
- */
-int squall_pthread_rwlock_trylock(void *l);
-
-/**
- * `pthread_rwlock_unlock`: `EPERM` if the calling thread does not hold it.
- */
-int squall_pthread_rwlock_unlock(void *l);
-
-/**
- * `pthread_rwlock_destroy`: `EBUSY` if a thread of this node holds or waits for it.
- */
-int squall_pthread_rwlock_destroy(void *l);
-
-/**
  * `pthread_spin_init` (the process-shared flag does not apply). Spinlocks are Squall locks.
  */
 int squall_pthread_spin_init(void *l, int pshared);
 
 /**
- * `pthread_cond_init` (attributes are ignored).
+ * `pthread_spin_lock` (error-checking: relocking is `EDEADLK`).
  */
-int squall_pthread_cond_init(void *c, const void *attr);
+int squall_pthread_spin_lock(void *l);
 
 /**
- * `pthread_cond_wait` with `m` held.
+ * `pthread_spin_trylock`: `EBUSY` if taking it would need waiting.
  */
-int squall_pthread_cond_wait(void *c, void *m);
+int squall_pthread_spin_trylock(void *l);
 
 /**
- * `pthread_cond_timedwait`: not supported (the runtime has no timed waits); `ENOTSUP`.
+ * `pthread_spin_unlock`: `EPERM` if the calling thread does not hold it.
  */
-int squall_pthread_cond_timedwait(void *c, void *m, const void *abstime);
+int squall_pthread_spin_unlock(void *l);
+
+/**
+ * `pthread_spin_destroy`: `EBUSY` if a thread of this node holds or waits for it.
+ */
+int squall_pthread_spin_destroy(void *l);
 
 /**
  * `pthread_cond_signal`.
@@ -672,6 +623,245 @@ void *squall_pt_realloc(void *p, size_t size);
  * `p` is null or a live allocation of either heap.
  */
 void squall_pt_free(void *p);
+
+/**
+ * `pthread_mutex_init`: stores the kind from `attr` (recursive, error-checking, normal or
+ * default) in the mutex. Process-shared and robust mutexes are `ENOTSUP`.
+ *
+ * # Safety
+ * `m` is a `pthread_mutex_t`; `attr` is null or a valid `pthread_mutexattr_t`.
+ */
+int squall_pthread_mutex_init(void *m, const void *attr);
+
+/**
+ * `pthread_mutex_lock`. Relocking a recursive mutex adds a level; relocking any other kind is
+ * `EDEADLK` (see the module doc).
+ *
+ * # Safety
+ * `m` is null or a `pthread_mutex_t`.
+ */
+int squall_pthread_mutex_lock(void *m);
+
+/**
+ * `pthread_mutex_trylock`: `EBUSY` if taking it would need waiting (a recursive mutex the
+ * caller holds gains a level).
+ *
+ * # Safety
+ * `m` is null or a `pthread_mutex_t`.
+ */
+int squall_pthread_mutex_trylock(void *m);
+
+/**
+ * `pthread_mutex_timedlock`: as `pthread_mutex_lock`, or `ETIMEDOUT` once `abstime`
+ * (`CLOCK_REALTIME`) has passed. The runtime's lock has no timeout, so this polls
+ * `trylock` (which also asks for the lock's token) with a pause growing from 20 µs to 5 ms:
+ * it is not queued in the lock's FIFO, and a relock by the owner (non-recursive) times out
+ * rather than reporting `EDEADLK`.
+ *
+ * # Safety
+ * `m` is null or a `pthread_mutex_t`; `abstime` null or a valid `struct timespec`.
+ */
+int squall_pthread_mutex_timedlock(void *m, const void *abstime);
+
+/**
+ * `pthread_mutex_unlock`: `EPERM` if the calling thread does not hold it; a recursive mutex is
+ * released at its last unlock.
+ *
+ * # Safety
+ * `m` is null or a `pthread_mutex_t`.
+ */
+int squall_pthread_mutex_unlock(void *m);
+
+/**
+ * `pthread_mutex_destroy`: `EBUSY` if a thread of this node holds or waits for it.
+ *
+ * # Safety
+ * `m` is null or a `pthread_mutex_t`.
+ */
+int squall_pthread_mutex_destroy(void *m);
+
+/**
+ * `pthread_once`: runs `init` exactly once in the whole job, whichever node calls first;
+ * every caller returns after it has finished, with its writes visible.
+ *
+ * # Safety
+ * `once` is null or a `pthread_once_t` in shared memory; `init` is a valid routine.
+ */
+int squall_pthread_once(void *once, void (*init)(void));
+
+/**
+ * `pthread_key_create`: a key every node knows, with an optional destructor run when a
+ * thread with a non-null value ends.
+ *
+ * # Safety
+ * `key` is null or a valid `pthread_key_t` pointer; `destructor` is null or a function in a
+ * module every node loads.
+ */
+int squall_pthread_key_create(unsigned int *key, void (*destructor)(void*));
+
+/**
+ * `pthread_key_delete`: the key becomes invalid everywhere; destructors are not called (as
+ * POSIX says). Values other threads stored are forgotten when they end.
+ */
+int squall_pthread_key_delete(unsigned int key);
+
+/**
+ * `pthread_getspecific`: this thread's value for `key` (null if it set none).
+ */
+void *squall_pthread_getspecific(unsigned int key);
+
+/**
+ * `pthread_setspecific`: set this thread's value for `key` (`EINVAL` for a key that was not
+ * created or was deleted).
+ */
+int squall_pthread_setspecific(unsigned int key, const void *value);
+
+/**
+ * Run the calling thread's key destructors, as at thread exit: for each key with a
+ * destructor and a non-null value, the value is set to null and the destructor called with
+ * it; repeated while destructors set new values (at most `PTHREAD_DESTRUCTOR_ITERATIONS`
+ * rounds). Squall calls this when a thread started by `pthread_create` ends; a thread end
+ * path of its own (e.g. `pthread_exit`) must call it too.
+ */
+void squall_pt_run_key_destructors(void);
+
+/**
+ * `pthread_rwlock_init`: an unlocked rwlock (a process-shared one is `ENOTSUP`).
+ *
+ * # Safety
+ * `l` is null or a `pthread_rwlock_t`; `attr` null or a valid `pthread_rwlockattr_t`.
+ */
+int squall_pthread_rwlock_init(void *l, const void *attr);
+
+/**
+ * `pthread_rwlock_rdlock`: shared with other readers (see the module doc for the policy).
+ */
+int squall_pthread_rwlock_rdlock(void *l);
+
+/**
+ * `pthread_rwlock_wrlock`: exclusive.
+ */
+int squall_pthread_rwlock_wrlock(void *l);
+
+/**
+ * `pthread_rwlock_tryrdlock`: `EBUSY` if a writer holds or waits for it.
+ */
+int squall_pthread_rwlock_tryrdlock(void *l);
+
+/**
+ * `pthread_rwlock_trywrlock`: `EBUSY` if anyone holds it.
+ */
+int squall_pthread_rwlock_trywrlock(void *l);
+
+/**
+ * `pthread_rwlock_timedrdlock`: `ETIMEDOUT` once `abstime` (`CLOCK_REALTIME`) has passed.
+ *
+ * # Safety
+ * `abstime` is null or a valid `struct timespec`.
+ */
+int squall_pthread_rwlock_timedrdlock(void *l, const void *abstime);
+
+/**
+ * `pthread_rwlock_timedwrlock`: `ETIMEDOUT` once `abstime` (`CLOCK_REALTIME`) has passed.
+ *
+ * # Safety
+ * `abstime` is null or a valid `struct timespec`.
+ */
+int squall_pthread_rwlock_timedwrlock(void *l, const void *abstime);
+
+/**
+ * `pthread_rwlock_unlock`: releases this thread's read or write lock (`EPERM` if it holds
+ * none).
+ */
+int squall_pthread_rwlock_unlock(void *l);
+
+/**
+ * `pthread_rwlock_destroy`: `EBUSY` if it is held or waited for.
+ */
+int squall_pthread_rwlock_destroy(void *l);
+
+/**
+ * `pthread_cond_init`: stores the clock of `pthread_condattr_setclock` (for
+ * `pthread_cond_timedwait`) in the condition. A process-shared condition is `ENOTSUP`.
+ *
+ * # Safety
+ * `c` is null or a `pthread_cond_t`; `attr` is null or a valid `pthread_condattr_t`.
+ */
+int squall_pthread_cond_init(void *c, const void *attr);
+
+/**
+ * `pthread_cond_wait` with `m` held (a recursive mutex is released completely while waiting
+ * and gets its depth back).
+ */
+int squall_pthread_cond_wait(void *c, void *m);
+
+/**
+ * `pthread_cond_timedwait`: as `pthread_cond_wait`, or `ETIMEDOUT` once `abstime` (on the
+ * condition's clock) has passed; the mutex is held again in both cases. Spurious returns (0)
+ * are possible, as POSIX allows. See the module doc for how and how fast.
+ *
+ * # Safety
+ * `abstime` is null or a valid `struct timespec`.
+ */
+int squall_pthread_cond_timedwait(void *c, void *m, const void *abstime);
+
+/**
+ * `pthread_cond_clockwait` (glibc 2.30): `pthread_cond_timedwait` with the clock given
+ * (`CLOCK_REALTIME` or `CLOCK_MONOTONIC`, else `EINVAL`).
+ *
+ * # Safety
+ * `abstime` is null or a valid `struct timespec`.
+ */
+int squall_pthread_cond_clockwait(void *c, void *m, int clock, const void *abstime);
+
+/**
+ * `sem_init`: a semaphore with `value` units, usable by threads on every node. `pshared != 0`
+ * is refused (`ENOSYS`), a value above `SEM_VALUE_MAX` is `EINVAL`.
+ */
+int squall_sem_init(void *sem, int pshared, unsigned int value);
+
+/**
+ * `sem_wait`: take a unit, waiting while there is none.
+ */
+int squall_sem_wait(void *sem);
+
+/**
+ * `sem_trywait`: take a unit if there is one, else `EAGAIN`.
+ */
+int squall_sem_trywait(void *sem);
+
+/**
+ * `sem_timedwait`: as `sem_wait`, or `ETIMEDOUT` once `abstime` (`CLOCK_REALTIME`) passed.
+ *
+ * # Safety
+ * `abstime` is null or a valid `struct timespec`.
+ */
+int squall_sem_timedwait(void *sem, const void *abstime);
+
+/**
+ * `sem_post`: add a unit and wake a waiter (`EOVERFLOW` above `SEM_VALUE_MAX`).
+ */
+int squall_sem_post(void *sem);
+
+/**
+ * `sem_getvalue`: the current value (0 when threads wait).
+ *
+ * # Safety
+ * `value` is null or a valid `int` pointer.
+ */
+int squall_sem_getvalue(void *sem, int *value);
+
+/**
+ * `sem_destroy`: `EBUSY` if threads wait on it; afterwards it is uninitialised.
+ */
+int squall_sem_destroy(void *sem);
+
+/**
+ * `sem_open`: named semaphores are not supported (`SEM_FAILED`, `errno` = `ENOSYS`, with a
+ * message): they would be shared per machine, not per job. Use `sem_init` on a semaphore in
+ * shared memory.
+ */
+void *squall_sem_open(const char *name);
 
 #ifdef __cplusplus
 }  // extern "C"

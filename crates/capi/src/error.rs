@@ -62,6 +62,14 @@ pub enum CapiError {
     },
     #[error("{0}")]
     UnknownThread(String),
+    /// Misuse of a pthreads-layer object that the layer itself detects (its own state, not
+    /// the runtime's): `code` is the `SQUALL_ERR_*` it maps to (e.g. `SQUALL_ERR_DEADLOCK`).
+    #[error("{call}: {why}")]
+    Misuse {
+        call: &'static str,
+        code: c_int,
+        why: String,
+    },
     #[error("{0} is not supported by squall")]
     Unsupported(&'static str),
     #[error("internal error in {call} (a bug in squall): {why}")]
@@ -77,6 +85,7 @@ impl CapiError {
             CapiError::Invalid { .. } => SQUALL_ERR_INVALID,
             CapiError::InUse { .. } => SQUALL_ERR_IN_USE,
             CapiError::UnknownThread(_) => SQUALL_ERR_UNKNOWN_THREAD,
+            CapiError::Misuse { code, .. } => *code,
             CapiError::Unsupported(_) => SQUALL_ERR_UNSUPPORTED,
             CapiError::Panic { .. } => SQUALL_ERR_INTERNAL,
             CapiError::Squall(e) => match e {

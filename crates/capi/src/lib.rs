@@ -13,8 +13,18 @@ pub mod error;
 mod libatomic;
 mod modules;
 pub mod pthread;
+pub mod pthread_mutex;
+pub mod pthread_once_key;
+pub mod pthread_rwlock;
+pub mod pthread_timed;
+pub mod semaphore;
 
 pub use api::*;
 pub use atomic::*;
 pub use error::*;
 pub use pthread::*;
+pub use pthread_mutex::*;
+pub use pthread_once_key::*;
+pub use pthread_rwlock::*;
+pub use pthread_timed::*;
+pub use semaphore::*;

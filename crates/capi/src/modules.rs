@@ -45,13 +45,11 @@ extern "C" fn visit_find(info: *mut libc::dl_phdr_info, _size: usize, data: *mut
     0
 }
 
-#[cfg(test)]
 struct Base {
     want: u64,
     found: Option<usize>,
 }
 
-#[cfg(test)]
 extern "C" fn visit_base(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
     // SAFETY: `data` is the `Base` passed below; `info` is valid for this callback.
     let (b, info) = unsafe { (&mut *(data as *mut Base), &*info) };
@@ -71,8 +69,7 @@ pub(crate) fn encode(addr: usize) -> Option<(u64, u64)> {
 }
 
 /// The local address of `(module name hash, offset)` (the inverse of [`encode`]; the runtime
-/// decodes thread functions itself).
-#[cfg(test)]
+/// decodes thread functions itself; key destructors are decoded with this).
 pub(crate) fn decode(module: u64, offset: u64) -> Option<usize> {
     let mut b = Base {
         want: module,

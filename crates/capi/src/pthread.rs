@@ -1,15 +1,19 @@
 //! The pthreads compatibility layer behind `include/squall/pthread.h`: that header redirects
-//! `pthread_create/join`, mutexes, conditions, barriers and `malloc/calloc/realloc/free` by
-//! macro to the `squall_pthread_*` / `squall_pt_*` functions here, and starts the node from a
-//! constructor (`squall_pthread_start`).
+//! `pthread_create/join`, synchronization objects and `malloc/calloc/realloc/free` by macro to
+//! the `squall_pthread_*` / `squall_pt_*` / `squall_sem_*` functions of this module and its
+//! siblings (`pthread_mutex`, `pthread_timed` for conditions and timed waits, `pthread_rwlock`,
+//! `pthread_once_key`, `semaphore`), and starts the node from a constructor
+//! (`squall_pthread_start`).
 //!
-//! Synchronization objects are named by their address (so `PTHREAD_MUTEX_INITIALIZER` works
-//! and nothing is stored in them, except a barrier's count): an address in the Squall range is
-//! the same object on every node; an address in a loaded module (a `static` mutex) is named
-//! by module and offset so that address randomisation does not split it; anything else (a
-//! stack or private-heap object) by its raw address, which is only meaningful if every user
-//! is on one node. Addresses are mixed by a bijection so that lock managers spread over the
-//! nodes.
+//! Synchronization objects are named by their address (so the static initializers work); what
+//! an object needs beyond its name (a barrier's count, a mutex's kind, a rwlock's or
+//! semaphore's state) is stored in the object. An address in the Squall range is the same
+//! object on every node; an address in a loaded module (a `static` mutex) is named by module
+//! and offset so that address randomisation does not split it; anything else (a stack or
+//! private-heap object) by its raw address, which is only meaningful if every user is on one
+//! node. Addresses are mixed by a bijection so that lock managers spread over the nodes.
+//! Internal locks and conditions of an object at `a` are named `object_id(a + 1..=3)`: no
+//! object starts at such an address, so these ids name nothing else.
 //!
 //! Owns: the pthread-to-Squall mapping and errno codes. Must not touch: the runtime's state.
 use crate::api::{self, node};
@@ -51,7 +55,7 @@ pub extern "C" fn squall_object_id(p: *const c_void) -> u64 {
 }
 
 /// The errno value for a failed call, after recording its text.
-fn errno_of(e: &CapiError) -> c_int {
+pub(crate) fn errno_of(e: &CapiError) -> c_int {
     match record(e) {
         SQUALL_ERR_NOT_HELD => libc::EPERM,
         SQUALL_ERR_DEADLOCK => libc::EDEADLK,
@@ -66,7 +70,7 @@ fn errno_of(e: &CapiError) -> c_int {
 
 /// Run a pthread call: `Ok(v)` is returned; an error is printed on standard error (programs
 /// rarely check these codes, and misuse must not pass silently) and returned as an errno.
-fn pt(call: &'static str, f: impl FnOnce() -> Result<c_int, CapiError>) -> c_int {
+pub(crate) fn pt(call: &'static str, f: impl FnOnce() -> Result<c_int, CapiError>) -> c_int {
     guard(
         call,
         |_| libc::EIO,
@@ -81,7 +85,7 @@ fn pt(call: &'static str, f: impl FnOnce() -> Result<c_int, CapiError>) -> c_int
     )
 }
 
-fn need<T>(call: &'static str, what: &str, p: *const T) -> Result<usize, CapiError> {
+pub(crate) fn need<T>(call: &'static str, what: &str, p: *const T) -> Result<usize, CapiError> {
     if p.is_null() {
         Err(CapiError::Invalid {
             call,
@@ -132,6 +136,7 @@ pub extern "C" fn squall_pthread_start() {
     );
     match r {
         Ok(()) => {
+            crate::pthread_once_key::install_hook();
             // SAFETY: registering a plain extern "C" function with no arguments.
             if unsafe { libc::atexit(finalize_at_exit) } != 0 {
                 eprintln!("squall: could not register the finalize-at-exit handler");
@@ -247,12 +252,6 @@ pub unsafe extern "C" fn squall_pthread_join(thread: u64, ret: *mut *mut c_void)
     })
 }
 
-extern "C" {
-    // In glibc; not declared by the libc crate.
-    fn pthread_mutexattr_gettype(attr: *const libc::pthread_mutexattr_t, kind: *mut c_int)
-        -> c_int;
-}
-
 /// `pthread_detach`: a Squall thread needs no join; its end is recorded by the runtime until the
 /// job ends. Always 0.
 #[no_mangle]
@@ -270,128 +269,7 @@ pub extern "C" fn squall_pthread_cancel(thread: u64) -> c_int {
     })
 }
 
-// ----- mutexes ------------------------------------------------------------------------------
-
-/// `pthread_mutex_init`: checks the attributes (recursive mutexes are not supported).
-///
-/// # Safety
-/// `attr` is null or a valid `pthread_mutexattr_t`.
-#[no_mangle]
-pub unsafe extern "C" fn squall_pthread_mutex_init(m: *mut c_void, attr: *const c_void) -> c_int {
-    pt("pthread_mutex_init", || {
-        need("pthread_mutex_init", "mutex", m)?;
-        if !attr.is_null() {
-            let mut kind: c_int = 0;
-            // SAFETY: attr is a valid pthread_mutexattr_t per the contract.
-            let rc = unsafe {
-                pthread_mutexattr_gettype(attr as *const libc::pthread_mutexattr_t, &mut kind)
-            };
-            if rc == 0 && kind == libc::PTHREAD_MUTEX_RECURSIVE {
-                return Err(CapiError::Unsupported("a recursive mutex"));
-            }
-        }
-        Ok(0)
-    })
-}
-
-/// `pthread_mutex_lock` (error-checking: relocking is `EDEADLK`).
-#[no_mangle]
-pub extern "C" fn squall_pthread_mutex_lock(m: *mut c_void) -> c_int {
-    pt("pthread_mutex_lock", || {
-        let a = need("pthread_mutex_lock", "mutex", m)?;
-        api::lock_id(&node()?, object_id(a))?;
-        Ok(0)
-    })
-}
-
-/// `pthread_mutex_trylock`: `EBUSY` if taking it would need waiting.
-#[no_mangle]
-pub extern "C" fn squall_pthread_mutex_trylock(m: *mut c_void) -> c_int {
-    pt("pthread_mutex_trylock", || {
-        let a = need("pthread_mutex_trylock", "mutex", m)?;
-        Ok(if api::trylock_id(&node()?, object_id(a))? {
-            0
-        } else {
-            libc::EBUSY
-        })
-    })
-}
-
-/// `pthread_mutex_unlock`: `EPERM` if the calling thread does not hold it.
-#[no_mangle]
-pub extern "C" fn squall_pthread_mutex_unlock(m: *mut c_void) -> c_int {
-    pt("pthread_mutex_unlock", || {
-        let a = need("pthread_mutex_unlock", "mutex", m)?;
-        api::unlock_id(&node()?, object_id(a))?;
-        Ok(0)
-    })
-}
-
-/// `pthread_mutex_destroy`: `EBUSY` if a thread of this node holds or waits for it.
-#[no_mangle]
-pub extern "C" fn squall_pthread_mutex_destroy(m: *mut c_void) -> c_int {
-    pt("pthread_mutex_destroy", || {
-        let a = need("pthread_mutex_destroy", "mutex", m)?;
-        api::lock_destroy_id(&node()?, "pthread_mutex_destroy", object_id(a))?;
-        Ok(0)
-    })
-}
-
-// ----- read-write locks and spinlocks (exclusive Squall locks) ------------------------------
-
-/// `pthread_rwlock_init`. Read-write locks are exclusive Squall locks: correct, but readers do
-/// not overlap, and a thread taking a read lock twice gets `EDEADLK`.
-#[no_mangle]
-pub extern "C" fn squall_pthread_rwlock_init(l: *mut c_void, attr: *const c_void) -> c_int {
-    let _ = attr;
-    pt("pthread_rwlock_init", || {
-        need("pthread_rwlock_init", "rwlock", l)?;
-        Ok(0)
-    })
-}
-
-/// `pthread_rwlock_rdlock` / `pthread_rwlock_wrlock`: take the lock exclusively.
-#[no_mangle]
-pub extern "C" fn squall_pthread_rwlock_lock(l: *mut c_void) -> c_int {
-    pt("pthread_rwlock_lock", || {
-        let a = need("pthread_rwlock_lock", "rwlock", l)?;
-        api::lock_id(&node()?, object_id(a))?;
-        Ok(0)
-    })
-}
-
-/// `pthread_rwlock_tryrdlock` / `pthread_rwlock_trywrlock`: `EBUSY` if that needs waiting.
-#[no_mangle]
-pub extern "C" fn squall_pthread_rwlock_trylock(l: *mut c_void) -> c_int {
-    pt("pthread_rwlock_trylock", || {
-        let a = need("pthread_rwlock_trylock", "rwlock", l)?;
-        Ok(if api::trylock_id(&node()?, object_id(a))? {
-            0
-        } else {
-            libc::EBUSY
-        })
-    })
-}
-
-/// `pthread_rwlock_unlock`: `EPERM` if the calling thread does not hold it.
-#[no_mangle]
-pub extern "C" fn squall_pthread_rwlock_unlock(l: *mut c_void) -> c_int {
-    pt("pthread_rwlock_unlock", || {
-        let a = need("pthread_rwlock_unlock", "rwlock", l)?;
-        api::unlock_id(&node()?, object_id(a))?;
-        Ok(0)
-    })
-}
-
-/// `pthread_rwlock_destroy`: `EBUSY` if a thread of this node holds or waits for it.
-#[no_mangle]
-pub extern "C" fn squall_pthread_rwlock_destroy(l: *mut c_void) -> c_int {
-    pt("pthread_rwlock_destroy", || {
-        let a = need("pthread_rwlock_destroy", "rwlock", l)?;
-        api::lock_destroy_id(&node()?, "pthread_rwlock_destroy", object_id(a))?;
-        Ok(0)
-    })
-}
+// ----- spinlocks (Squall locks; see pthread_mutex.rs for mutexes) ------------------------
 
 /// `pthread_spin_init` (the process-shared flag does not apply). Spinlocks are Squall locks.
 #[no_mangle]
@@ -403,41 +281,50 @@ pub extern "C" fn squall_pthread_spin_init(l: *mut c_void, pshared: c_int) -> c_
     })
 }
 
+/// `pthread_spin_lock` (error-checking: relocking is `EDEADLK`).
+#[no_mangle]
+pub extern "C" fn squall_pthread_spin_lock(l: *mut c_void) -> c_int {
+    pt("pthread_spin_lock", || {
+        let a = need("pthread_spin_lock", "spinlock", l)?;
+        api::lock_id(&node()?, object_id(a))?;
+        Ok(0)
+    })
+}
+
+/// `pthread_spin_trylock`: `EBUSY` if taking it would need waiting.
+#[no_mangle]
+pub extern "C" fn squall_pthread_spin_trylock(l: *mut c_void) -> c_int {
+    pt("pthread_spin_trylock", || {
+        let a = need("pthread_spin_trylock", "spinlock", l)?;
+        Ok(if api::trylock_id(&node()?, object_id(a))? {
+            0
+        } else {
+            libc::EBUSY
+        })
+    })
+}
+
+/// `pthread_spin_unlock`: `EPERM` if the calling thread does not hold it.
+#[no_mangle]
+pub extern "C" fn squall_pthread_spin_unlock(l: *mut c_void) -> c_int {
+    pt("pthread_spin_unlock", || {
+        let a = need("pthread_spin_unlock", "spinlock", l)?;
+        api::unlock_id(&node()?, object_id(a))?;
+        Ok(0)
+    })
+}
+
+/// `pthread_spin_destroy`: `EBUSY` if a thread of this node holds or waits for it.
+#[no_mangle]
+pub extern "C" fn squall_pthread_spin_destroy(l: *mut c_void) -> c_int {
+    pt("pthread_spin_destroy", || {
+        let a = need("pthread_spin_destroy", "spinlock", l)?;
+        api::lock_destroy_id(&node()?, "pthread_spin_destroy", object_id(a))?;
+        Ok(0)
+    })
+}
+
 // ----- conditions ---------------------------------------------------------------------------
-
-/// `pthread_cond_init` (attributes are ignored).
-#[no_mangle]
-pub extern "C" fn squall_pthread_cond_init(c: *mut c_void, attr: *const c_void) -> c_int {
-    let _ = attr; // process-shared and clock attributes do not apply
-    pt("pthread_cond_init", || {
-        need("pthread_cond_init", "condition", c)?;
-        Ok(0)
-    })
-}
-
-/// `pthread_cond_wait` with `m` held.
-#[no_mangle]
-pub extern "C" fn squall_pthread_cond_wait(c: *mut c_void, m: *mut c_void) -> c_int {
-    pt("pthread_cond_wait", || {
-        let ca = need("pthread_cond_wait", "condition", c)?;
-        let ma = need("pthread_cond_wait", "mutex", m)?;
-        api::cond_wait_id(&node()?, object_id(ca), object_id(ma))?;
-        Ok(0)
-    })
-}
-
-/// `pthread_cond_timedwait`: not supported (the runtime has no timed waits); `ENOTSUP`.
-#[no_mangle]
-pub extern "C" fn squall_pthread_cond_timedwait(
-    c: *mut c_void,
-    m: *mut c_void,
-    abstime: *const c_void,
-) -> c_int {
-    let _ = (c, m, abstime);
-    pt("pthread_cond_timedwait", || {
-        Err(CapiError::Unsupported("pthread_cond_timedwait"))
-    })
-}
 
 /// `pthread_cond_signal`.
 #[no_mangle]
@@ -705,12 +592,14 @@ mod tests {
     #[test]
     fn calls_before_start_are_clear_errors() {
         let mut m = [0u64; 5];
-        let rc = squall_pthread_mutex_lock(m.as_mut_ptr().cast());
+        // SAFETY: a zeroed 40-byte object stands for a pthread_mutex_t.
+        let rc = unsafe { crate::squall_pthread_mutex_lock(m.as_mut_ptr().cast()) };
         assert_eq!(rc, libc::EIO);
         // SAFETY: reads this thread's last error text.
         let text = unsafe { CStr::from_ptr(crate::error::last_error_ptr()) };
         assert!(text.to_string_lossy().contains("not initialised"));
-        let rc = squall_pthread_mutex_lock(std::ptr::null_mut());
+        // SAFETY: a null mutex is checked before use.
+        let rc = unsafe { crate::squall_pthread_mutex_lock(std::ptr::null_mut()) };
         assert_eq!(rc, libc::EINVAL);
         // Before the node exists, the allocation functions fall back to the C library.
         let p = squall_pt_malloc(64);

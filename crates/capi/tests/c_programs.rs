@@ -477,6 +477,43 @@ fn cases() -> Vec<(String, Case)> {
             Ok(())
         }),
     ));
+    // pthreads completeness (issue 20 item 7): each program checks its own answer; P = 4
+    // threads, so threads cross nodes; the same source also runs on native pthreads.
+    for (name, expect) in [
+        ("pt_recursive", "ok recursive"),
+        ("pt_rwlock", "ok rwlock"),
+        ("pt_once", "ok once"),
+        ("pt_keys", "ok keys"),
+        ("pt_sem", "ok sem"),
+        ("pt_timedwait", "ok timedwait"),
+    ] {
+        for nodes in [2usize, 4] {
+            v.push((
+                format!("pthreads/{name}/{nodes} nodes"),
+                Box::new(move |env: &Env| {
+                    let src = env.src.join(format!("{name}.c"));
+                    let exe = env.build("cc", &src, name, Some("squall-pthread"))?;
+                    for line in job_output(&exe, &["4"], nodes, expect)? {
+                        println!("    {line}");
+                    }
+                    Ok(())
+                }),
+            ));
+        }
+        v.push((
+            format!("pthreads/{name}/native"),
+            Box::new(move |env: &Env| {
+                let src = env.src.join(format!("{name}.c"));
+                let exe = env.build("cc", &src, &format!("{name}_native"), None)?;
+                let out = plain(&exe, &["4"])?;
+                if out.contains(expect) {
+                    Ok(())
+                } else {
+                    Err(format!("{name} on native pthreads printed {out:?}"))
+                }
+            }),
+        ));
+    }
     // SQUALL_GLOBAL variables: coherent, node 0 their home; the section holds only them.
     for nodes in [2usize, 4] {
         v.push((

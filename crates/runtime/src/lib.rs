@@ -36,4 +36,4 @@ pub use order::MemOrder;
 pub use squall_core::{LockId, NodeId, PageId, Placement, ThreadId, PAGE_SIZE};
 pub use squall_protocol::AtomicOp;
 pub use squall_sync::{BarrierCount, BarrierId, CondId, FlagId};
-pub use threads::ThreadFn;
+pub use threads::{set_thread_end_hook, ThreadFn};

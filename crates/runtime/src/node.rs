@@ -1321,6 +1321,7 @@ fn start_thread(s: &mut Service, sp: SpawnMsg) -> std::result::Result<(), String
                 at
             });
             let ret = f(arg as usize as *mut c_void) as usize as u64;
+            threads::run_thread_end_hook();
             match node() {
                 Ok(n) => {
                     if let Some(at) = start_ns {

@@ -16,6 +16,23 @@ use std::ffi::c_void;
 /// The C-compatible thread body: `void *(*)(void *)`.
 pub type ThreadFn = extern "C" fn(*mut c_void) -> *mut c_void;
 
+/// A function every thread started by `spawn_on` runs on its own thread after its function
+/// returned and before its end is reported (so joiners see what it did): the pthreads layer's
+/// thread-specific-data destructors. Set once per process; later calls are ignored.
+static THREAD_END_HOOK: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+
+/// Install the thread-end hook (see `THREAD_END_HOOK`); `false` if one was already set.
+pub fn set_thread_end_hook(hook: fn()) -> bool {
+    THREAD_END_HOOK.set(hook).is_ok()
+}
+
+/// Run the thread-end hook, if any, on the ending thread.
+pub(crate) fn run_thread_end_hook() {
+    if let Some(h) = THREAD_END_HOOK.get() {
+        h();
+    }
+}
+
 /// Global thread ids: the running node in the top 16 bits, the creating node in the next 16,
 /// a per-creator counter in the low 32.
 pub fn make_tid(run: NodeId, creator: NodeId, n: u32) -> ThreadId {

@@ -14,18 +14,33 @@
  *    node r creates runs on node (r+k+1) mod N; squall_set_thread_placement) (attributes
  *    are ignored). A create is a release and a join an acquire. The thread function must be in
  *    the program or a library every node loads; `arg` should point into shared memory.
- *  - pthread_mutex_*, pthread_rwlock_*, pthread_spin_*, pthread_cond_*, pthread_barrier_* become Squall locks, conditions and
- *    barriers named by the OBJECT'S ADDRESS: PTHREAD_MUTEX_INITIALIZER and
- *    PTHREAD_COND_INITIALIZER work and nothing is stored in them. The object must live in
- *    Squall memory (malloc'd) or be a static/global of the program (named by module+offset);
- *    an object on a thread's stack is only usable by threads of one node. A barrier stores its
- *    count in the pthread_barrier_t, so a barrier must be initialised in shared memory before
- *    threads on other nodes wait on it. Mutexes are error-checking (relock: EDEADLK, unlock
- *    when not held: EPERM, destroy while held: EBUSY); errors are also printed on stderr.
- *    Read-write locks and spinlocks are exclusive Squall locks too (readers do not overlap; a
- *    second read lock by the same thread is EDEADLK). pthread_detach is accepted (a no-op). Not supported: recursive mutexes,
- *    pthread_cond_timedwait and pthread_cancel (ENOTSUP), pthread_self() compared with ids
- *    from pthread_create, pthread_exit, thread-specific data across nodes.
+ *  - pthread_mutex_*, pthread_rwlock_*, pthread_spin_*, pthread_cond_*, pthread_barrier_*,
+ *    pthread_once, pthread_key_* / pthread_[gs]etspecific and sem_* (unnamed semaphores) work
+ *    across nodes. Locks, conditions and barriers are Squall objects named by the OBJECT'S
+ *    ADDRESS: PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_RWLOCK_INITIALIZER
+ *    and PTHREAD_ONCE_INIT work. The object must live in Squall memory (malloc'd) or be a
+ *    global of the program (named by module+offset); an object on a thread's stack is only
+ *    usable by threads of one node. Some state is stored IN the object, so it must be
+ *    initialised in shared memory before threads of other nodes use it: a barrier's count, a
+ *    mutex's kind (where glibc keeps it, so PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP works), a
+ *    condition's clock, a rwlock's readers/writer counts, a semaphore's value, a once's state.
+ *    Mutex kinds: recursive mutexes nest (depth per thread); error-checking mutexes report
+ *    relock (EDEADLK) and unlock when not held (EPERM); normal and default mutexes behave as
+ *    error-checking ones (POSIX lets a normal relock deadlock: squall reports it instead of
+ *    hanging); destroy while held: EBUSY. Errors are also printed on stderr. Read-write locks
+ *    share among readers (writer preference; a reader may re-take its read lock); spinlocks
+ *    are Squall locks. pthread_cond_timedwait (CLOCK_REALTIME, or CLOCK_MONOTONIC from
+ *    pthread_condattr_setclock; pthread_cond_clockwait names it), pthread_rwlock_timed*lock
+ *    and sem_timedwait wake up at the deadline through a per-node timer thread that
+ *    broadcasts the condition (other waiters of it see a spurious wake-up);
+ *    pthread_mutex_timedlock polls trylock until the deadline. pthread_once runs the
+ *    routine once in the whole job. Keys are job-wide, values per thread, destructors run
+ *    when a Squall thread ends. Not redirected (the C library's, unaware of Squall objects):
+ *    sem_clockwait, pthread_rwlock_clock*lock, pthread_mutex_clocklock.
+ *    pthread_detach is accepted (a no-op). Not supported (an error and a message on stderr):
+ *    pthread_cancel (ENOTSUP), process-shared or robust attributes (ENOTSUP), sem_init with
+ *    pshared != 0 and sem_open (ENOSYS); not redirected yet: pthread_exit, pthread_self()
+ *    compared with ids from pthread_create, thread attributes.
  *  - malloc / calloc / realloc / free / aligned_alloc / posix_memalign come from the shared
  *    heap (memory from the C library, e.g. strdup, is private to the node and is still freed
  *    by the C library).
@@ -48,6 +63,7 @@
 #define SQUALL_PTHREAD_H
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +78,18 @@ _Static_assert(sizeof(pthread_t) == sizeof(uint64_t), "squall needs a 64-bit pth
 #endif
 
 #define SQUALL_GLOBAL __attribute__((section("squall_globals"), aligned(4096)))
+
+/* A program that defines _GNU_SOURCE itself does so after this header (force-included by
+ * pkg-config) already read <pthread.h> without it: give it glibc's static initializers of
+ * the mutex kinds anyway (Squall reads the kind they store). */
+#if !defined PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP && defined __PTHREAD_MUTEX_INITIALIZER
+#define PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP \
+    { { __PTHREAD_MUTEX_INITIALIZER(PTHREAD_MUTEX_RECURSIVE_NP) } }
+#define PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP \
+    { { __PTHREAD_MUTEX_INITIALIZER(PTHREAD_MUTEX_ERRORCHECK_NP) } }
+#define PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP \
+    { { __PTHREAD_MUTEX_INITIALIZER(PTHREAD_MUTEX_ADAPTIVE_NP) } }
+#endif
 
 /* Start the node before main (and before the program's own constructors, which may already
  * write SQUALL_GLOBAL variables): register the section (re-executing without address
@@ -91,28 +119,46 @@ __attribute__((constructor(101), used)) static void squall_pthread_constructor_(
 #define pthread_mutex_trylock   squall_pthread_mutex_trylock
 #define pthread_mutex_unlock    squall_pthread_mutex_unlock
 #define pthread_mutex_destroy   squall_pthread_mutex_destroy
+#define pthread_mutex_timedlock squall_pthread_mutex_timedlock
 #define pthread_rwlock_init      squall_pthread_rwlock_init
-#define pthread_rwlock_rdlock    squall_pthread_rwlock_lock
-#define pthread_rwlock_wrlock    squall_pthread_rwlock_lock
-#define pthread_rwlock_tryrdlock squall_pthread_rwlock_trylock
-#define pthread_rwlock_trywrlock squall_pthread_rwlock_trylock
+#define pthread_rwlock_rdlock    squall_pthread_rwlock_rdlock
+#define pthread_rwlock_wrlock    squall_pthread_rwlock_wrlock
+#define pthread_rwlock_tryrdlock squall_pthread_rwlock_tryrdlock
+#define pthread_rwlock_trywrlock squall_pthread_rwlock_trywrlock
+#define pthread_rwlock_timedrdlock squall_pthread_rwlock_timedrdlock
+#define pthread_rwlock_timedwrlock squall_pthread_rwlock_timedwrlock
 #define pthread_rwlock_unlock    squall_pthread_rwlock_unlock
 #define pthread_rwlock_destroy   squall_pthread_rwlock_destroy
 /* pthread_spinlock_t is volatile: cast it away explicitly. */
 #define pthread_spin_init(l, p)  squall_pthread_spin_init((void *)(l), (p))
-#define pthread_spin_lock(l)     squall_pthread_mutex_lock((void *)(l))
-#define pthread_spin_trylock(l)  squall_pthread_mutex_trylock((void *)(l))
-#define pthread_spin_unlock(l)   squall_pthread_mutex_unlock((void *)(l))
-#define pthread_spin_destroy(l)  squall_pthread_mutex_destroy((void *)(l))
+#define pthread_spin_lock(l)     squall_pthread_spin_lock((void *)(l))
+#define pthread_spin_trylock(l)  squall_pthread_spin_trylock((void *)(l))
+#define pthread_spin_unlock(l)   squall_pthread_spin_unlock((void *)(l))
+#define pthread_spin_destroy(l)  squall_pthread_spin_destroy((void *)(l))
+#define pthread_once            squall_pthread_once
+#define pthread_key_create      squall_pthread_key_create
+#define pthread_key_delete      squall_pthread_key_delete
+#define pthread_getspecific     squall_pthread_getspecific
+#define pthread_setspecific     squall_pthread_setspecific
 #define pthread_cond_init       squall_pthread_cond_init
 #define pthread_cond_wait       squall_pthread_cond_wait
 #define pthread_cond_timedwait  squall_pthread_cond_timedwait
+#define pthread_cond_clockwait  squall_pthread_cond_clockwait
 #define pthread_cond_signal     squall_pthread_cond_signal
 #define pthread_cond_broadcast  squall_pthread_cond_broadcast
 #define pthread_cond_destroy    squall_pthread_cond_destroy
 #define pthread_barrier_init    squall_pthread_barrier_init
 #define pthread_barrier_wait    squall_pthread_barrier_wait
 #define pthread_barrier_destroy squall_pthread_barrier_destroy
+#define sem_init                squall_sem_init
+#define sem_wait                squall_sem_wait
+#define sem_trywait             squall_sem_trywait
+#define sem_timedwait           squall_sem_timedwait
+#define sem_post                squall_sem_post
+#define sem_getvalue            squall_sem_getvalue
+#define sem_destroy             squall_sem_destroy
+/* Named semaphores are refused (SEM_FAILED, errno ENOSYS, a message): see squall_sem_open. */
+#define sem_open(name, ...)     ((sem_t *)squall_sem_open(name))
 
 #ifdef __cplusplus
 /* <cstdlib> is already in: make std::malloc etc. name the redirected functions too. */
