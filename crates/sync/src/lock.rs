@@ -62,6 +62,7 @@
 
 use crate::core::{PendingRelease, SyncCore};
 use crate::error::SyncError;
+use crate::fast::{Install, Revoke};
 use crate::ids::Waiter;
 use crate::message::{Msg, ReadAhead};
 use crate::Outcome;
@@ -123,11 +124,19 @@ pub(crate) struct NodeLock {
     last_release: u64,
     /// `SyncCore::release_seq` when the release of the current hand-off began.
     handoff_seq: u64,
+    /// The idle token is in the node-local lock cache (`SyncCore::fast`): threads of this
+    /// node take and release it there without the core, so `holder` is `None` and the cache
+    /// knows the holder. Implies `token` and no hand-off in progress.
+    cached: bool,
 }
 
 impl NodeLock {
     fn free_here(&self) -> bool {
-        self.token && self.holder.is_none() && !self.handing_off && self.next.is_none()
+        self.token
+            && self.holder.is_none()
+            && !self.cached
+            && !self.handing_off
+            && self.next.is_none()
     }
 }
 
@@ -140,11 +149,73 @@ impl SyncCore {
         })
     }
 
-    /// Whether `waiter` holds `lock` on this node.
+    /// Whether `waiter` holds `lock` on this node (through the core or the lock cache).
     pub fn holds(&self, lock: LockId, waiter: Waiter) -> bool {
-        self.locks
-            .get(&lock.0)
-            .is_some_and(|l| l.holder == Some(waiter))
+        self.locks.get(&lock.0).is_some_and(|l| {
+            l.holder == Some(waiter) || (l.cached && self.fast.holder(lock.0) == Some(waiter.0))
+        })
+    }
+
+    /// `waiter` holds cached `lock` through the lock cache and calls the core about it (a
+    /// slow unlock, a condition wait): the core takes the lock back with `waiter` as holder.
+    pub(crate) fn materialize(&mut self, lock: u64, waiter: Waiter) {
+        if let Some(st) = self.locks.get_mut(&lock) {
+            if st.cached && self.fast.take_held(lock, waiter.0) {
+                st.cached = false;
+                st.holder = Some(waiter);
+            }
+        }
+    }
+
+    /// The core needs cached `lock` (a local waiter or a successor node): `true` once it is
+    /// not cached (it was idle), `false` if a thread of this node holds it through the cache
+    /// (flagged: its unlock comes through the core).
+    fn settle(&mut self, lock: u64) -> bool {
+        match self.locks.get_mut(&lock) {
+            Some(st) if st.cached => {
+                if self.fast.revoke(lock) == Revoke::Gone {
+                    st.cached = false;
+                    true
+                } else {
+                    false
+                }
+            }
+            _ => true,
+        }
+    }
+
+    /// Uncache `lock` if it is cached idle (no flag if it is held).
+    fn try_uncache(&mut self, lock: u64) {
+        if let Some(st) = self.locks.get_mut(&lock) {
+            if st.cached && self.fast.try_revoke(lock) {
+                st.cached = false;
+            }
+        }
+    }
+
+    /// The token of `lock` is here and nobody holds or wants it: put it in the lock cache,
+    /// unless it arrived from another node and no thread took it yet (those acquires are
+    /// counted by the core: remote, lent).
+    fn maybe_cache(&mut self, lock: u64) {
+        if !self.fast_on {
+            return;
+        }
+        let Some(st) = self.locks.get_mut(&lock) else {
+            return;
+        };
+        if !st.free_here() || !st.queue.is_empty() || st.fresh || st.lent_in {
+            return;
+        }
+        match self.fast.install(lock) {
+            Install::Cached => st.cached = true,
+            Install::Evicted(old) => {
+                st.cached = true;
+                if let Some(o) = self.locks.get_mut(&old) {
+                    o.cached = false;
+                }
+            }
+            Install::Full => {}
+        }
     }
 
     /// Lock read-ahead: lend at most `max` idle tokens along with a grant (0 disables; the
@@ -189,6 +260,8 @@ impl SyncCore {
 
     /// Queue `waiter` for `lock` (also used by condition waits re-acquiring their lock).
     pub(crate) fn acquire(&mut self, cons: &mut dyn Consistency, lock: u64, waiter: Waiter) {
+        self.lock_state(lock);
+        self.settle(lock);
         let st = self.lock_state(lock);
         if st.free_here() {
             self.take_token(lock, waiter);
@@ -220,6 +293,8 @@ impl SyncCore {
 
     /// Take `lock` only if that needs no waiting (see the module doc for exact semantics).
     pub fn trylock(&mut self, cons: &mut dyn Consistency, lock: LockId, waiter: Waiter) {
+        self.lock_state(lock.0);
+        self.try_uncache(lock.0);
         let st = self.lock_state(lock.0);
         if st.free_here() {
             self.take_token(lock.0, waiter);
@@ -236,6 +311,7 @@ impl SyncCore {
     /// Release `lock` held by `waiter` (woken at once). Unlocking a lock the waiter does not
     /// hold is `SyncError::NotHolder`. No message is sent unless another node waits for it.
     pub fn unlock(&mut self, cons: &mut dyn Consistency, lock: LockId, waiter: Waiter) {
+        self.materialize(lock.0, waiter);
         if !self.holds(lock, waiter) {
             let e = SyncError::NotHolder {
                 node: self.me,
@@ -253,10 +329,11 @@ impl SyncCore {
     /// waits on a condition bound to it (else `SyncError::LockInUse`). The token stays where it
     /// is, so the id may be used again.
     pub fn destroy_lock(&mut self, lock: LockId, waiter: Waiter) {
-        let busy_lock = self
-            .locks
-            .get(&lock.0)
-            .is_some_and(|l| l.holder.is_some() || !l.queue.is_empty());
+        let busy_lock = self.locks.get(&lock.0).is_some_and(|l| {
+            l.holder.is_some()
+                || !l.queue.is_empty()
+                || (l.cached && self.fast.holder(lock.0).is_some())
+        });
         let busy_cond = self.conds.values().any(|c| c.uses_lock(lock.0));
         if busy_lock || busy_cond {
             let e = SyncError::LockInUse {
@@ -287,16 +364,65 @@ impl SyncCore {
         if !st.token || st.holder.is_some() || st.handing_off {
             return;
         }
+        if st.cached {
+            if st.next.is_none() && st.queue.is_empty() {
+                return;
+            }
+            if !self.settle(lock) {
+                // A thread holds it through the cache: its unlock comes here (flagged).
+                return;
+            }
+        }
+        let st = self.lock_state(lock);
         if st.next.is_some() && st.local_batch == 0 {
             st.handing_off = true;
             // Every unlock so far happened before this release began: its writes are covered.
             st.handoff_seq = seq;
+            self.uncache_lend_candidates(lock);
             if self.begin_release(cons, PendingRelease::LockHandoff(lock)) {
                 self.finish_handoff(cons, lock);
             }
         } else if let Some(w) = st.queue.pop_front() {
             st.local_batch = st.local_batch.saturating_sub(1);
             self.take_token(lock, w);
+        } else {
+            self.maybe_cache(lock);
+        }
+    }
+
+    /// A hand-off of `lock` begins its release: the tokens it may lend along that sit idle in
+    /// the lock cache leave the cache now, so every later use of them goes through the core
+    /// (and counts as an unlock after this release began: not lendable, see `lendable`).
+    fn uncache_lend_candidates(&mut self, lock: u64) {
+        if self.nodes != 2 || self.read_ahead_max == 0 {
+            return;
+        }
+        let Some(next) = self.locks.get(&lock).and_then(|s| s.next.as_ref()) else {
+            return;
+        };
+        let ahead: Vec<u64> = next
+            .read_ahead
+            .ahead
+            .iter()
+            .take(self.read_ahead_max)
+            .copied()
+            .collect();
+        let more = next.read_ahead.more > 0;
+        for l in ahead {
+            self.try_uncache(l);
+        }
+        if self.lender_order && more {
+            let mut cur = lock;
+            for _ in 0..2 * self.read_ahead_max {
+                let Some(&n) = self.lock_after.get(&cur) else {
+                    break;
+                };
+                if n == lock {
+                    break;
+                }
+                cur = n;
+                self.try_uncache(n);
+            }
         }
     }
 
@@ -388,6 +514,7 @@ impl SyncCore {
     /// The token of `lock` leaves this node.
     fn give_token(&mut self, lock: u64) {
         let st = self.lock_state(lock);
+        debug_assert!(!st.cached, "the token of a cached lock leaves");
         st.token = false;
         st.fresh = false;
         st.local_batch = 0;
@@ -410,6 +537,7 @@ impl SyncCore {
         let st = self.lock_state(lock);
         st.token
             && st.holder.is_none()
+            && !st.cached
             && st.queue.is_empty()
             && !st.handing_off
             && st.next.is_none()
