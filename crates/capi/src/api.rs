@@ -4,8 +4,9 @@
 //! Every entry point runs inside [`guard`](crate::error::guard): it never unwinds into C, and a
 //! failure returns a `SQUALL_ERR_*` code (or null) with the text in `squall_last_error()`.
 //! Owns: argument checking and the local bookkeeping that makes misuse a clear error (which
-//! locks and conditions this node's threads use). Must not touch: protocol or sync internals
-//! (everything goes through `squall::Node`).
+//! conditions this node's threads wait on; locks in use are the runtime's to know, since most
+//! lock and unlock calls never leave the node's lock cache). Must not touch: protocol or sync
+//! internals (everything goes through `squall::Node`).
 use crate::error::{
     last_error_ptr, pointer, status, CapiError, SQUALL_BUSY, SQUALL_OK, SQUALL_SERIAL,
 };
@@ -37,6 +38,13 @@ pub(crate) fn node() -> Result<Node, CapiError> {
     squall::node().map_err(|_| CapiError::NotInitialised)
 }
 
+/// [`node`] borrowed for the whole process: no reference count touched (a shared counter
+/// that every thread would write), for the hot paths (locks).
+#[inline]
+pub(crate) fn node_ref() -> Result<&'static Node, CapiError> {
+    squall::node_ref().map_err(|_| CapiError::NotInitialised)
+}
+
 /// Without any launcher variable the program is a one-node job.
 pub(crate) fn default_single_node() {
     if std::env::var_os("SQUALL_RANK").is_none() && std::env::var_os("SQUALL_SIZE").is_none() {
@@ -46,11 +54,10 @@ pub(crate) fn default_single_node() {
 
 // ----- local bookkeeping of synchronization objects in use --------------------------------
 
-/// How many threads of this node hold or wait for each lock, and wait on each condition: a
-/// destroy of an object in use is refused with `SQUALL_ERR_IN_USE`.
+/// How many threads of this node wait on each condition: a destroy of a condition in use is
+/// refused with `SQUALL_ERR_IN_USE` (for locks the runtime knows: `Node::lock_destroy`).
 #[derive(Default)]
 struct InUse {
-    locks: HashMap<u64, u32>,
     conds: HashMap<u64, u32>,
 }
 
@@ -75,40 +82,36 @@ fn bump(map: &mut HashMap<u64, u32>, id: u64, up: bool) {
     }
 }
 
+/// Take lock `lock` (on this node's lock cache when its token is idle here: one
+/// compare-and-swap, no bookkeeping).
+#[inline]
 pub(crate) fn lock_id(node: &Node, lock: u64) -> Result<(), CapiError> {
-    with_in_use(|t| bump(&mut t.locks, lock, true));
-    let r = node.lock(LockId(lock));
-    if r.is_err() {
-        with_in_use(|t| bump(&mut t.locks, lock, false));
-    }
-    Ok(r?)
+    Ok(node.lock(LockId(lock))?)
 }
 
 pub(crate) fn trylock_id(node: &Node, lock: u64) -> Result<bool, CapiError> {
-    with_in_use(|t| bump(&mut t.locks, lock, true));
-    let r = node.trylock(LockId(lock));
-    if !matches!(r, Ok(true)) {
-        with_in_use(|t| bump(&mut t.locks, lock, false));
-    }
-    Ok(r?)
+    Ok(node.trylock(LockId(lock))?)
 }
 
+#[inline]
 pub(crate) fn unlock_id(node: &Node, lock: u64) -> Result<(), CapiError> {
-    node.unlock(LockId(lock))?;
-    with_in_use(|t| bump(&mut t.locks, lock, false));
-    Ok(())
+    Ok(node.unlock(LockId(lock))?)
 }
 
+/// `SQUALL_ERR_IN_USE` if a thread of this node holds `lock`, waits for it or waits on a
+/// condition with it (the runtime's error names the lock and the node).
 pub(crate) fn lock_destroy_id(node: &Node, call: &'static str, lock: u64) -> Result<(), CapiError> {
-    if with_in_use(|t| t.locks.contains_key(&lock)) {
-        return Err(CapiError::InUse {
-            call,
-            node: node.rank().0,
-            what: format!("lock {lock:#x}"),
-            why: "a thread of this node holds it or waits for it",
-        });
-    }
-    Ok(())
+    node.lock_destroy(LockId(lock)).map_err(|e| match e {
+        squall::SquallError::Sync(squall_sync::SyncError::LockInUse { node, .. }) => {
+            CapiError::InUse {
+                call,
+                node: node.0,
+                what: format!("lock {lock:#x}"),
+                why: "a thread of this node holds it, waits for it or waits on a condition with it",
+            }
+        }
+        e => e.into(),
+    })
 }
 
 pub(crate) fn cond_wait_id(node: &Node, cond: u64, lock: u64) -> Result<(), CapiError> {
@@ -386,7 +389,7 @@ pub unsafe extern "C" fn squall_range(base: *mut usize, size: *mut usize) -> c_i
 #[no_mangle]
 pub extern "C" fn squall_lock(id: u64) -> c_int {
     status("squall_lock", || {
-        lock_id(&node()?, id)?;
+        lock_id(node_ref()?, id)?;
         Ok(SQUALL_OK)
     })
 }
@@ -395,7 +398,7 @@ pub extern "C" fn squall_lock(id: u64) -> c_int {
 #[no_mangle]
 pub extern "C" fn squall_trylock(id: u64) -> c_int {
     status("squall_trylock", || {
-        Ok(if trylock_id(&node()?, id)? {
+        Ok(if trylock_id(node_ref()?, id)? {
             SQUALL_OK
         } else {
             SQUALL_BUSY
@@ -407,7 +410,7 @@ pub extern "C" fn squall_trylock(id: u64) -> c_int {
 #[no_mangle]
 pub extern "C" fn squall_unlock(id: u64) -> c_int {
     status("squall_unlock", || {
-        unlock_id(&node()?, id)?;
+        unlock_id(node_ref()?, id)?;
         Ok(SQUALL_OK)
     })
 }

@@ -12,7 +12,7 @@
 //! nodes.
 //!
 //! Owns: the pthread-to-Squall mapping and errno codes. Must not touch: the runtime's state.
-use crate::api::{self, node};
+use crate::api::{self, node, node_ref};
 use crate::error::{
     guard, record, CapiError, SQUALL_ERR_DEADLOCK, SQUALL_ERR_INVALID, SQUALL_ERR_IN_USE,
     SQUALL_ERR_NOT_HELD, SQUALL_ERR_NO_MEMORY, SQUALL_ERR_UNKNOWN_THREAD, SQUALL_ERR_UNSUPPORTED,
@@ -30,13 +30,13 @@ pub(crate) fn mix(mut z: u64) -> u64 {
 
 /// The job-wide id of the synchronization object at `addr` (see the module doc).
 pub(crate) fn object_id(addr: usize) -> u64 {
-    if let Ok(n) = node() {
+    if let Ok(n) = node_ref() {
         let (base, size) = n.range();
         if addr >= base && addr - base < size {
             return mix(addr as u64);
         }
     }
-    if let Some((module, offset)) = crate::modules::encode(addr) {
+    if let Some((module, offset)) = crate::modules::encode_cached(addr) {
         // Tag bit 63 so a module-relative id never equals a raw-address id of a small offset.
         return mix(module.wrapping_add(offset) | (1 << 63));
     }
@@ -298,7 +298,7 @@ pub unsafe extern "C" fn squall_pthread_mutex_init(m: *mut c_void, attr: *const 
 pub extern "C" fn squall_pthread_mutex_lock(m: *mut c_void) -> c_int {
     pt("pthread_mutex_lock", || {
         let a = need("pthread_mutex_lock", "mutex", m)?;
-        api::lock_id(&node()?, object_id(a))?;
+        api::lock_id(node_ref()?, object_id(a))?;
         Ok(0)
     })
 }
@@ -308,7 +308,7 @@ pub extern "C" fn squall_pthread_mutex_lock(m: *mut c_void) -> c_int {
 pub extern "C" fn squall_pthread_mutex_trylock(m: *mut c_void) -> c_int {
     pt("pthread_mutex_trylock", || {
         let a = need("pthread_mutex_trylock", "mutex", m)?;
-        Ok(if api::trylock_id(&node()?, object_id(a))? {
+        Ok(if api::trylock_id(node_ref()?, object_id(a))? {
             0
         } else {
             libc::EBUSY
@@ -321,7 +321,7 @@ pub extern "C" fn squall_pthread_mutex_trylock(m: *mut c_void) -> c_int {
 pub extern "C" fn squall_pthread_mutex_unlock(m: *mut c_void) -> c_int {
     pt("pthread_mutex_unlock", || {
         let a = need("pthread_mutex_unlock", "mutex", m)?;
-        api::unlock_id(&node()?, object_id(a))?;
+        api::unlock_id(node_ref()?, object_id(a))?;
         Ok(0)
     })
 }

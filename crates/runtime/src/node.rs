@@ -679,6 +679,7 @@ impl Node {
         self.lock_slow(lock)
     }
 
+    #[cold]
     fn lock_slow(&self, lock: LockId) -> Result<()> {
         self.sync_call("lock", move |s, _, w| {
             s.sync.lock(&mut *s.protocol, lock, w)
@@ -707,6 +708,7 @@ impl Node {
         self.unlock_slow(lock)
     }
 
+    #[cold]
     fn unlock_slow(&self, lock: LockId) -> Result<()> {
         self.sync_call("unlock", move |s, _, w| {
             s.sync.unlock(&mut *s.protocol, lock, w)

@@ -46,23 +46,28 @@ const GEN_SHIFT: u32 = 34;
 const KEY_SALT: u64 = 0x5ac1_1c0d_e5ca_fe01;
 const EMPTY: u64 = 0;
 
+#[inline]
 fn state(w: u64) -> u64 {
     w & STATE_MASK
 }
 
+#[inline]
 fn generation(w: u64) -> u64 {
     w >> GEN_SHIFT
 }
 
+#[inline]
 fn word(gen: u64, owner: u64, st: u64) -> u64 {
     (gen << GEN_SHIFT) | (owner << OWNER_SHIFT) | st
 }
 
+#[inline]
 fn held_by(w: u64) -> Option<u64> {
     (state(w) & HELD != 0).then_some((w >> OWNER_SHIFT) & OWNER_MASK)
 }
 
 /// The owner field for thread `who` (`None`: too large an id, that thread uses the slow path).
+#[inline]
 fn owner_of(who: u64) -> Option<u64> {
     (who <= OWNER_MASK).then_some(who)
 }
@@ -128,16 +133,19 @@ impl FastLocks {
         }
     }
 
+    #[inline]
     fn home(&self, lock: u64) -> usize {
         // Fibonacci hashing: sequential ids spread, mixed ids stay spread.
         (lock.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize & self.mask
     }
 
+    #[inline]
     fn slot(&self, home: usize, i: usize) -> &Slot {
         &self.slots[(home + i) & self.mask]
     }
 
     /// The slot keyed `lock`, if any.
+    #[inline]
     fn find(&self, lock: u64) -> Option<&Slot> {
         let key = lock ^ KEY_SALT;
         if key == EMPTY {
