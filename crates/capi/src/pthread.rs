@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// Bijective 64-bit mixer (the splitmix64 finalizer): distinct addresses stay distinct ids.
+#[inline]
 pub(crate) fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -29,8 +30,9 @@ pub(crate) fn mix(mut z: u64) -> u64 {
 }
 
 /// The job-wide id of the synchronization object at `addr` (see the module doc).
+#[inline]
 pub(crate) fn object_id(addr: usize) -> u64 {
-    if let Ok(n) = node_ref() {
+    if let Some(n) = squall::node_ref() {
         let (base, size) = n.range();
         if addr >= base && addr - base < size {
             return mix(addr as u64);
@@ -296,6 +298,9 @@ pub unsafe extern "C" fn squall_pthread_mutex_init(m: *mut c_void, attr: *const 
 /// `pthread_mutex_lock` (error-checking: relocking is `EDEADLK`).
 #[no_mangle]
 pub extern "C" fn squall_pthread_mutex_lock(m: *mut c_void) -> c_int {
+    if !m.is_null() && api::lock_cached(object_id(m as usize)) {
+        return 0;
+    }
     pt("pthread_mutex_lock", || {
         let a = need("pthread_mutex_lock", "mutex", m)?;
         api::lock_id(node_ref()?, object_id(a))?;
@@ -306,6 +311,9 @@ pub extern "C" fn squall_pthread_mutex_lock(m: *mut c_void) -> c_int {
 /// `pthread_mutex_trylock`: `EBUSY` if taking it would need waiting.
 #[no_mangle]
 pub extern "C" fn squall_pthread_mutex_trylock(m: *mut c_void) -> c_int {
+    if !m.is_null() && api::lock_cached(object_id(m as usize)) {
+        return 0;
+    }
     pt("pthread_mutex_trylock", || {
         let a = need("pthread_mutex_trylock", "mutex", m)?;
         Ok(if api::trylock_id(node_ref()?, object_id(a))? {
@@ -319,6 +327,9 @@ pub extern "C" fn squall_pthread_mutex_trylock(m: *mut c_void) -> c_int {
 /// `pthread_mutex_unlock`: `EPERM` if the calling thread does not hold it.
 #[no_mangle]
 pub extern "C" fn squall_pthread_mutex_unlock(m: *mut c_void) -> c_int {
+    if !m.is_null() && api::unlock_cached(object_id(m as usize)) {
+        return 0;
+    }
     pt("pthread_mutex_unlock", || {
         let a = need("pthread_mutex_unlock", "mutex", m)?;
         api::unlock_id(node_ref()?, object_id(a))?;

@@ -185,10 +185,10 @@ pub fn node() -> Result<Node> {
 }
 
 /// The node started by [`init`], borrowed for the whole process: no reference count is
-/// touched (what hot paths such as the pthreads layer's mutexes use).
+/// touched (what hot paths such as the pthreads layer's mutexes use). `None` before `init`.
 #[inline]
-pub fn node_ref() -> Result<&'static Node> {
-    NODE.get().ok_or(SquallError::NotInitialised)
+pub fn node_ref() -> Option<&'static Node> {
+    NODE.get()
 }
 
 impl Node {
@@ -290,6 +290,7 @@ impl Node {
     }
 
     /// The global address range `(base, size)`: the same on every node.
+    #[inline]
     pub fn range(&self) -> (usize, usize) {
         (self.inner.space.base(), self.inner.space.size())
     }
@@ -673,10 +674,25 @@ impl Node {
     /// `lock_acquires_local_fast`, not timed as sync time).
     #[inline]
     pub fn lock(&self, lock: LockId) -> Result<()> {
-        if self.inner.fast.try_lock(lock.0, my_waiter().0) {
+        if self.lock_fast(lock) {
             return Ok(());
         }
         self.lock_slow(lock)
+    }
+
+    /// Only the fast path of [`Node::lock`]: take `lock` if its token is idle in this node's
+    /// lock cache (one compare-and-swap, no service lock, no allocation, never blocks);
+    /// `false`: call [`Node::lock`].
+    #[inline]
+    pub fn lock_fast(&self, lock: LockId) -> bool {
+        self.inner.fast.try_lock(lock.0, my_waiter().0)
+    }
+
+    /// Only the fast path of [`Node::unlock`]: put `lock`, taken through the lock cache by
+    /// this thread, back when nobody waits for it; `false`: call [`Node::unlock`].
+    #[inline]
+    pub fn unlock_fast(&self, lock: LockId) -> bool {
+        self.inner.fast.try_unlock(lock.0, my_waiter().0)
     }
 
     #[cold]
@@ -702,7 +718,7 @@ impl Node {
     /// compare-and-swap when it was taken there and no other node or thread waits for it.
     #[inline]
     pub fn unlock(&self, lock: LockId) -> Result<()> {
-        if self.inner.fast.try_unlock(lock.0, my_waiter().0) {
+        if self.unlock_fast(lock) {
             return Ok(());
         }
         self.unlock_slow(lock)
