@@ -16,6 +16,23 @@
 //! for `lock`), so that a later `trylock` on this node can succeed once the token arrived; a
 //! token fetched this way stays on the node until another node asks for it.
 //!
+//! ## The lock cache (`fast.rs`)
+//!
+//! When the token is here and nobody holds or wants it (`lock_progress` finds nothing to do;
+//! not for a token that arrived and no thread took yet, whose first acquire the core counts),
+//! the core puts the lock in the node's [`FastLocks`](crate::FastLocks) table (`cached`): the
+//! node's threads then take and release it there with one compare-and-swap each, never
+//! calling the core. The core takes it back whenever it needs the lock: for a successor node
+//! (`on_lock_forward` -> `lock_progress`), a thread queueing here (`acquire`), a `trylock`
+//! through the core, or a lend. An idle cached lock is uncached at once; a held one is flagged
+//! `WANTED`, its holder's fast unlock fails, and the holder's `unlock` through the core
+//! (`materialize`: the core records it as holder) releases it as any unlock, so the hand-off's
+//! release begins after every critical section run here. `holds`, `cond_wait` and
+//! `destroy_lock` see holders in the cache. Lending: a cached token may have been used after
+//! the release of a hand-off began, which the core cannot see, so the candidates of a
+//! hand-off's lends are uncached when its release begins (later uses go through the core and
+//! count as unlocks after it) and cached tokens are never lent.
+//!
 //! ## Lock read-ahead (lending idle tokens along with a grant; 2-node jobs)
 //!
 //! A node remembers, per lock, which lock its threads took right after it last time
@@ -62,12 +79,13 @@
 
 use crate::core::{PendingRelease, SyncCore};
 use crate::error::SyncError;
-use crate::fast::{Install, Revoke};
 use crate::ids::Waiter;
 use crate::message::{Msg, ReadAhead};
 use crate::Outcome;
 use squall_core::{Consistency, LockId, NodeId};
 use std::collections::VecDeque;
+
+mod cache;
 
 /// Most tokens one grant lends along (the read-ahead window grows 1, 2, 4, ... up to this).
 pub const DEFAULT_LOCK_READ_AHEAD: usize = 64;
@@ -154,68 +172,6 @@ impl SyncCore {
         self.locks.get(&lock.0).is_some_and(|l| {
             l.holder == Some(waiter) || (l.cached && self.fast.holder(lock.0) == Some(waiter.0))
         })
-    }
-
-    /// `waiter` holds cached `lock` through the lock cache and calls the core about it (a
-    /// slow unlock, a condition wait): the core takes the lock back with `waiter` as holder.
-    pub(crate) fn materialize(&mut self, lock: u64, waiter: Waiter) {
-        if let Some(st) = self.locks.get_mut(&lock) {
-            if st.cached && self.fast.take_held(lock, waiter.0) {
-                st.cached = false;
-                st.holder = Some(waiter);
-            }
-        }
-    }
-
-    /// The core needs cached `lock` (a local waiter or a successor node): `true` once it is
-    /// not cached (it was idle), `false` if a thread of this node holds it through the cache
-    /// (flagged: its unlock comes through the core).
-    fn settle(&mut self, lock: u64) -> bool {
-        match self.locks.get_mut(&lock) {
-            Some(st) if st.cached => {
-                if self.fast.revoke(lock) == Revoke::Gone {
-                    st.cached = false;
-                    true
-                } else {
-                    false
-                }
-            }
-            _ => true,
-        }
-    }
-
-    /// Uncache `lock` if it is cached idle (no flag if it is held).
-    fn try_uncache(&mut self, lock: u64) {
-        if let Some(st) = self.locks.get_mut(&lock) {
-            if st.cached && self.fast.try_revoke(lock) {
-                st.cached = false;
-            }
-        }
-    }
-
-    /// The token of `lock` is here and nobody holds or wants it: put it in the lock cache,
-    /// unless it arrived from another node and no thread took it yet (those acquires are
-    /// counted by the core: remote, lent).
-    fn maybe_cache(&mut self, lock: u64) {
-        if !self.fast_on {
-            return;
-        }
-        let Some(st) = self.locks.get_mut(&lock) else {
-            return;
-        };
-        if !st.free_here() || !st.queue.is_empty() || st.fresh || st.lent_in {
-            return;
-        }
-        match self.fast.install(lock) {
-            Install::Cached => st.cached = true,
-            Install::Evicted(old) => {
-                st.cached = true;
-                if let Some(o) = self.locks.get_mut(&old) {
-                    o.cached = false;
-                }
-            }
-            Install::Full => {}
-        }
     }
 
     /// Lock read-ahead: lend at most `max` idle tokens along with a grant (0 disables; the
@@ -387,42 +343,6 @@ impl SyncCore {
             self.take_token(lock, w);
         } else {
             self.maybe_cache(lock);
-        }
-    }
-
-    /// A hand-off of `lock` begins its release: the tokens it may lend along that sit idle in
-    /// the lock cache leave the cache now, so every later use of them goes through the core
-    /// (and counts as an unlock after this release began: not lendable, see `lendable`).
-    fn uncache_lend_candidates(&mut self, lock: u64) {
-        if self.nodes != 2 || self.read_ahead_max == 0 {
-            return;
-        }
-        let Some(next) = self.locks.get(&lock).and_then(|s| s.next.as_ref()) else {
-            return;
-        };
-        let ahead: Vec<u64> = next
-            .read_ahead
-            .ahead
-            .iter()
-            .take(self.read_ahead_max)
-            .copied()
-            .collect();
-        let more = next.read_ahead.more > 0;
-        for l in ahead {
-            self.try_uncache(l);
-        }
-        if self.lender_order && more {
-            let mut cur = lock;
-            for _ in 0..2 * self.read_ahead_max {
-                let Some(&n) = self.lock_after.get(&cur) else {
-                    break;
-                };
-                if n == lock {
-                    break;
-                }
-                cur = n;
-                self.try_uncache(n);
-            }
         }
     }
 
