@@ -73,9 +73,11 @@ pub(crate) fn encode(addr: usize) -> Option<(u64, u64)> {
 /// Entries of each thread's cache of [`encode`] answers (a power of two).
 const CACHE: usize = 64;
 
+/// Direct-mapped by address: `(address, encode(address))`; address 0 is an empty entry.
+type Encoded = [(usize, Option<(u64, u64)>); CACHE];
+
 thread_local! {
-    /// Direct-mapped by address: `(address, encode(address))`; address 0 is an empty entry.
-    static ENCODED: std::cell::RefCell<[(usize, Option<(u64, u64)>); CACHE]> =
+    static ENCODED: std::cell::RefCell<Encoded> =
         const { std::cell::RefCell::new([(0, None); CACHE]) };
 }
 

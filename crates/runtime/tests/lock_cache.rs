@@ -102,7 +102,7 @@ fn counters(node: &Node) -> Result<(), String> {
                         let v = p.read_volatile();
                         p.write_volatile(v + 1);
                         let s = (c as *mut u64).add(k * WORDS);
-                        if i as usize * 67 % WORDS != 0 {
+                        if !(i as usize * 67).is_multiple_of(WORDS) {
                             s.write_volatile(s.read_volatile() + 1);
                         }
                     }
@@ -136,7 +136,13 @@ fn counters(node: &Node) -> Result<(), String> {
     }
     // Each acquire adds 1 to its word, and 1 more to word 0 of its lock unless that was it.
     let per_run: u64 = (0..RUN)
-        .map(|i| if (i as usize * 67) % WORDS != 0 { 2 } else { 1 })
+        .map(|i| {
+            if (i as usize * 67).is_multiple_of(WORDS) {
+                1
+            } else {
+                2
+            }
+        })
         .sum();
     let want = n * T as u64 * RUNS * per_run;
     check(sum == want, || {

@@ -429,7 +429,7 @@ mod tests {
     fn a_stale_key_cannot_take_the_slots_next_lock() {
         let t = FastLocks::new(16);
         assert_eq!(t.install(1), Install::Cached);
-        let s = t.find(1).unwrap();
+        let s = t.find(1).expect("lock 1 is cached");
         let stale = s.word.load(Ordering::Relaxed);
         assert_eq!(t.revoke(1), Revoke::Gone);
         t.reassign(s, 2 ^ KEY_SALT);
@@ -471,7 +471,7 @@ mod tests {
             })
             .collect();
         for h in hs {
-            h.join().unwrap();
+            h.join().expect("a thread panicked");
         }
         assert_eq!(counter.load(Ordering::Relaxed), 40_000);
         assert_eq!(t.fast_acquires(), 40_000);

@@ -97,7 +97,10 @@ impl Two {
 fn an_idle_cached_lock_leaves_at_once_for_a_remote_request() {
     let mut t = Two::new();
     let fast = t.cores[0].fast_locks();
-    assert!(!fast.try_lock(L, 1), "nothing is cached before the first unlock");
+    assert!(
+        !fast.try_lock(L, 1),
+        "nothing is cached before the first unlock"
+    );
     t.lock(0, 1);
     assert!(t.took(0, 1));
     t.unlock(0, 1);
@@ -167,7 +170,11 @@ fn a_local_waiter_gets_the_lock_from_a_cached_holder() {
     assert!(t.took(0, 1));
     assert!(t.took(0, 2));
     assert!(t.cores[0].holds(LockId(L), Waiter(2)));
-    assert_eq!(t.run(), 0, "no message for a hand-over between threads of a node");
+    assert_eq!(
+        t.run(),
+        0,
+        "no message for a hand-over between threads of a node"
+    );
     assert_eq!(t.cons[0].releases, 0);
     // Its unlock puts the lock back in the cache.
     t.unlock(0, 2);
