@@ -400,6 +400,9 @@ pub unsafe extern "C" fn squall_range(base: *mut usize, size: *mut usize) -> c_i
 
 /// Acquire global lock `id` (any number names a lock; FIFO across nodes). Locking a lock the
 /// calling thread holds is `SQUALL_ERR_DEADLOCK`.
+/// When the lock's token is idle on this node (its last holder was a thread of this node and
+/// no other node asked for it since), this and `squall_unlock` are one compare-and-swap each
+/// in the node's lock cache (`SQUALL_LOCK_CACHE`), with no message.
 #[no_mangle]
 pub extern "C" fn squall_lock(id: u64) -> c_int {
     if lock_cached(id) {
