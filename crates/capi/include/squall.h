@@ -268,6 +268,9 @@ int squall_range(size_t *base, size_t *size);
 /**
  * Acquire global lock `id` (any number names a lock; FIFO across nodes). Locking a lock the
  * calling thread holds is `SQUALL_ERR_DEADLOCK`.
+ * When the lock's token is idle on this node (its last holder was a thread of this node and
+ * no other node asked for it since), this and `squall_unlock` are one compare-and-swap each
+ * in the node's lock cache (`SQUALL_LOCK_CACHE`), with no message.
  */
 int squall_lock(uint64_t id);
 

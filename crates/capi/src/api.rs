@@ -4,8 +4,9 @@
 //! Every entry point runs inside [`guard`](crate::error::guard): it never unwinds into C, and a
 //! failure returns a `SQUALL_ERR_*` code (or null) with the text in `squall_last_error()`.
 //! Owns: argument checking and the local bookkeeping that makes misuse a clear error (which
-//! locks and conditions this node's threads use). Must not touch: protocol or sync internals
-//! (everything goes through `squall::Node`).
+//! conditions this node's threads wait on; locks in use are the runtime's to know, since most
+//! lock and unlock calls never leave the node's lock cache). Must not touch: protocol or sync
+//! internals (everything goes through `squall::Node`).
 use crate::error::{
     last_error_ptr, pointer, status, CapiError, SQUALL_BUSY, SQUALL_OK, SQUALL_SERIAL,
 };
@@ -47,6 +48,27 @@ pub(crate) fn node() -> Result<Node, CapiError> {
     squall::node().map_err(|_| CapiError::NotInitialised)
 }
 
+/// [`node`] borrowed for the whole process: no reference count touched (a shared counter
+/// that every thread would write), for the hot paths (locks).
+#[inline]
+pub(crate) fn node_ref() -> Result<&'static Node, CapiError> {
+    squall::node_ref().ok_or(CapiError::NotInitialised)
+}
+
+/// The lock fast path of the C entry points, tried before anything else (no `guard`, no
+/// error, no allocation, never blocks): take lock `id` if its token is idle in this node's
+/// lock cache. `false`: take the full path.
+#[inline]
+pub(crate) fn lock_cached(id: u64) -> bool {
+    squall::node_ref().is_some_and(|n| n.lock_fast(LockId(id)))
+}
+
+/// [`lock_cached`] for unlocking: `false`: take the full path.
+#[inline]
+pub(crate) fn unlock_cached(id: u64) -> bool {
+    squall::node_ref().is_some_and(|n| n.unlock_fast(LockId(id)))
+}
+
 /// Without any launcher variable the program is a one-node job.
 pub(crate) fn default_single_node() {
     if std::env::var_os("SQUALL_RANK").is_none() && std::env::var_os("SQUALL_SIZE").is_none() {
@@ -56,11 +78,10 @@ pub(crate) fn default_single_node() {
 
 // ----- local bookkeeping of synchronization objects in use --------------------------------
 
-/// How many threads of this node hold or wait for each lock, and wait on each condition: a
-/// destroy of an object in use is refused with `SQUALL_ERR_IN_USE`.
+/// How many threads of this node wait on each condition: a destroy of a condition in use is
+/// refused with `SQUALL_ERR_IN_USE` (for locks the runtime knows: `Node::lock_destroy`).
 #[derive(Default)]
 struct InUse {
-    locks: HashMap<u64, u32>,
     conds: HashMap<u64, u32>,
 }
 
@@ -85,40 +106,36 @@ fn bump(map: &mut HashMap<u64, u32>, id: u64, up: bool) {
     }
 }
 
+/// Take lock `lock` (on this node's lock cache when its token is idle here: one
+/// compare-and-swap, no bookkeeping).
+#[inline]
 pub(crate) fn lock_id(node: &Node, lock: u64) -> Result<(), CapiError> {
-    with_in_use(|t| bump(&mut t.locks, lock, true));
-    let r = node.lock(LockId(lock));
-    if r.is_err() {
-        with_in_use(|t| bump(&mut t.locks, lock, false));
-    }
-    Ok(r?)
+    Ok(node.lock(LockId(lock))?)
 }
 
 pub(crate) fn trylock_id(node: &Node, lock: u64) -> Result<bool, CapiError> {
-    with_in_use(|t| bump(&mut t.locks, lock, true));
-    let r = node.trylock(LockId(lock));
-    if !matches!(r, Ok(true)) {
-        with_in_use(|t| bump(&mut t.locks, lock, false));
-    }
-    Ok(r?)
+    Ok(node.trylock(LockId(lock))?)
 }
 
+#[inline]
 pub(crate) fn unlock_id(node: &Node, lock: u64) -> Result<(), CapiError> {
-    node.unlock(LockId(lock))?;
-    with_in_use(|t| bump(&mut t.locks, lock, false));
-    Ok(())
+    Ok(node.unlock(LockId(lock))?)
 }
 
+/// `SQUALL_ERR_IN_USE` if a thread of this node holds `lock`, waits for it or waits on a
+/// condition with it (the runtime's error names the lock and the node).
 pub(crate) fn lock_destroy_id(node: &Node, call: &'static str, lock: u64) -> Result<(), CapiError> {
-    if with_in_use(|t| t.locks.contains_key(&lock)) {
-        return Err(CapiError::InUse {
-            call,
-            node: node.rank().0,
-            what: format!("lock {lock:#x}"),
-            why: "a thread of this node holds it or waits for it",
-        });
-    }
-    Ok(())
+    node.lock_destroy(LockId(lock)).map_err(|e| match e {
+        squall::SquallError::Sync(squall_sync::SyncError::LockInUse { node, .. }) => {
+            CapiError::InUse {
+                call,
+                node: node.0,
+                what: format!("lock {lock:#x}"),
+                why: "a thread of this node holds it, waits for it or waits on a condition with it",
+            }
+        }
+        e => e.into(),
+    })
 }
 
 pub(crate) fn cond_wait_id(node: &Node, cond: u64, lock: u64) -> Result<(), CapiError> {
@@ -393,10 +410,16 @@ pub unsafe extern "C" fn squall_range(base: *mut usize, size: *mut usize) -> c_i
 
 /// Acquire global lock `id` (any number names a lock; FIFO across nodes). Locking a lock the
 /// calling thread holds is `SQUALL_ERR_DEADLOCK`.
+/// When the lock's token is idle on this node (its last holder was a thread of this node and
+/// no other node asked for it since), this and `squall_unlock` are one compare-and-swap each
+/// in the node's lock cache (`SQUALL_LOCK_CACHE`), with no message.
 #[no_mangle]
 pub extern "C" fn squall_lock(id: u64) -> c_int {
+    if lock_cached(id) {
+        return SQUALL_OK;
+    }
     status("squall_lock", || {
-        lock_id(&node()?, id)?;
+        lock_id(node_ref()?, id)?;
         Ok(SQUALL_OK)
     })
 }
@@ -404,8 +427,11 @@ pub extern "C" fn squall_lock(id: u64) -> c_int {
 /// Take lock `id` if that needs no waiting: `SQUALL_OK` if now held, `SQUALL_BUSY` if not.
 #[no_mangle]
 pub extern "C" fn squall_trylock(id: u64) -> c_int {
+    if lock_cached(id) {
+        return SQUALL_OK;
+    }
     status("squall_trylock", || {
-        Ok(if trylock_id(&node()?, id)? {
+        Ok(if trylock_id(node_ref()?, id)? {
             SQUALL_OK
         } else {
             SQUALL_BUSY
@@ -416,8 +442,11 @@ pub extern "C" fn squall_trylock(id: u64) -> c_int {
 /// Release lock `id`; `SQUALL_ERR_NOT_HELD` if the calling thread does not hold it.
 #[no_mangle]
 pub extern "C" fn squall_unlock(id: u64) -> c_int {
+    if unlock_cached(id) {
+        return SQUALL_OK;
+    }
     status("squall_unlock", || {
-        unlock_id(&node()?, id)?;
+        unlock_id(node_ref()?, id)?;
         Ok(SQUALL_OK)
     })
 }

@@ -68,6 +68,38 @@ pub(crate) fn encode(addr: usize) -> Option<(u64, u64)> {
     f.found.map(|(i, base)| (i, (addr - base) as u64))
 }
 
+/// Entries of each thread's cache of [`encode`] answers (a power of two).
+const CACHE: usize = 64;
+
+/// Direct-mapped by address: `(address, encode(address))`; address 0 is an empty entry.
+type Encoded = [(usize, Option<(u64, u64)>); CACHE];
+
+thread_local! {
+    static ENCODED: std::cell::RefCell<Encoded> =
+        const { std::cell::RefCell::new([(0, None); CACHE]) };
+}
+
+/// [`encode`] through a per-thread cache: a mutex or other object named by its address is
+/// looked up in the loader's records (`dl_iterate_phdr`, which takes the loader's lock) once
+/// per thread and address, not at every lock and unlock. An address's answer stays right
+/// while what holds it stays mapped (a module is not unloaded while its objects are used).
+pub(crate) fn encode_cached(addr: usize) -> Option<(u64, u64)> {
+    if addr == 0 {
+        return encode(addr);
+    }
+    let slot = (addr >> 3) & (CACHE - 1);
+    let hit = ENCODED.with(|c| {
+        let e = c.borrow()[slot];
+        (e.0 == addr).then_some(e.1)
+    });
+    if let Some(found) = hit {
+        return found;
+    }
+    let found = encode(addr);
+    ENCODED.with(|c| c.borrow_mut()[slot] = (addr, found));
+    found
+}
+
 /// The local address of `(module name hash, offset)` (the inverse of [`encode`]; the runtime
 /// decodes thread functions itself; key destructors are decoded with this).
 pub(crate) fn decode(module: u64, offset: u64) -> Option<usize> {
@@ -99,5 +131,10 @@ mod tests {
         assert_eq!(decode(j, off2), Some(libc_fn));
         let heap = Box::new(5u64);
         assert_eq!(encode(&*heap as *const u64 as usize), None);
+        // The cache answers as the loader does, also for a second address in its entry.
+        for a in [f, libc_fn, &*heap as *const u64 as usize, f + 8 * CACHE] {
+            assert_eq!(encode_cached(a), encode(a));
+            assert_eq!(encode_cached(a), encode(a), "cached");
+        }
     }
 }

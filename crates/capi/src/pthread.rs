@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// Bijective 64-bit mixer (the splitmix64 finalizer): distinct addresses stay distinct ids.
+#[inline]
 pub(crate) fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -33,14 +34,15 @@ pub(crate) fn mix(mut z: u64) -> u64 {
 }
 
 /// The job-wide id of the synchronization object at `addr` (see the module doc).
+#[inline]
 pub(crate) fn object_id(addr: usize) -> u64 {
-    if let Ok(n) = node() {
+    if let Some(n) = squall::node_ref() {
         let (base, size) = n.range();
         if addr >= base && addr - base < size {
             return mix(addr as u64);
         }
     }
-    if let Some((module, offset)) = crate::modules::encode(addr) {
+    if let Some((module, offset)) = crate::modules::encode_cached(addr) {
         // Tag bit 63 so a module-relative id never equals a raw-address id of a small offset.
         return mix(module.wrapping_add(offset) | (1 << 63));
     }

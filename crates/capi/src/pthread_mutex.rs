@@ -179,6 +179,14 @@ pub unsafe extern "C" fn squall_pthread_mutex_init(m: *mut c_void, attr: *const 
 /// `m` is null or a `pthread_mutex_t`.
 #[no_mangle]
 pub unsafe extern "C" fn squall_pthread_mutex_lock(m: *mut c_void) -> c_int {
+    // The node's lock cache first (one CAS, no guard): an idle token cached on this node.
+    if !m.is_null() {
+        let id = object_id(m as usize);
+        if api::lock_cached(id) {
+            acquired(m, id);
+            return 0;
+        }
+    }
     pt("pthread_mutex_lock", || {
         let a = need("pthread_mutex_lock", "mutex", m)?;
         let id = object_id(a);
@@ -198,6 +206,13 @@ pub unsafe extern "C" fn squall_pthread_mutex_lock(m: *mut c_void) -> c_int {
 /// `m` is null or a `pthread_mutex_t`.
 #[no_mangle]
 pub unsafe extern "C" fn squall_pthread_mutex_trylock(m: *mut c_void) -> c_int {
+    if !m.is_null() {
+        let id = object_id(m as usize);
+        if api::lock_cached(id) {
+            acquired(m, id);
+            return 0;
+        }
+    }
     pt("pthread_mutex_trylock", || {
         let a = need("pthread_mutex_trylock", "mutex", m)?;
         let id = object_id(a);
@@ -276,7 +291,7 @@ pub unsafe extern "C" fn squall_pthread_mutex_unlock(m: *mut c_void) -> c_int {
                 None => false,
             }
         });
-        if !still_held {
+        if !still_held && !api::unlock_cached(id) {
             api::unlock_id(&node()?, id)?;
         }
         Ok(0)

@@ -358,6 +358,31 @@ fn cases() -> Vec<(String, Case)> {
             }),
         ));
     }
+    // Runs of re-acquires of the same mutexes (the node-local lock cache), mixed with mutexes
+    // moving between nodes: native and Squall builds of one source give the same bins.
+    for nodes in [2usize, 4] {
+        v.push((
+            format!("pthreads/mutex_runs/{nodes} nodes"),
+            Box::new(move |env: &Env| {
+                let src = env.src.join("mutex_runs.c");
+                let native = env.build("cc", &src, "mutex_runs_native", None)?;
+                let out = plain(&native, &["200000", "4"])?;
+                let want = out
+                    .lines()
+                    .find(|l| l.starts_with("bins"))
+                    .unwrap_or("?")
+                    .to_string();
+                let exe = env.build("cc", &src, "mutex_runs_squall", Some("squall-pthread"))?;
+                let got = job_output(&exe, &["200000", "4"], nodes, &want)?;
+                for l in out.lines().chain(got.iter().map(String::as_str)) {
+                    if l.starts_with("lock+unlock") {
+                        println!("    {l}");
+                    }
+                }
+                Ok(())
+            }),
+        ));
+    }
     v.push((
         "pthreads/primes/no launcher".into(),
         Box::new(|env: &Env| {

@@ -34,6 +34,7 @@ pub const SERVICE_SLICE_US: &str = "SQUALL_SERVICE_SLICE_US";
 pub const BARRIER_EAGER: &str = "SQUALL_BARRIER_EAGER";
 pub const BARRIER_FETCH: &str = "SQUALL_BARRIER_FETCH";
 pub const PUSH_UPDATES: &str = "SQUALL_PUSH_UPDATES";
+pub const LOCK_CACHE: &str = "SQUALL_LOCK_CACHE";
 
 /// Every variable, with its default and meaning.
 pub const ALL: &[EnvVar] = &[
@@ -151,6 +152,11 @@ pub const ALL: &[EnvVar] = &[
         name: BARRIER_EAGER,
         default: "1",
         meaning: "total-count barriers (pthread_barrier, squall_barrier): a node whose expected threads arrived releases and reports at once (one round trip); 0: every episode collects first (two)",
+    },
+    EnvVar {
+        name: LOCK_CACHE,
+        default: "1",
+        meaning: "locks whose token is idle on a node go into the node's lock cache, where its threads take and release them with one compare-and-swap (tens of ns); 0: every lock and unlock goes through the synchronization core (about 1 µs)",
     },
     EnvVar {
         name: BARRIER_FETCH,

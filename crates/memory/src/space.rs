@@ -313,10 +313,12 @@ impl AddressSpace {
     }
 
     /// First address of the range (the same on every node).
+    #[inline]
     pub fn base(&self) -> usize {
         self.cfg.base
     }
     /// Bytes in the range.
+    #[inline]
     pub fn size(&self) -> usize {
         self.cfg.size
     }

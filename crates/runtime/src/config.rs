@@ -143,6 +143,9 @@ pub struct RuntimeConfig {
     /// hlrc: homes push the pages they wrote to the copy holders at barriers
     /// (`SQUALL_PUSH_UPDATES`; `Hlrc::set_push_updates`).
     pub push_updates: bool,
+    /// Idle lock tokens go into the node-local lock cache (`SQUALL_LOCK_CACHE`, default on;
+    /// see `squall_sync::FastLocks`).
+    pub lock_cache: bool,
 }
 
 /// How long the service thread polls without sleeping after a fault sent a page request, when
@@ -226,6 +229,12 @@ impl RuntimeConfig {
             true,
             "1 (eager total-count barriers) or 0 (collect first)",
         )?;
+        let lock_cache = switch(
+            &get,
+            env::LOCK_CACHE,
+            true,
+            "1 (the node-local lock cache) or 0 (every lock through the core)",
+        )?;
         let barrier_fetch = match get(env::BARRIER_FETCH).as_deref().map(str::trim) {
             None | Some("") => squall_protocol::hlrc::DEFAULT_BARRIER_FETCH,
             Some(v) => v
@@ -255,6 +264,7 @@ impl RuntimeConfig {
             barrier_eager,
             barrier_fetch,
             push_updates,
+            lock_cache,
         })
     }
 }

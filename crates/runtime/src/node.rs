@@ -21,7 +21,7 @@ use squall_memory::{AddressSpace, FaultThread, Heap, SpaceConfig};
 use squall_net::endpoint::SourceId;
 use squall_net::{bootstrap, Endpoint, NetConfig};
 use squall_protocol::{ArenaSplit, AtomicCall, AtomicOp, Mixed, ProtocolKind};
-use squall_sync::{BarrierCount, BarrierId, CondId, FlagId, Outcome, SyncCore, Waiter};
+use squall_sync::{BarrierCount, BarrierId, CondId, FastLocks, FlagId, Outcome, SyncCore, Waiter};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -39,6 +39,7 @@ thread_local! {
 }
 
 /// This thread's waiter id (stable for the thread's life: locks are held by threads).
+#[inline]
 fn my_waiter() -> Waiter {
     WAITER.with(|w| {
         if w.get() == 0 {
@@ -81,6 +82,8 @@ impl<T> Mailbox<T> {
 }
 
 struct Inner {
+    /// The node-local lock cache (shared with the sync core): the lock fast path.
+    fast: Arc<FastLocks>,
     ep: Endpoint,
     space: Arc<AddressSpace>,
     svc: Arc<Mutex<Service>>,
@@ -184,6 +187,13 @@ pub fn node() -> Result<Node> {
     NODE.get().cloned().ok_or(SquallError::NotInitialised)
 }
 
+/// The node started by [`init`], borrowed for the whole process: no reference count is
+/// touched (what hot paths such as the pthreads layer's mutexes use). `None` before `init`.
+#[inline]
+pub fn node_ref() -> Option<&'static Node> {
+    NODE.get()
+}
+
 impl Node {
     /// Start a node with explicit settings (tests and embedders; `init` reads the environment).
     pub fn start(net: NetConfig, cfg: RuntimeConfig) -> Result<Node> {
@@ -217,6 +227,8 @@ impl Node {
         let protocol: BoxedProtocol = Box::new(mixed);
         let mut sync = SyncCore::new(me, nodes);
         sync.set_barrier_eager_cap((!cfg.barrier_eager).then_some(0));
+        sync.set_lock_cache(cfg.lock_cache);
+        let fast = sync.fast_locks();
         let svc = Arc::new(Mutex::new(Service::new(
             me,
             protocol,
@@ -232,6 +244,7 @@ impl Node {
         let ep = bootstrap::start_with(net, move |ep| register_handlers(ep, s, c, st))?;
         let node = Node {
             inner: Arc::new(Inner {
+                fast,
                 ep: ep.clone(),
                 space: space.clone(),
                 svc: svc.clone(),
@@ -282,6 +295,7 @@ impl Node {
     }
 
     /// The global address range `(base, size)`: the same on every node.
+    #[inline]
     pub fn range(&self) -> (usize, usize) {
         (self.inner.space.base(), self.inner.space.size())
     }
@@ -659,8 +673,35 @@ impl Node {
         Ok(o == Outcome::Serial)
     }
 
-    /// Acquire a global lock (FIFO across nodes).
+    /// Acquire a global lock (FIFO across nodes). When the lock's token is idle on this node
+    /// (the last holder was a thread of this node and no other node asked for it since), the
+    /// lock cache takes it with one compare-and-swap, without the service lock (counted in
+    /// `lock_acquires_local_fast`, not timed as sync time).
+    #[inline]
     pub fn lock(&self, lock: LockId) -> Result<()> {
+        if self.lock_fast(lock) {
+            return Ok(());
+        }
+        self.lock_slow(lock)
+    }
+
+    /// Only the fast path of [`Node::lock`]: take `lock` if its token is idle in this node's
+    /// lock cache (one compare-and-swap, no service lock, no allocation, never blocks);
+    /// `false`: call [`Node::lock`].
+    #[inline]
+    pub fn lock_fast(&self, lock: LockId) -> bool {
+        self.inner.fast.try_lock(lock.0, my_waiter().0)
+    }
+
+    /// Only the fast path of [`Node::unlock`]: put `lock`, taken through the lock cache by
+    /// this thread, back when nobody waits for it; `false`: call [`Node::unlock`].
+    #[inline]
+    pub fn unlock_fast(&self, lock: LockId) -> bool {
+        self.inner.fast.try_unlock(lock.0, my_waiter().0)
+    }
+
+    #[cold]
+    fn lock_slow(&self, lock: LockId) -> Result<()> {
         self.sync_call("lock", move |s, _, w| {
             s.sync.lock(&mut *s.protocol, lock, w)
         })
@@ -669,14 +710,27 @@ impl Node {
 
     /// Try to acquire a global lock without waiting; `true` if it is now held.
     pub fn trylock(&self, lock: LockId) -> Result<bool> {
+        if self.inner.fast.try_lock(lock.0, my_waiter().0) {
+            return Ok(true);
+        }
         let o = self.sync_call("trylock", move |s, _, w| {
             s.sync.trylock(&mut *s.protocol, lock, w)
         })?;
         Ok(o != Outcome::Busy)
     }
 
-    /// Release a global lock held by this thread.
+    /// Release a global lock held by this thread: back into the lock cache with one
+    /// compare-and-swap when it was taken there and no other node or thread waits for it.
+    #[inline]
     pub fn unlock(&self, lock: LockId) -> Result<()> {
+        if self.unlock_fast(lock) {
+            return Ok(());
+        }
+        self.unlock_slow(lock)
+    }
+
+    #[cold]
+    fn unlock_slow(&self, lock: LockId) -> Result<()> {
         self.sync_call("unlock", move |s, _, w| {
             s.sync.unlock(&mut *s.protocol, lock, w)
         })
@@ -1083,7 +1137,7 @@ impl Node {
         );
         counts.insert(
             "sync".into(),
-            serde_json::to_value(s.sync.stats()).unwrap_or(Value::Null),
+            serde_json::to_value(s.sync.stats_now()).unwrap_or(Value::Null),
         );
         drop(s);
         counts.insert("net".into(), net_counts(&self.inner.ep));

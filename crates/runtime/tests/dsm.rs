@@ -315,7 +315,9 @@ fn stats_mark(node: &Node) -> Result<(), String> {
     let phase = node.stats_phase().ok_or("no phase after two marks")?;
     let run = node.stats();
     let acquires = |st: &squall::stats::NodeStats| {
-        sync_of(st, "lock_acquires_local") + sync_of(st, "lock_acquires_remote")
+        sync_of(st, "lock_acquires_local")
+            + sync_of(st, "lock_acquires_local_fast")
+            + sync_of(st, "lock_acquires_remote")
     };
     check(sync_of(&phase, "barrier_episodes") == 2, || {
         format!(

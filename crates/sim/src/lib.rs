@@ -77,6 +77,8 @@ pub fn run_shaped_seed(
             1 | 2 => Some(1),
             _ => None,
         },
+        // Lock cache mode from its own stream too.
+        lock_cache: ChaCha8Rng::seed_from_u64(seed ^ 0x10cc_ac4e_0000_0000).gen_bool(0.75),
     };
     world::World::new(cfg, prog, rng).run()
 }

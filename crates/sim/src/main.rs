@@ -64,6 +64,7 @@ fn main() -> ExitCode {
         let mut total = ProtoStats::default();
         let mut events = 0u64;
         let mut resent = 0u64;
+        let (mut fast, mut core) = (0u64, 0u64);
         let mut paths = squall_sim::BarrierPaths::default();
         let t0 = std::time::Instant::now();
         for &seed in &seeds {
@@ -71,6 +72,8 @@ fn main() -> ExitCode {
                 Ok(r) => {
                     events += r.events;
                     resent += r.retransmissions;
+                    fast += r.lock_acquires_fast;
+                    core += r.lock_acquires_core;
                     paths.merge(&r.barrier_paths);
                     total.merge(&r.stats);
                     if args.seed.is_some() {
@@ -111,6 +114,10 @@ fn main() -> ExitCode {
             paths.late,
             paths.recollects,
             paths.carried
+        );
+        println!(
+            "{}: sync-core lock acquires: {fast} from the node-local lock cache, {core} through the core",
+            p.name()
         );
         if args.stats {
             match serde_json::to_string_pretty(&total) {

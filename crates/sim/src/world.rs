@@ -88,6 +88,9 @@ pub struct SimConfig {
     /// With `barrier_total`: `SyncCore::set_barrier_eager_cap` of every node (`Some(1)` makes
     /// nodes with several threads report late threads and be collected again).
     pub barrier_eager_cap: Option<u32>,
+    /// With `sync_cores`: the node-local lock cache is on, and threads try it first
+    /// (`FastLocks::try_lock` / `try_unlock`, as the runtime does) before calling the core.
+    pub lock_cache: bool,
 }
 
 /// How often the total-count barrier's paths ran (summed over nodes; see `squall-sync`'s
@@ -158,6 +161,9 @@ pub struct SimReport {
     pub retransmissions: u64,
     /// Total-count barrier paths taken (zero unless `barrier_total`).
     pub barrier_paths: BarrierPaths,
+    /// Lock acquires by the sync cores: through the lock cache, and through the core.
+    pub lock_acquires_fast: u64,
+    pub lock_acquires_core: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -301,6 +307,7 @@ impl World {
                 .map(|n| {
                     let mut s = SyncCore::new(NodeId(n), nodes);
                     s.set_barrier_eager_cap(cfg.barrier_eager_cap);
+                    s.set_lock_cache(cfg.lock_cache);
                     s
                 })
                 .collect()
@@ -493,6 +500,18 @@ impl World {
             stats,
             retransmissions: self.lossy.as_ref().map_or(0, |n| n.retransmissions()),
             barrier_paths: self.barrier_paths(),
+            lock_acquires_fast: self
+                .sync
+                .iter()
+                .flatten()
+                .map(|c| c.stats_now().lock_acquires_local_fast)
+                .sum(),
+            lock_acquires_core: self
+                .sync
+                .iter()
+                .flatten()
+                .map(|c| c.stats().lock_acquires_local + c.stats().lock_acquires_remote)
+                .sum(),
             program_kind: match &self.prog.check {
                 Check::Reference => "drf".to_string(),
                 Check::Outcomes { name, .. } => name.to_string(),
@@ -689,6 +708,20 @@ impl World {
             }
         }
         Ok(())
+    }
+
+    /// With the lock cache on: take (`lock`) or release lock `l` for thread `t` on `node`
+    /// through the node's lock cache; `false` if that needs the core.
+    fn fast_lock(&self, node: NodeId, t: usize, l: u64, lock: bool) -> bool {
+        let Some(s) = self.sync.as_ref().filter(|_| self.cfg.lock_cache) else {
+            return false;
+        };
+        let fast = s[node.index()].fast_locks();
+        if lock {
+            fast.try_lock(l, t as u64)
+        } else {
+            fast.try_unlock(l, t as u64)
+        }
     }
 
     fn resume(&mut self, t: usize) {
@@ -913,6 +946,11 @@ impl World {
             }
             Op::Lock(l) if self.sync.is_some() => {
                 self.states[t] = TState::WaitLock;
+                if self.fast_lock(node, t, l, true) {
+                    self.trace(|| format!("thread {t} on {node} takes lock {l} from the cache"));
+                    self.resume(t);
+                    return Ok(());
+                }
                 let (cores, syncs) = (&mut self.cores, &mut self.sync);
                 if let Some(s) = syncs {
                     let cons = &mut Cons(cores[node.index()].as_mut());
@@ -922,6 +960,11 @@ impl World {
             }
             Op::Unlock(l) if self.sync.is_some() => {
                 self.states[t] = TState::WaitRelease;
+                if self.fast_lock(node, t, l, false) {
+                    self.trace(|| format!("thread {t} on {node} puts lock {l} back in the cache"));
+                    self.resume(t);
+                    return Ok(());
+                }
                 let (cores, syncs) = (&mut self.cores, &mut self.sync);
                 if let Some(s) = syncs {
                     let cons = &mut Cons(cores[node.index()].as_mut());

@@ -46,6 +46,7 @@ impl SyncCore {
         lock: LockId,
         waiter: Waiter,
     ) {
+        self.materialize(lock.0, waiter);
         if !self.holds(lock, waiter) {
             let e = SyncError::NotHolder {
                 node: self.me,
@@ -190,6 +191,7 @@ impl SyncCore {
                 "an acknowledgement came but no waiter of this node is unacknowledged".into(),
             ));
         };
+        self.materialize(lock, waiter);
         if self.holds(LockId(lock), waiter) {
             self.release_lock(cons, lock);
         }

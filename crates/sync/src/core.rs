@@ -6,6 +6,7 @@
 use crate::barrier::{MgrBarrier, NodeBarrier};
 use crate::cond::NodeCond;
 use crate::error::SyncError;
+use crate::fast::FastLocks;
 use crate::flag::{MgrFlag, NodeFlag};
 use crate::ids::{FlagId, Waiter};
 use crate::lock::NodeLock;
@@ -14,6 +15,7 @@ use crate::stats::SyncStats;
 use crate::{manager_of, Action, Outcome};
 use squall_core::{Consistency, NodeId};
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 /// What a release started with `Consistency::begin_release(token)` was for.
 #[derive(Debug, Clone, Copy)]
@@ -77,6 +79,11 @@ pub struct SyncCore {
     /// Total-count barriers: most participants a node predicts (None: no cap; 0: no eager
     /// infos, every episode uses the collect round).
     pub(crate) barrier_eager_cap: Option<u32>,
+    /// The node-local lock cache (see `fast.rs`): idle tokens this node's threads take and
+    /// release without the core.
+    pub(crate) fast: Arc<FastLocks>,
+    /// Whether idle tokens go into `fast` (on by default).
+    pub(crate) fast_on: bool,
 }
 
 impl SyncCore {
@@ -107,7 +114,21 @@ impl SyncCore {
             read_ahead_probe: 0,
             lender_order: true,
             barrier_eager_cap: None,
+            fast: Arc::new(FastLocks::default()),
+            fast_on: true,
         }
+    }
+
+    /// The node-local lock cache, for the node's threads: `FastLocks::try_lock` /
+    /// `try_unlock` before calling `lock` / `unlock` (see the lock module doc).
+    pub fn fast_locks(&self) -> Arc<FastLocks> {
+        self.fast.clone()
+    }
+
+    /// Turn the node-local lock cache on (the default) or off (every acquire goes through the
+    /// core). Takes effect for locks cached from now on.
+    pub fn set_lock_cache(&mut self, on: bool) {
+        self.fast_on = on;
     }
 
     /// Total-count barriers: cap the participants this node predicts per episode (`None`, the
@@ -128,9 +149,17 @@ impl SyncCore {
         self.nodes
     }
 
-    /// Counters so far.
+    /// Counters so far (without `lock_acquires_local_fast`, which [`SyncCore::stats_now`]
+    /// adds).
     pub fn stats(&self) -> &SyncStats {
         &self.stats
+    }
+
+    /// Counters so far, with the fast acquires of the lock cache counted in.
+    pub fn stats_now(&self) -> SyncStats {
+        let mut s = self.stats.clone();
+        s.lock_acquires_local_fast = self.fast.fast_acquires();
+        s
     }
 
     /// Next action, or `None` when there is nothing to do until the next input.

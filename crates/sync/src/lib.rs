@@ -63,6 +63,7 @@ mod barrier;
 mod cond;
 mod core;
 pub mod error;
+pub mod fast;
 mod flag;
 pub mod ids;
 mod lock;
@@ -71,6 +72,7 @@ pub mod stats;
 
 pub use crate::core::SyncCore;
 pub use error::SyncError;
+pub use fast::FastLocks;
 pub use ids::{BarrierId, CondId, FlagId, Waiter};
 pub use lock::DEFAULT_LOCK_READ_AHEAD;
 pub use stats::SyncStats;

@@ -16,6 +16,23 @@
 //! for `lock`), so that a later `trylock` on this node can succeed once the token arrived; a
 //! token fetched this way stays on the node until another node asks for it.
 //!
+//! ## The lock cache (`fast.rs`)
+//!
+//! When the token is here and nobody holds or wants it (`lock_progress` finds nothing to do;
+//! not for a token that arrived and no thread took yet, whose first acquire the core counts),
+//! the core puts the lock in the node's [`FastLocks`](crate::FastLocks) table (`cached`): the
+//! node's threads then take and release it there with one compare-and-swap each, never
+//! calling the core. The core takes it back whenever it needs the lock: for a successor node
+//! (`on_lock_forward` -> `lock_progress`), a thread queueing here (`acquire`), a `trylock`
+//! through the core, or a lend. An idle cached lock is uncached at once; a held one is flagged
+//! `WANTED`, its holder's fast unlock fails, and the holder's `unlock` through the core
+//! (`materialize`: the core records it as holder) releases it as any unlock, so the hand-off's
+//! release begins after every critical section run here. `holds`, `cond_wait` and
+//! `destroy_lock` see holders in the cache. Lending: a cached token may have been used after
+//! the release of a hand-off began, which the core cannot see, so the candidates of a
+//! hand-off's lends are uncached when its release begins (later uses go through the core and
+//! count as unlocks after it) and cached tokens are never lent.
+//!
 //! ## Lock read-ahead (lending idle tokens along with a grant; 2-node jobs)
 //!
 //! A node remembers, per lock, which lock its threads took right after it last time
@@ -67,6 +84,8 @@ use crate::message::{Msg, ReadAhead};
 use crate::Outcome;
 use squall_core::{Consistency, LockId, NodeId};
 use std::collections::VecDeque;
+
+mod cache;
 
 /// Most tokens one grant lends along (the read-ahead window grows 1, 2, 4, ... up to this).
 pub const DEFAULT_LOCK_READ_AHEAD: usize = 64;
@@ -123,11 +142,19 @@ pub(crate) struct NodeLock {
     last_release: u64,
     /// `SyncCore::release_seq` when the release of the current hand-off began.
     handoff_seq: u64,
+    /// The idle token is in the node-local lock cache (`SyncCore::fast`): threads of this
+    /// node take and release it there without the core, so `holder` is `None` and the cache
+    /// knows the holder. Implies `token` and no hand-off in progress.
+    cached: bool,
 }
 
 impl NodeLock {
     fn free_here(&self) -> bool {
-        self.token && self.holder.is_none() && !self.handing_off && self.next.is_none()
+        self.token
+            && self.holder.is_none()
+            && !self.cached
+            && !self.handing_off
+            && self.next.is_none()
     }
 }
 
@@ -140,11 +167,11 @@ impl SyncCore {
         })
     }
 
-    /// Whether `waiter` holds `lock` on this node.
+    /// Whether `waiter` holds `lock` on this node (through the core or the lock cache).
     pub fn holds(&self, lock: LockId, waiter: Waiter) -> bool {
-        self.locks
-            .get(&lock.0)
-            .is_some_and(|l| l.holder == Some(waiter))
+        self.locks.get(&lock.0).is_some_and(|l| {
+            l.holder == Some(waiter) || (l.cached && self.fast.holder(lock.0) == Some(waiter.0))
+        })
     }
 
     /// Lock read-ahead: lend at most `max` idle tokens along with a grant (0 disables; the
@@ -189,6 +216,8 @@ impl SyncCore {
 
     /// Queue `waiter` for `lock` (also used by condition waits re-acquiring their lock).
     pub(crate) fn acquire(&mut self, cons: &mut dyn Consistency, lock: u64, waiter: Waiter) {
+        self.lock_state(lock);
+        self.settle(lock);
         let st = self.lock_state(lock);
         if st.free_here() {
             self.take_token(lock, waiter);
@@ -220,6 +249,8 @@ impl SyncCore {
 
     /// Take `lock` only if that needs no waiting (see the module doc for exact semantics).
     pub fn trylock(&mut self, cons: &mut dyn Consistency, lock: LockId, waiter: Waiter) {
+        self.lock_state(lock.0);
+        self.try_uncache(lock.0);
         let st = self.lock_state(lock.0);
         if st.free_here() {
             self.take_token(lock.0, waiter);
@@ -236,6 +267,7 @@ impl SyncCore {
     /// Release `lock` held by `waiter` (woken at once). Unlocking a lock the waiter does not
     /// hold is `SyncError::NotHolder`. No message is sent unless another node waits for it.
     pub fn unlock(&mut self, cons: &mut dyn Consistency, lock: LockId, waiter: Waiter) {
+        self.materialize(lock.0, waiter);
         if !self.holds(lock, waiter) {
             let e = SyncError::NotHolder {
                 node: self.me,
@@ -253,10 +285,11 @@ impl SyncCore {
     /// waits on a condition bound to it (else `SyncError::LockInUse`). The token stays where it
     /// is, so the id may be used again.
     pub fn destroy_lock(&mut self, lock: LockId, waiter: Waiter) {
-        let busy_lock = self
-            .locks
-            .get(&lock.0)
-            .is_some_and(|l| l.holder.is_some() || !l.queue.is_empty());
+        let busy_lock = self.locks.get(&lock.0).is_some_and(|l| {
+            l.holder.is_some()
+                || !l.queue.is_empty()
+                || (l.cached && self.fast.holder(lock.0).is_some())
+        });
         let busy_cond = self.conds.values().any(|c| c.uses_lock(lock.0));
         if busy_lock || busy_cond {
             let e = SyncError::LockInUse {
@@ -287,16 +320,29 @@ impl SyncCore {
         if !st.token || st.holder.is_some() || st.handing_off {
             return;
         }
+        if st.cached {
+            if st.next.is_none() && st.queue.is_empty() {
+                return;
+            }
+            if !self.settle(lock) {
+                // A thread holds it through the cache: its unlock comes here (flagged).
+                return;
+            }
+        }
+        let st = self.lock_state(lock);
         if st.next.is_some() && st.local_batch == 0 {
             st.handing_off = true;
             // Every unlock so far happened before this release began: its writes are covered.
             st.handoff_seq = seq;
+            self.uncache_lend_candidates(lock);
             if self.begin_release(cons, PendingRelease::LockHandoff(lock)) {
                 self.finish_handoff(cons, lock);
             }
         } else if let Some(w) = st.queue.pop_front() {
             st.local_batch = st.local_batch.saturating_sub(1);
             self.take_token(lock, w);
+        } else {
+            self.maybe_cache(lock);
         }
     }
 
@@ -388,6 +434,7 @@ impl SyncCore {
     /// The token of `lock` leaves this node.
     fn give_token(&mut self, lock: u64) {
         let st = self.lock_state(lock);
+        debug_assert!(!st.cached, "the token of a cached lock leaves");
         st.token = false;
         st.fresh = false;
         st.local_batch = 0;
@@ -410,6 +457,7 @@ impl SyncCore {
         let st = self.lock_state(lock);
         st.token
             && st.holder.is_none()
+            && !st.cached
             && st.queue.is_empty()
             && !st.handing_off
             && st.next.is_none()

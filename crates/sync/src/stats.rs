@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 pub struct SyncStats {
     /// Lock acquisitions served without any message (the token was on this node).
     pub lock_acquires_local: u64,
+    /// Lock acquisitions on this node's lock cache: the token was here, idle, and the thread
+    /// took it with one compare-and-swap, without the core (not in `lock_acquires_local`).
+    #[serde(default)]
+    pub lock_acquires_local_fast: u64,
     /// Lock acquisitions that needed the token to come from another node.
     pub lock_acquires_remote: u64,
     /// Of the local acquisitions: those that took a token lent along with another lock's grant

@@ -34,6 +34,17 @@ fn nums(v: &Value, key: &str) -> Vec<f64> {
         .unwrap_or_default()
 }
 
+/// The `q` quantile (0..=1) of `values` (nearest rank); NaN if empty.
+fn quantile(values: &[f64], q: f64) -> f64 {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| !x.is_nan()).collect();
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    v[rank - 1]
+}
+
 fn node0(results: &[(u16, Value)]) -> Result<Value, String> {
     results
         .iter()
@@ -199,7 +210,17 @@ pub fn lock(a: DsmBenchArgs) -> Result<(), String> {
     let remote = median(&nums(&v, "remote_acquire_us"));
     let rtt = median(&nums(&v, "rtt_us"));
     let msgs = median(&nums(&v, "messages_per_acquire_node0"));
-    let local = median(&nums(&v, "local_reacquire_ns"));
+    let fast = nums(&v, "local_fast_pair_ns");
+    let native = nums(&v, "native_pair_ns");
+    let checked = v
+        .get("local_fast_pairs_checked")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    if fast.is_empty() || native.len() != fast.len() || checked == 0 {
+        return Err("node 0 reported no local uncontended lock blocks".into());
+    }
+    let (f50, f99) = (quantile(&fast, 0.5), quantile(&fast, 0.99));
+    let (n50, n99) = (quantile(&native, 0.5), quantile(&native, 0.99));
     let mut table = Table::new(
         format!(
             "lock: 2 nodes over {}, medians of {} reps",
@@ -220,9 +241,27 @@ pub fn lock(a: DsmBenchArgs) -> Result<(), String> {
         "-".into(),
     ]);
     table.row(vec![
-        "local re-acquire + release".into(),
-        format!("{local:.0}"),
+        format!("local uncontended lock+unlock, p50 ({} blocks)", fast.len()),
+        format!("{f50:.1}"),
         "ns".into(),
+        "-".into(),
+    ]);
+    table.row(vec![
+        "local uncontended lock+unlock, p99".into(),
+        format!("{f99:.1}"),
+        "ns".into(),
+        "-".into(),
+    ]);
+    table.row(vec![
+        "futex mutex lock+unlock, p50 / p99 (same run)".into(),
+        format!("{n50:.1} / {n99:.1}"),
+        "ns".into(),
+        "-".into(),
+    ]);
+    table.row(vec![
+        "local lock / futex mutex (p50)".into(),
+        format!("{:.2}", f50 / n50),
+        "x".into(),
         "-".into(),
     ]);
     table.row(vec![
@@ -233,7 +272,11 @@ pub fn lock(a: DsmBenchArgs) -> Result<(), String> {
     ]);
     let rows = vec![
         json!({"op": "remote_acquire", "squall_us": round(remote, 2), "rtt_us": round(rtt, 2), "ratio": round(remote / rtt, 3), "messages": msgs}),
-        json!({"op": "local_reacquire", "squall_ns": round(local, 1)}),
+        json!({"op": "local_uncontended_lock_unlock", "squall_pair_ns_p50": round(f50, 1),
+               "squall_pair_ns_p99": round(f99, 1), "squall_op_ns_p50": round(f50 / 2.0, 1),
+               "native_pair_ns_p50": round(n50, 1), "native_pair_ns_p99": round(n99, 1),
+               "native": "std::sync::Mutex (futex)", "ratio": round(f50 / n50, 3),
+               "blocks": fast.len(), "fast_acquires_checked": checked}),
     ];
     finish(
         &a,

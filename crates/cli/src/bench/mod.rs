@@ -47,7 +47,8 @@ pub enum BenchCmd {
     Message(message::MessageArgs),
     /// Remote 4 KiB read fault beside a raw 4 KiB request/reply; write faults; diff throughput.
     Fault(dsm::DsmBenchArgs),
-    /// Uncontended remote lock acquire (time, messages, round trips) and local re-acquire.
+    /// Uncontended remote lock acquire (time, messages, round trips) and the local
+    /// uncontended lock+unlock (the node's lock cache) beside a futex mutex.
     Lock(dsm::DsmBenchArgs),
     /// Barrier time at each node count, in round trips.
     Barrier(dsm::DsmBenchArgs),

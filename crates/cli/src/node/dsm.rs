@@ -149,15 +149,67 @@ pub struct SyncNodeArgs {
     pub reps: usize,
 }
 
+fn sync_count(node: &Node, key: &str) -> u64 {
+    node.stats()
+        .counts
+        .get("sync")
+        .and_then(|p| p.get(key))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+}
+
+/// Lock+unlock pairs per timed block of the local uncontended lock (and of its baseline).
+const LOCAL_PAIRS: u64 = 100_000;
+/// Timed blocks per repetition, alternating Squall and baseline.
+const LOCAL_BLOCKS: usize = 20;
+
+/// The local uncontended lock on node 0: lock+unlock pairs of a lock whose token is idle on
+/// this node (its lock cache), in blocks alternating with the same pairs of a futex mutex
+/// (`std::sync::Mutex`: what glibc's `pthread_mutex_lock` does on its fast path). Returns ns
+/// per pair of each block, Squall's and the baseline's, after checking from the statistics
+/// that every pair took the lock cache.
+fn local_uncontended(node: &Node, l: LockId) -> Result<(Vec<f64>, Vec<f64>), NodeError> {
+    let native = std::sync::Mutex::new(0u64);
+    node.lock(l).map_err(dsm)?;
+    node.unlock(l).map_err(dsm)?;
+    let fast0 = sync_count(node, "lock_acquires_local_fast");
+    let (mut squall, mut base) = (Vec::new(), Vec::new());
+    for _ in 0..LOCAL_BLOCKS {
+        let t = Instant::now();
+        for _ in 0..LOCAL_PAIRS {
+            node.lock(std::hint::black_box(l)).map_err(dsm)?;
+            node.unlock(std::hint::black_box(l)).map_err(dsm)?;
+        }
+        squall.push(t.elapsed().as_secs_f64() * 1e9 / LOCAL_PAIRS as f64);
+        let t = Instant::now();
+        for _ in 0..LOCAL_PAIRS {
+            let mut g = std::hint::black_box(&native)
+                .lock()
+                .map_err(|_| NodeError::Check("the baseline mutex is poisoned".into()))?;
+            *g += 1;
+        }
+        base.push(t.elapsed().as_secs_f64() * 1e9 / LOCAL_PAIRS as f64);
+    }
+    let fast = sync_count(node, "lock_acquires_local_fast") - fast0;
+    let want = LOCAL_PAIRS * LOCAL_BLOCKS as u64;
+    if fast != want {
+        return Err(NodeError::Check(format!(
+            "{fast} acquires took the lock cache, expected all {want} timed ones"
+        )));
+    }
+    Ok((squall, base))
+}
+
 /// Locks: uncontended remote acquire (the lock's token is on the other node each time: nodes
-/// 0 and 1 take turns, separated by barriers excluded from the timing) and local re-acquire.
+/// 0 and 1 take turns, separated by barriers excluded from the timing) and the local
+/// uncontended lock (its token idle on node 0) beside a futex mutex.
 pub fn lock(a: SyncNodeArgs) -> Result<(), NodeError> {
     let node = squall::init().map_err(dsm)?;
     serve_fetch(&node);
     node.barrier().map_err(dsm)?;
     let me = node.rank().0;
-    let (mut remote, mut msgs, mut local, mut rtt) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut remote, mut msgs, mut rtt) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut fast, mut native) = (Vec::new(), Vec::new());
     let turns = a.iters.clamp(2, 200);
     for rep in 0..a.reps {
         // A lock managed by node 1, so node 0's acquires go through the manager too.
@@ -178,15 +230,9 @@ pub fn lock(a: SyncNodeArgs) -> Result<(), NodeError> {
         if me == 0 {
             remote.push(median(&mut times));
             msgs.push(sent as f64 / times.len().max(1) as f64);
-            let l2 = LockId(1000 + rep as u64);
-            node.lock(l2).map_err(dsm)?;
-            node.unlock(l2).map_err(dsm)?;
-            let t = Instant::now();
-            for _ in 0..a.iters {
-                node.lock(l2).map_err(dsm)?;
-                node.unlock(l2).map_err(dsm)?;
-            }
-            local.push(t.elapsed().as_secs_f64() * 1e9 / a.iters as f64);
+            let (f, n) = local_uncontended(&node, LockId(2000 + 2 * rep as u64))?;
+            fast.extend(f);
+            native.extend(n);
             rtt.push(rtt_us(&node, 200)?);
         }
         node.barrier().map_err(dsm)?;
@@ -194,7 +240,9 @@ pub fn lock(a: SyncNodeArgs) -> Result<(), NodeError> {
     if me == 0 {
         emit_result(
             &json!({"remote_acquire_us": remote, "messages_per_acquire_node0": msgs,
-                            "local_reacquire_ns": local, "rtt_us": rtt}),
+                            "rtt_us": rtt,
+                            "local_fast_pair_ns": fast, "native_pair_ns": native,
+                            "local_fast_pairs_checked": LOCAL_PAIRS * (LOCAL_BLOCKS * a.reps) as u64}),
         );
     }
     node.finalize().map_err(dsm)

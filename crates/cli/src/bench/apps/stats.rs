@@ -117,6 +117,7 @@ impl StatsSummary {
             messages: count(t, "/counts/net/messages_sent"),
             bytes: count(t, "/counts/net/bytes_sent"),
             lock_acquires: count(t, "/counts/sync/lock_acquires_local")
+                + count(t, "/counts/sync/lock_acquires_local_fast")
                 + count(t, "/counts/sync/lock_acquires_remote"),
             barriers,
             breakdown: Breakdown {
