@@ -11,6 +11,7 @@ pub mod api;
 pub mod error;
 mod modules;
 pub mod pthread;
+mod stack;
 
 pub use api::*;
 pub use error::*;

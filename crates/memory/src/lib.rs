@@ -18,6 +18,7 @@ pub use error::{AllocError, MemoryError};
 pub use exec::{fixed_layout, layout_is_fixed};
 pub use heap::{AllocRecord, Allocation, Heap, HeapStats, MIN_ALIGN};
 pub use space::{
+    Contents, Region,
     parse_addr, parse_size, AddressSpace, Fault, FaultSource, FaultThread, SpaceConfig, SpaceStats,
     DEFAULT_BASE, DEFAULT_SIZE,
 };

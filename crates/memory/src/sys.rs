@@ -325,6 +325,33 @@ pub fn copy_within_process(src: usize, dst: usize, len: usize) {
     unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, len) }
 }
 
+/// Whether the `len` bytes at `addr` (mapped, readable, not registered with userfaultfd) are all
+/// zero.
+pub fn mapping_is_zero(addr: usize, len: usize) -> bool {
+    // SAFETY: per the contract the range is mapped and readable; it is only read, through a
+    // byte slice that lives for this call.
+    let s = unsafe { std::slice::from_raw_parts(addr as *const u8, len) };
+    let (head, words, tail) = {
+        // SAFETY: reinterpreting initialised bytes as u64 words is valid for any bit pattern.
+        unsafe { s.align_to::<u64>() }
+    };
+    head.iter().all(|&b| b == 0) && words.iter().all(|&w| w == 0) && tail.iter().all(|&b| b == 0)
+}
+
+/// Which pages of the page-aligned mapping `addr..addr+len` are resident (mincore(2)); for
+/// anonymous memory, a page that is not resident was never written and reads as zeros.
+pub fn resident_pages(addr: usize, len: usize) -> io::Result<Vec<bool>> {
+    let pages = len.div_ceil(host_page_size());
+    let mut v = vec![0u8; pages];
+    // SAFETY: `v` holds one byte per page of the range, as mincore requires; the range is
+    // only queried.
+    let r = unsafe { libc::mincore(addr as *mut libc::c_void, len, v.as_mut_ptr()) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(v.into_iter().map(|b| b & 1 != 0).collect())
+}
+
 /// `ADDR_NO_RANDOMIZE` of personality(2).
 pub const ADDR_NO_RANDOMIZE: libc::c_ulong = 0x0040000;
 

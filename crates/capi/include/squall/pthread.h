@@ -59,29 +59,49 @@ static_assert(sizeof(pthread_t) == sizeof(uint64_t), "squall needs a 64-bit pthr
 _Static_assert(sizeof(pthread_t) == sizeof(uint64_t), "squall needs a 64-bit pthread_t");
 #endif
 
-#define SQUALL_GLOBAL __attribute__((section("squall_globals"), aligned(4096)))
+/* Every global variable of the program is shared under the pthreads layer: SQUALL_GLOBAL
+ * (CableS' GLOBAL) is kept for programs written for it and marks nothing more. */
+#define SQUALL_GLOBAL
+/* A global that stays per node (each node has its own copy, e.g. a FILE* or a cache of
+ * node-local state): `SQUALL_NODE_LOCAL static int hits;`. It lives in the section
+ * squall_node_local, which the linker script fragment leaves out of the shared data (it takes
+ * file space even when zero-initialised). */
+#define SQUALL_NODE_LOCAL __attribute__((section("squall_node_local")))
 
 /* Start the node before main (and before the program's own constructors, which may already
- * write SQUALL_GLOBAL variables): register the section (re-executing without address
- * randomisation if needed), then start the node, which adopts the section on every node. */
+ * write globals): register the shared data sections (re-executing without address
+ * randomisation if needed), then start the node, which adopts them on every node. */
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* Bounds of this module's squall_globals section (null when it has none); hidden, so each
- * module sees its own section. */
-extern char __start_squall_globals[] __attribute__((weak, visibility("hidden")));
-extern char __stop_squall_globals[] __attribute__((weak, visibility("hidden")));
+/* Bounds of this module's shared data sections, made by squall-pthread.ld (null when the
+ * program was linked without it); hidden, so each module sees its own. */
+extern char __start_squall_data[] __attribute__((weak, visibility("hidden")));
+extern char __stop_squall_data[] __attribute__((weak, visibility("hidden")));
+extern char __start_squall_bss[] __attribute__((weak, visibility("hidden")));
+extern char __stop_squall_bss[] __attribute__((weak, visibility("hidden")));
+/* `-Wl,--wrap=main` (pkg-config --libs squall-pthread) makes the C library call __wrap_main,
+ * which runs the program's main (__real_main) on a shared stack. Weak: one definition per
+ * program, and none needed by a program linked without the flag. */
+extern int __real_main(int, char **, char **) __attribute__((weak));
+__attribute__((weak)) int __wrap_main(int argc, char **argv, char **envp)
+{
+    return squall_pthread_main(argc, argv, envp, __real_main);
+}
 #ifdef __cplusplus
 }
 #endif
 __attribute__((constructor(101), used)) static void squall_pthread_constructor_(void)
 {
-    squall_register_globals(__start_squall_globals, __stop_squall_globals);
+    squall_register_data(__start_squall_data, __stop_squall_data, __start_squall_bss,
+                         __stop_squall_bss);
     squall_pthread_start();
 }
 
 #define pthread_create          squall_pthread_create
 #define pthread_join            squall_pthread_join
+#define pthread_exit            squall_pthread_exit
+#define pthread_self            squall_pthread_self
 #define pthread_detach          squall_pthread_detach
 #define pthread_cancel          squall_pthread_cancel
 #define pthread_mutex_init      squall_pthread_mutex_init

@@ -1,0 +1,281 @@
+//! Shared stacks for the pthreads layer: every thread Squall starts, and `main`'s thread, runs
+//! the program's code on a stack inside the global range, homed on the node where it runs
+//! (local placement, a guard page below it), so a pointer to a stack variable means the same
+//! memory on every node.
+//!
+//! Squall's own code must not run on a shared stack: it takes the node's service lock in the
+//! calling thread, and a write fault on a shared stack page (write-protected while another node
+//! holds a copy) cannot be served while that thread holds the lock (the fault server needs it).
+//! So every C entry point that can take the lock runs on the thread's private stack (the one
+//! the thread was started on): [`on_private`], called by `error::guard`, switches to the part
+//! of the private stack below the point where the thread entered its shared stack, and back.
+//! The switches are three small assembly routines (x86-64 System V); on other architectures
+//! the program's code runs on the private stack (stacks are not shared there).
+//!
+//! `pthread_exit` leaves the shared stack directly ([`leave`]): it returns from the
+//! [`run_on`] that entered it, with the thread's value, abandoning the program's frames (C
+//! frames; no Rust frame with a destructor lies between).
+//!
+//! Owns: the stack switches, the per-thread record of the shared stack in use, allocation of
+//! shared stacks. Must not touch: the runtime's state (allocation goes through `Node`).
+use crate::error::CapiError;
+use squall::{Node, Placement, PAGE_SIZE};
+use std::cell::Cell;
+use std::ffi::c_void;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+
+/// The default stack size: the pthreads default on Linux (8 MiB; address space only, pages
+/// cost memory when touched).
+pub(crate) const DEFAULT_STACK: usize = 8 << 20;
+/// The smallest stack handed out (`PTHREAD_STACK_MIN` is 16 KiB; a little more for the C
+/// library's needs).
+const MIN_STACK: usize = 64 << 10;
+/// Bytes left untouched below the saved private stack pointer before a switch back to it.
+const PRIVATE_GAP: usize = 256;
+
+pub(crate) type Body = extern "C" fn(*mut c_void) -> *mut c_void;
+
+#[cfg(target_arch = "x86_64")]
+std::arch::global_asm!(
+    // squall_capi_stack_enter(top, slot, f, arg) -> f(arg), run with rsp = top. Saves the
+    // callee-saved registers on the current stack and the stack pointer in *slot, so that
+    // squall_capi_stack_leave(*slot, v) returns from here with v.
+    ".text",
+    ".globl squall_capi_stack_enter",
+    ".hidden squall_capi_stack_enter",
+    ".type squall_capi_stack_enter,@function",
+    "squall_capi_stack_enter:",
+    "push rbp",
+    "push rbx",
+    "push r12",
+    "push r13",
+    "push r14",
+    "push r15",
+    "mov [rsi], rsp",
+    "mov rbx, rsi",
+    "mov rsp, rdi",
+    "mov rdi, rcx",
+    "call rdx",
+    "mov rsp, [rbx]",
+    "pop r15",
+    "pop r14",
+    "pop r13",
+    "pop r12",
+    "pop rbx",
+    "pop rbp",
+    "ret",
+    ".size squall_capi_stack_enter, .-squall_capi_stack_enter",
+    // squall_capi_stack_leave(saved, v): return v from the squall_capi_stack_enter whose
+    // saved stack pointer is `saved`.
+    ".globl squall_capi_stack_leave",
+    ".hidden squall_capi_stack_leave",
+    ".type squall_capi_stack_leave,@function",
+    "squall_capi_stack_leave:",
+    "mov rsp, rdi",
+    "mov rax, rsi",
+    "pop r15",
+    "pop r14",
+    "pop r13",
+    "pop r12",
+    "pop rbx",
+    "pop rbp",
+    "ret",
+    ".size squall_capi_stack_leave, .-squall_capi_stack_leave",
+    // squall_capi_stack_call(sp, f, ctx): f(ctx) with rsp = sp (16-byte aligned), then back.
+    ".globl squall_capi_stack_call",
+    ".hidden squall_capi_stack_call",
+    ".type squall_capi_stack_call,@function",
+    "squall_capi_stack_call:",
+    "push rbp",
+    "mov rbp, rsp",
+    "mov rsp, rdi",
+    "mov rdi, rdx",
+    "call rsi",
+    "mov rsp, rbp",
+    "pop rbp",
+    "ret",
+    ".size squall_capi_stack_call, .-squall_capi_stack_call",
+);
+
+#[cfg(target_arch = "x86_64")]
+extern "C" {
+    fn squall_capi_stack_enter(top: usize, slot: *mut usize, f: Body, arg: *mut c_void)
+        -> *mut c_void;
+    fn squall_capi_stack_leave(saved: usize, v: *mut c_void) -> !;
+    fn squall_capi_stack_call(sp: usize, f: extern "C" fn(*mut c_void), ctx: *mut c_void);
+}
+
+/// The shared stack this thread runs the program on: `[lo, hi)`, and the private stack pointer
+/// saved when the thread entered it.
+#[derive(Clone, Copy)]
+struct OnShared {
+    lo: usize,
+    hi: usize,
+}
+
+thread_local! {
+    static SHARED: Cell<OnShared> = const { Cell::new(OnShared { lo: 0, hi: 0 }) };
+    static SAVED: Cell<usize> = const { Cell::new(0) };
+    /// Set by `pthread_exit` before it leaves the shared stack.
+    static EXITED: Cell<bool> = const { Cell::new(false) };
+}
+
+#[inline(always)]
+fn stack_pointer() -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let sp: usize;
+        // SAFETY: reads the stack pointer register; no memory or flags are touched.
+        unsafe { std::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags)) };
+        sp
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let probe = 0u8;
+        std::ptr::addr_of!(probe) as usize
+    }
+}
+
+/// Whether the calling thread runs on its shared stack now.
+#[inline]
+pub(crate) fn on_shared() -> bool {
+    let s = SHARED.with(Cell::get);
+    let sp = stack_pointer();
+    sp >= s.lo && sp < s.hi
+}
+
+struct Ctx<F, R> {
+    f: Option<F>,
+    r: Option<std::thread::Result<R>>,
+}
+
+extern "C" fn call_ctx<F: FnOnce() -> R, R>(p: *mut c_void) {
+    // SAFETY: `p` is the `Ctx<F, R>` that `on_private` passed, alive for this call.
+    let c = unsafe { &mut *(p as *mut Ctx<F, R>) };
+    // Move the closure onto this (private) stack, run it, store the result afterwards: no
+    // panic unwinds across the switch.
+    if let Some(f) = c.f.take() {
+        let r = catch_unwind(AssertUnwindSafe(f));
+        c.r = Some(r);
+    }
+}
+
+/// Run `f` on the calling thread's private stack if it runs on its shared stack now (else
+/// directly). Every C entry point that can take the node's service lock runs through this.
+#[inline]
+pub(crate) fn on_private<R>(f: impl FnOnce() -> R) -> R {
+    if !on_shared() {
+        return f();
+    }
+    switch_to_private(f)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(never)]
+fn switch_to_private<F: FnOnce() -> R, R>(f: F) -> R {
+    let mut c: Ctx<F, R> = Ctx { f: Some(f), r: None };
+    let sp = (SAVED.with(Cell::get) - PRIVATE_GAP) & !15;
+    let call: extern "C" fn(*mut c_void) = call_ctx::<F, R>;
+    // SAFETY: `sp` lies in the private stack below the frames still live there (the thread
+    // entered its shared stack from a frame at `SAVED`, and nothing runs on the private stack
+    // below it while the program runs on the shared one); `c` outlives the call.
+    unsafe { squall_capi_stack_call(sp, call, std::ptr::addr_of_mut!(c).cast()) };
+    match c.r {
+        Some(Ok(r)) => r,
+        Some(Err(p)) => resume_unwind(p),
+        None => unreachable!("the private-stack call did not run"),
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn switch_to_private<F: FnOnce() -> R, R>(f: F) -> R {
+    f()
+}
+
+/// A stack in the global range, homed on this node, with a guard page below it.
+pub(crate) struct SharedStack {
+    node: Node,
+    base: usize,
+    len: usize,
+}
+
+impl SharedStack {
+    /// `size` bytes of stack (rounded up to pages, at least 64 KiB) plus a guard page.
+    pub(crate) fn alloc(node: &Node, size: usize) -> Result<SharedStack, CapiError> {
+        let size = size.max(MIN_STACK).div_ceil(PAGE_SIZE) * PAGE_SIZE;
+        let len = size + PAGE_SIZE;
+        let base = node.alloc_with(len, PAGE_SIZE, Placement::Node(node.rank()))? as usize;
+        // SAFETY: the guard page is the first page of an allocation of this node's that nothing
+        // else uses; PROT_NONE makes an overflow fault instead of writing below the stack.
+        if unsafe { libc::mprotect(base as *mut c_void, PAGE_SIZE, libc::PROT_NONE) } != 0 {
+            let e = std::io::Error::last_os_error();
+            let _ = node.free(base as *mut u8);
+            return Err(CapiError::Invalid {
+                call: "pthread_create",
+                why: format!("cannot set the stack's guard page: {e}"),
+            });
+        }
+        Ok(SharedStack {
+            node: node.clone(),
+            base,
+            len,
+        })
+    }
+
+    /// Run `f(arg)` on this stack; returns its value, or the value given to [`leave`].
+    /// The second value says whether the body left by `pthread_exit`.
+    pub(crate) fn run(&self, f: Body, arg: *mut c_void) -> (*mut c_void, bool) {
+        run_on(self.base + PAGE_SIZE, self.base + self.len, f, arg)
+    }
+}
+
+impl Drop for SharedStack {
+    fn drop(&mut self) {
+        // SAFETY: the guard page of this allocation goes back to read-write before the
+        // allocation is freed (the heap may hand the page out again).
+        unsafe {
+            libc::mprotect(
+                self.base as *mut c_void,
+                PAGE_SIZE,
+                libc::PROT_READ | libc::PROT_WRITE,
+            )
+        };
+        if let Err(e) = self.node.free(self.base as *mut u8) {
+            eprintln!("squall: could not free a thread's stack: {e}");
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn run_on(lo: usize, hi: usize, f: Body, arg: *mut c_void) -> (*mut c_void, bool) {
+    let before = SHARED.with(|s| s.replace(OnShared { lo, hi }));
+    let saved_before = SAVED.with(Cell::get);
+    EXITED.with(|e| e.set(false));
+    let slot = SAVED.with(Cell::as_ptr);
+    // SAFETY: `hi` is the 16-byte aligned top of a mapped stack of this thread's own; `slot` is
+    // this thread's SAVED cell; `f` is a C function.
+    let v = unsafe { squall_capi_stack_enter(hi & !15, slot, f, arg) };
+    SHARED.with(|s| s.set(before));
+    SAVED.with(|s| s.set(saved_before));
+    (v, EXITED.with(|e| e.replace(false)))
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn run_on(_lo: usize, _hi: usize, f: Body, arg: *mut c_void) -> (*mut c_void, bool) {
+    (f(arg), false)
+}
+
+/// `pthread_exit(v)` from the program's code on a shared stack: return `v` from the
+/// [`run_on`] that entered it. Returns (does nothing) if the thread is not on a shared stack.
+pub(crate) fn leave(v: *mut c_void) {
+    #[cfg(target_arch = "x86_64")]
+    if SHARED.with(Cell::get).hi != 0 {
+        EXITED.with(|e| e.set(true));
+        let saved = SAVED.with(Cell::get);
+        // SAFETY: `saved` is the stack pointer saved by the squall_capi_stack_enter this thread
+        // is running under (SHARED is set only inside it); the frames it abandons are the
+        // program's and this function's, none holding anything to drop.
+        unsafe { squall_capi_stack_leave(saved, v) }
+    }
+    let _ = v;
+}
