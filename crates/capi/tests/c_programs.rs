@@ -374,8 +374,83 @@ fn cases() -> Vec<(String, Case)> {
                     "globals",
                     Some("squall-pthread"),
                 )?;
-                globals_section_is_exclusive(&exe)?;
+                shared_sections_hold(
+                    &exe,
+                    &[
+                        "base_value",
+                        "message",
+                        "nthreads",
+                        "ran_on",
+                        "self_pointer",
+                        "slots",
+                        "st",
+                    ],
+                )?;
                 job(&exe, &[&(2 * nodes).to_string()], nodes, "ok globals")
+            }),
+        ));
+    }
+    // Every global shared with no marking (SPLASH-2 style), while the C library's per-node
+    // state (stdout, errno, getopt, __thread) keeps working on every node.
+    for nodes in [2usize, 4] {
+        v.push((
+            format!("pthreads/plain globals/{nodes} nodes"),
+            Box::new(move |env: &Env| {
+                let exe = env.build(
+                    "cc",
+                    &env.src.join("plain_globals.c"),
+                    "plain_globals",
+                    Some("squall-pthread"),
+                )?;
+                shared_sections_hold(
+                    &exe,
+                    &["Global", "N", "P", "table", "zeros", "counter", "next_id"],
+                )?;
+                job(
+                    &exe,
+                    &["-p", &(2 * nodes).to_string(), "-n", "200000"],
+                    nodes,
+                    "ok plain globals",
+                )
+            }),
+        ));
+    }
+    // Arguments on main's stack, results on the workers' stacks, pthread_exit, pthread_self.
+    for nodes in [2usize, 4] {
+        v.push((
+            format!("pthreads/stack args/{nodes} nodes"),
+            Box::new(move |env: &Env| {
+                let exe = env.build(
+                    "cc",
+                    &env.src.join("stack_args.c"),
+                    "stack_args",
+                    Some("squall-pthread"),
+                )?;
+                job(&exe, &[&(2 * nodes).to_string()], nodes, "ok stack args")
+            }),
+        ));
+    }
+    // A 256 MiB zero-initialised global: no file space, no memory until touched.
+    for nodes in [2usize, 4] {
+        v.push((
+            format!("pthreads/zero init/{nodes} nodes"),
+            Box::new(move |env: &Env| {
+                let exe = env.build(
+                    "cc",
+                    &env.src.join("zero_init.c"),
+                    "zero_init",
+                    Some("squall-pthread"),
+                )?;
+                let size = std::fs::metadata(&exe).map_err(|e| e.to_string())?.len();
+                if size > 1 << 20 {
+                    return Err(format!(
+                        "{} is {size} bytes: the zero-initialised array takes file space",
+                        exe.display()
+                    ));
+                }
+                let out = job_output(&exe, &[&(2 * nodes).to_string()], nodes, "ok zero init")?;
+                println!("  executable {size} bytes; {}", out.join(" "));
+                Ok(())
             }),
         ));
     }
@@ -494,9 +569,11 @@ fn apps_size() -> String {
     }
 }
 
-/// The `squall_globals` section of `exe` starts and ends on a page boundary and every symbol
-/// inside it is one of the program's SQUALL_GLOBAL variables (checked with `nm`).
-fn globals_section_is_exclusive(exe: &Path) -> Result<(), String> {
+/// The shared sections of `exe` (`squall_data`, `squall_bss`, made by squall-pthread.ld) start
+/// and end on page boundaries, hold every one of `shared` and none of the C library's variables
+/// the linker copies into the executable (`stdout`, `stderr`, `optarg`, `optind`), and the
+/// zero-initialised one takes no file space (checked with `nm` and `readelf`).
+fn shared_sections_hold(exe: &Path, shared: &[&str]) -> Result<(), String> {
     let out = sh(
         Command::new("nm").args(["-n", "--defined-only"]).arg(exe),
         "nm (install binutils)",
@@ -507,7 +584,8 @@ fn globals_section_is_exclusive(exe: &Path) -> Result<(), String> {
             let mut it = l.split_whitespace();
             let addr = u64::from_str_radix(it.next()?, 16).ok()?;
             let _kind = it.next()?;
-            Some((addr, it.next()?.to_string()))
+            let name = it.next()?;
+            Some((addr, name.split('@').next().unwrap_or(name).to_string()))
         })
         .collect();
     let find = |name: &str| {
@@ -516,35 +594,45 @@ fn globals_section_is_exclusive(exe: &Path) -> Result<(), String> {
             .map(|(a, _)| *a)
             .ok_or_else(|| format!("{name} not in {}", exe.display()))
     };
-    let (start, stop) = (
-        find("__start_squall_globals")?,
-        find("__stop_squall_globals")?,
-    );
-    if start % 4096 != 0 || stop % 4096 != 0 || stop <= start {
-        return Err(format!(
-            "squall_globals is {start:#x}..{stop:#x}: not whole pages"
-        ));
+    let mut ranges = Vec::new();
+    for sec in ["squall_data", "squall_bss"] {
+        let (start, stop) = (
+            find(&format!("__start_{sec}"))?,
+            find(&format!("__stop_{sec}"))?,
+        );
+        if start % 4096 != 0 || stop % 4096 != 0 || stop < start {
+            return Err(format!("{sec} is {start:#x}..{stop:#x}: not whole pages"));
+        }
+        ranges.push((start, stop));
     }
-    let inside: Vec<&str> = syms
-        .iter()
-        .filter(|(a, n)| *a >= start && *a < stop && n != "__start_squall_globals")
-        .map(|(_, n)| n.as_str())
-        .collect();
-    let expected = [
-        "base_value",
-        "message",
-        "nthreads",
-        "ran_on",
-        "self_pointer",
-        "slots",
-        "st",
-    ];
-    let mut sorted = inside.clone();
-    sorted.sort_unstable();
-    if sorted != expected {
-        return Err(format!(
-            "squall_globals ({start:#x}..{stop:#x}) holds {inside:?}, expected exactly {expected:?}"
-        ));
+    let inside = |a: u64| ranges.iter().any(|&(lo, hi)| a >= lo && a < hi);
+    for name in shared {
+        let a = find(name)?;
+        if !inside(a) {
+            return Err(format!(
+                "{name} ({a:#x}) is outside the shared sections {ranges:x?}"
+            ));
+        }
+    }
+    for name in ["stdout", "stderr", "optarg", "optind"] {
+        if let Some((a, _)) = syms.iter().find(|(_, n)| n == name) {
+            if inside(*a) {
+                return Err(format!(
+                    "the C library's {name} ({a:#x}) is in the shared sections {ranges:x?}"
+                ));
+            }
+        }
+    }
+    let sections = sh(
+        Command::new("readelf").args(["-SW"]).arg(exe),
+        "readelf (install binutils)",
+    )?;
+    let bss = sections
+        .lines()
+        .find(|l| l.contains(" squall_bss "))
+        .ok_or_else(|| format!("no squall_bss section in {}", exe.display()))?;
+    if !bss.contains("NOBITS") {
+        return Err(format!("squall_bss takes file space: {bss}"));
     }
     Ok(())
 }
