@@ -160,3 +160,15 @@ int main(int argc, char **argv)
     printf("ok plain globals p=%d n=%ld total=%ld\n", P, N, got_total);
     return 0;
 }
+
+/* Runs after main returned and the node finalized (exit handlers and destructors run after
+ * Squall's finalize): the shared globals must still be readable and writable, with their
+ * final values. */
+__attribute__((destructor)) static void after_exit(void)
+{
+    if (Global != NULL && counter == N) {
+        counter = -1;
+        if (counter != -1)
+            _exit(3);
+    }
+}

@@ -514,8 +514,6 @@ uint64_t squall_pthread_self(void);
  */
 int squall_pthread_main(int argc, char **argv, char **envp, int (*main)(int, char**, char**));
 
-extern int pthread_attr_getdetachstate(const pthread_attr_t *attr, int *state);
-
 /**
  * `pthread_detach`: a Squall thread needs no join (its end is recorded by the runtime until
  * the job ends); a later join of it on this node is `EINVAL`. Always 0.

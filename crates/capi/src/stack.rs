@@ -105,19 +105,25 @@ extern "C" {
     fn squall_capi_stack_call(sp: usize, f: extern "C" fn(*mut c_void), ctx: *mut c_void);
 }
 
-/// The shared stack this thread runs the program on: `[lo, hi)`, and the private stack pointer
-/// saved when the thread entered it.
-#[derive(Clone, Copy)]
-struct OnShared {
-    lo: usize,
-    hi: usize,
+/// The shared stack this thread runs the program on: `[lo, hi)` (0, 0 when it has none), the
+/// private stack pointer saved when the thread entered it, and whether `pthread_exit` left it.
+/// One thread-local, so the test of `on_private` costs one TLS look-up.
+struct StackState {
+    lo: Cell<usize>,
+    hi: Cell<usize>,
+    saved: Cell<usize>,
+    exited: Cell<bool>,
 }
 
 thread_local! {
-    static SHARED: Cell<OnShared> = const { Cell::new(OnShared { lo: 0, hi: 0 }) };
-    static SAVED: Cell<usize> = const { Cell::new(0) };
-    /// Set by `pthread_exit` before it leaves the shared stack.
-    static EXITED: Cell<bool> = const { Cell::new(false) };
+    static STATE: StackState = const {
+        StackState {
+            lo: Cell::new(0),
+            hi: Cell::new(0),
+            saved: Cell::new(0),
+            exited: Cell::new(false),
+        }
+    };
 }
 
 #[inline(always)]
@@ -134,14 +140,6 @@ fn stack_pointer() -> usize {
         let probe = 0u8;
         std::ptr::addr_of!(probe) as usize
     }
-}
-
-/// Whether the calling thread runs on its shared stack now.
-#[inline]
-pub(crate) fn on_shared() -> bool {
-    let s = SHARED.with(Cell::get);
-    let sp = stack_pointer();
-    sp >= s.lo && sp < s.hi
 }
 
 struct Ctx<F, R> {
@@ -164,20 +162,28 @@ extern "C" fn call_ctx<F: FnOnce() -> R, R>(p: *mut c_void) {
 /// directly). Every C entry point that can take the node's service lock runs through this.
 #[inline]
 pub(crate) fn on_private<R>(f: impl FnOnce() -> R) -> R {
-    if !on_shared() {
+    let saved = STATE.with(|s| {
+        let sp = stack_pointer();
+        if sp >= s.lo.get() && sp < s.hi.get() {
+            s.saved.get()
+        } else {
+            0
+        }
+    });
+    if saved == 0 {
         return f();
     }
-    switch_to_private(f)
+    switch_to_private(saved, f)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[inline(never)]
-fn switch_to_private<F: FnOnce() -> R, R>(f: F) -> R {
+fn switch_to_private<F: FnOnce() -> R, R>(saved: usize, f: F) -> R {
     let mut c: Ctx<F, R> = Ctx { f: Some(f), r: None };
-    let sp = (SAVED.with(Cell::get) - PRIVATE_GAP) & !15;
+    let sp = (saved - PRIVATE_GAP) & !15;
     let call: extern "C" fn(*mut c_void) = call_ctx::<F, R>;
     // SAFETY: `sp` lies in the private stack below the frames still live there (the thread
-    // entered its shared stack from a frame at `SAVED`, and nothing runs on the private stack
+    // entered its shared stack from a frame at `saved`, and nothing runs on the private stack
     // below it while the program runs on the shared one); `c` outlives the call.
     unsafe { squall_capi_stack_call(sp, call, std::ptr::addr_of_mut!(c).cast()) };
     match c.r {
@@ -188,7 +194,7 @@ fn switch_to_private<F: FnOnce() -> R, R>(f: F) -> R {
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn switch_to_private<F: FnOnce() -> R, R>(f: F) -> R {
+fn switch_to_private<F: FnOnce() -> R, R>(_saved: usize, f: F) -> R {
     f()
 }
 
@@ -248,16 +254,21 @@ impl Drop for SharedStack {
 
 #[cfg(target_arch = "x86_64")]
 fn run_on(lo: usize, hi: usize, f: Body, arg: *mut c_void) -> (*mut c_void, bool) {
-    let before = SHARED.with(|s| s.replace(OnShared { lo, hi }));
-    let saved_before = SAVED.with(Cell::get);
-    EXITED.with(|e| e.set(false));
-    let slot = SAVED.with(Cell::as_ptr);
+    let (before, slot) = STATE.with(|s| {
+        let before = (s.lo.replace(lo), s.hi.replace(hi), s.saved.get());
+        s.exited.set(false);
+        (before, s.saved.as_ptr())
+    });
     // SAFETY: `hi` is the 16-byte aligned top of a mapped stack of this thread's own; `slot` is
-    // this thread's SAVED cell; `f` is a C function.
+    // this thread's saved-pointer cell; `f` is a C function.
     let v = unsafe { squall_capi_stack_enter(hi & !15, slot, f, arg) };
-    SHARED.with(|s| s.set(before));
-    SAVED.with(|s| s.set(saved_before));
-    (v, EXITED.with(|e| e.replace(false)))
+    let exited = STATE.with(|s| {
+        s.lo.set(before.0);
+        s.hi.set(before.1);
+        s.saved.set(before.2);
+        s.exited.replace(false)
+    });
+    (v, exited)
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -269,11 +280,14 @@ fn run_on(_lo: usize, _hi: usize, f: Body, arg: *mut c_void) -> (*mut c_void, bo
 /// [`run_on`] that entered it. Returns (does nothing) if the thread is not on a shared stack.
 pub(crate) fn leave(v: *mut c_void) {
     #[cfg(target_arch = "x86_64")]
-    if SHARED.with(Cell::get).hi != 0 {
-        EXITED.with(|e| e.set(true));
-        let saved = SAVED.with(Cell::get);
+    if let Some(saved) = STATE.with(|s| {
+        (s.hi.get() != 0).then(|| {
+            s.exited.set(true);
+            s.saved.get()
+        })
+    }) {
         // SAFETY: `saved` is the stack pointer saved by the squall_capi_stack_enter this thread
-        // is running under (SHARED is set only inside it); the frames it abandons are the
+        // is running under (`hi` is set only inside it); the frames it abandons are the
         // program's and this function's, none holding anything to drop.
         unsafe { squall_capi_stack_leave(saved, v) }
     }

@@ -532,6 +532,26 @@ impl AddressSpace {
         Ok((first, total))
     }
 
+    /// At the end of the job (after the last barrier, when no fault will be served any more):
+    /// the adopted regions become plain mappings of this node's memfd, so code that still runs
+    /// in the process (exit handlers, destructors of the program) reads and writes them
+    /// without waiting for a fault server. On node 0, the home of every adopted page, they hold
+    /// the final values; on other nodes whatever copy was there (the data is no longer
+    /// coherent).
+    pub fn detach_adopted(&self) -> Result<(), MemoryError> {
+        for a in self.adopted.get().map_or(&[][..], Vec::as_slice) {
+            let len = a.pages as usize * PAGE_SIZE;
+            sys::uffd_unregister(self.uffd.as_raw_fd(), a.start, len).map_err(|e| {
+                MemoryError::Adopt {
+                    start: a.start,
+                    len,
+                    why: format!("UFFDIO_UNREGISTER: {e}"),
+                }
+            })?;
+        }
+        Ok(())
+    }
+
     /// One past the last page of the run of pages from `p` (below `end`) whose application
     /// view is contiguous (runs do not cross the adopted region's edges).
     fn run_limit(&self, p: u64, end: u64) -> u64 {

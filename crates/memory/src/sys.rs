@@ -54,6 +54,7 @@ const IOC_WRITE: u64 = 1;
 const IOC_READ: u64 = 2;
 const UFFDIO_API: u64 = ioc(IOC_READ | IOC_WRITE, 0x3F, 24);
 const UFFDIO_REGISTER: u64 = ioc(IOC_READ | IOC_WRITE, 0x00, 32);
+const UFFDIO_UNREGISTER: u64 = ioc(IOC_READ, 0x01, 16);
 const UFFDIO_WAKE: u64 = ioc(IOC_READ, 0x02, 16);
 const UFFDIO_WRITEPROTECT: u64 = ioc(IOC_READ | IOC_WRITE, 0x06, 24);
 const UFFDIO_CONTINUE: u64 = ioc(IOC_READ | IOC_WRITE, 0x07, 32);
@@ -195,6 +196,16 @@ pub fn uffd_register(fd: RawFd, start: usize, len: usize, mode: u64) -> io::Resu
         ioctls: 0,
     };
     ioctl(fd, UFFDIO_REGISTER, &mut r).map(drop)
+}
+
+/// Stop handling faults of `start..start+len` (UFFDIO_UNREGISTER): the range becomes a plain
+/// mapping again (write protection is cleared).
+pub fn uffd_unregister(fd: RawFd, start: usize, len: usize) -> io::Result<()> {
+    let mut r = UffdioRange {
+        start: start as u64,
+        len: len as u64,
+    };
+    ioctl(fd, UFFDIO_UNREGISTER, &mut r).map(drop)
 }
 
 /// Map the existing memfd pages of `start..start+len` (after a MINOR fault or a zap),

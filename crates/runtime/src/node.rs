@@ -1132,6 +1132,11 @@ impl Node {
             Some(FaultServing::Thread(ft)) => drop(ft),
             None => {}
         }
+        // The program's adopted globals stay usable by what runs after this (exit handlers,
+        // destructors): plain memory from now on (node 0, their home, has the final values).
+        if let Err(e) = self.inner.space.detach_adopted() {
+            eprintln!("squall: {}: {e}", self.rank());
+        }
         Ok(())
     }
 }

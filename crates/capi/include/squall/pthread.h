@@ -10,38 +10,42 @@
  *  - A constructor starts the node as a single system image (squall_init_ssi): under
  *    `squall run` rank 0 runs main; every other rank serves thread creation and memory until
  *    rank 0 exits (squall_finalize runs from atexit), then exits with status 0.
- *  - pthread_create / pthread_join: threads are placed round-robin over the nodes (attributes
- *    are ignored). A create is a release and a join an acquire. The thread function must be in
- *    the program or a library every node loads; `arg` should point into shared memory.
- *  - pthread_mutex_*, pthread_rwlock_*, pthread_spin_*, pthread_cond_*, pthread_barrier_* become Squall locks, conditions and
- *    barriers named by the OBJECT'S ADDRESS: PTHREAD_MUTEX_INITIALIZER and
- *    PTHREAD_COND_INITIALIZER work and nothing is stored in them. The object must live in
- *    Squall memory (malloc'd) or be a static/global of the program (named by module+offset);
- *    an object on a thread's stack is only usable by threads of one node. A barrier stores its
- *    count in the pthread_barrier_t, so a barrier must be initialised in shared memory before
- *    threads on other nodes wait on it. Mutexes are error-checking (relock: EDEADLK, unlock
- *    when not held: EPERM, destroy while held: EBUSY); errors are also printed on stderr.
- *    Read-write locks and spinlocks are exclusive Squall locks too (readers do not overlap; a
- *    second read lock by the same thread is EDEADLK). pthread_detach is accepted (a no-op). Not supported: recursive mutexes,
- *    pthread_cond_timedwait and pthread_cancel (ENOTSUP), pthread_self() compared with ids
- *    from pthread_create, pthread_exit, thread-specific data across nodes.
+ *  - pthread_create / pthread_join: threads are placed round-robin over the nodes. A create is
+ *    a release and a join an acquire. The thread function must be in the program or a library
+ *    every node loads. pthread_attr_setstacksize and the detach state are honoured (other
+ *    attributes do not apply); pthread_detach makes a later join on that node EINVAL.
+ *    pthread_self() in a thread equals the id pthread_create gave for it, on every node;
+ *    pthread_exit(v) ends the thread with v for pthread_join (in main: the threads main created
+ *    and did not join or detach are joined, then the process ends with status 0).
+ *  - EVERY GLOBAL IS SHARED: the program's global and static variables (.data, .bss) are
+ *    coherent shared memory with node 0 (where main runs) as the home of their pages, starting
+ *    from the binary's initial values; no marking. `pkg-config --libs squall-pthread` adds the
+ *    linker script fragment squall-pthread.ld, which puts them in two page-aligned sections,
+ *    squall_data and squall_bss (NOBITS: a zero-initialised array takes no file space and no
+ *    memory until touched). They must lie at the same address on every node, so the program
+ *    re-executes itself once with address randomisation off (personality ADDR_NO_RANDOMIZE).
+ *    STAYS PER NODE: the C library's variables (stdout, stderr, optarg, optind, environ, errno),
+ *    thread-locals (__thread: per thread), data of shared libraries, and globals marked
+ *    SQUALL_NODE_LOCAL. A pointer to per-node memory (a FILE* from fopen, memory from strdup)
+ *    stored in a global is only valid on the node that stored it. SQUALL_GLOBAL is accepted and
+ *    marks nothing more.
+ *  - EVERY STACK IS SHARED: main (through -Wl,--wrap=main and __wrap_main below) and every
+ *    thread run on a stack in shared memory homed on their node (8 MiB by default, a guard page
+ *    below), so `pthread_create(&t, 0, fn, &args[i])` with args on main's stack works on every
+ *    node. Squall's own calls switch back to the thread's private stack (a few ns).
+ *  - pthread_mutex_*, pthread_rwlock_*, pthread_spin_*, pthread_cond_*, pthread_barrier_* become
+ *    Squall locks, conditions and barriers named by the OBJECT'S ADDRESS:
+ *    PTHREAD_MUTEX_INITIALIZER and PTHREAD_COND_INITIALIZER work and nothing is stored in them.
+ *    The object may live in Squall memory (malloc'd), in a global, or on a stack. A barrier
+ *    stores its count in the pthread_barrier_t. Mutexes are error-checking (relock: EDEADLK,
+ *    unlock when not held: EPERM, destroy while held: EBUSY); errors are also printed on
+ *    stderr. Read-write locks and spinlocks are exclusive Squall locks too (readers do not
+ *    overlap; a second read lock by the same thread is EDEADLK). Not supported: recursive
+ *    mutexes, pthread_cond_timedwait and pthread_cancel (ENOTSUP), thread-specific data across
+ *    nodes.
  *  - malloc / calloc / realloc / free / aligned_alloc / posix_memalign come from the shared
  *    heap (memory from the C library, e.g. strdup, is private to the node and is still freed
  *    by the C library).
- *  - SQUALL_GLOBAL marks a global variable shared by the threads of every node (CableS' GLOBAL):
- *    `SQUALL_GLOBAL int counter;`, `SQUALL_GLOBAL struct state st = {...};`. These variables are
- *    coherent shared memory like malloc'd memory, with node 0 (where main runs) as the home of
- *    their pages, which hold their initial values: main may set them before or after creating
- *    threads, threads on any node read and write them; synchronize as for any shared data
- *    (mutexes, barriers, create/join). They live in the section "squall_globals", which the
- *    linker script fragment of `pkg-config --libs squall` page-aligns at both ends (so nothing
- *    else of the program shares their pages); each variable starts a page. At start-up every
- *    node maps the section into Squall's shared memory; it must be at the same address on
- *    every node, so the program re-executes itself once with address randomisation off
- *    (personality ADDR_NO_RANDOMIZE; also under mpirun/srun). Pointers stored in them may point
- *    into Squall memory or to other SQUALL_GLOBAL variables. Only the main program's globals are
- *    shared (not those of a shared library). Under the pthreads layer only: the node starts
- *    with them from this header's constructor.
  */
 #ifndef SQUALL_PTHREAD_H
 #define SQUALL_PTHREAD_H
