@@ -17,8 +17,8 @@ use crate::error::{
     guard, record, CapiError, SQUALL_ERR_DEADLOCK, SQUALL_ERR_INVALID, SQUALL_ERR_IN_USE,
     SQUALL_ERR_NOT_HELD, SQUALL_ERR_NO_MEMORY, SQUALL_ERR_UNKNOWN_THREAD, SQUALL_ERR_UNSUPPORTED,
 };
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use squall::{Contents, Region};
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -337,9 +337,13 @@ fn run_thread(f: squall::ThreadFn, arg: *mut c_void, stack: usize) -> *mut c_voi
     } else {
         stack
     };
-    let st = node().and_then(|n| crate::stack::SharedStack::alloc(&n, size));
+    let st = node().and_then(|n| crate::stack::SharedStack::take(&n, size));
     match st {
-        Ok(st) => st.run(f, arg).0,
+        Ok(st) => {
+            let v = st.run(f, arg).0;
+            st.give();
+            v
+        }
         Err(e) => {
             eprintln!(
                 "squall: cannot allocate a shared stack ({e}): the thread runs on its private \
@@ -495,7 +499,12 @@ pub unsafe extern "C" fn squall_pthread_main(
     let st = crate::error::guard(
         "main",
         |_| None,
-        || Ok(Some(crate::stack::SharedStack::alloc(&node()?, main_stack_size())?)),
+        || {
+            Ok(Some(crate::stack::SharedStack::alloc(
+                &node()?,
+                main_stack_size(),
+            )?))
+        },
     );
     let Some(st) = st else {
         // SAFETY: squall_last_error returns a valid NUL-terminated string.

@@ -99,8 +99,12 @@ std::arch::global_asm!(
 
 #[cfg(target_arch = "x86_64")]
 extern "C" {
-    fn squall_capi_stack_enter(top: usize, slot: *mut usize, f: Body, arg: *mut c_void)
-        -> *mut c_void;
+    fn squall_capi_stack_enter(
+        top: usize,
+        slot: *mut usize,
+        f: Body,
+        arg: *mut c_void,
+    ) -> *mut c_void;
     fn squall_capi_stack_leave(saved: usize, v: *mut c_void) -> !;
     fn squall_capi_stack_call(sp: usize, f: extern "C" fn(*mut c_void), ctx: *mut c_void);
 }
@@ -132,7 +136,9 @@ fn stack_pointer() -> usize {
     {
         let sp: usize;
         // SAFETY: reads the stack pointer register; no memory or flags are touched.
-        unsafe { std::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags)) };
+        unsafe {
+            std::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags))
+        };
         sp
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -179,7 +185,10 @@ pub(crate) fn on_private<R>(f: impl FnOnce() -> R) -> R {
 #[cfg(target_arch = "x86_64")]
 #[inline(never)]
 fn switch_to_private<F: FnOnce() -> R, R>(saved: usize, f: F) -> R {
-    let mut c: Ctx<F, R> = Ctx { f: Some(f), r: None };
+    let mut c: Ctx<F, R> = Ctx {
+        f: Some(f),
+        r: None,
+    };
     let sp = (saved - PRIVATE_GAP) & !15;
     let call: extern "C" fn(*mut c_void) = call_ctx::<F, R>;
     // SAFETY: `sp` lies in the private stack below the frames still live there (the thread
@@ -232,6 +241,35 @@ impl SharedStack {
     /// The second value says whether the body left by `pthread_exit`.
     pub(crate) fn run(&self, f: Body, arg: *mut c_void) -> (*mut c_void, bool) {
         run_on(self.base + PAGE_SIZE, self.base + self.len, f, arg)
+    }
+}
+
+/// Stacks of ended threads kept for the next threads of this node (default size only): a
+/// reused stack costs no allocation and its touched pages are still mapped here.
+static POOL: std::sync::Mutex<Vec<SharedStack>> = std::sync::Mutex::new(Vec::new());
+/// Stacks the pool keeps at most.
+const POOL_MAX: usize = 16;
+
+impl SharedStack {
+    /// A stack of `size` bytes: from the pool of ended threads' stacks if one has that size,
+    /// else a new one.
+    pub(crate) fn take(node: &Node, size: usize) -> Result<SharedStack, CapiError> {
+        let len = size.max(MIN_STACK).div_ceil(PAGE_SIZE) * PAGE_SIZE + PAGE_SIZE;
+        {
+            let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(i) = pool.iter().position(|s| s.len == len) {
+                return Ok(pool.swap_remove(i));
+            }
+        }
+        SharedStack::alloc(node, size)
+    }
+
+    /// Give back the stack of an ended thread (kept for reuse, or freed).
+    pub(crate) fn give(self) {
+        let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+        if pool.len() < POOL_MAX && self.len == DEFAULT_STACK + PAGE_SIZE {
+            pool.push(self);
+        }
     }
 }
 

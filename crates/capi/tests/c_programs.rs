@@ -386,6 +386,7 @@ fn cases() -> Vec<(String, Case)> {
                         "st",
                     ],
                 )?;
+                node_local_is_outside(&exe, "node_mark")?;
                 job(&exe, &[&(2 * nodes).to_string()], nodes, "ok globals")
             }),
         ));
@@ -633,6 +634,23 @@ fn shared_sections_hold(exe: &Path, shared: &[&str]) -> Result<(), String> {
         .ok_or_else(|| format!("no squall_bss section in {}", exe.display()))?;
     if !bss.contains("NOBITS") {
         return Err(format!("squall_bss takes file space: {bss}"));
+    }
+    Ok(())
+}
+
+/// `name` (a SQUALL_NODE_LOCAL variable) lies in the section squall_node_local, outside the
+/// shared sections.
+fn node_local_is_outside(exe: &Path, name: &str) -> Result<(), String> {
+    let syms = sh(
+        Command::new("objdump").args(["-t"]).arg(exe),
+        "objdump (install binutils)",
+    )?;
+    let line = syms
+        .lines()
+        .find(|l| l.split_whitespace().last() == Some(name))
+        .ok_or_else(|| format!("{name} not in {}", exe.display()))?;
+    if !line.contains("squall_node_local") {
+        return Err(format!("{name} is not in squall_node_local: {line}"));
     }
     Ok(())
 }

@@ -363,8 +363,7 @@ impl AddressSpace {
     fn adopted_page(&self, addr: usize) -> Option<PageId> {
         self.adopted.get()?.iter().find_map(|a| {
             let off = addr.wrapping_sub(a.start);
-            (off < a.pages as usize * PAGE_SIZE)
-                .then(|| PageId(a.first + (off / PAGE_SIZE) as u64))
+            (off < a.pages as usize * PAGE_SIZE).then(|| PageId(a.first + (off / PAGE_SIZE) as u64))
         })
     }
     /// Application-view address of the first byte of `page` (may lie past the range end for an

@@ -33,8 +33,8 @@ pub use error::{Result, SquallError};
 pub use node::{
     init, init_ssi, init_ssi_with_globals, init_ssi_with_regions, node, parse_placement, Node,
 };
-pub use squall_memory::{Contents, Region};
 pub use squall_core::{LockId, NodeId, PageId, Placement, ThreadId, PAGE_SIZE};
+pub use squall_memory::{Contents, Region};
 pub use squall_protocol::AtomicOp;
 pub use squall_sync::{BarrierCount, BarrierId, CondId, FlagId};
 pub use threads::{set_thread_runner, ThreadFn, ThreadRunner};

@@ -329,7 +329,9 @@ impl Node {
         let count = self.broadcast(zero.then_some(regions.len() as u64))? as usize;
         let mut same = count == regions.len();
         for i in 0..count {
-            let mine = regions.get(i).map_or((0, 0), |r| (r.start as u64, r.len as u64));
+            let mine = regions
+                .get(i)
+                .map_or((0, 0), |r| (r.start as u64, r.len as u64));
             let s0 = self.broadcast(zero.then_some(mine.0))?;
             let l0 = self.broadcast(zero.then_some(mine.1))?;
             same &= (s0, l0) == mine;
