@@ -431,6 +431,21 @@ fn cases() -> Vec<(String, Case)> {
             }),
         ));
     }
+    // The same in C++, `int main()` without arguments (main through -Wl,--wrap=main).
+    for nodes in [2usize, 4] {
+        v.push((
+            format!("pthreads/c++ stack args/{nodes} nodes"),
+            Box::new(move |env: &Env| {
+                let exe = env.build(
+                    "c++",
+                    &env.src.join("stack_args_cxx.cpp"),
+                    "stack_args_cxx",
+                    Some("squall-pthread"),
+                )?;
+                job(&exe, &[], nodes, "ok c++ stack args")
+            }),
+        ));
+    }
     // A 256 MiB zero-initialised global: no file space, no memory until touched.
     for nodes in [2usize, 4] {
         v.push((
