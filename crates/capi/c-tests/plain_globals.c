@@ -158,17 +158,25 @@ int main(int argc, char **argv)
     if (bad)
         return 1;
     printf("ok plain globals p=%d n=%ld total=%ld\n", P, N, got_total);
-    return 0;
+    exit(0); /* the C library's exit on main's stack, not a return to it */
 }
 
-/* Runs after main returned and the node finalized (exit handlers and destructors run after
- * Squall's finalize): the shared globals must still be readable and writable, with their
- * final values. */
+/* Runs after main called exit() and the node finalized (destructors run after Squall's
+ * finalize), on main's stack: the shared globals must still be readable and writable, with
+ * their final values, and the stack must still grow (into pages never touched before). */
+static long deep(int depth)
+{
+    volatile char pad[16384];
+    pad[0] = (char)depth;
+    pad[sizeof pad - 1] = (char)depth;
+    return depth == 0 ? pad[0] : deep(depth - 1) + pad[sizeof pad - 1];
+}
+
 __attribute__((destructor)) static void after_exit(void)
 {
     if (Global != NULL && counter == N) {
         counter = -1;
-        if (counter != -1)
+        if (counter != -1 || deep(64) != 64 * 65 / 2)
             _exit(3);
     }
 }

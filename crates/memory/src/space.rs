@@ -532,17 +532,22 @@ impl AddressSpace {
     }
 
     /// At the end of the job (after the last barrier, when no fault will be served any more):
-    /// the adopted regions become plain mappings of this node's memfd, so code that still runs
-    /// in the process (exit handlers, destructors of the program) reads and writes them
-    /// without waiting for a fault server. On node 0, the home of every adopted page, they hold
-    /// the final values; on other nodes whatever copy was there (the data is no longer
-    /// coherent).
-    pub fn detach_adopted(&self) -> Result<(), MemoryError> {
-        for a in self.adopted.get().map_or(&[][..], Vec::as_slice) {
-            let len = a.pages as usize * PAGE_SIZE;
-            sys::uffd_unregister(self.uffd.as_raw_fd(), a.start, len).map_err(|e| {
+    /// the application view of the range and the adopted regions become plain mappings of
+    /// this node's memfd, so code that still runs in the process (exit handlers, destructors
+    /// of the program, on a thread's shared stack or touching globals) reads and writes them
+    /// without waiting for a fault server that is gone (a thread already waiting is woken).
+    /// On node 0, the home of every adopted page, the regions hold the final values; other
+    /// pages hold whatever copy this node had (the data is no longer coherent).
+    pub fn detach(&self) -> Result<(), MemoryError> {
+        let adopted = self.adopted.get().map_or(&[][..], Vec::as_slice);
+        let ranges = adopted
+            .iter()
+            .map(|a| (a.start, a.pages as usize * PAGE_SIZE))
+            .chain(std::iter::once((self.cfg.base, self.cfg.size)));
+        for (start, len) in ranges {
+            sys::uffd_unregister(self.uffd.as_raw_fd(), start, len).map_err(|e| {
                 MemoryError::Adopt {
-                    start: a.start,
+                    start,
                     len,
                     why: format!("UFFDIO_UNREGISTER: {e}"),
                 }

@@ -2,7 +2,7 @@
 //! (initialised) and `squall_bss` (zero-initialised) sections: consecutive page numbers across
 //! the regions, initialised bytes and bytes written into the bss before the adoption carried
 //! into the backing memory, untouched bss pages left as zeros that were never read (they stay
-//! non-resident), and the regions usable as plain memory after `detach_adopted`.
+//! non-resident), and the regions usable as plain memory after `detach`.
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
@@ -126,7 +126,7 @@ fn data_and_bss_regions() {
     assert!(s.adopt_regions(&regions, PageId(3000)).is_err());
 
     // After the end of the job the regions are plain memory with the backing bytes.
-    s.detach_adopted().unwrap();
+    s.detach().unwrap();
     // SAFETY: the regions are plain mappings of the memfd now; reads do not fault into
     // userfaultfd.
     let (d, b) = unsafe {

@@ -1134,9 +1134,9 @@ impl Node {
             Some(FaultServing::Thread(ft)) => drop(ft),
             None => {}
         }
-        // The program's adopted globals stay usable by what runs after this (exit handlers,
+        // The program's globals and stacks stay usable by what runs after this (exit handlers,
         // destructors): plain memory from now on (node 0, their home, has the final values).
-        if let Err(e) = self.inner.space.detach_adopted() {
+        if let Err(e) = self.inner.space.detach() {
             eprintln!("squall: {}: {e}", self.rank());
         }
         Ok(())
