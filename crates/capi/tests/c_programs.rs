@@ -541,7 +541,7 @@ fn cases() -> Vec<(String, Case)> {
                 .arg("-o")
                 .arg(&exe)
                 .arg(app_dir.join(&app).join(format!("{app}.c")))
-                .args(env.pkg_config(&["--cflags", "--libs", "squall"])?)
+                .args(env.pkg_config(&["--cflags", "--libs", "squall-pthread"])?)
                 .arg("-lm");
                 sh(&mut cmd, &format!("compiling apps/{app}"))?;
                 let size = apps_size();
