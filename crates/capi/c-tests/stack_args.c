@@ -6,8 +6,10 @@
  * barrier (its frame is still live). The worker then ends with pthread_exit (called from a
  * nested function) or a plain return, its value the address of its struct on main's stack,
  * which join must give back. Workers also compare pthread_self() with the id main stored.
- * main ends with pthread_exit after creating one more thread that prints the verdict a little
- * later: the process must live until that thread ends.
+ * A thread created with a 32 MiB stack (pthread_attr_setstacksize) uses 16 MiB of it (more
+ * than the 8 MiB default), and detached threads (pthread_attr_setdetachstate) report through
+ * a counter. main ends with pthread_exit after creating one more thread that prints the verdict a
+ * little later: the process must live until that thread ends.
  * Every result is checked against the same computation done sequentially here.
  * Usage: stack_args [THREADS]
  */
@@ -63,6 +65,32 @@ static void *worker(void *p)
     a->self_ok = pthread_equal(pthread_self(), a->self_id);
     finish(a, local);
     return a;                       /* even ids: a plain return */
+}
+
+#define BIG (16L << 20)
+static long big_sum;
+
+static void *big_stack(void *arg)
+{
+    volatile char buf[BIG]; /* needs a stack bigger than the default */
+    long s = 0;
+    for (long i = 0; i < BIG; i += 4096)
+        buf[i] = (char)(i / 4096 % 100);
+    for (long i = 0; i < BIG; i += 4096)
+        s += buf[i];
+    big_sum = s;
+    return arg;
+}
+
+static pthread_mutex_t flag_lock = PTHREAD_MUTEX_INITIALIZER;
+static int detached_ran;
+
+static void *detached(void *arg)
+{
+    pthread_mutex_lock(&flag_lock);
+    detached_ran += (int)(long)arg;
+    pthread_mutex_unlock(&flag_lock);
+    return NULL;
 }
 
 static void *announce(void *msg)
@@ -137,12 +165,43 @@ int main(int argc, char **argv)
         fprintf(stderr, "main's pthread_self() equals a worker's id\n");
         bad = 1;
     }
+    /* pthread_attr_setstacksize is honoured (16 MiB of locals in a 32 MiB stack). */
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 2 * BIG);
+    pthread_t tb;
+    void *bret = NULL;
+    if (pthread_create(&tb, &attr, big_stack, &big_sum) != 0 || pthread_join(tb, &bret) != 0)
+        return 1;
+    long want_big = 0;
+    for (long i = 0; i < BIG; i += 4096)
+        want_big += i / 4096 % 100;
+    if (big_sum != want_big || bret != &big_sum) {
+        fprintf(stderr, "big-stack thread: sum %ld, want %ld\n", big_sum, want_big);
+        bad = 1;
+    }
+    /* Detached threads run; nobody joins them. */
+    pthread_attr_setstacksize(&attr, 1 << 20);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t td;
+    for (long k = 1; k <= 3; k++)
+        if (pthread_create(&td, &attr, detached, (void *)k) != 0)
+            return 1;
+    pthread_attr_destroy(&attr);
+    for (;;) {
+        pthread_mutex_lock(&flag_lock);
+        int ran = detached_ran;
+        pthread_mutex_unlock(&flag_lock);
+        if (ran == 1 + 2 + 3)
+            break;
+    }
     if (bad)
         return 1;
     char *msg = malloc(64);
     snprintf(msg, 64, "ok stack args %d threads", p);
     pthread_t last;
-    /* The (p+1)-th thread main creates: on node p mod N = node 0 for p = 2N (rank 0 prints). */
+    /* Thread number p+4 (from 0) main creates: on node (p+4) mod N = node 0 for p = 2N and
+     * N = 2 or 4 (rank 0 prints). */
     if (pthread_create(&last, NULL, announce, msg) != 0)
         return 1;
     pthread_exit(NULL);
