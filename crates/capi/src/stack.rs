@@ -331,3 +331,87 @@ pub(crate) fn leave(v: *mut c_void) {
     }
     let _ = v;
 }
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+
+    /// A plain heap buffer as a stack (the switches do not care where a stack lives).
+    fn with_stack<R>(f: impl FnOnce(usize, usize) -> R) -> R {
+        let buf = vec![0u8; 256 << 10];
+        let lo = buf.as_ptr() as usize;
+        f(lo, lo + buf.len())
+    }
+
+    extern "C" fn where_am_i(p: *mut c_void) -> *mut c_void {
+        // SAFETY: `p` is the [usize; 2] of the test, alive during the call.
+        let out = unsafe { &mut *(p as *mut [usize; 2]) };
+        out[0] = stack_pointer();
+        out[1] = on_private(stack_pointer);
+        p
+    }
+
+    #[test]
+    fn runs_on_the_given_stack_and_back_on_the_private_one() {
+        with_stack(|lo, hi| {
+            let mut out = [0usize; 2];
+            let before = stack_pointer();
+            let (v, exited) = run_on(lo, hi, where_am_i, std::ptr::addr_of_mut!(out).cast());
+            assert_eq!(v, std::ptr::addr_of_mut!(out).cast::<c_void>());
+            assert!(!exited);
+            assert!(
+                out[0] >= lo && out[0] < hi,
+                "the body ran on the shared stack"
+            );
+            assert!(
+                out[1] < before && before - out[1] < 64 << 10,
+                "on_private ran just below the private stack pointer ({:#x} vs {before:#x})",
+                out[1]
+            );
+            // Back on the private stack, nothing is recorded any more.
+            assert_eq!(on_private(stack_pointer) >> 20, stack_pointer() >> 20);
+        });
+    }
+
+    fn nested_exit(depth: u32, v: *mut c_void) {
+        if depth == 0 {
+            leave(v);
+            unreachable!("leave returns only off a shared stack");
+        }
+        nested_exit(depth - 1, v);
+    }
+
+    extern "C" fn exits(p: *mut c_void) -> *mut c_void {
+        nested_exit(10, p.wrapping_add(1));
+        std::ptr::null_mut()
+    }
+
+    #[test]
+    fn leave_returns_the_value_from_nested_frames() {
+        with_stack(|lo, hi| {
+            let p = 0x1000 as *mut c_void;
+            let (v, exited) = run_on(lo, hi, exits, p);
+            assert_eq!(v, p.wrapping_add(1));
+            assert!(exited);
+            // The thread's state is back to "no shared stack".
+            leave(std::ptr::null_mut());
+        });
+    }
+
+    extern "C" fn panics_inside(_: *mut c_void) -> *mut c_void {
+        let r = std::panic::catch_unwind(|| on_private(|| panic!("inside")));
+        assert!(
+            r.is_err(),
+            "the panic crossed back to the shared stack as a panic"
+        );
+        std::ptr::null_mut()
+    }
+
+    #[test]
+    fn a_panic_on_the_private_stack_resumes_on_the_shared_one() {
+        with_stack(|lo, hi| {
+            let (v, _) = run_on(lo, hi, panics_inside, std::ptr::null_mut());
+            assert!(v.is_null());
+        });
+    }
+}
