@@ -9,8 +9,9 @@
 //! So every C entry point that can take the lock runs on the thread's private stack (the one
 //! the thread was started on): [`on_private`], called by `error::guard`, switches to the part
 //! of the private stack below the point where the thread entered its shared stack, and back.
-//! The switches are three small assembly routines (x86-64 System V); on other architectures
-//! the program's code runs on the private stack (stacks are not shared there).
+//! The switches are two small assembly routines and one inline `asm!` block (x86-64 System V);
+//! on other architectures the program's code runs on the private stack (stacks are not shared
+//! there).
 //!
 //! `pthread_exit` leaves the shared stack directly ([`leave`]): it returns from the
 //! [`run_on`] that entered it, with the thread's value, abandoning the program's frames (C
@@ -81,20 +82,6 @@ std::arch::global_asm!(
     "pop rbp",
     "ret",
     ".size squall_capi_stack_leave, .-squall_capi_stack_leave",
-    // squall_capi_stack_call(sp, f, ctx): f(ctx) with rsp = sp (16-byte aligned), then back.
-    ".globl squall_capi_stack_call",
-    ".hidden squall_capi_stack_call",
-    ".type squall_capi_stack_call,@function",
-    "squall_capi_stack_call:",
-    "push rbp",
-    "mov rbp, rsp",
-    "mov rsp, rdi",
-    "mov rdi, rdx",
-    "call rsi",
-    "mov rsp, rbp",
-    "pop rbp",
-    "ret",
-    ".size squall_capi_stack_call, .-squall_capi_stack_call",
 );
 
 #[cfg(target_arch = "x86_64")]
@@ -106,7 +93,6 @@ extern "C" {
         arg: *mut c_void,
     ) -> *mut c_void;
     fn squall_capi_stack_leave(saved: usize, v: *mut c_void) -> !;
-    fn squall_capi_stack_call(sp: usize, f: extern "C" fn(*mut c_void), ctx: *mut c_void);
 }
 
 /// The shared stack this thread runs the program on: `[lo, hi)` (0, 0 when it has none), the
@@ -190,11 +176,26 @@ fn switch_to_private<F: FnOnce() -> R, R>(saved: usize, f: F) -> R {
         r: None,
     };
     let sp = (saved - PRIVATE_GAP) & !15;
-    let call: extern "C" fn(*mut c_void) = call_ctx::<F, R>;
+    let ctx: *mut c_void = std::ptr::addr_of_mut!(c).cast();
     // SAFETY: `sp` lies in the private stack below the frames still live there (the thread
     // entered its shared stack from a frame at `saved`, and nothing runs on the private stack
-    // below it while the program runs on the shared one); `c` outlives the call.
-    unsafe { squall_capi_stack_call(sp, call, std::ptr::addr_of_mut!(c).cast()) };
+    // below it while the program runs on the shared one), 16-byte aligned as a call needs;
+    // `c` outlives the call. The old stack pointer is kept in r12 (callee-saved: call_ctx
+    // preserves it; declared clobbered here), every register call_ctx may change is declared
+    // clobbered by `clobber_abi("C")`. Inline, with a direct call: no indirect branch.
+    unsafe {
+        std::arch::asm!(
+            "mov r12, rsp",
+            "mov rsp, {sp}",
+            "call {f}",
+            "mov rsp, r12",
+            sp = in(reg) sp,
+            f = sym call_ctx::<F, R>,
+            in("rdi") ctx,
+            out("r12") _,
+            clobber_abi("C"),
+        )
+    };
     match c.r {
         Some(Ok(r)) => r,
         Some(Err(p)) => resume_unwind(p),
