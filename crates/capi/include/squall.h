@@ -134,8 +134,6 @@
  */
 #define SQUALL_ERR_INTERNAL -14
 
-typedef void *(*Body)(void*);
-
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -671,12 +669,6 @@ void *squall_pt_realloc(void *p, size_t size);
  * `p` is null or a live allocation of either heap.
  */
 void squall_pt_free(void *p);
-
-extern void *squall_capi_stack_enter(size_t top, size_t *slot, Body f, void *arg);
-
-extern void squall_capi_stack_leave(size_t saved, void *v) __attribute__((noreturn));
-
-extern void squall_capi_stack_call(size_t sp, void (*f)(void*), void *ctx);
 
 #ifdef __cplusplus
 }  // extern "C"

