@@ -320,7 +320,12 @@ pub unsafe extern "C" fn squall_register_globals(start: *mut c_void, end: *mut c
 /// joins them before the process ends.
 static MAIN_CREATED: Mutex<Vec<u64>> = Mutex::new(Vec::new());
 /// Threads detached here (by `pthread_detach` or the attribute): a join of them is `EINVAL`.
-static DETACHED: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+static DETACHED: std::sync::LazyLock<Mutex<std::collections::HashSet<u64>>> =
+    std::sync::LazyLock::new(Default::default);
+
+fn detached() -> std::sync::MutexGuard<'static, std::collections::HashSet<u64>> {
+    DETACHED.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 thread_local! {
     /// This thread runs the program's `main` (through `squall_pthread_main`).
@@ -402,7 +407,7 @@ pub unsafe extern "C" fn squall_pthread_create(
         })?;
         let tid = node()?.spawn_with(None, f, arg, stack)?.0;
         if detached {
-            lock_list(&DETACHED).push(tid);
+            self::detached().insert(tid);
         } else if IS_MAIN.with(std::cell::Cell::get) {
             lock_list(&MAIN_CREATED).push(tid);
         }
@@ -420,7 +425,7 @@ pub unsafe extern "C" fn squall_pthread_create(
 #[no_mangle]
 pub unsafe extern "C" fn squall_pthread_join(thread: u64, ret: *mut *mut c_void) -> c_int {
     pt("pthread_join", || {
-        if lock_list(&DETACHED).contains(&thread) {
+        if detached().contains(&thread) {
             return Err(CapiError::Invalid {
                 call: "pthread_join",
                 why: format!("thread {thread:#x} is detached"),
@@ -562,10 +567,7 @@ extern "C" {
 #[no_mangle]
 pub extern "C" fn squall_pthread_detach(thread: u64) -> c_int {
     lock_list(&MAIN_CREATED).retain(|&t| t != thread);
-    let mut d = lock_list(&DETACHED);
-    if !d.contains(&thread) {
-        d.push(thread);
-    }
+    detached().insert(thread);
     0
 }
 
