@@ -31,6 +31,8 @@ pub(crate) const DEFAULT_STACK: usize = 8 << 20;
 /// The smallest stack handed out (`PTHREAD_STACK_MIN` is 16 KiB; a little more for the C
 /// library's needs).
 const MIN_STACK: usize = 64 << 10;
+/// Bytes at the top of a new stack written at allocation (see `SharedStack::alloc`).
+const PRETOUCH: usize = 64 << 10;
 /// Bytes left untouched below the saved private stack pointer before a switch back to it.
 const PRIVATE_GAP: usize = 256;
 
@@ -230,6 +232,13 @@ impl SharedStack {
                 call: "pthread_create",
                 why: format!("cannot set the stack's guard page: {e}"),
             });
+        }
+        // Touch the top pages now, from the private stack with no lock held, so the shallow
+        // calls of the program (and of the C library, which may hold its own locks then) do not
+        // fault on a fresh stack page.
+        for off in (len.saturating_sub(PRETOUCH).max(PAGE_SIZE)..len).step_by(PAGE_SIZE) {
+            // SAFETY: a page of this new allocation above the guard page, owned by this stack.
+            unsafe { std::ptr::write_volatile((base + off) as *mut u8, 0) };
         }
         Ok(SharedStack {
             node: node.clone(),
