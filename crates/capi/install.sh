@@ -2,7 +2,7 @@
 # Install Squall's C library, headers, SPLASH-2 macros and pkg-config files under PREFIX:
 #   PREFIX/lib/libsquall.so, libsquall.a
 #   PREFIX/include/squall.h, squall.hpp, squall/pthread.h, squall/atomic.h
-#   PREFIX/share/squall/c.m4.squall, squall-globals.ld
+#   PREFIX/share/squall/c.m4.squall, squall-globals.ld, squall-pthread.ld
 #   PREFIX/lib/pkgconfig/squall.pc, squall-pthread.pc
 #
 # usage: crates/capi/install.sh PREFIX [LIBDIR]
@@ -36,7 +36,7 @@ if [ -f "$libdir/libsquall.a" ]; then
 fi
 cp "$here/include/squall.h" "$here/include/squall.hpp" "$prefix/include/"
 cp "$here/include/squall/pthread.h" "$here/include/squall/atomic.h" "$prefix/include/squall/"
-cp "$here/c.m4.squall" "$here/squall-globals.ld" "$prefix/share/squall/"
+cp "$here/c.m4.squall" "$here/squall-globals.ld" "$here/squall-pthread.ld" "$prefix/share/squall/"
 for pc in squall squall-pthread; do
     sed -e "s|@PREFIX@|$prefix|g" -e "s|@VERSION@|$version|g" "$here/$pc.pc.in" > "$prefix/lib/pkgconfig/$pc.pc"
 done

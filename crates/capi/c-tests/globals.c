@@ -28,6 +28,7 @@ SQUALL_GLOBAL long slots[NSLOTS];
 SQUALL_GLOBAL int ran_on[64];
 SQUALL_GLOBAL struct state st = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0};
 SQUALL_GLOBAL long *self_pointer; /* points at another SQUALL_GLOBAL variable */
+SQUALL_NODE_LOCAL int node_mark;  /* per node: main's write is seen on node 0 only */
 
 static int fail(const char *what, long got, long want)
 {
@@ -55,6 +56,8 @@ static void *worker(void *arg)
     if (base_value != 1000)
         fail("initial value", base_value, 1000);
     ran_on[id] = squall_rank();
+    if ((squall_rank() == 0) != (node_mark == 77))
+        fail("per-node global (SQUALL_NODE_LOCAL)", node_mark, squall_rank() == 0 ? 77 : 0);
     for (int i = 0; i < ITERS; i++) {
         pthread_mutex_lock(&st.lock);
         st.counter++;
@@ -74,6 +77,7 @@ int main(int argc, char **argv)
         return 2;
     }
     nthreads = n;
+    node_mark = 77;
     strcpy(message, "set by main");
     self_pointer = &base_value;
     for (long s = 0; s < NSLOTS; s++)

@@ -481,9 +481,30 @@ uint64_t squall_object_id(const void *p);
 void squall_pthread_start(void);
 
 /**
- * Register the program's `SQUALL_GLOBAL` section `[start, end)` (called by the constructor in
- * `squall/pthread.h`, before `squall_pthread_start`, with the bounds of the `squall_globals`
- * section of the module that includes the header). `squall_pthread_start` then makes it
+ * Register the program's global data for sharing (called by the constructor in
+ * `squall/pthread.h`, before `squall_pthread_start`, with the bounds of the `squall_data`
+ * and `squall_bss` sections that the linker script fragment of `pkg-config --libs
+ * squall-pthread` makes): `squall_pthread_start` then makes both coherent shared memory on
+ * every node, homed on node 0 and starting from the binary's initial values
+ * (`Node::adopt_regions`; zero pages cost no memory until touched). Null bounds (a program
+ * linked without the fragment) print a warning: the globals then stay per node.
+ *
+ * The sections must lie at the same address on every node: if address randomisation is on,
+ * this call turns it off (`personality(ADDR_NO_RANDOMIZE)`) and re-executes the program with
+ * the same arguments and environment, so it never returns in that case. Only the first
+ * module's sections are shared (the main program's); a shared library's are refused with a
+ * message. Returns the bytes registered.
+ *
+ * # Safety
+ * The bounds are those of the calling program's `squall_data` and `squall_bss` sections (or
+ * null).
+ */
+size_t squall_register_data(void *data_start, void *data_end, void *bss_start, void *bss_end);
+
+/**
+ * Register an old-style `SQUALL_GLOBAL` section `[start, end)` (the `squall_globals` section
+ * that `squall-globals.ld` of `pkg-config --libs squall` page-aligns; the pthreads header now
+ * calls `squall_register_data`, which shares every global). `squall_pthread_start` then makes it
  * coherent shared memory on every node, with node 0 as its home (`Node::adopt_globals`): main
  * may set globals before or after creating threads, and threads on any node read and write
  * them like malloc'd memory (synchronize as for any shared data).
@@ -503,15 +524,19 @@ size_t squall_register_globals(void *start, void *end);
 
 /**
  * `pthread_create`: the thread is placed by the node's thread placement (even by default, see
- * `squall_set_thread_placement`); attributes are ignored.
+ * `squall_set_thread_placement`) and runs on a shared
+ * stack homed where it runs (`pthread_attr_setstacksize` and the detach state are honoured;
+ * other attributes do not apply).
  *
  * # Safety
- * `thread` is valid; `f` is a valid thread function in a module every node loads.
+ * `thread` is valid; `attr` is null or a valid attribute object; `f` is a valid thread
+ * function in a module every node loads.
  */
 int squall_pthread_create(uint64_t *thread, const void *attr, void *(*f)(void*), void *arg);
 
 /**
- * `pthread_join` of a thread from `squall_pthread_create` (on any node).
+ * `pthread_join` of a thread from `squall_pthread_create` (on any node): `EINVAL` for a
+ * thread detached on this node, `ESRCH` for an unknown or already joined one.
  *
  * # Safety
  * `ret` is null or valid.
@@ -519,8 +544,32 @@ int squall_pthread_create(uint64_t *thread, const void *attr, void *(*f)(void*),
 int squall_pthread_join(uint64_t thread, void **ret);
 
 /**
- * `pthread_detach`: a Squall thread needs no join; its end is recorded by the runtime until the
- * job ends. Always 0.
+ * `pthread_exit(v)`: ends the calling thread; `v` is what `pthread_join` returns for it. In
+ * `main`, the threads main created and has not joined or detached are joined first, then the
+ * process ends with status 0 (as when the last thread of a process ends).
+ */
+void squall_pthread_exit(void *v) __attribute__((noreturn));
+
+/**
+ * `pthread_self`: the id `pthread_create` returned for the calling thread (on every node);
+ * `main`'s thread has an id of its own.
+ */
+uint64_t squall_pthread_self(void);
+
+/**
+ * Run the program's `main` on a shared stack homed on node 0 (called by `__wrap_main` in
+ * `squall/pthread.h`; `-Wl,--wrap=main` of `pkg-config --libs squall-pthread` routes the C
+ * library's call of `main` there). Returns main's value; after `pthread_exit` in main, joins
+ * the threads main created and has not joined or detached and returns 0.
+ *
+ * # Safety
+ * `main` is the program's main; `argc`, `argv`, `envp` are what the C library passed.
+ */
+int squall_pthread_main(int argc, char **argv, char **envp, int (*main)(int, char**, char**));
+
+/**
+ * `pthread_detach`: a Squall thread needs no join (its end is recorded by the runtime until
+ * the job ends); a later join of it on this node is `EINVAL`. Always 0.
  */
 int squall_pthread_detach(uint64_t thread);
 

@@ -171,21 +171,24 @@ fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
 }
 
 /// Run `f` for the C call `call`; never unwinds. `Ok(v)` is returned as is; an error (or a
-/// panic) is recorded as the thread's last error and `on_error(code)` is returned.
+/// panic) is recorded as the thread's last error and `on_error(code)` is returned. Runs on the
+/// thread's private stack (`stack::on_private`): Squall's code never runs on a shared stack.
 pub(crate) fn guard<T>(
     call: &'static str,
     on_error: impl FnOnce(c_int) -> T,
     f: impl FnOnce() -> Result<T, CapiError>,
 ) -> T {
-    let e = match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(v)) => return v,
-        Ok(Err(e)) => e,
-        Err(p) => CapiError::Panic {
-            call,
-            why: panic_text(p),
-        },
-    };
-    on_error(record(&e))
+    crate::stack::on_private(move || {
+        let e = match catch_unwind(AssertUnwindSafe(f)) {
+            Ok(Ok(v)) => return v,
+            Ok(Err(e)) => e,
+            Err(p) => CapiError::Panic {
+                call,
+                why: panic_text(p),
+            },
+        };
+        on_error(record(&e))
+    })
 }
 
 /// `guard` for calls returning a status code: `Ok(code)` is returned, an error as its code.

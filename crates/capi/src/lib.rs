@@ -18,6 +18,7 @@ pub mod pthread_once_key;
 pub mod pthread_rwlock;
 pub mod pthread_timed;
 pub mod semaphore;
+mod stack;
 
 pub use api::*;
 pub use atomic::*;

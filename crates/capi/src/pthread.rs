@@ -1,19 +1,22 @@
 //! The pthreads compatibility layer behind `include/squall/pthread.h`: that header redirects
-//! `pthread_create/join`, synchronization objects and `malloc/calloc/realloc/free` by macro to
-//! the `squall_pthread_*` / `squall_pt_*` / `squall_sem_*` functions of this module and its
-//! siblings (`pthread_mutex`, `pthread_timed` for conditions and timed waits, `pthread_rwlock`,
-//! `pthread_once_key`, `semaphore`), and starts the node from a constructor
-//! (`squall_pthread_start`).
+//! `pthread_create/join/exit/self`, synchronization objects and `malloc/calloc/realloc/free`
+//! by macro to the `squall_pthread_*` / `squall_pt_*` / `squall_sem_*` functions of this
+//! module and its siblings (`pthread_mutex`, `pthread_timed` for conditions and timed waits,
+//! `pthread_rwlock`, `pthread_once_key`, `semaphore`), registers the program's global data
+//! (`squall_register_data`) and starts the node from a constructor (`squall_pthread_start`),
+//! and runs `main` through `squall_pthread_main` (`-Wl,--wrap=main`). Every thread's body and
+//! `main` run on shared stacks (`crate::stack`), through the thread runner installed at start.
 //!
 //! Synchronization objects are named by their address (so the static initializers work); what
 //! an object needs beyond its name (a barrier's count, a mutex's kind, a rwlock's or
-//! semaphore's state) is stored in the object. An address in the Squall range is the same
-//! object on every node; an address in a loaded module (a `static` mutex) is named by module
-//! and offset so that address randomisation does not split it; anything else (a stack or
-//! private-heap object) by its raw address, which is only meaningful if every user is on one
-//! node. Addresses are mixed by a bijection so that lock managers spread over the nodes.
-//! Internal locks and conditions of an object at `a` are named `object_id(a + 1..=3)`: no
-//! object starts at such an address, so these ids name nothing else.
+//! semaphore's state) is stored in the object. An address in the program's shared globals or
+//! in the Squall range (heap, shared stacks) is the same object on every node; an address in
+//! another loaded module (a shared library's `static` mutex) is named by module and offset so
+//! that address randomisation does not split it; anything else (a private-heap object) by its
+//! raw address, which is only meaningful if every user is on one node. Addresses are mixed by
+//! a bijection so that lock managers spread over the nodes. Internal locks and conditions of
+//! an object at `a` are named `object_id(a + 1..=3)`: no object starts at such an address, so
+//! these ids name nothing else.
 //!
 //! Owns: the pthread-to-Squall mapping and errno codes. Must not touch: the runtime's state.
 use crate::api::{self, node};
@@ -21,8 +24,9 @@ use crate::error::{
     guard, record, CapiError, SQUALL_ERR_DEADLOCK, SQUALL_ERR_INVALID, SQUALL_ERR_IN_USE,
     SQUALL_ERR_NOT_HELD, SQUALL_ERR_NO_MEMORY, SQUALL_ERR_UNKNOWN_THREAD, SQUALL_ERR_UNSUPPORTED,
 };
-use std::ffi::{c_int, c_uint, c_void, CStr};
-use std::sync::atomic::{AtomicBool, Ordering};
+use squall::{Contents, Region};
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// Bijective 64-bit mixer (the splitmix64 finalizer): distinct addresses stay distinct ids.
@@ -36,6 +40,10 @@ pub(crate) fn mix(mut z: u64) -> u64 {
 /// The job-wide id of the synchronization object at `addr` (see the module doc).
 #[inline]
 pub(crate) fn object_id(addr: usize) -> u64 {
+    if in_shared_data(addr) {
+        // The program's shared globals: the same address on every node.
+        return mix(addr as u64);
+    }
     if let Some(n) = squall::node_ref() {
         let (base, size) = n.range();
         if addr >= base && addr - base < size {
@@ -103,6 +111,11 @@ pub(crate) fn need<T>(call: &'static str, what: &str, p: *const T) -> Result<usi
 static STARTED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn finalize_at_exit() {
+    // exit() may be called by the program on its shared stack: finalize on the private one.
+    crate::stack::on_private(finalize_now);
+}
+
+fn finalize_now() {
     if let Ok(n) = squall::node() {
         if n.endpoint().is_service_thread() {
             // The runtime itself is ending the process (a lost peer): nothing to finalize.
@@ -128,9 +141,9 @@ pub extern "C" fn squall_pthread_start() {
         |_| Err(String::new()),
         || {
             api::default_single_node();
-            let (start, len) = globals();
-            let g = (len > 0).then_some((start, len));
-            match squall::init_ssi_with_globals(g) {
+            let regions = regions();
+            squall::set_thread_runner(run_thread);
+            match squall::init_ssi_with_regions(&regions) {
                 Ok(_) => Ok(Ok(())),
                 Err(e) => Ok(Err(e.to_string())),
             }
@@ -159,16 +172,121 @@ pub extern "C" fn squall_pthread_start() {
     }
 }
 
-/// This process's `SQUALL_GLOBAL` section: (start, length).
-static GLOBALS: Mutex<(usize, usize)> = Mutex::new((0, 0));
+/// This process's shared data regions (the program's `squall_data` and `squall_bss`, or an
+/// old-style `SQUALL_GLOBAL` section), registered before the node starts.
+static REGIONS: Mutex<Vec<(usize, usize, Contents)>> = Mutex::new(Vec::new());
 
-fn globals() -> (usize, usize) {
-    *GLOBALS.lock().unwrap_or_else(|p| p.into_inner())
+/// The registered regions as `[start, end)` pairs for the quick test of `object_id` (written
+/// before any thread exists, read without a lock).
+static SHARED_DATA: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
+
+fn in_shared_data(addr: usize) -> bool {
+    SHARED_DATA.chunks(2).any(|r| {
+        let (lo, hi) = (r[0].load(Ordering::Relaxed), r[1].load(Ordering::Relaxed));
+        addr >= lo && addr < hi
+    })
 }
 
-/// Register the program's `SQUALL_GLOBAL` section `[start, end)` (called by the constructor in
-/// `squall/pthread.h`, before `squall_pthread_start`, with the bounds of the `squall_globals`
-/// section of the module that includes the header). `squall_pthread_start` then makes it
+fn regions() -> Vec<Region> {
+    REGIONS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .map(|&(start, len, contents)| Region {
+            start,
+            len,
+            contents,
+        })
+        .collect()
+}
+
+/// Add `[start, start+bytes)` to the regions every node shares; false if a different set was
+/// registered already (a second module) or the node started.
+fn add_region(start: usize, bytes: usize, contents: Contents) -> bool {
+    let mut g = REGIONS.lock().unwrap_or_else(|p| p.into_inner());
+    if g.iter().any(|r| r.0 == start && r.1 == bytes) {
+        return true;
+    }
+    if STARTED.load(Ordering::Acquire) || g.len() >= 2 {
+        return false;
+    }
+    let i = g.len();
+    SHARED_DATA[2 * i].store(start, Ordering::Relaxed);
+    SHARED_DATA[2 * i + 1].store(start + bytes, Ordering::Relaxed);
+    g.push((start, bytes, contents));
+    true
+}
+
+/// Turn address randomisation off (re-executing the program) so the shared data lies at the
+/// same address on every node; a warning if that cannot be done.
+fn fix_layout() {
+    if let Err(e) = squall_memory::fixed_layout() {
+        eprintln!(
+            "squall: warning: {e}; the program's shared globals need the same address on every node"
+        );
+    }
+}
+
+/// Register the program's global data for sharing (called by the constructor in
+/// `squall/pthread.h`, before `squall_pthread_start`, with the bounds of the `squall_data`
+/// and `squall_bss` sections that the linker script fragment of `pkg-config --libs
+/// squall-pthread` makes): `squall_pthread_start` then makes both coherent shared memory on
+/// every node, homed on node 0 and starting from the binary's initial values
+/// (`Node::adopt_regions`; zero pages cost no memory until touched). Null bounds (a program
+/// linked without the fragment) print a warning: the globals then stay per node.
+///
+/// The sections must lie at the same address on every node: if address randomisation is on,
+/// this call turns it off (`personality(ADDR_NO_RANDOMIZE)`) and re-executes the program with
+/// the same arguments and environment, so it never returns in that case. Only the first
+/// module's sections are shared (the main program's); a shared library's are refused with a
+/// message. Returns the bytes registered.
+///
+/// # Safety
+/// The bounds are those of the calling program's `squall_data` and `squall_bss` sections (or
+/// null).
+#[no_mangle]
+pub unsafe extern "C" fn squall_register_data(
+    data_start: *mut c_void,
+    data_end: *mut c_void,
+    bss_start: *mut c_void,
+    bss_end: *mut c_void,
+) -> usize {
+    if data_start.is_null() && bss_start.is_null() {
+        eprintln!(
+            "squall: warning: the program was not linked with the flags of `pkg-config --libs \
+             squall-pthread` (its linker script fragment squall-pthread.ld): its global \
+             variables stay per node"
+        );
+        return 0;
+    }
+    let mut total = 0;
+    for (s, e, c) in [
+        (data_start, data_end, Contents::Data),
+        (bss_start, bss_end, Contents::Zeroed),
+    ] {
+        let bytes = (e as usize).saturating_sub(s as usize);
+        if s.is_null() || bytes == 0 {
+            continue;
+        }
+        if !add_region(s as usize, bytes, c) {
+            eprintln!(
+                "squall: the shared data section at {:#x} ({bytes} bytes, of a shared library or \
+                 loaded after start-up?) is not shared: only the main program's globals are",
+                s as usize
+            );
+            continue;
+        }
+        total += bytes;
+    }
+    if total > 0 && !STARTED.load(Ordering::Acquire) {
+        fix_layout();
+    }
+    total
+}
+
+/// Register an old-style `SQUALL_GLOBAL` section `[start, end)` (the `squall_globals` section
+/// that `squall-globals.ld` of `pkg-config --libs squall` page-aligns; the pthreads header now
+/// calls `squall_register_data`, which shares every global). `squall_pthread_start` then makes it
 /// coherent shared memory on every node, with node 0 as its home (`Node::adopt_globals`): main
 /// may set globals before or after creating threads, and threads on any node read and write
 /// them like malloc'd memory (synchronize as for any shared data).
@@ -189,38 +307,97 @@ pub unsafe extern "C" fn squall_register_globals(start: *mut c_void, end: *mut c
     if bytes == 0 || start.is_null() {
         return 0;
     }
-    {
-        let mut g = GLOBALS.lock().unwrap_or_else(|p| p.into_inner());
-        if g.1 == 0 {
-            *g = (start as usize, bytes);
-        } else if *g != (start as usize, bytes) {
-            eprintln!(
-                "squall: a second SQUALL_GLOBAL section ({:#x}, {bytes} bytes, in a shared \
-                 library?) is ignored: only the main program's ({:#x}, {} bytes) is shared",
-                start as usize, g.0, g.1
-            );
-            return 0;
-        }
-    }
-    if STARTED.load(Ordering::Acquire) {
-        // A library loaded after start-up: too late to adopt its section.
-        return bytes;
-    }
-    if let Err(e) = squall_memory::fixed_layout() {
+    if !add_region(start as usize, bytes, Contents::Data) {
         eprintln!(
-            "squall: warning: {e}; SQUALL_GLOBAL variables need the same address on every node"
+            "squall: a second SQUALL_GLOBAL section ({:#x}, {bytes} bytes, in a shared \
+             library?) is ignored: only the main program's is shared",
+            start as usize
         );
+        return 0;
+    }
+    if !STARTED.load(Ordering::Acquire) {
+        fix_layout();
     }
     bytes
 }
 
 // ----- threads ------------------------------------------------------------------------------
 
-/// `pthread_create`: the thread is placed by the node's thread placement (even by default, see
-/// `squall_set_thread_placement`); attributes are ignored.
+/// Threads this node's `main` created and has not joined or detached: `pthread_exit` in main
+/// joins them before the process ends.
+static MAIN_CREATED: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+/// Threads detached here (by `pthread_detach` or the attribute): a join of them is `EINVAL`.
+static DETACHED: std::sync::LazyLock<Mutex<std::collections::HashSet<u64>>> =
+    std::sync::LazyLock::new(Default::default);
+
+fn detached() -> std::sync::MutexGuard<'static, std::collections::HashSet<u64>> {
+    DETACHED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+thread_local! {
+    /// This thread runs the program's `main` (through `squall_pthread_main`).
+    static IS_MAIN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn lock_list(m: &Mutex<Vec<u64>>) -> std::sync::MutexGuard<'_, Vec<u64>> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The thread runner of every thread Squall starts in a pthreads program (installed by
+/// `squall_pthread_start`): the body runs on a shared stack of `stack` bytes (0: 8 MiB) homed
+/// on this node.
+fn run_thread(f: squall::ThreadFn, arg: *mut c_void, stack: usize) -> *mut c_void {
+    let size = if stack == 0 {
+        crate::stack::DEFAULT_STACK
+    } else {
+        stack
+    };
+    let st = node().and_then(|n| crate::stack::SharedStack::take(&n, size));
+    match st {
+        Ok(st) => {
+            let v = st.run(f, arg).0;
+            st.give();
+            v
+        }
+        Err(e) => {
+            eprintln!(
+                "squall: cannot allocate a shared stack ({e}): the thread runs on its private \
+                 stack (pointers to its stack variables are only valid on its node)"
+            );
+            f(arg)
+        }
+    }
+}
+
+/// The attributes of `pthread_create` that apply: (stack bytes, 0 for the default; detached).
 ///
 /// # Safety
-/// `thread` is valid; `f` is a valid thread function in a module every node loads.
+/// `attr` is null or a valid, initialised `pthread_attr_t`.
+unsafe fn thread_attrs(attr: *const c_void) -> (usize, bool) {
+    if attr.is_null() {
+        return (0, false);
+    }
+    let a = attr as *const libc::pthread_attr_t;
+    let (mut size, mut state): (usize, c_int) = (0, 0);
+    // SAFETY: `a` is a valid attribute object per the contract; outputs are locals.
+    let (rs, rd) = unsafe {
+        (
+            libc::pthread_attr_getstacksize(a, &mut size),
+            pthread_attr_getdetachstate(a, &mut state),
+        )
+    };
+    let size = if rs == 0 { size } else { 0 };
+    (size, rd == 0 && state == libc::PTHREAD_CREATE_DETACHED)
+}
+
+/// `pthread_create`: the thread is placed by the node's thread placement (even by default, see
+/// `squall_set_thread_placement`) and runs on a shared
+/// stack homed where it runs (`pthread_attr_setstacksize` and the detach state are honoured;
+/// other attributes do not apply).
+///
+/// # Safety
+/// `thread` is valid; `attr` is null or a valid attribute object; `f` is a valid thread
+/// function in a module every node loads.
 #[no_mangle]
 pub unsafe extern "C" fn squall_pthread_create(
     thread: *mut u64,
@@ -228,24 +405,42 @@ pub unsafe extern "C" fn squall_pthread_create(
     f: Option<extern "C" fn(*mut c_void) -> *mut c_void>,
     arg: *mut c_void,
 ) -> c_int {
-    let _ = attr; // attributes (stack size, detach state) do not apply to squall threads
+    // SAFETY: valid per the contract.
+    let (stack, detached) = unsafe { thread_attrs(attr) };
     pt("pthread_create", || {
         need("pthread_create", "thread", thread)?;
-        let tid = api::spawn(api::SQUALL_ANY_NODE, f, arg)?;
+        let f = f.ok_or_else(|| CapiError::Invalid {
+            call: "pthread_create",
+            why: "the thread function is a null pointer".into(),
+        })?;
+        let tid = node()?.spawn_with(None, f, arg, stack)?.0;
+        if detached {
+            self::detached().insert(tid);
+        } else if IS_MAIN.with(std::cell::Cell::get) {
+            lock_list(&MAIN_CREATED).push(tid);
+        }
         // SAFETY: checked non-null; valid per the contract.
         unsafe { thread.write(tid) };
         Ok(0)
     })
 }
 
-/// `pthread_join` of a thread from `squall_pthread_create` (on any node).
+/// `pthread_join` of a thread from `squall_pthread_create` (on any node): `EINVAL` for a
+/// thread detached on this node, `ESRCH` for an unknown or already joined one.
 ///
 /// # Safety
 /// `ret` is null or valid.
 #[no_mangle]
 pub unsafe extern "C" fn squall_pthread_join(thread: u64, ret: *mut *mut c_void) -> c_int {
     pt("pthread_join", || {
+        if detached().contains(&thread) {
+            return Err(CapiError::Invalid {
+                call: "pthread_join",
+                why: format!("thread {thread:#x} is detached"),
+            });
+        }
         let r = api::join(thread)?;
+        lock_list(&MAIN_CREATED).retain(|&t| t != thread);
         if !ret.is_null() {
             // SAFETY: valid per the contract.
             unsafe { ret.write(r) };
@@ -254,11 +449,131 @@ pub unsafe extern "C" fn squall_pthread_join(thread: u64, ret: *mut *mut c_void)
     })
 }
 
-/// `pthread_detach`: a Squall thread needs no join; its end is recorded by the runtime until the
-/// job ends. Always 0.
+/// `pthread_exit(v)`: ends the calling thread; `v` is what `pthread_join` returns for it. In
+/// `main`, the threads main created and has not joined or detached are joined first, then the
+/// process ends with status 0 (as when the last thread of a process ends).
+#[no_mangle]
+pub extern "C" fn squall_pthread_exit(v: *mut c_void) -> ! {
+    crate::stack::leave(v);
+    // Not on a shared stack (a thread Squall did not start, or stacks are not shared on this
+    // architecture): nothing to return to.
+    eprintln!("squall: pthread_exit outside a thread started by pthread_create or main");
+    std::process::abort()
+}
+
+/// `pthread_self`: the id `pthread_create` returned for the calling thread (on every node);
+/// `main`'s thread has an id of its own.
+#[no_mangle]
+pub extern "C" fn squall_pthread_self() -> u64 {
+    squall::node().map_or(0, |n| n.current_thread().0)
+}
+
+/// The signature of the program's `main` as `__real_main` has it.
+type SquallMainFn = unsafe extern "C" fn(c_int, *mut *mut c_char, *mut *mut c_char) -> c_int;
+
+struct MainCall {
+    main: SquallMainFn,
+    argc: c_int,
+    argv: *mut *mut c_char,
+    envp: *mut *mut c_char,
+    ret: c_int,
+}
+
+extern "C" fn main_body(p: *mut c_void) -> *mut c_void {
+    // SAFETY: `p` is the MainCall of squall_pthread_main, alive during the call.
+    let m = unsafe { &mut *(p as *mut MainCall) };
+    // SAFETY: the program's main with the arguments the C library gave.
+    m.ret = unsafe { (m.main)(m.argc, m.argv, m.envp) };
+    p
+}
+
+/// Run the program's `main` on a shared stack homed on node 0 (called by `__wrap_main` in
+/// `squall/pthread.h`; `-Wl,--wrap=main` of `pkg-config --libs squall-pthread` routes the C
+/// library's call of `main` there). Returns main's value; after `pthread_exit` in main, joins
+/// the threads main created and has not joined or detached and returns 0.
+///
+/// # Safety
+/// `main` is the program's main; `argc`, `argv`, `envp` are what the C library passed.
+#[no_mangle]
+pub unsafe extern "C" fn squall_pthread_main(
+    argc: c_int,
+    argv: *mut *mut c_char,
+    envp: *mut *mut c_char,
+    main: Option<unsafe extern "C" fn(c_int, *mut *mut c_char, *mut *mut c_char) -> c_int>,
+) -> c_int {
+    let Some(main) = main else {
+        eprintln!("squall: squall_pthread_main without a main function");
+        return 1;
+    };
+    let mut call = MainCall {
+        main,
+        argc,
+        argv,
+        envp,
+        ret: 0,
+    };
+    let st = crate::error::guard(
+        "main",
+        |_| None,
+        || {
+            Ok(Some(crate::stack::SharedStack::alloc(
+                &node()?,
+                main_stack_size(),
+            )?))
+        },
+    );
+    let Some(st) = st else {
+        // SAFETY: squall_last_error returns a valid NUL-terminated string.
+        let text = unsafe { CStr::from_ptr(crate::error::last_error_ptr()) };
+        eprintln!(
+            "squall: main runs on its private stack ({}): pointers to its stack variables are \
+             only valid on node 0",
+            text.to_string_lossy()
+        );
+        // SAFETY: as above.
+        return unsafe { main(argc, argv, envp) };
+    };
+    IS_MAIN.with(|m| m.set(true));
+    let (_, exited) = st.run(main_body, std::ptr::addr_of_mut!(call).cast());
+    if !exited {
+        return call.ret;
+    }
+    // pthread_exit in main: the process ends when the threads end.
+    let pending: Vec<u64> = std::mem::take(&mut *lock_list(&MAIN_CREATED));
+    for t in pending {
+        if let Err(e) = api::join(t) {
+            eprintln!("squall: pthread_exit in main: waiting for thread {t:#x}: {e}");
+        }
+    }
+    0
+}
+
+/// main's stack: the soft stack limit (as the kernel gives main), 8 MiB if unlimited, at most
+/// 1 GiB.
+fn main_stack_size() -> usize {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit fills a local struct.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_STACK, &mut r) } == 0;
+    if !ok || r.rlim_cur == libc::RLIM_INFINITY || r.rlim_cur == 0 {
+        return crate::stack::DEFAULT_STACK;
+    }
+    (r.rlim_cur as usize).min(1 << 30)
+}
+
+extern "C" {
+    // In glibc; not declared by the libc crate.
+    fn pthread_attr_getdetachstate(attr: *const libc::pthread_attr_t, state: *mut c_int) -> c_int;
+}
+
+/// `pthread_detach`: a Squall thread needs no join (its end is recorded by the runtime until
+/// the job ends); a later join of it on this node is `EINVAL`. Always 0.
 #[no_mangle]
 pub extern "C" fn squall_pthread_detach(thread: u64) -> c_int {
-    let _ = thread;
+    lock_list(&MAIN_CREATED).retain(|&t| t != thread);
+    detached().insert(thread);
     0
 }
 

@@ -550,7 +550,19 @@ fn cases() -> Vec<(String, Case)> {
                     "globals",
                     Some("squall-pthread"),
                 )?;
-                globals_section_is_exclusive(&exe)?;
+                shared_sections_hold(
+                    &exe,
+                    &[
+                        "base_value",
+                        "message",
+                        "nthreads",
+                        "ran_on",
+                        "self_pointer",
+                        "slots",
+                        "st",
+                    ],
+                )?;
+                node_local_is_outside(&exe, "node_mark")?;
                 job(&exe, &[&(2 * nodes).to_string()], nodes, "ok globals")
             }),
         ));
@@ -630,6 +642,82 @@ fn cases() -> Vec<(String, Case)> {
                     .to_string();
                 let exe = env.build("cc", &src, "stdin_sum", Some("squall-pthread"))?;
                 job_with_input(&exe, &[&(2 * nodes).to_string()], nodes, &want, &input)
+    // Every global shared with no marking (SPLASH-2 style), while the C library's per-node
+    // state (stdout, errno, getopt, __thread) keeps working on every node.
+    for nodes in [2usize, 4] {
+        v.push((
+            format!("pthreads/plain globals/{nodes} nodes"),
+            Box::new(move |env: &Env| {
+                let exe = env.build(
+                    "cc",
+                    &env.src.join("plain_globals.c"),
+                    "plain_globals",
+                    Some("squall-pthread"),
+                )?;
+                shared_sections_hold(
+                    &exe,
+                    &["Global", "N", "P", "table", "zeros", "counter", "next_id"],
+                )?;
+                job(
+                    &exe,
+                    &["-p", &(2 * nodes).to_string(), "-n", "200000"],
+                    nodes,
+                    "ok plain globals",
+                )
+            }),
+        ));
+    }
+    // Arguments on main's stack, results on the workers' stacks, pthread_exit, pthread_self.
+    for nodes in [2usize, 4] {
+        v.push((
+            format!("pthreads/stack args/{nodes} nodes"),
+            Box::new(move |env: &Env| {
+                let exe = env.build(
+                    "cc",
+                    &env.src.join("stack_args.c"),
+                    "stack_args",
+                    Some("squall-pthread"),
+                )?;
+                job(&exe, &[&(2 * nodes).to_string()], nodes, "ok stack args")
+            }),
+        ));
+    }
+    // The same in C++, `int main()` without arguments (main through -Wl,--wrap=main).
+    for nodes in [2usize, 4] {
+        v.push((
+            format!("pthreads/c++ stack args/{nodes} nodes"),
+            Box::new(move |env: &Env| {
+                let exe = env.build(
+                    "c++",
+                    &env.src.join("stack_args_cxx.cpp"),
+                    "stack_args_cxx",
+                    Some("squall-pthread"),
+                )?;
+                job(&exe, &[], nodes, "ok c++ stack args")
+            }),
+        ));
+    }
+    // A 256 MiB zero-initialised global: no file space, no memory until touched.
+    for nodes in [2usize, 4] {
+        v.push((
+            format!("pthreads/zero init/{nodes} nodes"),
+            Box::new(move |env: &Env| {
+                let exe = env.build(
+                    "cc",
+                    &env.src.join("zero_init.c"),
+                    "zero_init",
+                    Some("squall-pthread"),
+                )?;
+                let size = std::fs::metadata(&exe).map_err(|e| e.to_string())?.len();
+                if size > 1 << 20 {
+                    return Err(format!(
+                        "{} is {size} bytes: the zero-initialised array takes file space",
+                        exe.display()
+                    ));
+                }
+                let out = job_output(&exe, &[&(2 * nodes).to_string()], nodes, "ok zero init")?;
+                println!("  executable {size} bytes; {}", out.join(" "));
+                Ok(())
             }),
         ));
     }
@@ -763,7 +851,7 @@ fn cases() -> Vec<(String, Case)> {
                 .arg("-o")
                 .arg(&exe)
                 .arg(app_dir.join(&app).join(format!("{app}.c")))
-                .args(env.pkg_config(&["--cflags", "--libs", "squall"])?)
+                .args(env.pkg_config(&["--cflags", "--libs", "squall-pthread"])?)
                 .arg("-lm");
                 sh(&mut cmd, &format!("compiling apps/{app}"))?;
                 let size = apps_size();
@@ -807,9 +895,11 @@ fn apps_size() -> String {
     }
 }
 
-/// The `squall_globals` section of `exe` starts and ends on a page boundary and every symbol
-/// inside it is one of the program's SQUALL_GLOBAL variables (checked with `nm`).
-fn globals_section_is_exclusive(exe: &Path) -> Result<(), String> {
+/// The shared sections of `exe` (`squall_data`, `squall_bss`, made by squall-pthread.ld) start
+/// and end on page boundaries, hold every one of `shared` and none of the C library's variables
+/// the linker copies into the executable (`stdout`, `stderr`, `optarg`, `optind`), and the
+/// zero-initialised one takes no file space (checked with `nm` and `readelf`).
+fn shared_sections_hold(exe: &Path, shared: &[&str]) -> Result<(), String> {
     let out = sh(
         Command::new("nm").args(["-n", "--defined-only"]).arg(exe),
         "nm (install binutils)",
@@ -820,7 +910,8 @@ fn globals_section_is_exclusive(exe: &Path) -> Result<(), String> {
             let mut it = l.split_whitespace();
             let addr = u64::from_str_radix(it.next()?, 16).ok()?;
             let _kind = it.next()?;
-            Some((addr, it.next()?.to_string()))
+            let name = it.next()?;
+            Some((addr, name.split('@').next().unwrap_or(name).to_string()))
         })
         .collect();
     let find = |name: &str| {
@@ -829,46 +920,68 @@ fn globals_section_is_exclusive(exe: &Path) -> Result<(), String> {
             .map(|(a, _)| *a)
             .ok_or_else(|| format!("{name} not in {}", exe.display()))
     };
-    let (start, stop) = (
-        find("__start_squall_globals")?,
-        find("__stop_squall_globals")?,
-    );
-    if start % 4096 != 0 || stop % 4096 != 0 || stop <= start {
-        return Err(format!(
-            "squall_globals is {start:#x}..{stop:#x}: not whole pages"
-        ));
+    let mut ranges = Vec::new();
+    for sec in ["squall_data", "squall_bss"] {
+        let (start, stop) = (
+            find(&format!("__start_{sec}"))?,
+            find(&format!("__stop_{sec}"))?,
+        );
+        if start % 4096 != 0 || stop % 4096 != 0 || stop < start {
+            return Err(format!("{sec} is {start:#x}..{stop:#x}: not whole pages"));
+        }
+        ranges.push((start, stop));
     }
-    let inside: Vec<&str> = syms
-        .iter()
-        .filter(|(a, n)| *a >= start && *a < stop && n != "__start_squall_globals")
-        .map(|(_, n)| n.as_str())
-        .collect();
-    let expected = [
-        "base_value",
-        "message",
-        "nthreads",
-        "ran_on",
-        "self_pointer",
-        "slots",
-        "st",
-    ];
-    let mut sorted = inside.clone();
-    sorted.sort_unstable();
-    if sorted != expected {
-        return Err(format!(
-            "squall_globals ({start:#x}..{stop:#x}) holds {inside:?}, expected exactly {expected:?}"
-        ));
+    let inside = |a: u64| ranges.iter().any(|&(lo, hi)| a >= lo && a < hi);
+    for name in shared {
+        let a = find(name)?;
+        if !inside(a) {
+            return Err(format!(
+                "{name} ({a:#x}) is outside the shared sections {ranges:x?}"
+            ));
+        }
+    }
+    for name in ["stdout", "stderr", "optarg", "optind"] {
+        if let Some((a, _)) = syms.iter().find(|(_, n)| n == name) {
+            if inside(*a) {
+                return Err(format!(
+                    "the C library's {name} ({a:#x}) is in the shared sections {ranges:x?}"
+                ));
+            }
+        }
+    }
+    let sections = sh(
+        Command::new("readelf").args(["-SW"]).arg(exe),
+        "readelf (install binutils)",
+    )?;
+    let bss = sections
+        .lines()
+        .find(|l| l.contains(" squall_bss "))
+        .ok_or_else(|| format!("no squall_bss section in {}", exe.display()))?;
+    if !bss.contains("NOBITS") {
+        return Err(format!("squall_bss takes file space: {bss}"));
     }
     Ok(())
 }
 
-/// Plain globals (a SPLASH program's `Global` pointer and sizes) are coherent shared memory
-/// only with issue 20 item 1 (branch `ssi`); until then they are per node and the SPLASH-style
-/// programs fail on any node but 0 (SIGSEGV or a null mutex). Set to true when that lands.
-const PLAIN_GLOBALS_SHARED: bool = false;
+/// `name` (a SQUALL_NODE_LOCAL variable) lies in the section squall_node_local, outside the
+/// shared sections.
+fn node_local_is_outside(exe: &Path, name: &str) -> Result<(), String> {
+    let syms = sh(
+        Command::new("objdump").args(["-t"]).arg(exe),
+        "objdump (install binutils)",
+    )?;
+    let line = syms
+        .lines()
+        .find(|l| l.split_whitespace().last() == Some(name))
+        .ok_or_else(|| format!("{name} not in {}", exe.display()))?;
+    if !line.contains("squall_node_local") {
+        return Err(format!("{name} is not in squall_node_local: {line}"));
+    }
+    Ok(())
+}
 
-/// Node counts the SPLASH-style programs run at: 1, 2 and 4 once plain globals are shared,
-/// 1 before; `SQUALL_TEST_SPLASH_NODES=1,2,4` overrides (to try a branch).
+/// Node counts the SPLASH-style programs run at: 1, 2 and 4; `SQUALL_TEST_SPLASH_NODES=1,2,4`
+/// overrides.
 fn splash_nodes() -> Vec<usize> {
     if let Ok(v) = std::env::var("SQUALL_TEST_SPLASH_NODES") {
         let nodes: Vec<usize> = v.split(',').filter_map(|n| n.trim().parse().ok()).collect();
@@ -876,11 +989,7 @@ fn splash_nodes() -> Vec<usize> {
             return nodes;
         }
     }
-    if PLAIN_GLOBALS_SHARED {
-        vec![1, 2, 4]
-    } else {
-        vec![1]
-    }
+    vec![1, 2, 4]
 }
 
 /// The SPLASH-style programs of c-tests/ and the stdin each reads (generated here, the same

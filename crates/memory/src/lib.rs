@@ -18,6 +18,6 @@ pub use error::{AllocError, MemoryError};
 pub use exec::{fixed_layout, layout_is_fixed};
 pub use heap::{AllocRecord, Allocation, Heap, HeapStats, MIN_ALIGN};
 pub use space::{
-    parse_addr, parse_size, AddressSpace, Fault, FaultSource, FaultThread, SpaceConfig, SpaceStats,
-    DEFAULT_BASE, DEFAULT_SIZE,
+    parse_addr, parse_size, AddressSpace, Contents, Fault, FaultSource, FaultThread, Region,
+    SpaceConfig, SpaceStats, DEFAULT_BASE, DEFAULT_SIZE,
 };

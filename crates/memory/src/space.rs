@@ -175,6 +175,29 @@ pub struct SpaceStats {
     pub transitions: u64,
 }
 
+/// What the bytes of a region to adopt are (see [`AddressSpace::adopt_regions`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contents {
+    /// Initialised data (a PROGBITS section): its non-zero pages are copied into the backing
+    /// memfd (all-zero pages are left as holes, which read as zeros).
+    Data,
+    /// Zero-initialised data (a NOBITS section, anonymous memory): only pages already resident
+    /// (written before the adoption, e.g. by a constructor) are inspected and copied if not
+    /// all zero; the rest costs no memory until touched.
+    Zeroed,
+}
+
+/// A page-aligned range of this process to adopt (see [`AddressSpace::adopt_regions`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Region {
+    /// Application-view address (the program's own address), page aligned.
+    pub start: usize,
+    /// Bytes, a non-zero multiple of the page size.
+    pub len: usize,
+    /// How its current bytes are carried over.
+    pub contents: Contents,
+}
+
 /// A range of the program adopted into the global range (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Adopted {
@@ -189,7 +212,8 @@ struct Adopted {
 /// The reserved global range of one node. `Send + Sync`; share it as `Arc<AddressSpace>`.
 pub struct AddressSpace {
     cfg: SpaceConfig,
-    adopted: OnceLock<Adopted>,
+    /// The adopted regions, sorted by page number (a few: the program's data and bss).
+    adopted: OnceLock<Vec<Adopted>>,
     memfd: OwnedFd,
     uffd: OwnedFd,
     backdoor: usize,
@@ -339,15 +363,16 @@ impl AddressSpace {
         self.adopted_page(addr)
     }
     fn adopted_page(&self, addr: usize) -> Option<PageId> {
-        let a = self.adopted.get()?;
-        let off = addr.wrapping_sub(a.start);
-        (off < a.pages as usize * PAGE_SIZE).then(|| PageId(a.first + (off / PAGE_SIZE) as u64))
+        self.adopted.get()?.iter().find_map(|a| {
+            let off = addr.wrapping_sub(a.start);
+            (off < a.pages as usize * PAGE_SIZE).then(|| PageId(a.first + (off / PAGE_SIZE) as u64))
+        })
     }
     /// Application-view address of the first byte of `page` (may lie past the range end for an
     /// out-of-range page; check with `contains`). Pages of the adopted region are at the
     /// program's own address.
     pub fn addr_of(&self, page: PageId) -> usize {
-        if let Some(a) = self.adopted.get() {
+        for a in self.adopted.get().map_or(&[][..], Vec::as_slice) {
             let i = page.0.wrapping_sub(a.first);
             if i < a.pages {
                 return a.start + i as usize * PAGE_SIZE;
@@ -355,88 +380,196 @@ impl AddressSpace {
         }
         self.cfg.base + page.0 as usize * PAGE_SIZE
     }
-    /// The adopted region as `(start address, first page, pages)`, if any.
+    /// The first adopted region as `(start address, first page, pages)`, if any.
     pub fn adopted(&self) -> Option<(usize, PageId, u64)> {
+        self.adopted_regions().into_iter().next()
+    }
+    /// Every adopted region as `(start address, first page, pages)`, by page number.
+    pub fn adopted_regions(&self) -> Vec<(usize, PageId, u64)> {
         self.adopted
             .get()
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
             .map(|a| (a.start, PageId(a.first), a.pages))
+            .collect()
     }
 
     /// Take over `start..start+len` of this process (page aligned; the program's
-    /// `SQUALL_GLOBAL` section) as global pages numbered from `first` (which must be pages of
-    /// the range no allocator hands out: `HeapLayout::adopted_first`, reserved from node 0's
-    /// heap with `Heap::reserve_top`): its current bytes are copied into the backing memfd at
-    /// those pages, the memfd is mapped over the range (`MAP_FIXED | MAP_SHARED`) and the range
-    /// is registered with this space's userfaultfd. Every page starts with `Access::None`; the
-    /// backdoor holds the bytes the range had. Call it once, before any other thread uses the
-    /// range. Returns `(first, pages)`.
+    /// `SQUALL_GLOBAL` section) as global pages numbered from `first`: [`Self::adopt_regions`]
+    /// with one [`Contents::Data`] region.
     pub fn adopt_region(
         &self,
         start: usize,
         len: usize,
         first: PageId,
     ) -> Result<(PageId, u64), MemoryError> {
-        let err = |why: String| MemoryError::Adopt { start, len, why };
-        if start == 0 || !start.is_multiple_of(PAGE_SIZE) || !len.is_multiple_of(PAGE_SIZE) {
-            return Err(err(format!(
-                "start and length must be non-zero multiples of the page size {PAGE_SIZE} (link \
-                 with the flags of `pkg-config --libs squall`, which page-align the squall_globals \
-                 section)"
-            )));
+        self.adopt_regions(
+            &[Region {
+                start,
+                len,
+                contents: Contents::Data,
+            }],
+            first,
+        )
+    }
+
+    /// Take over `regions` of this process (page aligned, disjoint; the program's data and
+    /// bss) as global pages numbered consecutively from `first`, in the order given (`first`
+    /// must be pages of the range no allocator hands out: `HeapLayout::adopted_first`, reserved
+    /// from node 0's heap with `Heap::reserve_top`). For each region, its current non-zero
+    /// pages are copied into the backing memfd at its pages (see [`Contents`]: zero pages stay
+    /// holes and cost no memory), the memfd is mapped over the region (`MAP_FIXED |
+    /// MAP_SHARED`) and the region is registered with this space's userfaultfd. Every page
+    /// starts with `Access::None`; the backdoor holds the bytes the regions had. Call it once,
+    /// before any other thread uses the regions. Returns `(first, pages)` (all regions).
+    pub fn adopt_regions(
+        &self,
+        regions: &[Region],
+        first: PageId,
+    ) -> Result<(PageId, u64), MemoryError> {
+        let (s0, l0) = regions.first().map_or((0, 0), |r| (r.start, r.len));
+        let err0 = |why: String| MemoryError::Adopt {
+            start: s0,
+            len: l0,
+            why,
+        };
+        if regions.is_empty() {
+            return Err(err0("no region to adopt".into()));
         }
-        if len == 0 {
-            return Err(err("the region is empty".into()));
+        let mut total = 0u64;
+        for (i, r) in regions.iter().enumerate() {
+            let err = |why: String| MemoryError::Adopt {
+                start: r.start,
+                len: r.len,
+                why,
+            };
+            if r.start == 0
+                || !r.start.is_multiple_of(PAGE_SIZE)
+                || !r.len.is_multiple_of(PAGE_SIZE)
+            {
+                return Err(err(format!(
+                    "start and length must be non-zero multiples of the page size {PAGE_SIZE} \
+                     (link with the flags of `pkg-config --libs squall-pthread`, which \
+                     page-align the shared sections)"
+                )));
+            }
+            if r.len == 0 {
+                return Err(err("the region is empty".into()));
+            }
+            let end = r
+                .start
+                .checked_add(r.len)
+                .ok_or_else(|| err("the region wraps around the address space".into()))?;
+            if r.start < self.cfg.base + self.cfg.size && self.cfg.base < end {
+                return Err(err(format!(
+                    "the region overlaps the global range {:#x}+{:#x}",
+                    self.cfg.base, self.cfg.size
+                )));
+            }
+            if regions[..i]
+                .iter()
+                .any(|o| r.start < o.start + o.len && o.start < end)
+            {
+                return Err(err("the region overlaps another region".into()));
+            }
+            total += (r.len / PAGE_SIZE) as u64;
         }
-        let end = start
-            .checked_add(len)
-            .ok_or_else(|| err("the region wraps around the address space".into()))?;
-        if start < self.cfg.base + self.cfg.size && self.cfg.base < end {
-            return Err(err(format!(
-                "the region overlaps the global range {:#x}+{:#x}",
-                self.cfg.base, self.cfg.size
-            )));
-        }
-        let pages = (len / PAGE_SIZE) as u64;
-        self.check(first, pages)?;
+        self.check(first, total)?;
         if self.adopted.get().is_some() {
-            return Err(err("this node already adopted a region".into()));
+            return Err(err0("this node already adopted its regions".into()));
         }
-        for p in first.0..first.0 + pages {
+        for p in first.0..first.0 + total {
             if self.table.get(p) != Access::None {
-                return Err(err(format!("{} is already in use by the heap", PageId(p))));
+                return Err(err0(format!("{} is already in use by the heap", PageId(p))));
             }
         }
-        // Copy first (the program's bytes into the memfd pages), then map those pages over the
-        // program's range: the same bytes at the same addresses.
-        let offset = first.0 as usize * PAGE_SIZE;
-        sys::copy_within_process(start, self.backdoor + offset, len);
-        sys::map_shared_over(self.memfd.as_raw_fd(), start, len, offset)
-            .map_err(|e| err(format!("mmap over the region: {e}")))?;
-        let mode = sys::UFFDIO_REGISTER_MODE_MISSING
-            | sys::UFFDIO_REGISTER_MODE_MINOR
-            | sys::UFFDIO_REGISTER_MODE_WP;
-        sys::uffd_register(self.uffd.as_raw_fd(), start, len, mode)
-            .map_err(|e| err(format!("UFFDIO_REGISTER: {e}")))?;
-        // Nothing may stay mapped behind the table's back (`None` means no page-table entry).
-        sys::zap(start, len).map_err(|e| err(format!("madvise: {e}")))?;
-        self.adopted
-            .set(Adopted {
-                start,
-                first: first.0,
+        let mut list = Vec::with_capacity(regions.len());
+        let mut next = first.0;
+        for r in regions {
+            let err = |why: String| MemoryError::Adopt {
+                start: r.start,
+                len: r.len,
+                why,
+            };
+            let pages = (r.len / PAGE_SIZE) as u64;
+            // Copy first (the program's non-zero pages into the memfd pages), then map those
+            // pages over the program's range: the same bytes at the same addresses.
+            let offset = next as usize * PAGE_SIZE;
+            let resident = match r.contents {
+                Contents::Data => None,
+                Contents::Zeroed => Some(
+                    sys::resident_pages(r.start, r.len)
+                        .map_err(|e| err(format!("mincore: {e}")))?,
+                ),
+            };
+            for i in 0..pages as usize {
+                if resident.as_ref().is_some_and(|res| !res[i]) {
+                    continue; // never touched: zeros, and the memfd hole reads as zeros
+                }
+                let at = r.start + i * PAGE_SIZE;
+                if !sys::mapping_is_zero(at, PAGE_SIZE) {
+                    sys::copy_within_process(at, self.backdoor + offset + i * PAGE_SIZE, PAGE_SIZE);
+                }
+            }
+            sys::map_shared_over(self.memfd.as_raw_fd(), r.start, r.len, offset)
+                .map_err(|e| err(format!("mmap over the region: {e}")))?;
+            let mode = sys::UFFDIO_REGISTER_MODE_MISSING
+                | sys::UFFDIO_REGISTER_MODE_MINOR
+                | sys::UFFDIO_REGISTER_MODE_WP;
+            sys::uffd_register(self.uffd.as_raw_fd(), r.start, r.len, mode)
+                .map_err(|e| err(format!("UFFDIO_REGISTER: {e}")))?;
+            // Nothing may stay mapped behind the table's back (`None`: no page-table entry).
+            sys::zap(r.start, r.len).map_err(|e| err(format!("madvise: {e}")))?;
+            list.push(Adopted {
+                start: r.start,
+                first: next,
                 pages,
-            })
-            .map_err(|_| err("this node already adopted a region".into()))?;
-        Ok((first, pages))
+            });
+            next += pages;
+        }
+        self.adopted
+            .set(list)
+            .map_err(|_| err0("this node already adopted its regions".into()))?;
+        Ok((first, total))
+    }
+
+    /// At the end of the job (after the last barrier, when no fault will be served any more):
+    /// the application view of the range and the adopted regions become plain mappings of
+    /// this node's memfd, so code that still runs in the process (exit handlers, destructors
+    /// of the program, on a thread's shared stack or touching globals) reads and writes them
+    /// without waiting for a fault server that is gone (a thread already waiting is woken).
+    /// On node 0, the home of every adopted page, the regions hold the final values; other
+    /// pages hold whatever copy this node had (the data is no longer coherent).
+    pub fn detach(&self) -> Result<(), MemoryError> {
+        let adopted = self.adopted.get().map_or(&[][..], Vec::as_slice);
+        let ranges = adopted
+            .iter()
+            .map(|a| (a.start, a.pages as usize * PAGE_SIZE))
+            .chain(std::iter::once((self.cfg.base, self.cfg.size)));
+        for (start, len) in ranges {
+            sys::uffd_unregister(self.uffd.as_raw_fd(), start, len).map_err(|e| {
+                MemoryError::Adopt {
+                    start,
+                    len,
+                    why: format!("UFFDIO_UNREGISTER: {e}"),
+                }
+            })?;
+        }
+        Ok(())
     }
 
     /// One past the last page of the run of pages from `p` (below `end`) whose application
     /// view is contiguous (runs do not cross the adopted region's edges).
     fn run_limit(&self, p: u64, end: u64) -> u64 {
-        match self.adopted.get() {
-            Some(a) if p < a.first => end.min(a.first),
-            Some(a) if p < a.first + a.pages => end.min(a.first + a.pages),
-            _ => end,
+        let mut limit = end;
+        for a in self.adopted.get().map_or(&[][..], Vec::as_slice) {
+            if p < a.first {
+                limit = limit.min(a.first);
+            } else if p < a.first + a.pages {
+                limit = limit.min(a.first + a.pages);
+            }
         }
+        limit
     }
     /// The static layout of this range split among `nodes` arenas (for [`crate::Heap::new`]
     /// and the protocol's manager look-ups).

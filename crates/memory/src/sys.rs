@@ -54,6 +54,7 @@ const IOC_WRITE: u64 = 1;
 const IOC_READ: u64 = 2;
 const UFFDIO_API: u64 = ioc(IOC_READ | IOC_WRITE, 0x3F, 24);
 const UFFDIO_REGISTER: u64 = ioc(IOC_READ | IOC_WRITE, 0x00, 32);
+const UFFDIO_UNREGISTER: u64 = ioc(IOC_READ, 0x01, 16);
 const UFFDIO_WAKE: u64 = ioc(IOC_READ, 0x02, 16);
 const UFFDIO_WRITEPROTECT: u64 = ioc(IOC_READ | IOC_WRITE, 0x06, 24);
 const UFFDIO_CONTINUE: u64 = ioc(IOC_READ | IOC_WRITE, 0x07, 32);
@@ -197,6 +198,16 @@ pub fn uffd_register(fd: RawFd, start: usize, len: usize, mode: u64) -> io::Resu
     ioctl(fd, UFFDIO_REGISTER, &mut r).map(drop)
 }
 
+/// Stop handling faults of `start..start+len` (UFFDIO_UNREGISTER): the range becomes a plain
+/// mapping again (write protection is cleared).
+pub fn uffd_unregister(fd: RawFd, start: usize, len: usize) -> io::Result<()> {
+    let mut r = UffdioRange {
+        start: start as u64,
+        len: len as u64,
+    };
+    ioctl(fd, UFFDIO_UNREGISTER, &mut r).map(drop)
+}
+
 /// Map the existing memfd pages of `start..start+len` (after a MINOR fault or a zap),
 /// write-protected if `wp`; wakes threads waiting on the range. Also returns how many bytes
 /// the kernel mapped before failing (the `mapped` field; negative is an errno).
@@ -323,6 +334,33 @@ pub fn copy_within_process(src: usize, dst: usize, len: usize) {
     // SAFETY: per the contract both ranges are mapped; they belong to different mappings, so
     // they do not overlap.
     unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, len) }
+}
+
+/// Whether the `len` bytes at `addr` (mapped, readable, not registered with userfaultfd) are all
+/// zero.
+pub fn mapping_is_zero(addr: usize, len: usize) -> bool {
+    // SAFETY: per the contract the range is mapped and readable; it is only read, through a
+    // byte slice that lives for this call.
+    let s = unsafe { std::slice::from_raw_parts(addr as *const u8, len) };
+    let (head, words, tail) = {
+        // SAFETY: reinterpreting initialised bytes as u64 words is valid for any bit pattern.
+        unsafe { s.align_to::<u64>() }
+    };
+    head.iter().all(|&b| b == 0) && words.iter().all(|&w| w == 0) && tail.iter().all(|&b| b == 0)
+}
+
+/// Which pages of the page-aligned mapping `addr..addr+len` are resident (mincore(2)); for
+/// anonymous memory, a page that is not resident was never written and reads as zeros.
+pub fn resident_pages(addr: usize, len: usize) -> io::Result<Vec<bool>> {
+    let pages = len.div_ceil(host_page_size());
+    let mut v = vec![0u8; pages];
+    // SAFETY: `v` holds one byte per page of the range, as mincore requires; the range is
+    // only queried.
+    let r = unsafe { libc::mincore(addr as *mut libc::c_void, len, v.as_mut_ptr()) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(v.into_iter().map(|b| b & 1 != 0).collect())
 }
 
 /// `ADDR_NO_RANDOMIZE` of personality(2).

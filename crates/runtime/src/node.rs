@@ -17,7 +17,7 @@ use crossbeam_channel::bounded;
 use parking_lot::{Condvar, Mutex};
 use serde_json::{Map, Value};
 use squall_core::{HeapLayout, LockId, NodeId, PageId, Placement, ThreadId};
-use squall_memory::{AddressSpace, FaultThread, Heap, SpaceConfig};
+use squall_memory::{AddressSpace, Contents, FaultThread, Heap, Region, SpaceConfig};
 use squall_net::endpoint::SourceId;
 use squall_net::{bootstrap, Endpoint, NetConfig};
 use squall_protocol::{ArenaSplit, AtomicCall, AtomicOp, Mixed, ProtocolKind};
@@ -159,16 +159,30 @@ pub fn init() -> Result<Node> {
 /// runs `main`; every other rank serves thread creation and memory until rank 0 finalizes,
 /// then exits the process with status 0 (or 1 if its end failed). Never returns on those ranks.
 pub fn init_ssi() -> Result<Node> {
-    init_ssi_with_globals(None)
+    init_ssi_with_regions(&[])
 }
 
 /// [`init_ssi`] for a program with a `SQUALL_GLOBAL` section `(start, len)`: every node adopts
 /// it ([`Node::adopt_globals`]) before rank 0 runs `main` and before any thread exists.
 pub fn init_ssi_with_globals(globals: Option<(usize, usize)>) -> Result<Node> {
+    let regions: Vec<Region> = globals
+        .filter(|g| g.1 > 0)
+        .map(|(start, len)| Region {
+            start,
+            len,
+            contents: Contents::Data,
+        })
+        .into_iter()
+        .collect();
+    init_ssi_with_regions(&regions)
+}
+
+/// [`init_ssi`] for a program whose global data `regions` every node shares: every node
+/// adopts them ([`Node::adopt_regions`]) before rank 0 runs `main` and before any thread
+/// exists.
+pub fn init_ssi_with_regions(regions: &[Region]) -> Result<Node> {
     let node = init()?;
-    if let Some((start, len)) = globals {
-        node.adopt_globals(start, len)?;
-    }
+    node.adopt_regions(regions)?;
     if node.rank() != NodeId(0) {
         let code = match node.finalize() {
             Ok(()) => 0,
@@ -305,37 +319,65 @@ impl Node {
         self.inner.cfg.placement.resolve(self.rank())
     }
 
-    /// Collective, at start-up (before any application thread touches the range and before
-    /// any thread creation): make the program's `SQUALL_GLOBAL` section `start..start+len`
-    /// (page aligned, whole pages) coherent shared memory, with node 0 as the home of every
-    /// page (CableS' GLOBAL: the primary copy is on the first node, which holds the initial
-    /// values). Every node adopts the range into its address space; its pages are numbered at
-    /// the top of node 0's `hlrc` half arena (node 0's heap gives them up) and follow `hlrc`.
-    /// Rank 0 broadcasts its `start` and `len`: a node where the section lies elsewhere fails
-    /// with an error (address randomisation must be off: see `squall_memory::fixed_layout`).
-    /// A `len` of 0 on rank 0 does nothing. Returns the first page and the page count.
+    /// Collective, at start-up: [`Node::adopt_regions`] of the one initialised-data region
+    /// `start..start+len` (the program's `SQUALL_GLOBAL` section). A `len` of 0 on rank 0
+    /// does nothing.
     pub fn adopt_globals(&self, start: usize, len: usize) -> Result<(PageId, u64)> {
+        let regions = [Region {
+            start,
+            len,
+            contents: Contents::Data,
+        }];
+        self.adopt_regions(if len == 0 { &[] } else { &regions })
+    }
+
+    /// Collective, at start-up (before any application thread touches the range and before
+    /// any thread creation): make the program's global data `regions` (page aligned, whole
+    /// pages: under the pthreads layer its `squall_data` and `squall_bss` sections) coherent
+    /// shared memory, with node 0 as the home of every page (CableS' GLOBAL: the primary copy
+    /// is on the first node, which holds the initial values). Every node adopts the regions
+    /// into its address space; their pages are numbered at the top of node 0's `hlrc` half
+    /// arena (node 0's heap gives them up) and follow `hlrc`. Zero pages cost no memory until
+    /// touched ([`squall_memory::Contents`]). Rank 0 broadcasts its regions: a node where they
+    /// lie elsewhere fails with an error (address randomisation must be off: see
+    /// `squall_memory::fixed_layout`). No regions on rank 0 does nothing. Returns the first
+    /// page and the page count.
+    pub fn adopt_regions(&self, regions: &[Region]) -> Result<(PageId, u64)> {
         let me = self.rank();
         let zero = me == NodeId(0);
-        let start0 = self.broadcast(zero.then_some(start as u64))? as usize;
-        let len0 = self.broadcast(zero.then_some(len as u64))? as usize;
-        if (start0, len0) != (start, len) {
+        let count = self.broadcast(zero.then_some(regions.len() as u64))? as usize;
+        let mut same = count == regions.len();
+        for i in 0..count {
+            let mine = regions
+                .get(i)
+                .map_or((0, 0), |r| (r.start as u64, r.len as u64));
+            let s0 = self.broadcast(zero.then_some(mine.0))?;
+            let l0 = self.broadcast(zero.then_some(mine.1))?;
+            same &= (s0, l0) == mine;
+        }
+        if !same {
+            let here: Vec<String> = regions
+                .iter()
+                .map(|r| format!("{:#x}+{:#x}", r.start, r.len))
+                .collect();
             return Err(SquallError::Config(format!(
-                "{me}: the SQUALL_GLOBAL section is at {start:#x} ({len} bytes) here but at \
-                 {start0:#x} ({len0} bytes) on node 0: every node must run the same binary with \
-                 address randomisation off (the pthreads layer re-executes the program with \
-                 personality ADDR_NO_RANDOMIZE; if that is refused, run under `setarch -R` or \
-                 set kernel.randomize_va_space=0)"
+                "{me}: the program's shared data sections are at [{}] here but elsewhere on \
+                 node 0: every node must run the same binary with address randomisation off \
+                 (the pthreads layer re-executes the program with personality \
+                 ADDR_NO_RANDOMIZE; if that is refused, run under `setarch -R` or set \
+                 kernel.randomize_va_space=0)",
+                here.join(", ")
             )));
         }
-        if len == 0 {
+        if regions.is_empty() {
             return Ok((PageId(0), 0));
         }
+        let len: usize = regions.iter().map(|r| r.len).sum();
         let pages = (len / squall_core::PAGE_SIZE) as u64;
         let split = ArenaSplit::new(self.inner.layout);
         let first = split.halves().adopted_first(pages).ok_or_else(|| {
             SquallError::Config(format!(
-                "the SQUALL_GLOBAL section ({len} bytes) is larger than node 0's arena"
+                "the program's shared data ({len} bytes) is larger than node 0's arena"
             ))
         })?;
         if zero {
@@ -349,11 +391,11 @@ impl Node {
                 })?;
             if got != first {
                 return Err(SquallError::Config(format!(
-                    "node 0's heap reserved {got} for the SQUALL_GLOBAL section, expected {first}"
+                    "node 0's heap reserved {got} for the program's shared data, expected {first}"
                 )));
             }
         }
-        self.inner.space.adopt_region(start, len, first)?;
+        self.inner.space.adopt_regions(regions, first)?;
         if zero {
             let mut s = self.inner.svc.lock();
             s.register(squall_core::AllocInfo {
@@ -363,7 +405,7 @@ impl Node {
             });
             s.drain(&self.inner.ep);
         }
-        // Every node has adopted (and node 0 registered) before anyone touches the section.
+        // Every node has adopted (and node 0 registered) before anyone touches the regions.
         self.barrier()?;
         Ok((first, pages))
     }
@@ -820,6 +862,19 @@ impl Node {
     /// passed as is: pointers into Squall memory are valid everywhere, other pointers only on
     /// this node.
     pub fn spawn_on(&self, on: Option<NodeId>, f: ThreadFn, arg: *mut c_void) -> Result<ThreadId> {
+        self.spawn_with(on, f, arg, 0)
+    }
+
+    /// [`Node::spawn_on`] asking for a stack of `stack` bytes (0: the default), which the
+    /// thread runner of the node where the thread runs honours
+    /// ([`crate::set_thread_runner`]).
+    pub fn spawn_with(
+        &self,
+        on: Option<NodeId>,
+        f: ThreadFn,
+        arg: *mut c_void,
+        stack: usize,
+    ) -> Result<ThreadId> {
         let n = self.inner.spawned.fetch_add(1, Ordering::Relaxed);
         let target =
             on.unwrap_or_else(|| self.thread_placement().target(self.rank(), n, self.size()));
@@ -835,7 +890,9 @@ impl Node {
                 f as usize
             ))
         })?;
-        let tid = threads::make_tid(target, self.rank(), n as u32);
+        // Counted from 1: no thread id is 0 (a pthread_t of 0 often means "no thread"), and 0
+        // is what CURRENT holds in threads spawn_on did not start.
+        let tid = threads::make_tid(target, self.rank(), (n as u32).wrapping_add(1));
         let arg = arg as usize as u64;
         let r = self.call("spawn", move |s, ep, w| {
             s.release_then(
@@ -847,6 +904,7 @@ impl Node {
                         f: fref,
                         arg,
                         info,
+                        stack: stack as u64,
                     };
                     if target == s.me {
                         let r = start_thread(s, sp);
@@ -1260,6 +1318,11 @@ impl Node {
             Some(FaultServing::Thread(ft)) => drop(ft),
             None => {}
         }
+        // The program's globals and stacks stay usable by what runs after this (exit handlers,
+        // destructors): plain memory from now on (node 0, their home, has the final values).
+        if let Err(e) = self.inner.space.detach() {
+            eprintln!("squall: {}: {e}", self.rank());
+        }
         Ok(())
     }
 }
@@ -1362,7 +1425,7 @@ fn start_thread(s: &mut Service, sp: SpawnMsg) -> std::result::Result<(), String
     // SAFETY: `addr` is the local address of the function the creator named, which has the
     // `ThreadFn` signature (the creator passed a `ThreadFn`, and all nodes run one binary).
     let f: ThreadFn = unsafe { std::mem::transmute::<usize, ThreadFn>(addr) };
-    let (tid, arg) = (sp.tid, sp.arg);
+    let (tid, arg, stack) = (sp.tid, sp.arg, sp.stack as usize);
     std::thread::Builder::new()
         .name(format!("squall-{}", tid.0 & 0xffff_ffff))
         .spawn(move || {
@@ -1374,7 +1437,7 @@ fn start_thread(s: &mut Service, sp: SpawnMsg) -> std::result::Result<(), String
                 n.inner.live_threads.begin(at);
                 at
             });
-            let ret = f(arg as usize as *mut c_void) as usize as u64;
+            let ret = threads::run_thread(f, arg as usize as *mut c_void, stack) as usize as u64;
             threads::run_thread_end_hook();
             match node() {
                 Ok(n) => {

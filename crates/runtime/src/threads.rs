@@ -33,6 +33,27 @@ pub(crate) fn run_thread_end_hook() {
     }
 }
 
+/// Runs a thread's body on the node where it runs: `runner(f, arg, stack_bytes)` calls
+/// `f(arg)` (e.g. on another stack) and returns what it returned. Set by the C API's pthreads
+/// layer ([`set_thread_runner`]); without one, `f(arg)` runs directly.
+pub type ThreadRunner = fn(ThreadFn, *mut c_void, usize) -> *mut c_void;
+
+static RUNNER: std::sync::OnceLock<ThreadRunner> = std::sync::OnceLock::new();
+
+/// Install the thread runner for every thread this process starts from now on (the first call
+/// wins; later ones return `false`).
+pub fn set_thread_runner(r: ThreadRunner) -> bool {
+    RUNNER.set(r).is_ok()
+}
+
+/// Run `f(arg)` through the installed runner, if any.
+pub(crate) fn run_thread(f: ThreadFn, arg: *mut c_void, stack: usize) -> *mut c_void {
+    match RUNNER.get() {
+        Some(r) => r(f, arg, stack),
+        None => f(arg),
+    }
+}
+
 /// Global thread ids: the running node in the top 16 bits, the creating node in the next 16,
 /// a per-creator counter in the low 32.
 pub fn make_tid(run: NodeId, creator: NodeId, n: u32) -> ThreadId {
@@ -71,6 +92,8 @@ pub(crate) struct SpawnMsg {
     pub f: FnRef,
     pub arg: u64,
     pub info: Vec<u8>,
+    /// Stack bytes the thread asked for (0: the default), for the thread runner.
+    pub stack: u64,
 }
 
 fn take<const N: usize>(b: &[u8], at: &mut usize) -> Option<[u8; N]> {
@@ -99,6 +122,7 @@ impl SpawnMsg {
         v.extend_from_slice(&self.arg.to_le_bytes());
         put_bytes(&mut v, self.f.module.as_bytes());
         put_bytes(&mut v, &self.info);
+        v.extend_from_slice(&self.stack.to_le_bytes());
         v
     }
     pub fn decode(b: &[u8]) -> Option<SpawnMsg> {
@@ -108,11 +132,13 @@ impl SpawnMsg {
         let arg = u64::from_le_bytes(take(b, &mut at)?);
         let module = String::from_utf8(take_bytes(b, &mut at)?.to_vec()).ok()?;
         let info = take_bytes(b, &mut at)?.to_vec();
+        let stack = u64::from_le_bytes(take(b, &mut at)?);
         Some(SpawnMsg {
             tid,
             f: FnRef { module, offset },
             arg,
             info,
+            stack,
         })
     }
 }

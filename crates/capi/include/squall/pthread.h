@@ -10,17 +10,35 @@
  *  - A constructor starts the node as a single system image (squall_init_ssi): under
  *    `squall run` rank 0 runs main; every other rank serves thread creation and memory until
  *    rank 0 exits (squall_finalize runs from atexit), then exits with status 0.
- *  - pthread_create / pthread_join: threads are spread evenly over the nodes (the k-th thread a
- *    node r creates runs on node (r+k+1) mod N; squall_set_thread_placement) (attributes
- *    are ignored). A create is a release and a join an acquire. The thread function must be in
- *    the program or a library every node loads; `arg` should point into shared memory.
+ *  - pthread_create / pthread_join: threads are spread evenly over the nodes (the k-th thread node r
+ *    creates runs on node (r+k+1) mod N; squall_set_thread_placement). A create is a release and a join an acquire. The thread function must be in the program or a library
+ *    every node loads. pthread_attr_setstacksize and the detach state are honoured (other
+ *    attributes do not apply); pthread_detach makes a later join on that node EINVAL.
+ *    pthread_self() in a thread equals the id pthread_create gave for it, on every node;
+ *    pthread_exit(v) ends the thread with v for pthread_join (in main: the threads main created
+ *    and did not join or detach are joined, then the process ends with status 0).
+ *  - EVERY GLOBAL IS SHARED: the program's global and static variables (.data, .bss) are
+ *    coherent shared memory with node 0 (where main runs) as the home of their pages, starting
+ *    from the binary's initial values; no marking. `pkg-config --libs squall-pthread` adds the
+ *    linker script fragment squall-pthread.ld, which puts them in two page-aligned sections,
+ *    squall_data and squall_bss (NOBITS: a zero-initialised array takes no file space and no
+ *    memory until touched). They must lie at the same address on every node, so the program
+ *    re-executes itself once with address randomisation off (personality ADDR_NO_RANDOMIZE).
+ *    STAYS PER NODE: the C library's variables (stdout, stderr, optarg, optind, environ, errno),
+ *    thread-locals (__thread: per thread), data of shared libraries, and globals marked
+ *    SQUALL_NODE_LOCAL. A pointer to per-node memory (a FILE* from fopen, memory from strdup)
+ *    stored in a global is only valid on the node that stored it. SQUALL_GLOBAL is accepted and
+ *    marks nothing more.
+ *  - EVERY STACK IS SHARED: main (through -Wl,--wrap=main and __wrap_main below) and every
+ *    thread run on a stack in shared memory homed on their node (8 MiB by default, a guard page
+ *    below), so `pthread_create(&t, 0, fn, &args[i])` with args on main's stack works on every
+ *    node. Squall's own calls switch back to the thread's private stack (about 9 ns).
  *  - pthread_mutex_*, pthread_rwlock_*, pthread_spin_*, pthread_cond_*, pthread_barrier_*,
  *    pthread_once, pthread_key_* / pthread_[gs]etspecific and sem_* (unnamed semaphores) work
  *    across nodes. Locks, conditions and barriers are Squall objects named by the OBJECT'S
  *    ADDRESS: PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_RWLOCK_INITIALIZER
- *    and PTHREAD_ONCE_INIT work. The object must live in Squall memory (malloc'd) or be a
- *    global of the program (named by module+offset); an object on a thread's stack is only
- *    usable by threads of one node. Some state is stored IN the object, so it must be
+ *    and PTHREAD_ONCE_INIT work. The object may live in Squall memory (malloc'd), in a global, or
+ *    on a stack (stacks are shared). Some state is stored IN the object, so it must be
  *    initialised in shared memory before threads of other nodes use it: a barrier's count, a
  *    mutex's kind (where glibc keeps it, so PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP works), a
  *    condition's clock, a rwlock's readers/writer counts, a semaphore's value, a once's state.
@@ -39,25 +57,10 @@
  *    sem_clockwait, pthread_rwlock_clock*lock, pthread_mutex_clocklock.
  *    pthread_detach is accepted (a no-op). Not supported (an error and a message on stderr):
  *    pthread_cancel (ENOTSUP), process-shared or robust attributes (ENOTSUP), sem_init with
- *    pshared != 0 and sem_open (ENOSYS); not redirected yet: pthread_exit, pthread_self()
- *    compared with ids from pthread_create, thread attributes.
+ *    pshared != 0 and sem_open (ENOSYS).
  *  - malloc / calloc / realloc / free / aligned_alloc / posix_memalign come from the shared
  *    heap (memory from the C library, e.g. strdup, is private to the node and is still freed
  *    by the C library).
- *  - SQUALL_GLOBAL marks a global variable shared by the threads of every node (CableS' GLOBAL):
- *    `SQUALL_GLOBAL int counter;`, `SQUALL_GLOBAL struct state st = {...};`. These variables are
- *    coherent shared memory like malloc'd memory, with node 0 (where main runs) as the home of
- *    their pages, which hold their initial values: main may set them before or after creating
- *    threads, threads on any node read and write them; synchronize as for any shared data
- *    (mutexes, barriers, create/join). They live in the section "squall_globals", which the
- *    linker script fragment of `pkg-config --libs squall` page-aligns at both ends (so nothing
- *    else of the program shares their pages); each variable starts a page. At start-up every
- *    node maps the section into Squall's shared memory; it must be at the same address on
- *    every node, so the program re-executes itself once with address randomisation off
- *    (personality ADDR_NO_RANDOMIZE; also under mpirun/srun). Pointers stored in them may point
- *    into Squall memory or to other SQUALL_GLOBAL variables. Only the main program's globals are
- *    shared (not those of a shared library). Under the pthreads layer only: the node starts
- *    with them from this header's constructor.
  */
 #ifndef SQUALL_PTHREAD_H
 #define SQUALL_PTHREAD_H
@@ -77,7 +80,14 @@ static_assert(sizeof(pthread_t) == sizeof(uint64_t), "squall needs a 64-bit pthr
 _Static_assert(sizeof(pthread_t) == sizeof(uint64_t), "squall needs a 64-bit pthread_t");
 #endif
 
-#define SQUALL_GLOBAL __attribute__((section("squall_globals"), aligned(4096)))
+/* Every global variable of the program is shared under the pthreads layer: SQUALL_GLOBAL
+ * (CableS' GLOBAL) is kept for programs written for it and marks nothing more. */
+#define SQUALL_GLOBAL
+/* A global that stays per node (each node has its own copy, e.g. a FILE* or a cache of
+ * node-local state): `SQUALL_NODE_LOCAL static int hits;`. It lives in the section
+ * squall_node_local, which the linker script fragment leaves out of the shared data (it takes
+ * file space even when zero-initialised). */
+#define SQUALL_NODE_LOCAL __attribute__((section("squall_node_local")))
 
 /* A program that defines _GNU_SOURCE itself does so after this header (force-included by
  * pkg-config) already read <pthread.h> without it: give it glibc's static initializers of
@@ -92,26 +102,39 @@ _Static_assert(sizeof(pthread_t) == sizeof(uint64_t), "squall needs a 64-bit pth
 #endif
 
 /* Start the node before main (and before the program's own constructors, which may already
- * write SQUALL_GLOBAL variables): register the section (re-executing without address
- * randomisation if needed), then start the node, which adopts the section on every node. */
+ * write globals): register the shared data sections (re-executing without address
+ * randomisation if needed), then start the node, which adopts them on every node. */
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* Bounds of this module's squall_globals section (null when it has none); hidden, so each
- * module sees its own section. */
-extern char __start_squall_globals[] __attribute__((weak, visibility("hidden")));
-extern char __stop_squall_globals[] __attribute__((weak, visibility("hidden")));
+/* Bounds of this module's shared data sections, made by squall-pthread.ld (null when the
+ * program was linked without it); hidden, so each module sees its own. */
+extern char __start_squall_data[] __attribute__((weak, visibility("hidden")));
+extern char __stop_squall_data[] __attribute__((weak, visibility("hidden")));
+extern char __start_squall_bss[] __attribute__((weak, visibility("hidden")));
+extern char __stop_squall_bss[] __attribute__((weak, visibility("hidden")));
+/* `-Wl,--wrap=main` (pkg-config --libs squall-pthread) makes the C library call __wrap_main,
+ * which runs the program's main (__real_main) on a shared stack. Weak: one definition per
+ * program, and none needed by a program linked without the flag. */
+extern int __real_main(int, char **, char **) __attribute__((weak));
+__attribute__((weak)) int __wrap_main(int argc, char **argv, char **envp)
+{
+    return squall_pthread_main(argc, argv, envp, __real_main);
+}
 #ifdef __cplusplus
 }
 #endif
 __attribute__((constructor(101), used)) static void squall_pthread_constructor_(void)
 {
-    squall_register_globals(__start_squall_globals, __stop_squall_globals);
+    squall_register_data(__start_squall_data, __stop_squall_data, __start_squall_bss,
+                         __stop_squall_bss);
     squall_pthread_start();
 }
 
 #define pthread_create          squall_pthread_create
 #define pthread_join            squall_pthread_join
+#define pthread_exit            squall_pthread_exit
+#define pthread_self            squall_pthread_self
 #define pthread_detach          squall_pthread_detach
 #define pthread_cancel          squall_pthread_cancel
 #define pthread_mutex_init      squall_pthread_mutex_init
