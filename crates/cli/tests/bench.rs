@@ -154,5 +154,8 @@ fn lock_json_reports_the_local_uncontended_lock_checked_by_the_statistics() {
     // Every timed pair took the lock cache (the node checks it against its statistics).
     let blocks = local["blocks"].as_u64().expect("blocks");
     assert_eq!(blocks, 20);
-    assert_eq!(local["fast_acquires_checked"].as_u64(), Some(blocks * 100_000));
+    assert_eq!(
+        local["fast_acquires_checked"].as_u64(),
+        Some(blocks * 100_000)
+    );
 }
