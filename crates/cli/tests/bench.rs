@@ -133,3 +133,29 @@ fn message_test_checks_every_message() {
     }
     assert_eq!(rows[3]["node"], "total");
 }
+
+#[test]
+fn lock_json_reports_the_local_uncontended_lock_checked_by_the_statistics() {
+    let v = bench_json(&["lock", "--iters", "10", "--reps", "1"]);
+    assert_eq!(v["bench"], "lock");
+    let rows = v["rows"].as_array().expect("rows");
+    let local = rows
+        .iter()
+        .find(|r| r["op"] == "local_uncontended_lock_unlock")
+        .unwrap_or_else(|| panic!("no local lock row in {v}"));
+    let p50 = positive(local, "squall_pair_ns_p50");
+    assert!(positive(local, "squall_pair_ns_p99") >= p50);
+    let native = positive(local, "native_pair_ns_p50");
+    let ratio = positive(local, "ratio");
+    assert!(
+        (ratio - p50 / native).abs() / ratio < 0.05,
+        "ratio {ratio} vs {p50}/{native}"
+    );
+    // Every timed pair took the lock cache (the node checks it against its statistics).
+    let blocks = local["blocks"].as_u64().expect("blocks");
+    assert_eq!(blocks, 20);
+    assert_eq!(
+        local["fast_acquires_checked"].as_u64(),
+        Some(blocks * 100_000)
+    );
+}

@@ -53,6 +53,13 @@
 //! condition wait 2 (register, ack) + 1 wake, signal 1; flag set 1 + 1 per waiting node,
 //! flag wait 1 per node; all messages between different nodes only.
 //!
+//! The lock cache ([`FastLocks`], `fast.rs`): the one piece of a core the node's threads
+//! touch directly, without the core's owner. Idle tokens the core puts there are taken and
+//! released by `FastLocks::try_lock`/`try_unlock` (one compare-and-swap, no call into the
+//! core, no `Wake`); a caller whose try fails calls `lock`/`unlock` as usual. The core takes a
+//! cached lock back whenever it needs it (see `lock.rs`). [`SyncCore::stats_now`] counts the
+//! acquires made there (`lock_acquires_local_fast`).
+//!
 //! Owns: lock, barrier, condition and flag state of this node and of the ids this node manages
 //! (manager of id `x` is node `x % nodes`), and the message encoding between cores.
 //! Must not touch: sockets, clocks, threads, page memory (pages are the protocol's business,
