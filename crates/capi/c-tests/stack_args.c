@@ -200,8 +200,8 @@ int main(int argc, char **argv)
     char *msg = malloc(64);
     snprintf(msg, 64, "ok stack args %d threads", p);
     pthread_t last;
-    /* Thread number p+4 (from 0) main creates: on node (p+4) mod N = node 0 for p = 2N and
-     * N = 2 or 4 (rank 0 prints). */
+    /* Thread number p+4 (from 0) main creates: under SQUALL_THREAD_PLACEMENT=round-robin (as the
+     * test runs it) on node (p+4) mod N = node 0 for p = 2N and N = 2 or 4 (rank 0 prints). */
     if (pthread_create(&last, NULL, announce, msg) != 0)
         return 1;
     pthread_exit(NULL);

@@ -642,6 +642,9 @@ fn cases() -> Vec<(String, Case)> {
                     .to_string();
                 let exe = env.build("cc", &src, "stdin_sum", Some("squall-pthread"))?;
                 job_with_input(&exe, &[&(2 * nodes).to_string()], nodes, &want, &input)
+            }),
+        ));
+    }
     // Every global shared with no marking (SPLASH-2 style), while the C library's per-node
     // state (stdout, errno, getopt, __thread) keeps working on every node.
     for nodes in [2usize, 4] {
@@ -678,7 +681,15 @@ fn cases() -> Vec<(String, Case)> {
                     "stack_args",
                     Some("squall-pthread"),
                 )?;
-                job(&exe, &[&(2 * nodes).to_string()], nodes, "ok stack args")
+                // The program counts on the round-robin rule to put its last thread on node 0.
+                job_output_env(
+                    &exe,
+                    &[&(2 * nodes).to_string()],
+                    nodes,
+                    "ok stack args",
+                    &[("SQUALL_THREAD_PLACEMENT", "round-robin")],
+                )
+                .map(|_| ())
             }),
         ));
     }
