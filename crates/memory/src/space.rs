@@ -719,6 +719,16 @@ impl AddressSpace {
                                 .map_err(|e| kerr("fallocate", e))?;
                             populated = true;
                         }
+                        // Still missing after the populate: the run crosses a boundary of
+                        // the application view's mappings (UFFDIO_CONTINUE works inside one;
+                        // e.g. the C API's guard page below a thread stack, mprotect'ed
+                        // PROT_NONE, splits the view): one page at a time.
+                        libc::EFAULT | libc::ENOENT if end - p > 1 => {
+                            for q in p..end {
+                                self.map_run(PageId(q), 1, wp)?;
+                            }
+                            return Ok(());
+                        }
                         // Already mapped (cannot happen while the table is right, but the
                         // right answer is simple): set its protection and wake.
                         libc::EEXIST => {

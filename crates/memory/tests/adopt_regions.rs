@@ -168,3 +168,31 @@ fn overlapping_regions_are_refused() {
     assert!(e.to_string().contains("overlaps another region"), "{e}");
     assert!(s.adopt_regions(&[], FIRST).is_err());
 }
+
+#[test]
+fn runs_across_a_protected_page_are_installed() {
+    // The C API's guard page below a thread stack is mprotect'ed PROT_NONE, which splits the
+    // application view: a grant of a run of pages across it must still be installed.
+    let base = BASE + (2 << 30);
+    let s = AddressSpace::reserve(&SpaceConfig {
+        base,
+        size: 64 << 20,
+        user_mode_only: false,
+    })
+    .unwrap();
+    let guard = base + 11 * PAGE_SIZE;
+    // SAFETY: one page of this test's own reserved range.
+    let r = unsafe { libc::mprotect(guard as *mut libc::c_void, PAGE_SIZE, libc::PROT_NONE) };
+    assert_eq!(r, 0);
+    s.set_access_range(PageId(8), 8, squall_core::Access::Read)
+        .unwrap();
+    // The pages on both sides are readable without a fault server (they are mapped).
+    // SAFETY: mapped pages of the range.
+    let (a, b) = unsafe {
+        (
+            std::ptr::read_volatile((base + 8 * PAGE_SIZE) as *const u8),
+            std::ptr::read_volatile((base + 15 * PAGE_SIZE) as *const u8),
+        )
+    };
+    assert_eq!((a, b), (0, 0));
+}
