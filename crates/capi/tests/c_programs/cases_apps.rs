@@ -1,0 +1,93 @@
+//! Cases for the seed applications of apps/: each built from its unchanged source with the
+//! pthreads layer and run until it verifies its own answer.
+use super::{job_output_timeout, sh, Cases, Env};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+pub fn add(v: &mut Cases) {
+    // Every seed application of apps/, built from its unchanged source with the pthreads
+    // layer (what `make -C apps SQUALL=1` does) against the installed headers, checks its own
+    // answer at size `small` (issue 6; SQUALL_TEST_APPS_SIZE=tiny|small|medium overrides) on
+    // 1, 2 and 4 nodes (2 threads per node) under hlrc; tsp (racy bound) and barnes (tree
+    // built under locks) also under sc.
+    let apps_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../apps");
+    let mut apps: Vec<String> = std::fs::read_dir(&apps_dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| apps_dir.join(n).join(format!("{n}.c")).is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    apps.sort();
+    for app in apps {
+        let protocols: &[&str] = if app == "tsp" || app == "barnes" {
+            &["hlrc", "sc"]
+        } else {
+            &["hlrc"]
+        };
+        let app_dir = apps_dir.clone();
+        v.add(
+            format!("apps/{app}/1,2,4 nodes/{}", protocols.join("+")),
+            move |env: &Env| {
+                let exe = env.bin.join(format!("{app}_squall"));
+                let mut cmd = Command::new("cc");
+                cmd.args([
+                    "-std=gnu11",
+                    "-O2",
+                    "-Wall",
+                    "-Wextra",
+                    "-Werror",
+                    "-pthread",
+                    "-DAPP_SQUALL",
+                ])
+                .arg("-I")
+                .arg(app_dir.join("common"))
+                .arg("-I")
+                .arg(app_dir.join(&app))
+                .arg("-o")
+                .arg(&exe)
+                .arg(app_dir.join(&app).join(format!("{app}.c")))
+                .args(env.pkg_config(&["--cflags", "--libs", "squall-pthread"])?)
+                .arg("-lm");
+                sh(&mut cmd, &format!("compiling apps/{app}"))?;
+                let size = apps_size();
+                for proto in protocols {
+                    for nodes in [1usize, 2, 4] {
+                        let threads = (2 * nodes).to_string();
+                        let t = Instant::now();
+                        let out = job_output_timeout(
+                            &exe,
+                            &["-t", &threads, "-s", &size],
+                            nodes,
+                            "verified=1",
+                            &[("SQUALL_PROTOCOL", proto)],
+                            Duration::from_secs(480),
+                        )
+                        .map_err(|e| format!("{proto}, {nodes} node(s), size {size}: {e}"))?;
+                        let phase = out
+                            .iter()
+                            .find_map(|l| l.split_whitespace().find(|w| w.starts_with("time_s=")))
+                            .unwrap_or("time_s=?")
+                            .to_string();
+                        println!(
+                            "    {app} {size} {proto} {nodes} node(s) x 2 threads: verified, {phase}, job {:.2}s",
+                            t.elapsed().as_secs_f64()
+                        );
+                    }
+                }
+                Ok(())
+            },
+        );
+    }
+}
+
+/// The size the seed applications run at: `small` (1-3 s sequential), or what
+/// SQUALL_TEST_APPS_SIZE says (tiny for a quick local run, medium by hand).
+fn apps_size() -> String {
+    match std::env::var("SQUALL_TEST_APPS_SIZE") {
+        Ok(s) if ["tiny", "small", "medium", "large"].contains(&s.as_str()) => s,
+        _ => "small".to_string(),
+    }
+}

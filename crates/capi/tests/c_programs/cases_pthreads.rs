@@ -1,0 +1,182 @@
+//! Cases for the pthreads layer: plain pthreads programs (native and Squall builds of one
+//! source), the completeness programs, thread placement, stdin, and arguments on stacks.
+use super::{
+    job, job_output, job_output_env, job_with_input, native_answer, native_then_squall,
+    plain_expect, print_lines, Cases, Env, Twin,
+};
+
+pub fn add(v: &mut Cases) {
+    // A plain pthreads program: native build and Squall build from the same source.
+    v.at_2_and_4("pthreads/primes", |env: &Env, nodes| {
+        let src = env.src.join("primes.c");
+        let args = ["200000", "6"];
+        let (want, _) = native_answer(env, "cc", &src, "primes_native", &args, None, "primes")?;
+        let exe = env.build("cc", &src, "primes_squall", Some("squall-pthread"))?;
+        job(&exe, &["200000", &(3 * nodes).to_string()], nodes, &want)
+    });
+    // Runs of re-acquires of the same mutexes (the node-local lock cache), mixed with mutexes
+    // moving between nodes: native and Squall builds of one source give the same bins.
+    v.at_2_and_4("pthreads/mutex_runs", |env: &Env, nodes| {
+        let twin = Twin {
+            compiler: "cc",
+            file: "mutex_runs.c",
+            native: "mutex_runs_native",
+            squall: "mutex_runs_squall",
+        };
+        let (out, got) = native_then_squall(env, &twin, &["200000", "4"], "bins", nodes, &[])?;
+        print_lines(&out.lines().collect::<Vec<_>>(), "lock+unlock");
+        print_lines(&got, "lock+unlock");
+        Ok(())
+    });
+    v.add("pthreads/primes/no launcher", |env: &Env| {
+        let exe = env.build_test("cc", "primes.c", "primes_squall", Some("squall-pthread"))?;
+        plain_expect(
+            &exe,
+            &["50000", "3"],
+            "primes below 50000: 5133",
+            "one-node run",
+        )
+    });
+    v.add("pthreads/c++/2 nodes", |env: &Env| {
+        let exe = env.build_test(
+            "c++",
+            "cxx_pthread.cpp",
+            "cxx_pthread",
+            Some("squall-pthread"),
+        )?;
+        job(&exe, &["6"], 2, "ok cxx pthread")
+    });
+    v.add("pthreads/misuse", |env: &Env| {
+        let exe = env.build_test(
+            "cc",
+            "pthread_misuse.c",
+            "pthread_misuse",
+            Some("squall-pthread"),
+        )?;
+        job(&exe, &[], 2, "ok pthread misuse")
+    });
+    // pthreads completeness (issue 20 item 7): each program checks its own answer; P = 4
+    // threads, so threads cross nodes; the same source also runs on native pthreads.
+    for (name, expect) in [
+        ("pt_recursive", "ok recursive"),
+        ("pt_rwlock", "ok rwlock"),
+        ("pt_once", "ok once"),
+        ("pt_keys", "ok keys"),
+        ("pt_sem", "ok sem"),
+        ("pt_timedwait", "ok timedwait"),
+    ] {
+        v.at_2_and_4(&format!("pthreads/{name}"), move |env: &Env, nodes| {
+            let exe = env.build_test("cc", &format!("{name}.c"), name, Some("squall-pthread"))?;
+            for line in job_output(&exe, &["4"], nodes, expect)? {
+                println!("    {line}");
+            }
+            Ok(())
+        });
+        v.add(format!("pthreads/{name}/native"), move |env: &Env| {
+            let exe =
+                env.build_test("cc", &format!("{name}.c"), &format!("{name}_native"), None)?;
+            plain_expect(&exe, &["4"], expect, &format!("{name} on native pthreads"))
+        });
+    }
+    // Thread placement (issue 20 item 6): main plus P-1 pthread_create'd threads, each
+    // reporting its node; the default spreads P/N (+-1) per node, counting main as node 0's.
+    for nodes in [2usize, 4] {
+        for p in [4usize, 6] {
+            v.add(
+                format!("pthreads/placement/even P={p}/{nodes} nodes"),
+                placement(nodes, p, "even", "default"),
+            );
+        }
+    }
+    v.add(
+        "pthreads/placement/round-robin by env/4 nodes",
+        placement(4, 4, "round-robin", "env"),
+    );
+    v.add(
+        "pthreads/placement/local by api/2 nodes",
+        placement(2, 4, "local", "api"),
+    );
+    v.add(
+        "pthreads/placement/even by api/4 nodes",
+        placement(4, 6, "even", "api"),
+    );
+    // stdin reaches rank 0, where main runs (issue 20 item 5): a pthreads program reads 3 MB
+    // from stdin and checksums it with threads on every node; the native build of the same
+    // source gives the answer line.
+    v.at_2_and_4("pthreads/stdin", |env: &Env, nodes| {
+        let src = env.src.join("stdin_sum.c");
+        let input: Vec<u8> = (0..3_000_000u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect();
+        let (want, _) = native_answer(
+            env,
+            "cc",
+            &src,
+            "stdin_sum_native",
+            &["8"],
+            Some(&input),
+            "stdin: ok",
+        )?;
+        let exe = env.build("cc", &src, "stdin_sum", Some("squall-pthread"))?;
+        job_with_input(&exe, &[&(2 * nodes).to_string()], nodes, &want, &input)
+    });
+    // Arguments on main's stack, results on the workers' stacks, pthread_exit, pthread_self.
+    v.at_2_and_4("pthreads/stack args", |env: &Env, nodes| {
+        let exe = env.build_test("cc", "stack_args.c", "stack_args", Some("squall-pthread"))?;
+        // The program counts on the round-robin rule to put its last thread on node 0.
+        job_output_env(
+            &exe,
+            &[&(2 * nodes).to_string()],
+            nodes,
+            "ok stack args",
+            &[("SQUALL_THREAD_PLACEMENT", "round-robin")],
+        )
+        .map(|_| ())
+    });
+    // The same in C++, `int main()` without arguments (main through -Wl,--wrap=main).
+    v.at_2_and_4("pthreads/c++ stack args", |env: &Env, nodes| {
+        let exe = env.build_test(
+            "c++",
+            "stack_args_cxx.cpp",
+            "stack_args_cxx",
+            Some("squall-pthread"),
+        )?;
+        job(&exe, &[], nodes, "ok c++ stack args")
+    });
+}
+
+/// The placement case for `nodes` nodes and P = `p` threads under `mode` (even,
+/// round-robin, local), chosen `how` (default, env, api).
+fn placement(
+    nodes: usize,
+    p: usize,
+    mode: &'static str,
+    how: &'static str,
+) -> impl Fn(&Env) -> Result<(), String> + 'static {
+    move |env: &Env| {
+        let exe = env.build_test("cc", "placement.c", "placement", Some("squall-pthread"))?;
+        // Per-node counts by the documented rule: main on node 0, created thread k on
+        // (k+1) mod N (even), k mod N (round-robin), 0 (local, created by node 0).
+        let mut count = vec![0usize; nodes];
+        count[0] += 1;
+        for k in 0..p - 1 {
+            count[match mode {
+                "even" => (k + 1) % nodes,
+                "round-robin" => k % nodes,
+                _ => 0,
+            }] += 1;
+        }
+        let counts: Vec<String> = count.iter().map(usize::to_string).collect();
+        let want = format!("placement {mode} P={p} N={nodes}: {} ok", counts.join(" "));
+        let p_arg = p.to_string();
+        let (args, vars): (Vec<&str>, Vec<(&str, &str)>) = match how {
+            "default" => (vec![&p_arg], vec![]),
+            "env" => (
+                vec![&p_arg, mode, how],
+                vec![("SQUALL_THREAD_PLACEMENT", mode)],
+            ),
+            _ => (vec![&p_arg, mode, how], vec![]),
+        };
+        job_output_env(&exe, &args, nodes, &want, &vars).map(|_| ())
+    }
+}
