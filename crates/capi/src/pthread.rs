@@ -864,7 +864,8 @@ pub unsafe extern "C" fn squall_pt_free(p: *mut c_void) {
     }
 }
 
-fn set_errno(v: c_int) {
+/// Set the calling thread's `errno`.
+pub(crate) fn set_errno(v: c_int) {
     // SAFETY: __errno_location returns this thread's errno.
     unsafe { *libc::__errno_location() = v };
 }

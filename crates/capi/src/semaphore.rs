@@ -21,7 +21,7 @@
 //! Owns: the semaphore words. Must not touch: the runtime's internals.
 use crate::api::{self, node};
 use crate::error::{guard, CapiError};
-use crate::pthread::{errno_of, need, object_id};
+use crate::pthread::{errno_of, need, object_id, set_errno};
 use crate::pthread_timed::{cond_wait_until, read_abstime, Deadline};
 use squall::CondId;
 use std::ffi::{c_char, c_int, c_uint, c_void};
@@ -139,11 +139,6 @@ fn sem_call(call: &'static str, f: impl FnOnce() -> Result<c_int, CapiError>) ->
             }
         },
     )
-}
-
-fn set_errno(v: c_int) {
-    // SAFETY: __errno_location returns this thread's errno.
-    unsafe { *libc::__errno_location() = v };
 }
 
 /// `sem_init`: a semaphore with `value` units, usable by threads on every node. `pshared != 0`

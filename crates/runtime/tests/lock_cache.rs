@@ -11,7 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-type Scenario = fn(&Node) -> Result<(), String>;
+mod common;
+use common::{node_main, Scenario};
 
 fn check(cond: bool, what: impl FnOnce() -> String) -> Result<(), String> {
     if cond {
@@ -245,33 +246,13 @@ const SCENARIOS: &[(&str, Scenario, &[&str])] = &[
     ("handoff_sees_writes", handoff_sees_writes, &["hlrc", "sc"]),
 ];
 
-fn node_main(name: &str) -> i32 {
-    let node = match squall::init() {
-        Ok(n) => n,
-        Err(e) => {
-            eprintln!("init failed: {e}");
-            return 2;
-        }
-    };
-    let Some((_, f, _)) = SCENARIOS.iter().find(|(n, _, _)| *n == name) else {
-        eprintln!("no scenario {name}");
-        return 2;
-    };
-    let r = f(&node);
-    if let Err(e) = &r {
-        eprintln!("{}: scenario {name} failed: {e}", node.rank());
-    }
-    if let Err(e) = node.finalize() {
-        eprintln!("finalize: {e}");
-        return 3;
-    }
-    i32::from(r.is_err())
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if std::env::var_os("SQUALL_RANK").is_some() {
-        std::process::exit(node_main(args.get(1).map(String::as_str).unwrap_or("")));
+        std::process::exit(node_main(
+            SCENARIOS,
+            args.get(1).map(String::as_str).unwrap_or(""),
+        ));
     }
     let filter: Option<String> = args.iter().skip(1).find(|a| !a.starts_with('-')).cloned();
     let exe = std::env::current_exe().expect("own path");
