@@ -287,7 +287,7 @@ pub unsafe extern "C" fn squall_register_data(
 /// Register an old-style `SQUALL_GLOBAL` section `[start, end)` (the `squall_globals` section
 /// that `squall-globals.ld` of `pkg-config --libs squall` page-aligns; the pthreads header now
 /// calls `squall_register_data`, which shares every global). `squall_pthread_start` then makes it
-/// coherent shared memory on every node, with node 0 as its home (`Node::adopt_globals`): main
+/// coherent shared memory on every node, with node 0 as its home (`Node::adopt_regions`): main
 /// may set globals before or after creating threads, and threads on any node read and write
 /// them like malloc'd memory (synchronize as for any shared data).
 ///

@@ -380,10 +380,6 @@ impl AddressSpace {
         }
         self.cfg.base + page.0 as usize * PAGE_SIZE
     }
-    /// The first adopted region as `(start address, first page, pages)`, if any.
-    pub fn adopted(&self) -> Option<(usize, PageId, u64)> {
-        self.adopted_regions().into_iter().next()
-    }
     /// Every adopted region as `(start address, first page, pages)`, by page number.
     pub fn adopted_regions(&self) -> Vec<(usize, PageId, u64)> {
         self.adopted

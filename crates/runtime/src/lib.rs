@@ -31,10 +31,7 @@ mod threads;
 pub use array::{Pod, SharedArray};
 pub use config::{PlacementSpec, ProtocolKind, RuntimeConfig, ThreadPlacement};
 pub use error::{Result, SquallError};
-pub use node::{
-    init, init_ssi, init_ssi_with_globals, init_ssi_with_regions, node, node_ref, parse_placement,
-    Node,
-};
+pub use node::{init, init_ssi, init_ssi_with_regions, node, node_ref, parse_placement, Node};
 pub use order::MemOrder;
 pub use squall_core::{LockId, NodeId, PageId, Placement, ThreadId, PAGE_SIZE};
 pub use squall_memory::{Contents, Region};

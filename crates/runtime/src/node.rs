@@ -17,7 +17,7 @@ use crossbeam_channel::bounded;
 use parking_lot::{Condvar, Mutex};
 use serde_json::{Map, Value};
 use squall_core::{HeapLayout, LockId, NodeId, PageId, Placement, ThreadId};
-use squall_memory::{AddressSpace, Contents, FaultThread, Heap, Region, SpaceConfig};
+use squall_memory::{AddressSpace, FaultThread, Heap, Region, SpaceConfig};
 use squall_net::endpoint::SourceId;
 use squall_net::{bootstrap, Endpoint, NetConfig};
 use squall_protocol::{ArenaSplit, AtomicCall, AtomicOp, Mixed, ProtocolKind};
@@ -162,21 +162,6 @@ pub fn init_ssi() -> Result<Node> {
     init_ssi_with_regions(&[])
 }
 
-/// [`init_ssi`] for a program with a `SQUALL_GLOBAL` section `(start, len)`: every node adopts
-/// it ([`Node::adopt_globals`]) before rank 0 runs `main` and before any thread exists.
-pub fn init_ssi_with_globals(globals: Option<(usize, usize)>) -> Result<Node> {
-    let regions: Vec<Region> = globals
-        .filter(|g| g.1 > 0)
-        .map(|(start, len)| Region {
-            start,
-            len,
-            contents: Contents::Data,
-        })
-        .into_iter()
-        .collect();
-    init_ssi_with_regions(&regions)
-}
-
 /// [`init_ssi`] for a program whose global data `regions` every node shares: every node
 /// adopts them ([`Node::adopt_regions`]) before rank 0 runs `main` and before any thread
 /// exists.
@@ -317,18 +302,6 @@ impl Node {
     /// The home placement of allocations that do not name one.
     pub fn default_placement(&self) -> Placement {
         self.inner.cfg.placement.resolve(self.rank())
-    }
-
-    /// Collective, at start-up: [`Node::adopt_regions`] of the one initialised-data region
-    /// `start..start+len` (the program's `SQUALL_GLOBAL` section). A `len` of 0 on rank 0
-    /// does nothing.
-    pub fn adopt_globals(&self, start: usize, len: usize) -> Result<(PageId, u64)> {
-        let regions = [Region {
-            start,
-            len,
-            contents: Contents::Data,
-        }];
-        self.adopt_regions(if len == 0 { &[] } else { &regions })
     }
 
     /// Collective, at start-up (before any application thread touches the range and before
@@ -752,7 +725,7 @@ impl Node {
 
     /// Try to acquire a global lock without waiting; `true` if it is now held.
     pub fn trylock(&self, lock: LockId) -> Result<bool> {
-        if self.inner.fast.try_lock(lock.0, my_waiter().0) {
+        if self.lock_fast(lock) {
             return Ok(true);
         }
         let o = self.sync_call("trylock", move |s, _, w| {
