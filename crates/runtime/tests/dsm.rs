@@ -6,12 +6,11 @@
 //! contains NAME). With `SQUALL_DSM_LAUNCHER=mpirun` every job is one `mpirun -n N` over the
 //! mpi transport (build with `--features squall-net/mpi`).
 use squall::{BarrierCount, BarrierId, LockId, Node, Placement, PAGE_SIZE};
-use squall_launch::{run_job, ForwardSink, JobSpec, MpirunOptions};
-use std::sync::Arc;
+use squall_launch::{JobSpec, MpirunOptions};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{node_main, Scenario};
+use common::{node_main, run_case, Scenario};
 
 fn check(cond: bool, what: impl FnOnce() -> String) -> Result<(), String> {
     if cond {
@@ -868,20 +867,7 @@ fn main() {
                         ..MpirunOptions::default()
                     });
                 }
-                let t = Instant::now();
-                let ok = match run_job(&spec, Arc::new(ForwardSink { prefix: true })) {
-                    Ok(r) => r.success(),
-                    Err(e) => {
-                        eprintln!("launch failed: {e}");
-                        false
-                    }
-                };
-                println!(
-                    "test {label} ... {} ({:.2}s)",
-                    if ok { "ok" } else { "FAILED" },
-                    t.elapsed().as_secs_f64()
-                );
-                if ok {
+                if run_case(&label, &spec) {
                     passed += 1
                 } else {
                     failed += 1

@@ -6,13 +6,12 @@
 //! scenarios whose label contains NAME).
 use squall::stats::NodeStats;
 use squall::{LockId, Node, NodeId, Placement};
-use squall_launch::{run_job, ForwardSink, JobSpec};
+use squall_launch::JobSpec;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{node_main, Scenario};
+use common::{node_main, run_case, Scenario};
 
 fn check(cond: bool, what: impl FnOnce() -> String) -> Result<(), String> {
     if cond {
@@ -271,20 +270,7 @@ fn main() {
                     .push(("SQUALL_PROTOCOL".into(), proto.to_string()));
                 spec.extra_env
                     .push(("SQUALL_HEAP_SIZE".into(), "4G".into()));
-                let t = Instant::now();
-                let ok = match run_job(&spec, Arc::new(ForwardSink { prefix: true })) {
-                    Ok(r) => r.success(),
-                    Err(e) => {
-                        eprintln!("launch failed: {e}");
-                        false
-                    }
-                };
-                println!(
-                    "test {label} ... {} ({:.2}s)",
-                    if ok { "ok" } else { "FAILED" },
-                    t.elapsed().as_secs_f64()
-                );
-                if ok {
+                if run_case(&label, &spec) {
                     passed += 1
                 } else {
                     failed += 1

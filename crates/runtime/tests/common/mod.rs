@@ -31,3 +31,23 @@ pub fn node_main(scenarios: &[(&str, Scenario, &[&str])], name: &str) -> i32 {
     }
     i32::from(r.is_err())
 }
+
+/// Run one job of a scenario and print its test line (`test LABEL ... ok|FAILED (secs)`);
+/// `true` if every node succeeded.
+pub fn run_case(label: &str, spec: &squall_launch::JobSpec) -> bool {
+    let t = std::time::Instant::now();
+    let sink = std::sync::Arc::new(squall_launch::ForwardSink { prefix: true });
+    let ok = match squall_launch::run_job(spec, sink) {
+        Ok(r) => r.success(),
+        Err(e) => {
+            eprintln!("launch failed: {e}");
+            false
+        }
+    };
+    println!(
+        "test {label} ... {} ({:.2}s)",
+        if ok { "ok" } else { "FAILED" },
+        t.elapsed().as_secs_f64()
+    );
+    ok
+}
