@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building and testing Squall needs, only when it is missing: a C/C++ toolchain,
-# make, pkg-config, m4, a font for the bench plots, Open MPI and libclang for the mpi
+# make, pkg-config, m4, cmake, a font for the bench plots, Open MPI and libclang for the mpi
 # transport (Debian packages) and a Rust toolchain
 # with rustfmt and clippy (rustup).
 # Safe to run repeatedly; does nothing when everything is present.
@@ -18,6 +18,7 @@ command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 command -v git >/dev/null 2>&1 || missing+=(git)
 command -v m4 >/dev/null 2>&1 || missing+=(m4)                      # SPLASH-2 macros (c.m4.squall)
 command -v c++ >/dev/null 2>&1 || missing+=(g++)                    # the C++ API test
+command -v cmake >/dev/null 2>&1 || missing+=(cmake)                # the CMake package test
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)  # bench plots
 # The mpi transport (.ci/mpi.sh): mpirun, MPI headers/libraries, libclang for rsmpi's bindgen.
 command -v mpirun >/dev/null 2>&1 || missing+=(openmpi-bin)

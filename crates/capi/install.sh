@@ -4,11 +4,16 @@
 #   PREFIX/include/squall.h, squall.hpp, squall/pthread.h, squall/atomic.h
 #   PREFIX/share/squall/c.m4.squall, squall-globals.ld, squall-pthread.ld
 #   PREFIX/lib/pkgconfig/squall.pc, squall-pthread.pc
+#   PREFIX/lib/cmake/Squall/SquallConfig.cmake, SquallConfigVersion.cmake, SquallTargets.cmake
+#     (find_package(Squall): one imported target per .pc file installed here, made from it by
+#     cmake/pc-to-cmake.awk: squall.pc -> Squall::squall, squall-X.pc -> Squall::X)
 #
 # usage: crates/capi/install.sh PREFIX [LIBDIR]
 #   LIBDIR: where cargo put libsquall.so (default: $SQUALL_LIBDIR, else
 #   ${CARGO_TARGET_DIR:-<repo>/target}/release). Build it first: cargo build --release -p squall-capi
 # Then: PKG_CONFIG_PATH=PREFIX/lib/pkgconfig cc prog.c $(pkg-config --cflags --libs squall)
+#   or, in CMake: find_package(Squall REQUIRED) + target_link_libraries(app Squall::pthread),
+#   configured with -DCMAKE_PREFIX_PATH=PREFIX
 set -eu
 
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
@@ -40,4 +45,30 @@ cp "$here/c.m4.squall" "$here/squall-globals.ld" "$here/squall-pthread.ld" "$pre
 for pc in squall squall-pthread; do
     sed -e "s|@PREFIX@|$prefix|g" -e "s|@VERSION@|$version|g" "$here/$pc.pc.in" > "$prefix/lib/pkgconfig/$pc.pc"
 done
+
+# The CMake package: a target per pkg-config file installed above (any squall*.pc.in here), so
+# each target carries exactly what its .pc carries. squall.pc goes first: the others require it.
+cmake_dir="$prefix/lib/cmake/Squall"
+mkdir -p "$cmake_dir"
+targets="$cmake_dir/.SquallTargets.cmake.tmp"
+{
+    echo "# Made by crates/capi/install.sh from the pkg-config files in lib/pkgconfig; do not edit."
+    echo "# _SQUALL_PREFIX is set by SquallConfig.cmake."
+    for pc_in in "$here/squall.pc.in" "$here"/squall-*.pc.in; do
+        [ -f "$pc_in" ] || continue
+        pc=$(basename "$pc_in" .pc.in)
+        case $pc in
+            squall) target=Squall::squall ;;
+            *) target="Squall::${pc#squall-}" ;;
+        esac
+        if [ ! -f "$prefix/lib/pkgconfig/$pc.pc" ]; then
+            echo "install.sh: $pc.pc.in is not installed as lib/pkgconfig/$pc.pc: add it to the pkg-config loop" >&2
+            exit 1
+        fi
+        awk -v target="$target" -v prefix="$prefix" -f "$here/cmake/pc-to-cmake.awk" "$prefix/lib/pkgconfig/$pc.pc"
+    done
+} > "$targets"
+mv -f "$targets" "$cmake_dir/SquallTargets.cmake"
+cp "$here/cmake/SquallConfig.cmake" "$cmake_dir/"
+sed -e "s|@VERSION@|$version|g" "$here/cmake/SquallConfigVersion.cmake.in" > "$cmake_dir/SquallConfigVersion.cmake"
 echo "installed squall $version under $prefix"

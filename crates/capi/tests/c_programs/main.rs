@@ -8,10 +8,11 @@
 //! `main`); the cases live in the `cases_*` modules, one area each, and touch nothing here.
 //!
 //! Run: `cargo test -p squall-capi --test c_programs` (add `-- NAME` to run only the cases
-//! whose label contains NAME). Needs cc, c++, pkg-config and m4 (see .ci/setup.sh).
+//! whose label contains NAME). Needs cc, c++, pkg-config, m4 and cmake (see .ci/setup.sh).
 mod cases_api;
 mod cases_apps;
 mod cases_atomics;
+mod cases_cmake;
 mod cases_globals;
 mod cases_pthreads;
 mod cases_splash;
@@ -471,6 +472,7 @@ fn cases() -> Vec<(String, Case)> {
     cases_globals::add(&mut v);
     cases_splash::add(&mut v);
     cases_apps::add(&mut v);
+    cases_cmake::add(&mut v);
     v.0
 }
 
