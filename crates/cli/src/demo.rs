@@ -23,6 +23,18 @@ pub struct DemoArgs {
 }
 
 pub fn main(a: DemoArgs) -> i32 {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+    if let Err(bad) = crate::run::check_nodes(
+        a.nodes,
+        true,
+        crate::settings::soft_limit(&limits, "Max processes"),
+    ) {
+        return crate::settings::report("demo", &[bad]);
+    }
+    let bad = crate::run::check_environment(a.nodes, a.transport.name());
+    if !bad.is_empty() {
+        return crate::settings::report("demo", &bad);
+    }
     let exe = match std::env::current_exe() {
         Ok(p) => p,
         Err(e) => {

@@ -1,5 +1,6 @@
 //! The `squall` command: `squall run` launches jobs, `squall bench` runs benchmarks,
-//! `squall demo` runs the quick-start demo, `squall env` prints the environment table.
+//! `squall demo` runs the quick-start demo, `squall doctor` checks the machine, `squall env`
+//! prints the environment variables and `squall run` options.
 //!
 //! Owns argument parsing and the node programs the benches and tests re-execute (hidden
 //! `squall __node ...`); must not touch protocol internals.
@@ -7,9 +8,11 @@
 
 mod bench;
 mod demo;
+mod doctor;
 mod envtable;
 mod node;
 mod run;
+mod settings;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -35,9 +38,13 @@ enum Cmd {
     Bench(bench::BenchCmd),
     /// Run the quick-start demo on N local nodes (default 4).
     Demo(demo::DemoArgs),
-    /// Print the environment variables Squall reads.
+    /// Check this machine (and the hosts given) before a job: userfaultfd, memory and address
+    /// space for the heap, vm.max_map_count, ports, ssh, the C tools, the SQUALL_* settings.
+    Doctor(doctor::DoctorArgs),
+    /// Print the environment variables Squall reads and the `squall run` options, with their
+    /// defaults and effects.
     Env {
-        /// As a Markdown table (what docs/env.md and the README hold).
+        /// As Markdown tables (what docs/env.md holds; the README holds the variables).
         #[arg(long)]
         markdown: bool,
     },
@@ -57,11 +64,12 @@ fn main() {
         Cmd::Run(args) => run::main(args),
         Cmd::Bench(b) => bench::main(b),
         Cmd::Demo(args) => demo::main(args),
+        Cmd::Doctor(args) => doctor::main(args),
         Cmd::Env { markdown } => {
             if markdown {
-                print!("{}", envtable::markdown());
+                print!("{}\n{}", envtable::markdown(), envtable::options_markdown());
             } else {
-                print!("{}", envtable::table());
+                print!("{}\n{}", envtable::table(), envtable::options_table());
             }
             0
         }

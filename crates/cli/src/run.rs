@@ -4,6 +4,7 @@ use clap::{Args, ValueEnum};
 use squall_launch::{
     run_job, ForwardSink, JobInput, JobSpec, LauncherKind, MpirunOptions, RshOptions,
 };
+use crate::settings::{report, Bad};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -117,24 +118,110 @@ pub fn after_help() -> String {
     )
 }
 
-fn build_spec(args: RunArgs) -> Result<JobSpec, String> {
-    let (program, rest) = args
-        .command
-        .split_first()
-        .ok_or_else(|| "no program given".to_string())?;
+/// Longest `--timeout` taken (a year; more is a typo, and would overflow a deadline).
+pub const MAX_TIMEOUT_SECS: f64 = 365.0 * 24.0 * 3600.0;
+
+/// `-n N` for a job: at least 1, at most 65535 (node ids are 16-bit), and for nodes on this
+/// machine at most what the process limit allows.
+pub fn check_nodes(nodes: usize, local: bool, max_processes: Option<u64>) -> Result<(), Bad> {
+    let max = usize::from(u16::MAX);
+    if nodes == 0 {
+        return Err(Bad::new(
+            "--nodes",
+            "the job needs at least 1 node (got -n 0)",
+            "give -n 1 or more, e.g. squall run -n 2 ./prog",
+        ));
+    }
+    if nodes > max {
+        return Err(Bad::new(
+            "--nodes",
+            format!("-n {nodes}: at most {max} nodes are supported (node ids are 16-bit)"),
+            format!("give -n {max} or fewer"),
+        ));
+    }
+    if let Some(limit) = max_processes.filter(|_| local) {
+        if nodes as u64 > limit / 2 {
+            return Err(Bad::new(
+                "--nodes",
+                format!(
+                    "-n {nodes} node processes on this machine, each with a service thread,                      exceed half the process limit (ulimit -u = {limit})"
+                ),
+                "give fewer nodes, spread them with --hosts/--hostfile, or raise ulimit -u",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `1e300` rather than three hundred digits.
+fn short_number(x: f64) -> String {
+    if x.abs() >= 1e12 {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
+}
+
+/// `--timeout SECS`.
+pub fn check_timeout(secs: f64) -> Result<Duration, Bad> {
+    if !(secs.is_finite() && secs > 0.0) {
+        return Err(Bad::new(
+            "--timeout",
+            format!("{} is not a positive number of seconds", short_number(secs)),
+            "give seconds > 0, e.g. --timeout 600",
+        ));
+    }
+    if secs > MAX_TIMEOUT_SECS {
+        return Err(Bad::new(
+            "--timeout",
+            format!("{} seconds is more than a year", short_number(secs)),
+            "give a timeout of at most 31536000 seconds, or leave --timeout out for none",
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// The program a local node runs must exist and be executable here.
+pub fn check_program(program: &str) -> Result<(), Bad> {
+    match squall_launch::spec::resolve_program(program) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(Bad::new(
+            "PROGRAM",
+            e.to_string(),
+            "give the path of an executable (e.g. ./a.out) or the name of one in PATH",
+        )),
+    }
+}
+
+/// `--net-faults SPEC`, parsed as the nodes will (loss and dup need a lossy transport).
+pub fn check_net_faults(spec: &str, transport: &str) -> Result<(), Bad> {
+    let fix = "give key=value pairs, e.g. --net-faults loss=0.05,dup=0.02,reorder=0.05,delay=50us,seed=7 \
+               (loss and dup need --transport udp)";
+    let parsed = squall_net::FaultSpec::parse(spec)
+        .map_err(|e| Bad::new("--net-faults", e.to_string(), fix))?;
+    if transport == "tcp" {
+        parsed
+            .check_for_tcp()
+            .map_err(|e| Bad::new("--net-faults", e.to_string(), fix))?;
+    }
+    Ok(())
+}
+
+fn build_spec(args: RunArgs) -> Result<JobSpec, Bad> {
+    let (program, rest) = args.command.split_first().ok_or_else(|| {
+        Bad::new("PROGRAM", "no program given", "squall run -n N PROGRAM [ARGS...]")
+    })?;
     let mut spec = JobSpec::local(args.nodes, program.clone(), rest.to_vec());
     spec.input = JobInput::Inherit;
     spec.transport = args.transport.name().to_string();
+    if let Some(f) = &args.net_faults {
+        check_net_faults(f, spec.transport.as_str())?;
+    }
     spec.net_faults = args.net_faults;
     spec.stats = args.stats;
     spec.prefix = !args.no_prefix;
     if let Some(secs) = args.timeout {
-        if !(secs.is_finite() && secs > 0.0) {
-            return Err(format!(
-                "--timeout must be a positive number of seconds (got {secs})"
-            ));
-        }
-        spec.timeout = Some(Duration::from_secs_f64(secs));
+        spec.timeout = Some(check_timeout(secs)?);
     }
     let mut hosts: Vec<String> = args
         .hosts
@@ -143,17 +230,52 @@ fn build_spec(args: RunArgs) -> Result<JobSpec, String> {
         .filter(|h| !h.is_empty())
         .collect();
     if let Some(file) = &args.hostfile {
-        hosts = squall_launch::rsh::read_hostfile(file).map_err(|e| e.to_string())?;
+        hosts = squall_launch::rsh::read_hostfile(file).map_err(|e| {
+            Bad::new(
+                "--hostfile",
+                e.to_string(),
+                "give an existing file with one host per line (`host` or `host slots=K`)",
+            )
+        })?;
         if hosts.is_empty() {
-            return Err(format!("hostfile {} lists no hosts", file.display()));
+            return Err(Bad::new(
+                "--hostfile",
+                format!("{} lists no hosts", file.display()),
+                "put one host per line in it (`host` or `host slots=K`)",
+            ));
+        }
+    }
+    if let Some(h) = args.rendezvous_host.as_deref() {
+        if h.trim().is_empty() {
+            return Err(Bad::new(
+                "--rendezvous-host",
+                "is empty",
+                "give a host name or address the nodes reach this machine by, or leave it out",
+            ));
         }
     }
     if args.launcher == Launcher::Mpirun || args.transport == Transport::Mpi {
         if !matches!(args.launcher, Launcher::Mpirun | Launcher::Auto) {
-            return Err("--transport mpi needs --launcher mpirun".into());
+            return Err(Bad::new(
+                "--transport",
+                "--transport mpi needs --launcher mpirun",
+                "add --launcher mpirun, or use --transport tcp/udp",
+            ));
         }
         if args.rendezvous_host.is_some() {
-            return Err("--rendezvous-host does not apply to --launcher mpirun".into());
+            return Err(Bad::new(
+                "--rendezvous-host",
+                "does not apply to --launcher mpirun",
+                "leave --rendezvous-host out (MPI connects the nodes)",
+            ));
+        }
+        check_nodes(args.nodes, false, None)?;
+        if squall_launch::spec::resolve_program(&args.mpirun).is_err() {
+            return Err(Bad::new(
+                "--mpirun",
+                format!("{} not found (not a file, and not in PATH)", args.mpirun),
+                "install Open MPI (apt-get install openmpi-bin) or give --mpirun /path/to/mpirun",
+            ));
         }
         let mut extra: Vec<String> = args
             .mpirun_args
@@ -175,45 +297,87 @@ fn build_spec(args: RunArgs) -> Result<JobSpec, String> {
         return Ok(spec);
     }
     if args.mpirun_args.is_some() {
-        return Err("--mpirun-args only applies with --launcher mpirun".into());
+        return Err(Bad::new(
+            "--mpirun-args",
+            "only applies with --launcher mpirun",
+            "add --launcher mpirun, or leave --mpirun-args out",
+        ));
     }
     let remote = match args.launcher {
         Launcher::Local => {
             if !hosts.is_empty() {
-                return Err("--launcher local does not take --hosts or --hostfile".into());
+                return Err(Bad::new(
+                    "--launcher",
+                    "--launcher local does not take --hosts or --hostfile",
+                    "leave out --hosts/--hostfile, or use --launcher rsh",
+                ));
             }
             false
         }
         Launcher::Rsh => {
             if hosts.is_empty() {
-                return Err("--launcher rsh needs --hosts or --hostfile".into());
+                return Err(Bad::new(
+                    "--launcher",
+                    "--launcher rsh needs --hosts or --hostfile",
+                    "add --hosts H1,H2 or --hostfile FILE",
+                ));
             }
             true
         }
         Launcher::Auto => !hosts.is_empty(),
         Launcher::Mpirun => false,
     };
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+    check_nodes(
+        args.nodes,
+        !remote,
+        crate::settings::soft_limit(&limits, "Max processes"),
+    )?;
     if remote {
         let rsh: Vec<String> = args.rsh.split_whitespace().map(str::to_string).collect();
+        if rsh.is_empty() {
+            return Err(Bad::new(
+                "--rsh",
+                "the remote shell command is empty",
+                "give a command such as --rsh ssh or --rsh 'ssh -p 2222'",
+            ));
+        }
         spec.launcher = LauncherKind::Rsh(RshOptions {
             hosts,
             rsh,
             rendezvous_host: args.rendezvous_host,
         });
-    } else if args.rendezvous_host.is_some() {
-        return Err("--rendezvous-host only applies with --hosts or --hostfile".into());
+    } else {
+        if args.rendezvous_host.is_some() {
+            return Err(Bad::new(
+                "--rendezvous-host",
+                "only applies with --hosts or --hostfile",
+                "leave --rendezvous-host out for a local job",
+            ));
+        }
+        check_program(program)?;
     }
     Ok(spec)
+}
+
+/// The environment's `SQUALL_*` variables, checked for this job.
+pub fn check_environment(nodes: usize, transport: &str) -> Vec<Bad> {
+    crate::settings::check_env(
+        &crate::settings::squall_vars(),
+        crate::settings::Job { nodes, transport },
+        crate::settings::Machine::this(),
+    )
 }
 
 pub fn main(args: RunArgs) -> i32 {
     let spec = match build_spec(args) {
         Ok(s) => s,
-        Err(msg) => {
-            eprintln!("squall run: {msg}");
-            return 2;
-        }
+        Err(bad) => return report("run", &[bad]),
     };
+    let bad = check_environment(spec.nodes, &spec.transport);
+    if !bad.is_empty() {
+        return report("run", &bad);
+    }
     let sink = Arc::new(ForwardSink {
         prefix: spec.prefix,
     });

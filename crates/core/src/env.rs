@@ -24,7 +24,6 @@ pub const HEAP_SIZE: &str = "SQUALL_HEAP_SIZE";
 pub const HEAP_BASE: &str = "SQUALL_HEAP_BASE";
 pub const PLACEMENT: &str = "SQUALL_PLACEMENT";
 pub const THREAD_PLACEMENT: &str = "SQUALL_THREAD_PLACEMENT";
-pub const LOG: &str = "SQUALL_LOG";
 pub const LOCAL_NODES: &str = "SQUALL_LOCAL_NODES";
 pub const FETCH_SPIN_US: &str = "SQUALL_FETCH_SPIN_US";
 pub const MPI_HEADERLESS: &str = "SQUALL_MPI_HEADERLESS";
@@ -112,11 +111,6 @@ pub const ALL: &[EnvVar] = &[
         name: THREAD_PLACEMENT,
         default: "even",
         meaning: "node of the k-th thread node r creates without naming one (pthread_create, CREATE): even: (r+k+1) mod N, so main plus P-1 threads put P/N (±1) on every node; round-robin: k mod N; local: r",
-    },
-    EnvVar {
-        name: LOG,
-        default: "warn",
-        meaning: "log filter (tracing env-filter syntax)",
     },
     EnvVar {
         name: LOCAL_NODES,

@@ -25,7 +25,11 @@ pub enum LaunchError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("bad line {line} in hostfile {}: {text:?}", path.display())]
+    #[error(
+        "bad line {line} in hostfile {}: {text:?} (expected `host`, `host:K` or `host slots=K`, \
+         K from 1 to 65535)",
+        path.display()
+    )]
     HostfileLine {
         path: PathBuf,
         line: usize,

@@ -45,7 +45,8 @@ pub fn parse_hostfile(text: &str) -> Result<Vec<String>, (usize, String)> {
                 None => return Err(bad()),
             }
         }
-        if host.is_empty() || slots == 0 {
+        // More slots than node ids is a typo (and would fill memory with host names).
+        if host.is_empty() || slots == 0 || slots > usize::from(u16::MAX) {
             return Err(bad());
         }
         for _ in 0..slots {
