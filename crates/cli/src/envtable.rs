@@ -47,7 +47,12 @@ pub fn run_options() -> Vec<RunOption> {
         }
         let value = a
             .get_value_names()
-            .map(|v| v.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(" "))
+            .map(|v| {
+                v.iter()
+                    .map(|s| s.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
             .filter(|_| a.get_action().takes_values())
             .unwrap_or_default();
         let mut spelling = match (a.get_short(), a.get_long()) {
@@ -73,7 +78,7 @@ pub fn run_options() -> Vec<RunOption> {
         } else if a.get_action().takes_values() {
             "(none)".into()
         } else {
-            "off".into()
+            "not given".into()
         };
         let mut effect = a.get_help().map(|h| h.to_string()).unwrap_or_default();
         let choices: Vec<String> = a
@@ -83,7 +88,7 @@ pub fn run_options() -> Vec<RunOption> {
             .map(|p| p.get_name().to_string())
             .collect();
         if !choices.is_empty() && a.get_action().takes_values() {
-            effect = format!("{effect} One of: {}.", choices.join(", "));
+            effect = format!("{effect}: {}", choices.join(", "));
         }
         out.push(RunOption {
             spelling,
@@ -101,7 +106,10 @@ pub fn options_table() -> String {
     let dw = opts.iter().map(|o| o.default.len()).max().unwrap_or(0);
     let mut out = format!("{:sw$}  {:dw$}  EFFECT\n", "SQUALL RUN OPTION", "DEFAULT");
     for o in &opts {
-        out.push_str(&format!("{:sw$}  {:dw$}  {}\n", o.spelling, o.default, o.effect));
+        out.push_str(&format!(
+            "{:sw$}  {:dw$}  {}\n",
+            o.spelling, o.default, o.effect
+        ));
     }
     out
 }
@@ -141,7 +149,7 @@ mod tests {
             "`-n, --nodes N` | (required) |",
             "`--transport TRANSPORT` | tcp |",
             "`--timeout SECS` | (none) |",
-            "`--stats` | off |",
+            "`--stats` | not given |",
             "`--rsh CMD` | ssh |",
             "`PROGRAM [ARGS...]` | (required) |",
         ] {

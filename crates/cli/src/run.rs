@@ -1,10 +1,10 @@
 //! `squall run`: turns command-line options into a [`squall_launch::JobSpec`], runs it and
 //! exits with the job's status. Owns option parsing and user-facing errors only.
+use crate::settings::{report, Bad};
 use clap::{Args, ValueEnum};
 use squall_launch::{
     run_job, ForwardSink, JobInput, JobSpec, LauncherKind, MpirunOptions, RshOptions,
 };
-use crate::settings::{report, Bad};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -209,7 +209,11 @@ pub fn check_net_faults(spec: &str, transport: &str) -> Result<(), Bad> {
 
 fn build_spec(args: RunArgs) -> Result<JobSpec, Bad> {
     let (program, rest) = args.command.split_first().ok_or_else(|| {
-        Bad::new("PROGRAM", "no program given", "squall run -n N PROGRAM [ARGS...]")
+        Bad::new(
+            "PROGRAM",
+            "no program given",
+            "squall run -n N PROGRAM [ARGS...]",
+        )
     })?;
     let mut spec = JobSpec::local(args.nodes, program.clone(), rest.to_vec());
     spec.input = JobInput::Inherit;

@@ -19,7 +19,11 @@ pub struct Bad {
 }
 
 impl Bad {
-    pub fn new(setting: impl Into<String>, problem: impl Into<String>, fix: impl Into<String>) -> Bad {
+    pub fn new(
+        setting: impl Into<String>,
+        problem: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Bad {
         Bad {
             setting: setting.into(),
             problem: problem.into(),
@@ -162,8 +166,14 @@ pub fn check_env(vars: &BTreeMap<String, String>, job: Job, machine: Machine) ->
         if !near.is_empty() {
             bad.push(Bad::new(
                 name.as_str(),
-                format!("Squall reads no such variable (did you mean {}?)", near.join(" or ")),
-                format!("rename it to {} (`squall env` lists every setting)", near[0]),
+                format!(
+                    "Squall reads no such variable (did you mean {}?)",
+                    near.join(" or ")
+                ),
+                format!(
+                    "rename it to {} (`squall env` lists every setting)",
+                    near[0]
+                ),
             ));
         }
     }
@@ -186,7 +196,13 @@ pub fn check_env(vars: &BTreeMap<String, String>, job: Job, machine: Machine) ->
             continue;
         }
         let value = vars.get(name).cloned().unwrap_or_default();
-        let get = |k: &str| if k == name { vars.get(k).cloned() } else { launcher(k) };
+        let get = |k: &str| {
+            if k == name {
+                vars.get(k).cloned()
+            } else {
+                launcher(k)
+            }
+        };
         let errs: Vec<String> = parse_all(&get)
             .into_iter()
             .filter(|e| !baseline.contains(e))
@@ -225,7 +241,12 @@ fn is_switch(v: &str) -> bool {
 }
 
 fn human(bytes: u64) -> String {
-    const UNITS: [(&str, u64); 4] = [("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)];
+    const UNITS: [(&str, u64); 4] = [
+        ("T", 1 << 40),
+        ("G", 1 << 30),
+        ("M", 1 << 20),
+        ("K", 1 << 10),
+    ];
     for (u, m) in UNITS {
         if bytes >= m && bytes % m == 0 {
             return format!("{}{u}", bytes / m);
@@ -325,6 +346,19 @@ fn extra_check(
             }
             None
         }
+        n if n == env::PLACEMENT => {
+            let node = value.to_ascii_lowercase();
+            let node = node.strip_prefix("node:")?.trim().parse::<usize>().ok()?;
+            (node >= job.nodes).then(|| {
+                (
+                    format!("node {node} is not in this job of {} nodes", job.nodes),
+                    format!(
+                        "give node:0 to node:{}, or another placement",
+                        job.nodes.saturating_sub(1)
+                    ),
+                )
+            })
+        }
         n if n == env::STATS => (!is_switch(value)).then(|| {
             (
                 format!("{value:?} is neither on nor off"),
@@ -333,7 +367,10 @@ fn extra_check(
         }),
         n if n == env::STATS_FILE => {
             if value.is_empty() {
-                return Some(("is empty".into(), format!("unset {n} for squall-stats.json, or name a file")));
+                return Some((
+                    "is empty".into(),
+                    format!("unset {n} for squall-stats.json, or name a file"),
+                ));
             }
             let path = std::path::Path::new(value);
             let dir = match path.parent() {
@@ -343,24 +380,29 @@ fn extra_check(
             if path.is_dir() {
                 return Some((
                     format!("{value} is a directory"),
-                    format!("name a file, e.g. {n}={}/squall-stats.json", value.trim_end_matches('/')),
+                    format!(
+                        "name a file, e.g. {n}={}/squall-stats.json",
+                        value.trim_end_matches('/')
+                    ),
                 ));
             }
             (!dir.is_dir()).then(|| {
                 (
                     format!("the directory {} does not exist", dir.display()),
-                    format!("create it (mkdir -p {}) or point {n} elsewhere", dir.display()),
+                    format!(
+                        "create it (mkdir -p {}) or point {n} elsewhere",
+                        dir.display()
+                    ),
                 )
             })
         }
-        n if n == env::MPI_HEADERLESS || n == env::MPI_SHM => {
-            (!matches!(value, "" | "0" | "1")).then(|| {
+        n if n == env::MPI_HEADERLESS || n == env::MPI_SHM => (!matches!(value, "" | "0" | "1"))
+            .then(|| {
                 (
                     format!("{value:?} is neither 0 nor 1"),
                     format!("give {n}=0 or {n}=1 (or unset it for the default)"),
                 )
-            })
-        }
+            }),
         n if n == env::MPI_SHM_GROUPS => match uint(value) {
             Some(1..=65535) => None,
             _ => Some((
@@ -400,7 +442,10 @@ mod tests {
     };
 
     fn check(vars: &[(&str, &str)]) -> Vec<Bad> {
-        let m = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let m = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         check_env(&m, JOB, MACHINE)
     }
 
@@ -413,7 +458,10 @@ mod tests {
             ("SQUALL_STATS", "1"),
             ("SQUALL_PEER_TIMEOUT_MS", "5000"),
             ("SQUALL_RANK", "not a rank: the launcher replaces it"),
-            ("SQUALL_TEST_ROLE", "unrelated variables are not ours to judge"),
+            (
+                "SQUALL_TEST_ROLE",
+                "unrelated variables are not ours to judge",
+            ),
         ]);
         assert!(ok.is_empty(), "{ok:?}");
     }
@@ -426,6 +474,7 @@ mod tests {
             ("SQUALL_HEAP_BASE", "0x1001"),
             ("SQUALL_PROTOCOL", "mesi"),
             ("SQUALL_PLACEMENT", "everywhere"),
+            ("SQUALL_PLACEMENT", "node:2"),
             ("SQUALL_THREAD_PLACEMENT", "sideways"),
             ("SQUALL_NET_FAULTS", "loss=2"),
             ("SQUALL_BIND_ADDR", "not-an-ip"),
@@ -459,7 +508,11 @@ mod tests {
             if LAUNCHER_SET.contains(&v.name) {
                 continue;
             }
-            let value = if v.name == env::STATS_FILE { "/no/such/dir/x" } else { "\u{1}bogus" };
+            let value = if v.name == env::STATS_FILE {
+                "/no/such/dir/x"
+            } else {
+                "\u{1}bogus"
+            };
             let bad = check(&[(v.name, value)]);
             assert!(
                 bad.iter().any(|b| b.setting == v.name),
@@ -471,18 +524,41 @@ mod tests {
 
     #[test]
     fn heap_bounds_come_from_the_machine() {
-        let vars: BTreeMap<String, String> = [("SQUALL_HEAP_SIZE".to_string(), "100T".to_string())].into();
-        let la57 = Machine { va_bits: 56, rlimit_as: None };
+        let vars: BTreeMap<String, String> =
+            [("SQUALL_HEAP_SIZE".to_string(), "100T".to_string())].into();
+        let la57 = Machine {
+            va_bits: 56,
+            rlimit_as: None,
+        };
         assert!(check_env(&vars, JOB, la57).is_empty(), "fits in 56 bits");
         let bad = check_env(&vars, JOB, MACHINE);
         assert!(bad[0].fix.contains("48T"), "{bad:?}");
-        let vars: BTreeMap<String, String> = [("SQUALL_HEAP_SIZE".to_string(), "64G".to_string())].into();
-        let limited = Machine { va_bits: 47, rlimit_as: Some(8 << 30) };
+        let vars: BTreeMap<String, String> =
+            [("SQUALL_HEAP_SIZE".to_string(), "64G".to_string())].into();
+        let limited = Machine {
+            va_bits: 47,
+            rlimit_as: Some(8 << 30),
+        };
         let bad = check_env(&vars, JOB, limited);
         assert!(bad[0].problem.contains("ulimit -v"), "{bad:?}");
-        assert!(bad[0].fix.contains("3.5G") || bad[0].fix.contains("3584M"), "{bad:?}");
-        let tiny: BTreeMap<String, String> = [("SQUALL_HEAP_SIZE".to_string(), "8K".to_string())].into();
-        assert_eq!(check_env(&tiny, Job { nodes: 4, transport: "tcp" }, MACHINE).len(), 1);
+        assert!(
+            bad[0].fix.contains("3.5G") || bad[0].fix.contains("3584M"),
+            "{bad:?}"
+        );
+        let tiny: BTreeMap<String, String> =
+            [("SQUALL_HEAP_SIZE".to_string(), "8K".to_string())].into();
+        assert_eq!(
+            check_env(
+                &tiny,
+                Job {
+                    nodes: 4,
+                    transport: "tcp"
+                },
+                MACHINE
+            )
+            .len(),
+            1
+        );
     }
 
     #[test]
@@ -492,13 +568,17 @@ mod tests {
                     Max address space         8589934592           unlimited            bytes     \n";
         assert_eq!(soft_limit(text, "Max address space"), Some(8 << 30));
         assert_eq!(soft_limit(text, "Max processes"), Some(63432));
-        let unlimited = "Max address space         unlimited            unlimited            bytes\n";
+        let unlimited =
+            "Max address space         unlimited            unlimited            bytes\n";
         assert_eq!(soft_limit(unlimited, "Max address space"), None);
     }
 
     #[test]
     fn near_misses_suggest_the_real_name() {
-        assert_eq!(near_misses("SQUALL_HEAP"), vec!["SQUALL_HEAP_SIZE", "SQUALL_HEAP_BASE"]);
+        assert_eq!(
+            near_misses("SQUALL_HEAP"),
+            vec!["SQUALL_HEAP_SIZE", "SQUALL_HEAP_BASE"]
+        );
         assert_eq!(near_misses("SQUALL_PROTOCOLL"), vec!["SQUALL_PROTOCOL"]);
         assert!(near_misses("SQUALL_PROTOCOL").is_empty());
         assert!(near_misses("SQUALL_APPS_BIN").is_empty());

@@ -152,7 +152,9 @@ pub fn add(v: &mut Cases) {
             let text = String::from_utf8_lossy(&out.stderr).into_owned()
                 + &String::from_utf8_lossy(&out.stdout);
             if out.status.success() || !text.contains(needle) {
-                return Err(format!("{want}: configure should fail naming {needle}: {text}"));
+                return Err(format!(
+                    "{want}: configure should fail naming {needle}: {text}"
+                ));
             }
         }
         Ok(())

@@ -5,6 +5,7 @@
 //! drivers; must not touch protocol internals.
 pub mod apps;
 pub mod bandwidth;
+pub mod check;
 pub mod dsm;
 pub mod message;
 pub mod pingpong;
@@ -57,6 +58,13 @@ pub enum BenchCmd {
 }
 
 pub fn main(cmd: BenchCmd) -> i32 {
+    if let Err(bad) = check::check(&cmd) {
+        return crate::settings::report("bench", &[bad]);
+    }
+    let bad = crate::run::check_environment(2, "tcp");
+    if !bad.is_empty() {
+        return crate::settings::report("bench", &bad);
+    }
     let result = match cmd {
         BenchCmd::Apps(a) => apps::main(a),
         BenchCmd::Pingpong(a) => pingpong::main(a),
@@ -85,8 +93,9 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
         _ => (t, 1),
     };
     num.parse::<usize>()
-        .map(|n| n * mul)
-        .map_err(|_| format!("bad size {s:?} (use bytes, or a k/m suffix)"))
+        .ok()
+        .and_then(|n| n.checked_mul(mul))
+        .ok_or_else(|| format!("bad size {s:?} (use bytes, or a k/m suffix)"))
 }
 
 #[cfg(test)]
@@ -97,5 +106,6 @@ mod tests {
         assert_eq!(super::parse_size("4k"), Ok(4096));
         assert_eq!(super::parse_size("16M"), Ok(16 << 20));
         assert!(super::parse_size("lots").is_err());
+        assert!(super::parse_size("99999999999999999m").is_err(), "overflow");
     }
 }

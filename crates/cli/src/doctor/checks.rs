@@ -108,7 +108,9 @@ pub fn userfaultfd(f: &UffdFacts) -> Check {
         if (maj, min) < (5, 19) {
             return Check::fail(
                 NAME,
-                format!("linux {maj}.{min} lacks userfaultfd's shmem minor and write-protect faults"),
+                format!(
+                    "linux {maj}.{min} lacks userfaultfd's shmem minor and write-protect faults"
+                ),
                 "run on Linux 5.19 or newer",
             );
         }
@@ -126,7 +128,13 @@ pub fn userfaultfd(f: &UffdFacts) -> Check {
         ""
     };
     match &f.probe {
-        Some(Ok(())) => Check::ok(NAME, format!("available and permitted ({how}{}features present)", if how.is_empty() { "" } else { "; " })),
+        Some(Ok(())) => Check::ok(
+            NAME,
+            format!(
+                "available and permitted ({how}{}features present)",
+                if how.is_empty() { "" } else { "; " }
+            ),
+        ),
         Some(Err(e)) if !permitted => Check::fail(
             NAME,
             format!(
@@ -166,7 +174,11 @@ pub fn max_map_count(value: Option<u64>, threads: u64) -> Check {
     const NAME: &str = "vm.max_map_count";
     let need = MAPS_BASE + 2 * threads;
     match value {
-        None => Check::warn(NAME, "cannot read /proc/sys/vm/max_map_count", "check `sysctl vm.max_map_count` (65530 is the usual default)"),
+        None => Check::warn(
+            NAME,
+            "cannot read /proc/sys/vm/max_map_count",
+            "check `sysctl vm.max_map_count` (65530 is the usual default)",
+        ),
         Some(v) if v < need => Check::fail(
             NAME,
             format!("{v}, but a node with {threads} threads needs about {need} mappings"),
@@ -174,10 +186,15 @@ pub fn max_map_count(value: Option<u64>, threads: u64) -> Check {
         ),
         Some(v) if v < 4 * need => Check::warn(
             NAME,
-            format!("{v}: little room above the ~{need} mappings a node with {threads} threads needs"),
+            format!(
+                "{v}: little room above the ~{need} mappings a node with {threads} threads needs"
+            ),
             format!("sudo sysctl -w vm.max_map_count={}", (4 * need).max(65530)),
         ),
-        Some(v) => Check::ok(NAME, format!("{v} (a node with {threads} threads needs ~{need})")),
+        Some(v) => Check::ok(
+            NAME,
+            format!("{v} (a node with {threads} threads needs ~{need})"),
+        ),
     }
 }
 
@@ -204,7 +221,11 @@ pub fn heap_space(f: &HeapFacts) -> Check {
     if f.base.saturating_add(f.size) > top {
         return Check::fail(
             NAME,
-            format!("{what} ends past the top of the {}-bit user address space ({})", f.va_bits, human(top)),
+            format!(
+                "{what} ends past the top of the {}-bit user address space ({})",
+                f.va_bits,
+                human(top)
+            ),
             format!(
                 "lower SQUALL_HEAP_SIZE to at most {} or lower SQUALL_HEAP_BASE",
                 human(top.saturating_sub(f.base) & !0xfff)
@@ -252,7 +273,10 @@ pub fn heap_space(f: &HeapFacts) -> Check {
     } else {
         "fits"
     };
-    Check::ok(NAME, format!("{what} {probed} ({} virtual per node)", human(need)))
+    Check::ok(
+        NAME,
+        format!("{what} {probed} ({} virtual per node)", human(need)),
+    )
 }
 
 /// Physical memory for `nodes` nodes on this machine: each needs its program, buffers and
@@ -266,18 +290,29 @@ pub fn memory(available: Option<u64>, cgroup_max: Option<u64>, nodes: usize) -> 
         (a, c) => a.or(c),
     };
     match avail {
-        None => Check::warn(NAME, "cannot read MemAvailable from /proc/meminfo", "check `free -h`"),
+        None => Check::warn(
+            NAME,
+            "cannot read MemAvailable from /proc/meminfo",
+            "check `free -h`",
+        ),
         Some(a) if a < want => Check::warn(
             NAME,
             format!(
                 "{} available{} for {nodes} local nodes (at least {} is advised)",
                 human(a),
-                if cgroup_max.is_some_and(|c| c <= a) { " (cgroup memory.max)" } else { "" },
+                if cgroup_max.is_some_and(|c| c <= a) {
+                    " (cgroup memory.max)"
+                } else {
+                    ""
+                },
                 human(want)
             ),
             "run fewer nodes per machine (--hosts), or free memory",
         ),
-        Some(a) => Check::ok(NAME, format!("{} available for {nodes} local nodes", human(a))),
+        Some(a) => Check::ok(
+            NAME,
+            format!("{} available for {nodes} local nodes", human(a)),
+        ),
     }
 }
 
@@ -393,7 +428,10 @@ pub fn tools(cc: bool, pkg_config: bool, squall_pc: Option<bool>) -> Check {
             .collect();
         return Check::warn(
             NAME,
-            format!("{} not in PATH (needed to build C programs, not to run jobs)", missing.join(" and ")),
+            format!(
+                "{} not in PATH (needed to build C programs, not to run jobs)",
+                missing.join(" and ")
+            ),
             "sudo apt-get install build-essential pkg-config (or run .ci/setup.sh)",
         );
     }
@@ -410,10 +448,19 @@ pub fn tools(cc: bool, pkg_config: bool, squall_pc: Option<bool>) -> Check {
 /// The `SQUALL_*` settings of this environment (see `crate::settings`).
 pub fn settings(bad: &[crate::settings::Bad]) -> Vec<Check> {
     if bad.is_empty() {
-        return vec![Check::ok("settings", "every SQUALL_* variable set here is valid")];
+        return vec![Check::ok(
+            "settings",
+            "every SQUALL_* variable set here is valid",
+        )];
     }
     bad.iter()
-        .map(|b| Check::fail(&format!("setting {}", b.setting), b.problem.clone(), b.fix.clone()))
+        .map(|b| {
+            Check::fail(
+                &format!("setting {}", b.setting),
+                b.problem.clone(),
+                b.fix.clone(),
+            )
+        })
         .collect()
 }
 
@@ -512,8 +559,17 @@ mod tests {
     #[test]
     fn ports_verdicts() {
         let ok: Result<u16, String> = Ok(40000);
-        assert_eq!(ports("127.0.0.1", &ok, &ok, Some((32768, 60999)), 4).status, Status::Ok);
-        let c = ports("10.9.9.9", &Err("Cannot assign requested address".into()), &ok, None, 4);
+        assert_eq!(
+            ports("127.0.0.1", &ok, &ok, Some((32768, 60999)), 4).status,
+            Status::Ok
+        );
+        let c = ports(
+            "10.9.9.9",
+            &Err("Cannot assign requested address".into()),
+            &ok,
+            None,
+            4,
+        );
         assert_eq!(c.status, Status::Fail);
         assert!(c.fix.contains("SQUALL_BIND_ADDR"));
         let c = ports("127.0.0.1", &ok, &ok, Some((40000, 40010)), 8);
@@ -524,15 +580,26 @@ mod tests {
     #[test]
     fn ssh_verdicts() {
         assert_eq!(ssh("a", "ssh", &Reach::Ok).status, Status::Ok);
-        let c = ssh("a", "ssh", &Reach::Failed(Some(255), "Permission denied (publickey).".into()));
+        let c = ssh(
+            "a",
+            "ssh",
+            &Reach::Failed(Some(255), "Permission denied (publickey).".into()),
+        );
         assert_eq!(c.status, Status::Fail);
         assert!(c.fix.contains("ssh-copy-id a"), "{c:?}");
-        let c = ssh("nohost", "ssh", &Reach::Failed(Some(255), "ssh: Could not resolve hostname nohost".into()));
+        let c = ssh(
+            "nohost",
+            "ssh",
+            &Reach::Failed(Some(255), "ssh: Could not resolve hostname nohost".into()),
+        );
         assert!(c.fix.contains("does not resolve"), "{c:?}");
         let c = ssh("b", "ssh", &Reach::TimedOut(5));
         assert_eq!(c.status, Status::Fail);
         assert!(c.detail.contains("5 s"));
-        assert_eq!(ssh("b", "nossh", &Reach::NoShell("not found".into())).status, Status::Fail);
+        assert_eq!(
+            ssh("b", "nossh", &Reach::NoShell("not found".into())).status,
+            Status::Fail
+        );
     }
 
     #[test]
@@ -551,7 +618,11 @@ mod tests {
     #[test]
     fn settings_become_failures() {
         assert_eq!(settings(&[])[0].status, Status::Ok);
-        let bad = [crate::settings::Bad::new("SQUALL_PROTOCOL", "unknown protocol 'x'", "unset it")];
+        let bad = [crate::settings::Bad::new(
+            "SQUALL_PROTOCOL",
+            "unknown protocol 'x'",
+            "unset it",
+        )];
         let c = settings(&bad);
         assert_eq!(c[0].status, Status::Fail);
         assert_eq!(c[0].check, "setting SQUALL_PROTOCOL");

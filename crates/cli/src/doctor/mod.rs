@@ -102,7 +102,12 @@ pub fn main(a: DoctorArgs) -> i32 {
 /// The report as an aligned table: CHECK STATUS DETAIL, and an indented `fix:` line under
 /// every check that is not ok.
 pub fn table(checks: &[Check]) -> String {
-    let w = checks.iter().map(|c| c.check.len()).max().unwrap_or(5).max(5);
+    let w = checks
+        .iter()
+        .map(|c| c.check.len())
+        .max()
+        .unwrap_or(5)
+        .max(5);
     let mut out = format!("{:w$}  {:6}  DETAIL\n", "CHECK", "STATUS");
     for c in checks {
         out += &format!("{:w$}  {:6}  {}\n", c.check, c.status.word(), c.detail);
@@ -112,7 +117,10 @@ pub fn table(checks: &[Check]) -> String {
     }
     let fails = checks.iter().filter(|c| c.status == Status::Fail).count();
     let warns = checks.iter().filter(|c| c.status == Status::Warn).count();
-    out += &format!("{fails} failed, {warns} warnings, {} ok\n", checks.len() - fails - warns);
+    out += &format!(
+        "{fails} failed, {warns} warnings, {} ok\n",
+        checks.len() - fails - warns
+    );
     out
 }
 
@@ -145,7 +153,14 @@ fn run_checks(a: &DoctorArgs, hosts: &[String]) -> Vec<Check> {
         .get(squall_core::env::BIND_ADDR)
         .filter(|b| !b.trim().is_empty())
         .map(|b| b.trim().to_string())
-        .unwrap_or_else(|| if hosts.is_empty() { "127.0.0.1" } else { "0.0.0.0" }.into());
+        .unwrap_or_else(|| {
+            if hosts.is_empty() {
+                "127.0.0.1"
+            } else {
+                "0.0.0.0"
+            }
+            .into()
+        });
     let (tcp, udp) = bind_probe(&bind);
     out.push(checks::ports(&bind, &tcp, &udp, port_range(), a.nodes));
     let rsh: Vec<String> = a.rsh.split_whitespace().map(str::to_string).collect();
@@ -214,8 +229,11 @@ fn bind_probe(addr: &str) -> (Result<u16, String>, Result<u16, String>) {
 /// A `Key:\tvalue` line of /proc/self/status.
 fn status_field(key: &str) -> Option<String> {
     let text = std::fs::read_to_string("/proc/self/status").ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':').map(|v| v.trim().to_string()))
+    text.lines().find_map(|l| {
+        l.strip_prefix(key)?
+            .strip_prefix(':')
+            .map(|v| v.trim().to_string())
+    })
 }
 
 /// "6.1.0-18-amd64" -> (6, 1).
@@ -226,8 +244,11 @@ pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
 
 fn uffd_facts(vars: &BTreeMap<String, String>) -> UffdFacts {
     const CAP_SYS_PTRACE: u32 = 19;
-    let euid = status_field("Uid")
-        .and_then(|u| u.split_whitespace().nth(1).and_then(|e| e.parse::<u32>().ok()));
+    let euid = status_field("Uid").and_then(|u| {
+        u.split_whitespace()
+            .nth(1)
+            .and_then(|e| e.parse::<u32>().ok())
+    });
     let cap_eff = status_field("CapEff").and_then(|c| u64::from_str_radix(&c, 16).ok());
     let dev_usable = std::fs::OpenOptions::new()
         .read(true)
@@ -274,9 +295,9 @@ fn memfd_probe() -> Result<(), String> {
 
 fn heap_facts(vars: &BTreeMap<String, String>, machine: Machine, bad: &[Bad]) -> HeapFacts {
     let (base, size) = settings::heap(vars);
-    let heap_vars_bad = bad
-        .iter()
-        .any(|b| b.setting == squall_core::env::HEAP_BASE || b.setting == squall_core::env::HEAP_SIZE);
+    let heap_vars_bad = bad.iter().any(|b| {
+        b.setting == squall_core::env::HEAP_BASE || b.setting == squall_core::env::HEAP_SIZE
+    });
     let fits = base.saturating_add(size) <= 1u64 << machine.va_bits
         && machine
             .rlimit_as
