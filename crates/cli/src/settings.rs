@@ -240,7 +240,8 @@ fn is_switch(v: &str) -> bool {
     )
 }
 
-fn human(bytes: u64) -> String {
+/// `1.5G`-style byte counts (binary units).
+pub fn human(bytes: u64) -> String {
     const UNITS: [(&str, u64); 4] = [
         ("T", 1 << 40),
         ("G", 1 << 30),
@@ -248,13 +249,12 @@ fn human(bytes: u64) -> String {
         ("K", 1 << 10),
     ];
     for (u, m) in UNITS {
-        if bytes >= m && bytes % m == 0 {
-            return format!("{}{u}", bytes / m);
-        }
-    }
-    for (u, m) in UNITS {
         if bytes >= m {
-            return format!("{:.1}{u}", bytes as f64 / m as f64);
+            return if bytes.is_multiple_of(m) {
+                format!("{}{u}", bytes / m)
+            } else {
+                format!("{:.1}{u}", bytes as f64 / m as f64)
+            };
         }
     }
     format!("{bytes}")

@@ -287,7 +287,7 @@ fn every_bad_input_names_its_setting_and_exits_2() {
             ));
         } else if c.ours && !err.contains("fix:") {
             failures.push(format!("{what}: no fix in: {err}"));
-        } else if !c.ours && !(err.contains("--help") || err.contains("possible values")) {
+        } else if !(c.ours || err.contains("--help") || err.contains("possible values")) {
             failures.push(format!("{what}: no hint in: {err}"));
         } else if err.contains("panicked") || so.contains("[0]") {
             failures.push(format!("{what}: panicked or started a job: {so}{err}"));

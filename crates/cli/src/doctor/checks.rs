@@ -59,25 +59,7 @@ impl Check {
     }
 }
 
-/// `1.5G`-style byte counts.
-pub fn human(bytes: u64) -> String {
-    const UNITS: [(&str, u64); 4] = [
-        ("T", 1 << 40),
-        ("G", 1 << 30),
-        ("M", 1 << 20),
-        ("K", 1 << 10),
-    ];
-    for (u, m) in UNITS {
-        if bytes >= m {
-            return if bytes % m == 0 {
-                format!("{}{u}", bytes / m)
-            } else {
-                format!("{:.1}{u}", bytes as f64 / m as f64)
-            };
-        }
-    }
-    format!("{bytes}")
-}
+pub use crate::settings::human;
 
 /// What is known about userfaultfd on this machine.
 #[derive(Clone, Debug, Default)]
