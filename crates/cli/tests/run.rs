@@ -152,6 +152,9 @@ fn remote_shell_gets_the_environment_on_its_command_line() {
         "localhost",
         "--rsh",
         "./tests/fake-rsh.sh",
+        // loss needs a lossy transport (squall run refuses it over tcp, as the nodes would).
+        "--transport",
+        "udp",
         "--net-faults",
         "loss=0.1",
         "sh",

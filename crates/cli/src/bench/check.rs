@@ -103,8 +103,9 @@ pub fn check(cmd: &BenchCmd) -> Result<(), Bad> {
             sizes("--size", &[a.size])?;
             count("--reps", a.reps as u64, MAX_REPS as u64, "3")?;
             if let Some(f) = &a.net_faults {
-                let t = a.transport.names();
-                crate::run::check_net_faults(f, t.first().copied().unwrap_or("tcp"))?;
+                for t in a.transport.names() {
+                    crate::run::check_net_faults(f, t)?;
+                }
             }
             Ok(())
         }
