@@ -98,6 +98,9 @@ const LAUNCHER_SET: &[&str] = &[
     env::LOCAL_NODES,
 ];
 
+/// Variables only `squall bench apps` reads (checked by `bench::check`, not for every job).
+pub const BENCH_ONLY: &[&str] = &[env::APPS_BIN, env::PLOT_FONT];
+
 /// Upper bounds beyond which a time setting is a mistake (and could overflow a deadline).
 const MAX_PEER_TIMEOUT_MS: u64 = 24 * 3600 * 1000;
 const MAX_FETCH_SPIN_US: u64 = 1_000_000;
@@ -192,7 +195,7 @@ pub fn check_env(vars: &BTreeMap<String, String>, job: Job, machine: Machine) ->
     let baseline = parse_all(&|k| launcher(k));
     for v in ALL {
         let name = v.name;
-        if LAUNCHER_SET.contains(&name) || !vars.contains_key(name) {
+        if LAUNCHER_SET.contains(&name) || BENCH_ONLY.contains(&name) || !vars.contains_key(name) {
             continue;
         }
         let value = vars.get(name).cloned().unwrap_or_default();
@@ -505,7 +508,7 @@ mod tests {
     fn every_user_variable_is_checked() {
         // A value no variable accepts: each table variable a user may set is refused.
         for v in ALL {
-            if LAUNCHER_SET.contains(&v.name) {
+            if LAUNCHER_SET.contains(&v.name) || BENCH_ONLY.contains(&v.name) {
                 continue;
             }
             let value = if v.name == env::STATS_FILE {

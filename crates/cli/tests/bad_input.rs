@@ -252,6 +252,16 @@ fn cases() -> Vec<Case> {
     // failed check, exit 1, rather than a usage error).
     v.push(env_case(&["demo", "-n", "2"], "SQUALL_PROTOCOL", "mesi"));
     v.push(env_case(&["bench", "lock"], "SQUALL_HEAP_SIZE", "100T"));
+    v.push(env_case(
+        &["bench", "apps"],
+        "SQUALL_APPS_BIN",
+        "/no/such/dir",
+    ));
+    v.push(env_case(
+        &["bench", "apps"],
+        "SQUALL_PLOT_FONT",
+        "/no/such/font.ttf",
+    ));
     v
 }
 

@@ -34,6 +34,8 @@ pub const BARRIER_EAGER: &str = "SQUALL_BARRIER_EAGER";
 pub const BARRIER_FETCH: &str = "SQUALL_BARRIER_FETCH";
 pub const PUSH_UPDATES: &str = "SQUALL_PUSH_UPDATES";
 pub const LOCK_CACHE: &str = "SQUALL_LOCK_CACHE";
+pub const APPS_BIN: &str = "SQUALL_APPS_BIN";
+pub const PLOT_FONT: &str = "SQUALL_PLOT_FONT";
 
 /// Every variable, with its default and meaning.
 pub const ALL: &[EnvVar] = &[
@@ -161,5 +163,15 @@ pub const ALL: &[EnvVar] = &[
         name: PUSH_UPDATES,
         default: "0",
         meaning: "hlrc: 1: at each barrier a home sends the pages it wrote since the last one to the nodes holding copies, which keep them up to date (an update protocol for producer/consumer sharing); 0: those copies are invalidated and fetched again",
+    },
+    EnvVar {
+        name: APPS_BIN,
+        default: "apps/bin (in the current directory, else above the squall binary)",
+        meaning: "squall bench apps: folder of the built seed apps (<app>_seq, <app>_native, <app>_squall); --bin-dir overrides it",
+    },
+    EnvVar {
+        name: PLOT_FONT,
+        default: "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+        meaning: "squall bench apps: TrueType font of the plots",
     },
 ];

@@ -133,6 +133,24 @@ pub fn check(cmd: &BenchCmd) -> Result<(), Bad> {
                     }
                 }
             }
+            if let Some(dir) = std::env::var_os(squall_core::env::APPS_BIN) {
+                if a.bin_dir.is_none() && !std::path::Path::new(&dir).is_dir() {
+                    return Err(Bad::new(
+                        squall_core::env::APPS_BIN,
+                        format!("{} is not a directory", dir.to_string_lossy()),
+                        "point it at the folder `make -C apps` filled (apps/bin), or unset it",
+                    ));
+                }
+            }
+            if let Some(font) = std::env::var_os(squall_core::env::PLOT_FONT) {
+                if !a.no_plots && !std::path::Path::new(&font).is_file() {
+                    return Err(Bad::new(
+                        squall_core::env::PLOT_FONT,
+                        format!("{} is not a file", font.to_string_lossy()),
+                        "give a .ttf file, unset it for DejaVu Sans, or pass --no-plots",
+                    ));
+                }
+            }
             if let Some(f) = &a.from_json {
                 if !f.is_file() {
                     return Err(Bad::new(
