@@ -4,16 +4,16 @@
 #   PREFIX/include/squall.h, squall.hpp, squall/pthread.h, squall/atomic.h
 #   PREFIX/share/squall/c.m4.squall, squall-globals.ld, squall-pthread.ld
 #   PREFIX/lib/pkgconfig/squall.pc, squall-pthread.pc
-#   PREFIX/lib/cmake/Squall/SquallConfig.cmake, SquallConfigVersion.cmake, SquallTargets.cmake
-#     (find_package(Squall): one imported target per .pc file installed here, made from it by
-#     cmake/pc-to-cmake.awk: squall.pc -> Squall::squall, squall-X.pc -> Squall::X)
 #
 # usage: crates/capi/install.sh PREFIX [LIBDIR]
 #   LIBDIR: where cargo put libsquall.so (default: $SQUALL_LIBDIR, else
 #   ${CARGO_TARGET_DIR:-<repo>/target}/release). Build it first: cargo build --release -p squall-capi
 # Then: PKG_CONFIG_PATH=PREFIX/lib/pkgconfig cc prog.c $(pkg-config --cflags --libs squall)
 #   or, in CMake: find_package(Squall REQUIRED) + target_link_libraries(app Squall::pthread),
-#   configured with -DCMAKE_PREFIX_PATH=PREFIX
+#   configured with -DCMAKE_PREFIX_PATH=PREFIX. The CMake package is
+#   PREFIX/lib/cmake/Squall/SquallConfig.cmake, SquallConfigVersion.cmake, SquallTargets.cmake:
+#   one imported target per .pc file installed here, made from it by cmake/pc-to-cmake.awk
+#   (squall.pc -> Squall::squall, squall-X.pc -> Squall::X).
 set -eu
 
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
