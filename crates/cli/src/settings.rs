@@ -602,7 +602,11 @@ mod tests {
             "SQUALL_CFLAGS",
             "SQUALL_LDLIBS",
         ] {
-            assert!(near_misses(other).is_empty(), "{other}: {:?}", near_misses(other));
+            assert!(
+                near_misses(other).is_empty(),
+                "{other}: {:?}",
+                near_misses(other)
+            );
         }
     }
 }

@@ -71,12 +71,71 @@ fn same_flags_as_pkg_config(env: &Env, dir: &Path, target: &str, pkg: &str) -> R
     Ok(())
 }
 
+/// Every pkg-config file the install put in `lib/pkgconfig` (`squall`, `squall-pthread`, and
+/// any later layer's, e.g. `squall-openmp`).
+fn installed_packages(env: &Env) -> Result<Vec<String>, String> {
+    let dir = env.prefix.join("lib/pkgconfig");
+    let mut pcs: Vec<String> = std::fs::read_dir(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            Some(name.strip_suffix(".pc")?.to_string())
+        })
+        .collect();
+    pcs.sort();
+    Ok(pcs)
+}
+
+/// `squall` -> `squall`, `squall-X` -> `X`: the target is `Squall::` + this.
+fn target_suffix(pkg: &str) -> &str {
+    pkg.strip_prefix("squall-").unwrap_or(pkg)
+}
+
 pub fn add(v: &mut Cases) {
     v.add("cmake/flags as pkg-config", |env: &Env| {
         let dir = cmake_build(env)?;
         same_flags_as_pkg_config(env, &dir, "cm_api_test", "squall")?;
         same_flags_as_pkg_config(env, &dir, "cm_primes", "squall-pthread")?;
         same_flags_as_pkg_config(env, &dir, "cm_cxx_pthread", "squall-pthread")
+    });
+    // A target for every installed .pc file, carrying its flags: a project linking one
+    // program per package is configured (not built: the lines are written at configure time).
+    v.add("cmake/a target per pkg-config file", |env: &Env| {
+        let pcs = installed_packages(env)?;
+        if !(pcs.contains(&"squall".to_string()) && pcs.contains(&"squall-pthread".to_string())) {
+            return Err(format!("installed packages: {pcs:?}"));
+        }
+        let root = env.bin.join("cmake-every-pc");
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("src")).map_err(|e| e.to_string())?;
+        std::fs::write(root.join("src/main.c"), "int main(void) { return 0; }\n")
+            .map_err(|e| e.to_string())?;
+        let comps: Vec<&str> = pcs.iter().map(|p| target_suffix(p)).collect();
+        let mut cm = format!(
+            "cmake_minimum_required(VERSION 3.13)\nproject(every C)\n\
+             find_package(Squall REQUIRED COMPONENTS {})\n",
+            comps.join(" ")
+        );
+        for c in &comps {
+            cm += &format!(
+                "add_executable(t_{c} main.c)\ntarget_link_libraries(t_{c} PRIVATE Squall::{c})\n"
+            );
+        }
+        std::fs::write(root.join("src/CMakeLists.txt"), cm).map_err(|e| e.to_string())?;
+        sh(
+            Command::new("cmake")
+                .arg("-S")
+                .arg(root.join("src"))
+                .arg("-B")
+                .arg(root.join("build"))
+                .arg(format!("-DCMAKE_PREFIX_PATH={}", env.prefix.display())),
+            "cmake configure of one program per package",
+        )?;
+        for (pkg, c) in pcs.iter().zip(&comps) {
+            same_flags_as_pkg_config(env, &root.join("build"), &format!("t_{c}"), pkg)?;
+            println!("    {pkg}.pc -> Squall::{c}");
+        }
+        Ok(())
     });
     v.add("cmake/c_api/2 nodes", |env: &Env| {
         let dir = cmake_build(env)?;

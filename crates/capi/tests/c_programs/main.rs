@@ -10,9 +10,9 @@
 //! Run: `cargo test -p squall-capi --test c_programs` (add `-- NAME` to run only the cases
 //! whose label contains NAME). Needs cc, c++, pkg-config, m4 and cmake (see .ci/setup.sh).
 mod cases_api;
-mod cases_cmake;
 mod cases_apps;
 mod cases_atomics;
+mod cases_cmake;
 mod cases_globals;
 mod cases_pthreads;
 mod cases_splash;
