@@ -26,6 +26,9 @@ pub const PLACEMENT: &str = "SQUALL_PLACEMENT";
 pub const THREAD_PLACEMENT: &str = "SQUALL_THREAD_PLACEMENT";
 pub const LOCAL_NODES: &str = "SQUALL_LOCAL_NODES";
 pub const FETCH_SPIN_US: &str = "SQUALL_FETCH_SPIN_US";
+/// Read by `squall bench apps` only.
+pub const APPS_BIN: &str = "SQUALL_APPS_BIN";
+pub const PLOT_FONT: &str = "SQUALL_PLOT_FONT";
 pub const MPI_HEADERLESS: &str = "SQUALL_MPI_HEADERLESS";
 pub const MPI_SHM: &str = "SQUALL_MPI_SHM";
 pub const MPI_SHM_GROUPS: &str = "SQUALL_MPI_SHM_GROUPS";
@@ -34,8 +37,6 @@ pub const BARRIER_EAGER: &str = "SQUALL_BARRIER_EAGER";
 pub const BARRIER_FETCH: &str = "SQUALL_BARRIER_FETCH";
 pub const PUSH_UPDATES: &str = "SQUALL_PUSH_UPDATES";
 pub const LOCK_CACHE: &str = "SQUALL_LOCK_CACHE";
-pub const APPS_BIN: &str = "SQUALL_APPS_BIN";
-pub const PLOT_FONT: &str = "SQUALL_PLOT_FONT";
 
 /// Every variable, with its default and meaning.
 pub const ALL: &[EnvVar] = &[
