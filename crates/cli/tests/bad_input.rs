@@ -213,6 +213,11 @@ fn cases() -> Vec<Case> {
             "--from-json",
         ),
         clap_case(&["bench", "apps", "--size", "huge"], "--size"),
+        case(&["bench", "apps", "--out", "/etc/hostname"], "--out"),
+        case(
+            &["bench", "apps", "--results-md", "/no/such/dir/results.md"],
+            "--results-md",
+        ),
     ];
     // Every variable a user sets, with a bad value or an absurd size, under `squall run`.
     let run = ["run", "-n", "2", "true"];

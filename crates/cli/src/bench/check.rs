@@ -151,6 +151,23 @@ pub fn check(cmd: &BenchCmd) -> Result<(), Bad> {
                     ));
                 }
             }
+            if a.out.exists() && !a.out.is_dir() {
+                return Err(Bad::new(
+                    "--out",
+                    format!("{} exists and is not a directory", a.out.display()),
+                    "give a directory for the results (created if missing), e.g. --out results",
+                ));
+            }
+            if let Some(doc) = &a.results_md {
+                let parent = doc.parent().filter(|p| !p.as_os_str().is_empty());
+                if parent.is_some_and(|p| !p.is_dir()) || doc.is_dir() {
+                    return Err(Bad::new(
+                        "--results-md",
+                        format!("cannot write {}: not a file in an existing directory", doc.display()),
+                        "give a file path in an existing directory, e.g. --results-md docs/results.md",
+                    ));
+                }
+            }
             if let Some(f) = &a.from_json {
                 if !f.is_file() {
                     return Err(Bad::new(
