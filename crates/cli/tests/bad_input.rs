@@ -308,6 +308,7 @@ fn every_bad_input_names_its_setting_and_exits_2() {
             failures.push(format!("{what}: panicked or started a job: {so}{err}"));
         }
     }
+    println!("{} bad inputs checked", all.len());
     assert!(
         failures.is_empty(),
         "{} of {} bad inputs mishandled:\n{}",
