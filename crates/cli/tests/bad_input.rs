@@ -215,7 +215,7 @@ fn cases() -> Vec<Case> {
         clap_case(&["bench", "apps", "--size", "huge"], "--size"),
         case(&["bench", "apps", "--out", "/etc/hostname"], "--out"),
         case(
-            &["bench", "apps", "--results-md", "/no/such/dir/results.md"],
+            &["bench", "apps", "--results-md", "/etc/hostname/results.md"],
             "--results-md",
         ),
     ];

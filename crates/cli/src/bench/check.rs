@@ -159,12 +159,16 @@ pub fn check(cmd: &BenchCmd) -> Result<(), Bad> {
                 ));
             }
             if let Some(doc) = &a.results_md {
-                let parent = doc.parent().filter(|p| !p.as_os_str().is_empty());
-                if parent.is_some_and(|p| !p.is_dir()) || doc.is_dir() {
+                // Missing directories are created; a file standing where one must be is not.
+                let blocked = doc.ancestors().skip(1).any(|p| p.is_file());
+                if doc.is_dir() || blocked {
                     return Err(Bad::new(
                         "--results-md",
-                        format!("cannot write {}: not a file in an existing directory", doc.display()),
-                        "give a file path in an existing directory, e.g. --results-md docs/results.md",
+                        format!(
+                            "cannot write {}: a file stands in its path, or it is a directory",
+                            doc.display()
+                        ),
+                        "give a file path, e.g. --results-md docs/results.md",
                     ));
                 }
             }
