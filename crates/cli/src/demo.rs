@@ -31,7 +31,7 @@ pub fn main(a: DemoArgs) -> i32 {
     ) {
         return crate::settings::report("demo", &[bad]);
     }
-    let bad = crate::run::check_environment(a.nodes, a.transport.name());
+    let bad = crate::run::check_environment(a.nodes, a.transport.name(), true);
     if !bad.is_empty() {
         return crate::settings::report("demo", &bad);
     }

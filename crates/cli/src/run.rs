@@ -365,10 +365,14 @@ fn build_spec(args: RunArgs) -> Result<JobSpec, Bad> {
 }
 
 /// The environment's `SQUALL_*` variables, checked for this job.
-pub fn check_environment(nodes: usize, transport: &str) -> Vec<Bad> {
+pub fn check_environment(nodes: usize, transport: &str, local: bool) -> Vec<Bad> {
     crate::settings::check_env(
         &crate::settings::squall_vars(),
-        crate::settings::Job { nodes, transport },
+        crate::settings::Job {
+            nodes,
+            transport,
+            local,
+        },
         crate::settings::Machine::this(),
     )
 }
@@ -378,7 +382,8 @@ pub fn main(args: RunArgs) -> i32 {
         Ok(s) => s,
         Err(bad) => return report("run", &[bad]),
     };
-    let bad = check_environment(spec.nodes, &spec.transport);
+    let local = spec.launcher == LauncherKind::Local;
+    let bad = check_environment(spec.nodes, &spec.transport, local);
     if !bad.is_empty() {
         return report("run", &bad);
     }

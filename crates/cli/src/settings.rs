@@ -86,6 +86,8 @@ pub struct Job<'a> {
     pub nodes: usize,
     /// `tcp`, `udp` or `mpi`.
     pub transport: &'a str,
+    /// Every node runs on this machine (its limits and files are the nodes').
+    pub local: bool,
 }
 
 /// Variables the launcher sets for every node (the user's values are replaced).
@@ -327,7 +329,7 @@ fn extra_check(
                         format!("raise {} (the default is 64G)", env::HEAP_SIZE),
                     ));
                 }
-                if let Some(limit) = machine.rlimit_as {
+                if let Some(limit) = machine.rlimit_as.filter(|_| job.local) {
                     let need = node_address_space(size);
                     if need > limit {
                         return Some((
@@ -369,6 +371,9 @@ fn extra_check(
             )
         }),
         n if n == env::STATS_FILE => {
+            if !job.local {
+                return None; // a remote node's path: its own machine's business
+            }
             if value.is_empty() {
                 return Some((
                     "is empty".into(),
@@ -442,6 +447,7 @@ mod tests {
     const JOB: Job = Job {
         nodes: 2,
         transport: "tcp",
+        local: true,
     };
 
     fn check(vars: &[(&str, &str)]) -> Vec<Bad> {
@@ -555,13 +561,36 @@ mod tests {
                 &tiny,
                 Job {
                     nodes: 4,
-                    transport: "tcp"
+                    transport: "tcp",
+                    local: true
                 },
                 MACHINE
             )
             .len(),
             1
         );
+    }
+
+    #[test]
+    fn remote_jobs_skip_this_machines_files_and_limits() {
+        let vars: BTreeMap<String, String> = [
+            (
+                "SQUALL_STATS_FILE".to_string(),
+                "/no/such/dir/s.json".to_string(),
+            ),
+            ("SQUALL_HEAP_SIZE".to_string(), "64G".to_string()),
+        ]
+        .into();
+        let limited = Machine {
+            va_bits: 47,
+            rlimit_as: Some(8 << 30),
+        };
+        let remote = Job {
+            local: false,
+            ..JOB
+        };
+        assert!(check_env(&vars, remote, limited).is_empty());
+        assert_eq!(check_env(&vars, JOB, limited).len(), 2);
     }
 
     #[test]

@@ -61,7 +61,7 @@ pub fn main(cmd: BenchCmd) -> i32 {
     if let Err(bad) = check::check(&cmd) {
         return crate::settings::report("bench", &[bad]);
     }
-    let bad = crate::run::check_environment(2, "tcp");
+    let bad = crate::run::check_environment(2, "tcp", true);
     if !bad.is_empty() {
         return crate::settings::report("bench", &bad);
     }

@@ -133,6 +133,7 @@ fn run_checks(a: &DoctorArgs, hosts: &[String]) -> Vec<Check> {
         Job {
             nodes: a.nodes,
             transport: "tcp",
+            local: true,
         },
         machine,
     );
