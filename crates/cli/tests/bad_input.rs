@@ -309,6 +309,9 @@ fn every_bad_input_names_its_setting_and_exits_2() {
         }
     }
     println!("{} bad inputs checked", all.len());
+    let _ = std::fs::remove_dir_all(
+        std::env::temp_dir().join(format!("squall-bad-input-{}", std::process::id())),
+    );
     assert!(
         failures.is_empty(),
         "{} of {} bad inputs mishandled:\n{}",

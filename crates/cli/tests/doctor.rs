@@ -163,4 +163,7 @@ fn ssh_check_per_host() {
         "{c}"
     );
     assert_eq!(out.status.code(), Some(1));
+    let _ = std::fs::remove_dir_all(
+        std::env::temp_dir().join(format!("squall-doctor-test-{}", std::process::id())),
+    );
 }
