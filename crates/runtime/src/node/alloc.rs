@@ -248,14 +248,13 @@ impl Node {
     }
 
     /// Collective: every node calls this in the same order; rank 0 allocates and every node
-    /// gets the same address.
+    /// gets the same address. If rank 0's allocation fails, every node fails with the same
+    /// [`SquallError::Collective`] naming node 0 and the cause.
     pub fn alloc_collective(&self, size: usize, placement: Placement) -> Result<*mut u8> {
-        let v = if self.rank() == NodeId(0) {
-            Some(self.alloc_with(size, 0, placement)? as u64)
-        } else {
-            None
-        };
-        Ok(self.broadcast(v)? as usize as *mut u8)
+        let v = self.collective("collective allocation", || {
+            self.alloc_with(size, 0, placement).map(|p| p as u64)
+        })?;
+        Ok(v as usize as *mut u8)
     }
 
     /// Allocate a shared array of `len` elements (zero if fresh; see [`Node::calloc`]).

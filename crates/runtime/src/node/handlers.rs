@@ -4,7 +4,8 @@
 
 use super::alloc::free_local;
 use super::spawn::start_thread;
-use super::{node, Mailbox};
+use super::{collective, node, Mailboxes};
+use crate::failure;
 use crate::msg;
 use crate::service::{fatal, Reply, Service};
 use crate::stats::NodeReport;
@@ -14,12 +15,12 @@ use squall_core::ThreadId;
 use squall_net::Endpoint;
 use std::sync::Arc;
 
-pub(super) fn register_handlers(
-    ep: &Endpoint,
-    svc: Arc<Mutex<Service>>,
-    coll: Arc<Mailbox<u64>>,
-    stats_in: Arc<Mailbox<NodeReport>>,
-) {
+pub(super) fn register_handlers(ep: &Endpoint, svc: Arc<Mutex<Service>>, boxes: Mailboxes) {
+    let Mailboxes {
+        coll,
+        stats_in,
+        done,
+    } = boxes;
     let s = svc.clone();
     ep.register(msg::PROTO, move |ep, m| {
         s.lock().on_protocol_message(ep, m.src, &m.payload)
@@ -29,17 +30,18 @@ pub(super) fn register_handlers(
         s.lock().on_sync_message(ep, m.src, &m.payload)
     });
     ep.register(msg::COLLECTIVE, move |ep, m| {
-        let p = &m.payload;
-        if p.len() != 16 {
-            fatal(
+        match collective::decode(&m.payload) {
+            Some((seq, v)) => coll.put(seq, v),
+            None => fatal(
                 ep.rank(),
                 &format!("malformed collective message from {}", m.src),
-            );
+            ),
         }
-        let seq = u64::from_le_bytes(p[0..8].try_into().unwrap_or([0; 8]));
-        let v = u64::from_le_bytes(p[8..16].try_into().unwrap_or([0; 8]));
-        coll.put(seq, v);
     });
+    ep.register(msg::ABORT, move |ep, m| {
+        failure::on_notice(ep, m.src, &m.payload)
+    });
+    ep.register(msg::DONE, move |_, m| done.put(u64::from(m.src.0), ()));
     ep.register(msg::STATS, move |ep, m| {
         match serde_json::from_slice::<NodeReport>(&m.payload) {
             Ok(st) => stats_in.put(u64::from(m.src.0), st),

@@ -1,14 +1,36 @@
 //! The end of a node's part of the job: `finalize` (the last barriers, the statistics report,
-//! the goodbye, giving the fault stream and the program's globals back). Must not touch the
-//! heap or threads.
+//! the departure round, the goodbye, giving the fault stream and the program's globals back).
+//! Must not touch the heap or threads.
+//!
+//! Departure is a protocol of its own, so that no node leaves while another may still send it
+//! something. The job's last barrier is not enough: its departure reaches the nodes one by
+//! one, and applying it makes a node send one-way traffic nobody waits for (`hlrc` tells the
+//! homes of the copies the barrier's write notices invalidated which copies it dropped); a
+//! node that got its departure first used to say goodbye at once, and a slower node's
+//! `Dropped` batch to it then failed with "has left the job (said goodbye)", ending a correct
+//! program. Now, after the last barrier, every node sends a done notice (`msg::DONE`) to every
+//! peer under the service lock — so behind everything the barrier made it send (the barrier's
+//! departure is applied inside a drain, which holds that lock; per-pair FIFO) — and says
+//! goodbye only once it has every peer's. A node therefore leaves only when every message
+//! caused by the last barrier has reached it. What a node may still send after its done
+//! notice (only answers to such late messages) goes to a peer that needs nothing more: a send
+//! to a peer that said goodbye is dropped by design while departing (`Service::send`).
 
 use super::faults::FaultServing;
 use super::Node;
-use crate::error::Result;
+use crate::error::{Result, SquallError};
 use crate::msg;
 use crate::stats::{self, NodeReport, NodeStats};
 use squall_core::NodeId;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// How long a node waits for the departure notices (and rank 0 for the statistics) of nodes
+/// that have all passed the last barrier: a backstop only, since a peer that dies or goes
+/// silent ends the job after the peer timeout anyway.
+fn departure_wait(peer_timeout: Duration) -> Duration {
+    Duration::from_secs(10) + 2 * peer_timeout
+}
 
 impl Node {
     /// Collective: end this node's part of the job. Waits for every node, prints and writes
@@ -29,8 +51,18 @@ impl Node {
             };
             if self.rank() == NodeId(0) {
                 let mut all = vec![mine];
+                let wait = departure_wait(self.inner.ep.peer_timeout());
+                let deadline = Instant::now() + wait;
                 for n in 1..self.size() {
-                    all.push(self.inner.stats_in.take(u64::from(n)));
+                    match self.inner.stats_in.take_until(u64::from(n), deadline) {
+                        Some(r) => all.push(r),
+                        None => eprintln!(
+                            "squall: {}: no statistics from {} within {} s; the report leaves it out",
+                            self.rank(),
+                            NodeId(n),
+                            wait.as_secs()
+                        ),
+                    }
                 }
                 let runs: Vec<NodeStats> = all.iter().map(|r| r.run.clone()).collect();
                 eprint!("{}", stats::table(&runs));
@@ -57,6 +89,7 @@ impl Node {
             }
         }
         self.end_barrier()?;
+        self.depart()?;
         self.inner.ep.shutdown()?;
         // Give the fault stream back; nothing may touch shared memory after this.
         match self.inner.faults.lock().take() {
@@ -72,5 +105,39 @@ impl Node {
             eprintln!("squall: {}: {e}", self.rank());
         }
         Ok(())
+    }
+
+    /// The departure round (see the module doc): tell every peer this node is done, behind
+    /// everything the last barrier made it send, then wait for every peer's notice.
+    fn depart(&self) -> Result<()> {
+        let me = self.rank();
+        {
+            let mut s = self.inner.svc.lock();
+            s.departing = true;
+            for n in (0..self.size()).map(NodeId).filter(|n| *n != me) {
+                self.inner.ep.send(n, msg::DONE, Vec::new())?;
+            }
+        }
+        let wait = departure_wait(self.inner.ep.peer_timeout());
+        let deadline = Instant::now() + wait;
+        let missing: Vec<String> = (0..self.size())
+            .map(NodeId)
+            .filter(|n| *n != me)
+            .filter(|n| {
+                self.inner
+                    .done
+                    .take_until(u64::from(n.0), deadline)
+                    .is_none()
+            })
+            .map(|n| n.to_string())
+            .collect();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(SquallError::Departure {
+                missing: missing.join(", "),
+                secs: wait.as_secs(),
+            })
+        }
     }
 }

@@ -79,6 +79,9 @@ impl<T> Mailbox<T> {
         self.items.lock().insert(key, v);
         self.cv.notify_all();
     }
+    /// Wait for `key`'s value with no deadline: for values whose sender decides when (rank 0
+    /// reaching a collective call). The wait still ends with the job when a node fails: a lost
+    /// peer or a failure notice ends this process (`crate::failure`).
     fn take(&self, key: u64) -> T {
         let mut g = self.items.lock();
         loop {
@@ -88,6 +91,29 @@ impl<T> Mailbox<T> {
             self.cv.wait(&mut g);
         }
     }
+
+    /// Wait for `key`'s value until `deadline`; `None` if it did not come.
+    fn take_until(&self, key: u64, deadline: Instant) -> Option<T> {
+        let mut g = self.items.lock();
+        loop {
+            if let Some(v) = g.remove(&key) {
+                return Some(v);
+            }
+            if self.cv.wait_until(&mut g, deadline).timed_out() {
+                return g.remove(&key);
+            }
+        }
+    }
+}
+
+/// A collective call's outcome as rank 0 sends it: the value, or the text of its failure.
+type CollValue = std::result::Result<u64, String>;
+
+/// The mailboxes the handlers fill.
+struct Mailboxes {
+    coll: Arc<Mailbox<CollValue>>,
+    stats_in: Arc<Mailbox<NodeReport>>,
+    done: Arc<Mailbox<()>>,
 }
 
 struct Inner {
@@ -100,8 +126,11 @@ struct Inner {
     layout: HeapLayout,
     faults: Mutex<Option<FaultServing>>,
     coll_seq: AtomicU64,
-    coll: Arc<Mailbox<u64>>,
+    /// Rank 0's values of collective calls by sequence number, or its failure's text.
+    coll: Arc<Mailbox<CollValue>>,
     stats_in: Arc<Mailbox<NodeReport>>,
+    /// The departure notices (`msg::DONE`) received, by sender rank.
+    done: Arc<Mailbox<()>>,
     started: Instant,
     sync_ns: AtomicU64,
     /// Run time of threads started here by `spawn_on` that have ended.
@@ -219,10 +248,16 @@ impl Node {
             space.clone(),
             cfg.fetch_spin,
         )));
-        let coll: Arc<Mailbox<u64>> = Arc::default();
+        let coll: Arc<Mailbox<CollValue>> = Arc::default();
         let stats_in: Arc<Mailbox<NodeReport>> = Arc::default();
-        let (s, c, st) = (svc.clone(), coll.clone(), stats_in.clone());
-        let ep = bootstrap::start_with(net, move |ep| register_handlers(ep, s, c, st))?;
+        let done: Arc<Mailbox<()>> = Arc::default();
+        let boxes = Mailboxes {
+            coll: coll.clone(),
+            stats_in: stats_in.clone(),
+            done: done.clone(),
+        };
+        let s = svc.clone();
+        let ep = bootstrap::start_with(net, move |ep| register_handlers(ep, s, boxes))?;
         let node = Node {
             inner: Arc::new(Inner {
                 fast,
@@ -235,6 +270,7 @@ impl Node {
                 coll_seq: AtomicU64::new(0),
                 coll,
                 stats_in,
+                done,
                 started: Instant::now(),
                 sync_ns: AtomicU64::new(0),
                 thread_ns: AtomicU64::new(0),

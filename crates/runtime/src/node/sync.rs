@@ -2,10 +2,11 @@
 //! conditions and flags, timed as sync time. Must not touch the heap or threads.
 
 use super::{my_waiter, Node};
-use crate::error::Result;
+use crate::error::{Result, SquallError};
+use crate::failure;
 use crate::service::Reply;
 use squall_core::LockId;
-use squall_sync::{BarrierCount, BarrierId, CondId, FlagId, Outcome};
+use squall_sync::{BarrierCount, BarrierId, CondId, FlagId, Outcome, SyncError};
 
 impl Node {
     /// The barriers of `finalize`: not application synchronization, so not timed as such.
@@ -33,11 +34,25 @@ impl Node {
 
     /// A barrier with an explicit id and participant count. Returns `true` in exactly one
     /// thread of the job per episode.
+    ///
+    /// A count of zero is refused on this node alone (the call is not counted anywhere). A
+    /// count that contradicts the episode's (another thread or node arrived with a different
+    /// one, or more threads than the total arrived) means the episode can never complete on
+    /// any node: it ends the job, every node printing this node and the cause
+    /// (`crate::failure`), instead of leaving the other participants waiting.
     pub fn barrier_with(&self, id: BarrierId, count: BarrierCount) -> Result<bool> {
-        let o = self.sync_call("barrier", move |s, _, w| {
+        let r = self.sync_call("barrier", move |s, _, w| {
             s.sync.barrier(&mut *s.protocol, id, w, count)
-        })?;
-        Ok(o == Outcome::Serial)
+        });
+        match r {
+            Ok(o) => Ok(o == Outcome::Serial),
+            Err(SquallError::Sync(e @ SyncError::BarrierMismatch { .. })) => failure::end_job(
+                Some(&self.inner.ep),
+                self.rank(),
+                &format!("synchronization: {e}"),
+            ),
+            Err(e) => Err(e),
+        }
     }
 
     /// Acquire a global lock (FIFO across nodes). When the lock's token is idle on this node
