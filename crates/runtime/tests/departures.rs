@@ -5,8 +5,9 @@
 //! round of `finalize`, such a job could fail at shutdown with
 //! `node 3: sending to node 1: node 1 has left the job (said goodbye); ending the job`.
 //!
-//! Run: `cargo test -p squall --test departures` (40 jobs of 4 nodes and 10 of 8);
-//! `-- --jobs N` runs N jobs of each size instead (by hand: `-- --jobs 1000`).
+//! Run: `cargo test -p squall --test departures` (40 jobs of 4 nodes and 10 of 8, the two
+//! scenarios in turn); `-- --jobs N` runs N jobs of each size instead (by hand:
+//! `-- --jobs 1000`).
 use squall::{BarrierCount, BarrierId, LockId, Node, NodeId, Placement, PAGE_SIZE};
 use squall_launch::JobSpec;
 use std::ffi::c_void;
@@ -104,7 +105,52 @@ fn short(node: &Node) -> Result<(), String> {
     Ok(())
 }
 
-const SCENARIOS: &[(&str, Scenario, &[&str])] = &[("short", short, &["hlrc"])];
+/// The shape of the `dsm` test `threads`, where the race was seen: T threads per node write
+/// words spread over every page (every page has a writer on every node), a per-node barrier,
+/// every thread reads everything, a barrier; three rounds, then the job ends.
+fn threads(node: &Node) -> Result<(), String> {
+    const T: usize = 4;
+    let n = node.size() as usize;
+    let me = node.rank().0 as usize;
+    let words = 2 * PAGE_SIZE / 8 * n;
+    let a = node
+        .alloc_collective(words * 8, Placement::RoundRobin { block_pages: 1 })
+        .map_err(|e| e.to_string())? as usize;
+    let mut hs = Vec::new();
+    for t in 0..T {
+        let node = node.clone();
+        hs.push(std::thread::spawn(move || -> Result<(), String> {
+            let a = a as *mut u64;
+            let gid = me * T + t;
+            let per_node = BarrierCount::PerNode { local: T as u32 };
+            for round in 0..3u64 {
+                for i in (gid..words).step_by(n * T) {
+                    // SAFETY: a points to `words` u64 of shared memory.
+                    unsafe { a.add(i).write_volatile(round + 3 * i as u64) };
+                }
+                node.barrier_with(BarrierId(1), per_node)
+                    .map_err(|e| e.to_string())?;
+                for i in 0..words {
+                    // SAFETY: as above.
+                    let v = unsafe { a.add(i).read_volatile() };
+                    check(v == round + 3 * i as u64, || {
+                        format!("thread {gid} round {round} word {i}: {v}")
+                    })?;
+                }
+                node.barrier_with(BarrierId(1), per_node)
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        }));
+    }
+    for h in hs {
+        h.join().map_err(|_| "thread panicked".to_string())??;
+    }
+    Ok(())
+}
+
+const SCENARIOS: &[(&str, Scenario, &[&str])] =
+    &[("short", short, &["hlrc"]), ("threads", threads, &["hlrc"])];
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -126,11 +172,12 @@ fn main() {
         let count = jobs.unwrap_or(default_jobs);
         let mut failed = 0;
         for j in 0..count {
-            let mut spec = JobSpec::local(nodes, exe.display().to_string(), vec!["short".into()]);
+            let name = SCENARIOS[j % SCENARIOS.len()].0;
+            let mut spec = JobSpec::local(nodes, exe.display().to_string(), vec![name.into()]);
             spec.timeout = Some(Duration::from_secs(60));
             spec.extra_env
                 .push(("SQUALL_HEAP_SIZE".into(), "4G".into()));
-            if !run_case(&format!("short/hlrc/{nodes} nodes/job {j}"), &spec) {
+            if !run_case(&format!("{name}/hlrc/{nodes} nodes/job {j}"), &spec) {
                 failed += 1;
             }
         }
