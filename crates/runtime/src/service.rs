@@ -59,8 +59,6 @@ pub(crate) struct Service {
     /// This node has passed the job's last barrier and told every peer so (the departure
     /// round of `finalize`): a peer that has said goodbye since needs nothing more from it.
     pub(crate) departing: bool,
-    /// Messages not sent because their peer had left (counted while `departing`).
-    pub(crate) dropped_after_goodbye: u64,
 }
 
 /// Most faults a run of missed spins makes the service thread skip spinning for.
@@ -150,7 +148,6 @@ impl Service {
             next_release: 0,
             spin: SpinPolicy::new(fetch_spin),
             departing: false,
-            dropped_after_goodbye: 0,
         }
     }
 
@@ -335,9 +332,7 @@ impl Service {
             // sent after everything its last barrier made it send (FIFO): whatever is sent to
             // it now (a `Dropped` batch, an ack, a late reply) is something it no longer
             // needs, and this node, past the last barrier, waits for nothing from it.
-            Err(squall_net::NetError::PeerGone { .. }) if self.departing => {
-                self.dropped_after_goodbye += 1;
-            }
+            Err(squall_net::NetError::PeerGone { .. }) if self.departing => {}
             Err(e) => fatal(self.me, &format!("sending to {to}: {e}")),
         }
     }
