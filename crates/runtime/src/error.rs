@@ -37,6 +37,16 @@ pub enum SquallError {
     Thread { what: String, why: String },
     #[error("{0}")]
     Remote(String),
+    /// A collective call failed on `node`: every node of the job gets this same error.
+    #[error("{what} failed on {node}: {cause}")]
+    Collective {
+        what: &'static str,
+        node: NodeId,
+        cause: String,
+    },
+    /// The departure round of `finalize` did not hear from every node in time.
+    #[error("finalize: no departure notice from {missing} within {secs} s (each node sends one after the job's last barrier)")]
+    Departure { missing: String, secs: u64 },
 }
 
 /// Result alias of the public API.

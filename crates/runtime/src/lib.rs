@@ -20,6 +20,7 @@
 mod array;
 pub mod config;
 pub mod error;
+mod failure;
 mod fnptr;
 mod msg;
 mod node;

@@ -20,10 +20,16 @@ pub const SPAWN: MsgType = MsgType(69);
 pub const JOIN: MsgType = MsgType(70);
 /// Snapshot your statistics: a stats mark (`Node::stats_mark`; empty payload).
 pub const STATS_MARK: MsgType = MsgType(71);
+/// The sender failed and ends the job (payload: the cause, UTF-8): every node ends with it
+/// (`crate::failure`).
+pub const ABORT: MsgType = MsgType(72);
+/// Departure: the sender passed the job's last barrier and sent everything that barrier made
+/// it send (empty payload; see `node::lifecycle`).
+pub const DONE: MsgType = MsgType(73);
 
 /// A readable name for a message type in statistics.
 pub fn name(ty: u16) -> String {
-    const NAMES: [(MsgType, &str); 8] = [
+    const NAMES: [(MsgType, &str); 10] = [
         (PROTO, "protocol"),
         (SYNC, "sync"),
         (COLLECTIVE, "collective"),
@@ -32,6 +38,8 @@ pub fn name(ty: u16) -> String {
         (SPAWN, "spawn"),
         (JOIN, "join"),
         (STATS_MARK, "stats_mark"),
+        (ABORT, "abort"),
+        (DONE, "done"),
     ];
     match NAMES.iter().find(|(t, _)| t.0 == ty) {
         Some((_, n)) => (*n).into(),

@@ -56,6 +56,9 @@ pub(crate) struct Service {
     next_release: u64,
     /// When the service thread spins for page replies (see `on_fault`).
     spin: SpinPolicy,
+    /// This node has passed the job's last barrier and told every peer so (the departure
+    /// round of `finalize`): a peer that has said goodbye since needs nothing more from it.
+    pub(crate) departing: bool,
 }
 
 /// Most faults a run of missed spins makes the service thread skip spinning for.
@@ -144,6 +147,7 @@ impl Service {
             atomics: HashMap::new(),
             next_release: 0,
             spin: SpinPolicy::new(fetch_spin),
+            departing: false,
         }
     }
 
@@ -322,16 +326,22 @@ impl Service {
         let t = Instant::now();
         let r = ep.send(to, ty, bytes);
         self.times.messaging_ns += t.elapsed().as_nanos() as u64;
-        if let Err(e) = r {
-            fatal(self.me, &format!("sending to {to}: {e}"));
+        match r {
+            Ok(()) => {}
+            // A peer leaves only after every node's done notice of the departure round, each
+            // sent after everything its last barrier made it send (FIFO): whatever is sent to
+            // it now (a `Dropped` batch, an ack, a late reply) is something it no longer
+            // needs, and this node, past the last barrier, waits for nothing from it.
+            Err(squall_net::NetError::PeerGone { .. }) if self.departing => {}
+            Err(e) => fatal(self.me, &format!("sending to {to}: {e}")),
         }
     }
 }
 
-/// End the node: something happened that leaves its memory in an unknown state. Never returns.
+/// End the node, and the job with it (every peer is told the cause, see `crate::failure`):
+/// something happened that leaves its memory in an unknown state. Never returns.
 pub(crate) fn fatal(me: NodeId, what: &str) -> ! {
-    eprintln!("squall: {me}: {what}; ending the job");
-    std::process::exit(4)
+    crate::failure::end_job(crate::node::node_ref().map(|n| n.endpoint()), me, what)
 }
 
 #[cfg(test)]

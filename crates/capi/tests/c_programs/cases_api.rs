@@ -1,5 +1,6 @@
 //! Cases for the C API (SPMD style, api_test.c and the basic-cost table) and the C++ wrappers.
-use super::{job, job_output, plain_expect, print_lines, Cases, Env};
+use super::{job, job_fails_everywhere, job_output, plain_expect, print_lines, Cases, Env};
+use std::time::Duration;
 
 pub fn add(v: &mut Cases) {
     // The C API, SPMD style, several native threads per node.
@@ -11,6 +12,19 @@ pub fn add(v: &mut Cases) {
             job(&exe, &[scenario, "3"], nodes, &format!("ok {scenario}"))
         });
     }
+    // A collective allocation larger than the default space (100 GiB of 64): rank 0's
+    // allocation fails and every node gets that failure (not a wait) from
+    // squall_alloc_collective, within a second of the barrier before it.
+    v.at_2_and_4("c_api/collective_fail", |env: &Env, nodes| {
+        let exe = env.build_test("cc", "collective_fail.c", "collective_fail", Some("squall"))?;
+        job_fails_everywhere(
+            &exe,
+            &["100"],
+            nodes,
+            &["refused in", "collective allocation failed on node 0"],
+            Duration::from_secs(10),
+        )
+    });
     v.add("c_api/before-init", |env: &Env| {
         let exe = env.build_test("cc", "api_test.c", "api_test", Some("squall"))?;
         plain_expect(&exe, &["before-init"], "ok before-init", "before-init")

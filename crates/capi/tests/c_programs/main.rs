@@ -293,6 +293,43 @@ fn job_refused(exe: &Path, args: &[&str], nodes: usize, needles: &[&str]) -> Res
     Ok(())
 }
 
+/// Run `exe args` as a job that must fail on every node: a non-zero status, every rank printing
+/// a line on stderr that contains every one of `needles`, nobody printing "WRONG", and the
+/// whole job (start-up included) over within `within`.
+fn job_fails_everywhere(
+    exe: &Path,
+    args: &[&str],
+    nodes: usize,
+    needles: &[&str],
+    within: Duration,
+) -> Result<(), String> {
+    let spec = job_spec(exe, args, nodes, Duration::from_secs(60));
+    let cap = Arc::new(Capture::default());
+    let t = Instant::now();
+    let report = run_job(&spec, cap.clone()).map_err(|e| format!("launch: {e}"))?;
+    let took = t.elapsed();
+    let lines = cap.lines.lock().map(|l| l.clone()).unwrap_or_default();
+    let silent: Vec<u16> = (0..nodes as u16)
+        .filter(|rank| {
+            !lines.iter().any(|(r, s, t)| {
+                r == rank && *s == Stream::Stderr && needles.iter().all(|n| t.contains(n))
+            })
+        })
+        .collect();
+    let wrong = lines.iter().any(|(_, _, t)| t.contains("WRONG"));
+    if report.success() || report.timed_out || !silent.is_empty() || wrong || took > within {
+        cap.dump();
+        return Err(format!(
+            "job {} {} on {nodes} nodes: exit {} after {took:?} (bound {within:?}); nodes {silent:?} \
+             printed no line with {needles:?}",
+            exe.display(),
+            args.join(" "),
+            report.exit_code()
+        ));
+    }
+    Ok(())
+}
+
 /// Run `exe args` as a job of `nodes` processes with `input` as rank 0's stdin; the job must
 /// succeed and rank 0 must print exactly the line `expect`.
 fn job_with_input(

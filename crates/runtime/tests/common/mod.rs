@@ -32,6 +32,8 @@ pub fn node_main(scenarios: &[(&str, Scenario, &[&str])], name: &str) -> i32 {
     i32::from(r.is_err())
 }
 
+// Not every test binary runs its jobs this way (`failures` reads what the nodes print).
+#[allow(dead_code)]
 /// Run one job of a scenario and print its test line (`test LABEL ... ok|FAILED (secs)`);
 /// `true` if every node succeeded.
 pub fn run_case(label: &str, spec: &squall_launch::JobSpec) -> bool {

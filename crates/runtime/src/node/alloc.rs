@@ -1,0 +1,304 @@
+//! Allocation: the shared heap (alloc, calloc, free, realloc, usable size, arrays, the
+//! collective allocation) and the adoption of the program's global data as shared memory.
+//! Owns the heap calls of the public API; must not touch synchronization or threads.
+
+use super::Node;
+use crate::array::{Pod, SharedArray};
+use crate::error::{Result, SquallError};
+use crate::msg;
+use crate::service::{Reply, Service};
+use squall_core::{NodeId, PageId, Placement};
+use squall_memory::Region;
+use squall_protocol::{ArenaSplit, ProtocolKind};
+
+impl Node {
+    /// Collective, at start-up (before any application thread touches the range and before
+    /// any thread creation): make the program's global data `regions` (page aligned, whole
+    /// pages: under the pthreads layer its `squall_data` and `squall_bss` sections) coherent
+    /// shared memory, with node 0 as the home of every page (CableS' GLOBAL: the primary copy
+    /// is on the first node, which holds the initial values). Every node adopts the regions
+    /// into its address space; their pages are numbered at the top of node 0's `hlrc` half
+    /// arena (node 0's heap gives them up) and follow `hlrc`. Zero pages cost no memory until
+    /// touched ([`squall_memory::Contents`]). Rank 0 broadcasts its regions: a node where they
+    /// lie elsewhere fails with an error (address randomisation must be off: see
+    /// `squall_memory::fixed_layout`). No regions on rank 0 does nothing. Returns the first
+    /// page and the page count.
+    pub fn adopt_regions(&self, regions: &[Region]) -> Result<(PageId, u64)> {
+        let me = self.rank();
+        let zero = me == NodeId(0);
+        let count = self.broadcast(zero.then_some(regions.len() as u64))? as usize;
+        let mut same = count == regions.len();
+        for i in 0..count {
+            let mine = regions
+                .get(i)
+                .map_or((0, 0), |r| (r.start as u64, r.len as u64));
+            let s0 = self.broadcast(zero.then_some(mine.0))?;
+            let l0 = self.broadcast(zero.then_some(mine.1))?;
+            same &= (s0, l0) == mine;
+        }
+        if !same {
+            let here: Vec<String> = regions
+                .iter()
+                .map(|r| format!("{:#x}+{:#x}", r.start, r.len))
+                .collect();
+            return Err(SquallError::Config(format!(
+                "{me}: the program's shared data sections are at [{}] here but elsewhere on \
+                 node 0: every node must run the same binary with address randomisation off \
+                 (the pthreads layer re-executes the program with personality \
+                 ADDR_NO_RANDOMIZE; if that is refused, run under `setarch -R` or set \
+                 kernel.randomize_va_space=0)",
+                here.join(", ")
+            )));
+        }
+        if regions.is_empty() {
+            return Ok((PageId(0), 0));
+        }
+        let len: usize = regions.iter().map(|r| r.len).sum();
+        let pages = (len / squall_core::PAGE_SIZE) as u64;
+        let split = ArenaSplit::new(self.inner.layout);
+        let first = split.halves().adopted_first(pages).ok_or_else(|| {
+            SquallError::Config(format!(
+                "the program's shared data ({len} bytes) is larger than node 0's arena"
+            ))
+        })?;
+        if zero {
+            let mut s = self.inner.svc.lock();
+            let got = s
+                .heap_for(ProtocolKind::Hlrc)
+                .reserve_top(pages)
+                .map_err(|e| SquallError::Alloc {
+                    node: me,
+                    source: e,
+                })?;
+            if got != first {
+                return Err(SquallError::Config(format!(
+                    "node 0's heap reserved {got} for the program's shared data, expected {first}"
+                )));
+            }
+        }
+        self.inner.space.adopt_regions(regions, first)?;
+        if zero {
+            let mut s = self.inner.svc.lock();
+            s.register(squall_core::AllocInfo {
+                first,
+                pages,
+                placement: Placement::Node(NodeId(0)),
+            });
+            s.drain(&self.inner.ep);
+        }
+        // Every node has adopted (and node 0 registered) before anyone touches the regions.
+        self.barrier()?;
+        Ok((first, pages))
+    }
+
+    /// Allocate `size` bytes of shared memory aligned to `align` (0: 16) with this placement
+    /// for its pages, kept coherent by the run's protocol (`SQUALL_PROTOCOL`). Any thread, any
+    /// node, any time.
+    pub fn alloc_with(&self, size: usize, align: usize, placement: Placement) -> Result<*mut u8> {
+        self.alloc_in(size, align, placement, self.inner.cfg.protocol)
+    }
+
+    /// Allocate as [`Node::alloc_with`], kept coherent by `protocol` whatever the run's default
+    /// (e.g. `sc` for data a program reads and writes without synchronization).
+    pub fn alloc_in(
+        &self,
+        size: usize,
+        align: usize,
+        placement: Placement,
+        protocol: ProtocolKind,
+    ) -> Result<*mut u8> {
+        self.alloc_fresh(size, align, placement, protocol)
+            .map(|(p, _)| p)
+    }
+
+    /// [`Node::alloc_in`], also telling whether the memory was never handed out before (and so
+    /// is zero on every node without anyone writing it).
+    pub(super) fn alloc_fresh(
+        &self,
+        size: usize,
+        align: usize,
+        placement: Placement,
+        protocol: ProtocolKind,
+    ) -> Result<(*mut u8, bool)> {
+        let me = self.rank();
+        let r = self.call("alloc", move |s, _, w| {
+            match s.heap_for(protocol).alloc(size, align, placement) {
+                Ok(a) => {
+                    if let Some(info) = a.new_pages {
+                        s.register(info);
+                    }
+                    // Addresses are at least 16-aligned: bit 0 carries `fresh`.
+                    s.wake(w, Reply::Value(a.addr as u64 | u64::from(a.fresh)))
+                }
+                Err(e) => s.wake(
+                    w,
+                    Reply::Failed(SquallError::Alloc {
+                        node: me,
+                        source: e,
+                    }),
+                ),
+            }
+        })?;
+        match r {
+            Reply::Value(a) => Ok(((a & !1) as usize as *mut u8, a & 1 == 1)),
+            Reply::Failed(e) => Err(e),
+            Reply::Sync(_) => Err(SquallError::Remote("unexpected reply to alloc".into())),
+        }
+    }
+
+    /// Allocate with the default placement (`SQUALL_PLACEMENT`, first touch unless set).
+    pub fn alloc(&self, size: usize) -> Result<*mut u8> {
+        self.alloc_with(size, 0, self.default_placement())
+    }
+
+    /// Allocate zeroed memory.
+    pub fn calloc(&self, count: usize, size: usize) -> Result<*mut u8> {
+        let bytes = count
+            .checked_mul(size)
+            .ok_or_else(|| SquallError::Config(format!("calloc({count}, {size}) overflows")))?;
+        let (p, fresh) =
+            self.alloc_fresh(bytes, 0, self.default_placement(), self.inner.cfg.protocol)?;
+        // Memory never handed out is zero on every node: writing it would make this node the
+        // first toucher (and home) of every page of it. A reused chunk is not zero: zero it
+        // through the application view (an ordinary write, coherent like any other).
+        if !fresh {
+            // SAFETY: `p` was just allocated with at least `bytes` usable bytes.
+            unsafe { std::ptr::write_bytes(p, 0, bytes) };
+        }
+        Ok(p)
+    }
+
+    /// Free memory from any `alloc` on any node.
+    pub fn free(&self, ptr: *mut u8) -> Result<()> {
+        let addr = ptr as usize;
+        let page = self.page_of(addr)?;
+        let manager = self.inner.layout.manager_of(page);
+        if manager == self.rank() {
+            match self.call("free", move |s, _, w| {
+                let r = free_local(s, addr);
+                s.wake(w, r)
+            })? {
+                Reply::Failed(e) => Err(e),
+                _ => Ok(()),
+            }
+        } else {
+            let mut p = vec![0u8];
+            p.extend_from_slice(&(addr as u64).to_le_bytes());
+            let r = self.inner.ep.request(manager, msg::HEAP, p)?;
+            if r.is_empty() {
+                Ok(())
+            } else {
+                Err(SquallError::Remote(
+                    String::from_utf8_lossy(&r).into_owned(),
+                ))
+            }
+        }
+    }
+
+    /// Usable size of the allocation at `ptr`.
+    pub fn usable_size(&self, ptr: *mut u8) -> Result<usize> {
+        let addr = ptr as usize;
+        let page = self.page_of(addr)?;
+        let manager = self.inner.layout.manager_of(page);
+        let bad = || {
+            SquallError::Remote(format!(
+                "{addr:#x} is not the start of a live squall allocation"
+            ))
+        };
+        if manager == self.rank() {
+            match self.call("usable_size", move |s, _, w| {
+                let v = s
+                    .heap_of(addr)
+                    .size_of(addr)
+                    .map(|n| n as u64)
+                    .unwrap_or(u64::MAX);
+                s.wake(w, Reply::Value(v))
+            })? {
+                Reply::Value(v) if v != u64::MAX => Ok(v as usize),
+                _ => Err(bad()),
+            }
+        } else {
+            let mut p = vec![1u8];
+            p.extend_from_slice(&(addr as u64).to_le_bytes());
+            let r = self.inner.ep.request(manager, msg::HEAP, p)?;
+            let b: [u8; 8] = r.as_ref().try_into().map_err(|_| bad())?;
+            match u64::from_le_bytes(b) {
+                u64::MAX => Err(bad()),
+                v => Ok(v as usize),
+            }
+        }
+    }
+
+    /// Resize an allocation (the contents up to the smaller size are kept).
+    pub fn realloc(&self, ptr: *mut u8, size: usize) -> Result<*mut u8> {
+        if ptr.is_null() {
+            return self.alloc(size);
+        }
+        let old = self.usable_size(ptr)?;
+        if size <= old {
+            return Ok(ptr);
+        }
+        let src = ptr as usize;
+        let new = self.alloc(size)?;
+        // SAFETY: `usable_size` just confirmed `src` is the start of a live squall allocation of
+        // `old` bytes; `new` is a fresh one of at least `size > old` bytes; they are disjoint.
+        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, new, old) };
+        self.free(src as *mut u8)?;
+        Ok(new)
+    }
+
+    /// Collective: every node calls this in the same order; rank 0 allocates and every node
+    /// gets the same address. If rank 0's allocation fails, every node fails with the same
+    /// [`SquallError::Collective`] naming node 0 and the cause.
+    pub fn alloc_collective(&self, size: usize, placement: Placement) -> Result<*mut u8> {
+        let v = self.collective("collective allocation", || {
+            self.alloc_with(size, 0, placement).map(|p| p as u64)
+        })?;
+        Ok(v as usize as *mut u8)
+    }
+
+    /// Allocate a shared array of `len` elements (zero if fresh; see [`Node::calloc`]).
+    pub fn alloc_array<T: Pod>(&self, len: usize, placement: Placement) -> Result<SharedArray<T>> {
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+            SquallError::Config(format!(
+                "an array of {len} elements overflows the address space"
+            ))
+        })?;
+        let p = self.alloc_with(bytes.max(1), std::mem::align_of::<T>().max(16), placement)?;
+        // SAFETY: a live allocation of `bytes` bytes aligned for T.
+        Ok(unsafe { SharedArray::from_raw(p as usize, len) })
+    }
+
+    /// Collective [`Node::alloc_array`]: rank 0 allocates, every node gets the same array.
+    pub fn alloc_array_collective<T: Pod>(
+        &self,
+        len: usize,
+        placement: Placement,
+    ) -> Result<SharedArray<T>> {
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+            SquallError::Config(format!(
+                "an array of {len} elements overflows the address space"
+            ))
+        })?;
+        let p = self.alloc_collective(bytes.max(1), placement)?;
+        // SAFETY: rank 0 allocated `bytes` bytes (16-aligned, enough for every Pod type).
+        Ok(unsafe { SharedArray::from_raw(p as usize, len) })
+    }
+}
+
+pub(super) fn free_local(s: &mut Service, addr: usize) -> Reply {
+    match s.heap_of(addr).free(addr) {
+        Ok(rec) => {
+            if let Some(info) = rec.released {
+                if let Err(e) = s.space.release_pages(info.first, info.pages) {
+                    return Reply::Failed(e.into());
+                }
+            }
+            Reply::Value(0)
+        }
+        Err(e) => Reply::Failed(SquallError::Alloc {
+            node: s.me,
+            source: e,
+        }),
+    }
+}

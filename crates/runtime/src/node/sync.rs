@@ -1,0 +1,180 @@
+//! Synchronization through the sync core: barriers, locks (with the lock cache fast path),
+//! conditions and flags, timed as sync time. Must not touch the heap or threads.
+
+use super::{my_waiter, Node};
+use crate::error::{Result, SquallError};
+use crate::failure;
+use crate::service::Reply;
+use squall_core::LockId;
+use squall_sync::{BarrierCount, BarrierId, CondId, FlagId, Outcome, SyncError};
+
+impl Node {
+    /// The barriers of `finalize`: not application synchronization, so not timed as such.
+    pub(super) fn end_barrier(&self) -> Result<()> {
+        let r = self.call("finalize", move |s, _, w| {
+            s.sync.barrier(
+                &mut *s.protocol,
+                BarrierId(0),
+                w,
+                BarrierCount::PerNode { local: 1 },
+            )
+        })?;
+        match r {
+            Reply::Sync(r) => r.map(|_| ()).map_err(Into::into),
+            Reply::Failed(e) => Err(e),
+            Reply::Value(_) => Ok(()),
+        }
+    }
+
+    /// Barrier of every node, with one participating thread per node.
+    pub fn barrier(&self) -> Result<()> {
+        self.barrier_with(BarrierId(0), BarrierCount::PerNode { local: 1 })
+            .map(|_| ())
+    }
+
+    /// A barrier with an explicit id and participant count. Returns `true` in exactly one
+    /// thread of the job per episode.
+    ///
+    /// A count of zero is refused on this node alone (the call is not counted anywhere). A
+    /// count that contradicts the episode's (another thread or node arrived with a different
+    /// one, or more threads than the total arrived) means the episode can never complete on
+    /// any node: it ends the job, every node printing this node and the cause
+    /// (`crate::failure`), instead of leaving the other participants waiting.
+    pub fn barrier_with(&self, id: BarrierId, count: BarrierCount) -> Result<bool> {
+        let r = self.sync_call("barrier", move |s, _, w| {
+            s.sync.barrier(&mut *s.protocol, id, w, count)
+        });
+        match r {
+            Ok(o) => Ok(o == Outcome::Serial),
+            Err(SquallError::Sync(e @ SyncError::BarrierMismatch { .. })) => failure::end_job(
+                Some(&self.inner.ep),
+                self.rank(),
+                &format!("synchronization: {e}"),
+            ),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Acquire a global lock (FIFO across nodes). When the lock's token is idle on this node
+    /// (the last holder was a thread of this node and no other node asked for it since), the
+    /// lock cache takes it with one compare-and-swap, without the service lock (counted in
+    /// `lock_acquires_local_fast`, not timed as sync time).
+    #[inline]
+    pub fn lock(&self, lock: LockId) -> Result<()> {
+        if self.lock_fast(lock) {
+            return Ok(());
+        }
+        self.lock_slow(lock)
+    }
+
+    /// Only the fast path of [`Node::lock`]: take `lock` if its token is idle in this node's
+    /// lock cache (one compare-and-swap, no service lock, no allocation, never blocks);
+    /// `false`: call [`Node::lock`].
+    #[inline]
+    pub fn lock_fast(&self, lock: LockId) -> bool {
+        self.inner.fast.try_lock(lock.0, my_waiter().0)
+    }
+
+    /// Only the fast path of [`Node::unlock`]: put `lock`, taken through the lock cache by
+    /// this thread, back when nobody waits for it; `false`: call [`Node::unlock`].
+    #[inline]
+    pub fn unlock_fast(&self, lock: LockId) -> bool {
+        self.inner.fast.try_unlock(lock.0, my_waiter().0)
+    }
+
+    #[cold]
+    pub(super) fn lock_slow(&self, lock: LockId) -> Result<()> {
+        self.sync_call("lock", move |s, _, w| {
+            s.sync.lock(&mut *s.protocol, lock, w)
+        })
+        .map(|_| ())
+    }
+
+    /// Try to acquire a global lock without waiting; `true` if it is now held.
+    pub fn trylock(&self, lock: LockId) -> Result<bool> {
+        if self.lock_fast(lock) {
+            return Ok(true);
+        }
+        let o = self.sync_call("trylock", move |s, _, w| {
+            s.sync.trylock(&mut *s.protocol, lock, w)
+        })?;
+        Ok(o != Outcome::Busy)
+    }
+
+    /// Release a global lock held by this thread: back into the lock cache with one
+    /// compare-and-swap when it was taken there and no other node or thread waits for it.
+    #[inline]
+    pub fn unlock(&self, lock: LockId) -> Result<()> {
+        if self.unlock_fast(lock) {
+            return Ok(());
+        }
+        self.unlock_slow(lock)
+    }
+
+    #[cold]
+    pub(super) fn unlock_slow(&self, lock: LockId) -> Result<()> {
+        self.sync_call("unlock", move |s, _, w| {
+            s.sync.unlock(&mut *s.protocol, lock, w)
+        })
+        .map(|_| ())
+    }
+
+    /// Check that `lock` may be destroyed: no thread of this node holds it or waits for it
+    /// (misuse is an error naming the lock).
+    pub fn lock_destroy(&self, lock: LockId) -> Result<()> {
+        self.sync_call("lock_destroy", move |s, _, w| s.sync.destroy_lock(lock, w))
+            .map(|_| ())
+    }
+
+    /// Check that `cond` may be destroyed: no thread of this node waits on it.
+    pub fn cond_destroy(&self, cond: CondId) -> Result<()> {
+        self.sync_call("cond_destroy", move |s, _, w| s.sync.destroy_cond(cond, w))
+            .map(|_| ())
+    }
+
+    /// Wait on a condition variable bound to `lock` (held by this thread); Mesa semantics.
+    pub fn cond_wait(&self, cond: CondId, lock: LockId) -> Result<()> {
+        self.sync_call("cond_wait", move |s, _, w| {
+            s.sync.cond_wait(&mut *s.protocol, cond, lock, w)
+        })
+        .map(|_| ())
+    }
+
+    /// Wake one waiter of `cond`.
+    pub fn cond_signal(&self, cond: CondId) -> Result<()> {
+        self.sync_call("cond_signal", move |s, _, w| {
+            s.sync.cond_signal(&mut *s.protocol, cond, w)
+        })
+        .map(|_| ())
+    }
+
+    /// Wake every waiter of `cond`.
+    pub fn cond_broadcast(&self, cond: CondId) -> Result<()> {
+        self.sync_call("cond_broadcast", move |s, _, w| {
+            s.sync.cond_broadcast(&mut *s.protocol, cond, w)
+        })
+        .map(|_| ())
+    }
+
+    /// Set a flag (a release); wakes every waiter.
+    pub fn flag_set(&self, flag: FlagId) -> Result<()> {
+        self.sync_call("flag_set", move |s, _, w| {
+            s.sync.flag_set(&mut *s.protocol, flag, w)
+        })
+        .map(|_| ())
+    }
+
+    /// Wait until a flag is set (an acquire), without spinning on shared memory.
+    pub fn flag_wait(&self, flag: FlagId) -> Result<()> {
+        self.sync_call("flag_wait", move |s, _, w| {
+            s.sync.flag_wait(&mut *s.protocol, flag, w)
+        })
+        .map(|_| ())
+    }
+
+    /// Clear a flag.
+    pub fn flag_clear(&self, flag: FlagId) -> Result<()> {
+        self.sync_call("flag_clear", move |s, _, w| s.sync.flag_clear(flag, w))
+            .map(|_| ())
+    }
+}
