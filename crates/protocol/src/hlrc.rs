@@ -6,12 +6,13 @@
 //! `hlrc` message encoding. Must not touch: sockets, clocks, threads; page bytes and access
 //! only through the `PageMemory` handle. The message sequences are in this crate's README.
 
-use crate::atomic::{
+use crate::shared::atomic::{
     check_atomic, decode_call, decode_infos, encode_call, encode_infos, AtomicInfos,
 };
-use crate::codec::{Reader, Writer};
-use crate::diff::{apply_diff, diff_payload, for_each_run, make_diff};
-use crate::home::{HomeDirectory, HomeRef};
+use crate::shared::access::set_access_runs;
+use crate::shared::codec::{Reader, Writer};
+use crate::shared::diff::{apply_diff, diff_payload, for_each_run, make_diff};
+use crate::shared::home::{HomeDirectory, HomeRef};
 use crate::{Action, AtomicCall, ProtoError, ProtoStats, Protocol};
 use squall_core::{
     Access, AllocInfo, Consistency, HeapLayout, NodeId, PageId, PageMemory, PAGE_SIZE,
@@ -2550,20 +2551,6 @@ impl<M: PageMemory> Hlrc<M> {
             }
         }
         Ok(())
-    }
-}
-
-/// Set the access of `pages` (ascending) with one call per run of consecutive pages.
-fn set_access_runs(mem: &dyn PageMemory, pages: &[PageId], access: Access) {
-    let mut i = 0;
-    while i < pages.len() {
-        let first = pages[i];
-        let mut n = 1;
-        while i + n < pages.len() && pages[i + n].0 == first.0 + n as u64 {
-            n += 1;
-        }
-        mem.set_access_run(first, n as u64, access);
-        i += n;
     }
 }
 

@@ -20,11 +20,11 @@
 //!   when the recall arrives.
 //! * Duplicate faults on a page with a request outstanding send nothing.
 
-use crate::atomic::{
+use crate::shared::atomic::{
     check_atomic, decode_call, decode_infos, encode_call, encode_infos, AtomicInfos,
 };
-use crate::codec::{Reader, Writer};
-use crate::home::{HomeDirectory, HomeRef};
+use crate::shared::codec::{Reader, Writer};
+use crate::shared::home::{HomeDirectory, HomeRef};
 use crate::{Action, AtomicCall, ProtoError, ProtoStats, Protocol};
 use squall_core::{
     Access, AllocInfo, Consistency, HeapLayout, NodeId, PageId, PageMemory, PAGE_SIZE,
