@@ -1,0 +1,225 @@
+//! `hlrc`: home-based lazy release consistency with multiple writers (Cashmere-style homes,
+//! twins and diffs, write notices with vector timestamps, home migration to a sole writer,
+//! exclusive mode for pages nobody else holds, notice garbage collection).
+//!
+//! One `Hlrc` core per node; its state is one struct (here) and its behaviour is split by
+//! concern, each module an `impl Hlrc` block:
+//!
+//! | module      | concern |
+//! |-------------|---------|
+//! | `msg`       | message kinds, wire encoding, sync info, trace descriptions |
+//! | `state`     | per-page state, constants, tuning knobs |
+//! | `dispatch`  | the `Protocol`/`Consistency` entry points and the message router |
+//! | `fault`     | faults, home look-up, fetches and installing the copies |
+//! | `readahead` | what a fetch brings along; barrier fetches; probes |
+//! | `serve`     | the home serving copies; exclusive mode and recalls |
+//! | `release`   | releases, diffs and their acks |
+//! | `notices`   | vector time, write notices, invalidation |
+//! | `migrate`   | home migration and run handovers |
+//! | `push`      | push updates at barriers |
+//! | `atomics`   | home-executed atomics (glue to `shared::atomic`) |
+//!
+//! Owns: the per-page protocol state of one node, its write notices and vector time, the
+//! `hlrc` message encoding. Must not touch: sockets, clocks, threads; page bytes and access
+//! only through the `PageMemory` handle; no other protocol's module (shared helpers come from
+//! `crate::shared`). The message sequences are in this crate's README.
+
+mod atomics;
+mod dispatch;
+mod fault;
+mod migrate;
+mod msg;
+mod notices;
+mod push;
+mod readahead;
+mod release;
+mod serve;
+mod state;
+
+pub use msg::describe;
+pub use state::{
+    RunHandover, DEFAULT_BARRIER_FETCH, DEFAULT_LOST_RUN, DEFAULT_MIGRATE_AFTER,
+    DEFAULT_NOTICE_BUDGET,
+};
+
+use self::msg::Msg;
+use self::state::{Deferred, PageState, PUSH_PROBE};
+use crate::shared::atomic::AtomicInfos;
+use crate::shared::home::HomeDirectory;
+use crate::Action;
+use crate::AtomicCall;
+use crate::ProtoError;
+use crate::ProtoStats;
+use squall_core::HeapLayout;
+use squall_core::NodeId;
+use squall_core::PageId;
+use squall_core::PageMemory;
+use squall_core::PAGE_SIZE;
+use std::collections::BTreeMap;
+use std::collections::BTreeSet;
+use std::collections::VecDeque;
+
+/// The `hlrc` core of one node.
+pub struct Hlrc<M: PageMemory> {
+    mem: M,
+    me: NodeId,
+    layout: HeapLayout,
+    dir: HomeDirectory,
+    pages: BTreeMap<PageId, PageState>,
+    actions: VecDeque<Action>,
+    stats: ProtoStats,
+    /// Vector time: last interval of each node whose notices this node has applied.
+    vt: Vec<u32>,
+    /// Known write notices by (node, interval), kept for transitive propagation until a barrier.
+    notices: BTreeMap<(u16, u32), Vec<PageId>>,
+    /// Pages written in the current interval.
+    dirty: BTreeSet<PageId>,
+    /// Dirty pages whose writes were already sent to the home by an early flush in this
+    /// interval (they need a notice even if the twin made afterwards shows no change).
+    flushed: BTreeSet<PageId>,
+    next_diff: u64,
+    outstanding: BTreeSet<u64>,
+    /// Unacked diffs of this node per page.
+    page_diffs: BTreeMap<PageId, u32>,
+    /// The node this node's unacked diffs of a page were sent to.
+    diff_home: BTreeMap<PageId, NodeId>,
+    /// Diffs of a page held back (ids, in order) while earlier ones are on their way to
+    /// another node (a former home that forwards them): sent once those are acked, so a home
+    /// never applies an older diff of one writer over a newer one.
+    held_diffs: BTreeMap<PageId, Vec<u64>>,
+    /// Copies of unacked diffs: if the home migrates here meanwhile, they come back to this
+    /// node and must be merged into the copy the old home sends.
+    unacked: BTreeMap<u64, (PageId, Vec<u8>)>,
+    /// Releases waiting for acks: (token, diff ids below this must be acked).
+    releases: VecDeque<(u64, u64)>,
+    /// Last interval this node closed (`vt[me]` is the last one published).
+    own_interval: u32,
+    /// Closed intervals whose diffs are not all acked yet: (diff ids below this, interval,
+    /// pages). Their notices are handed out only once published, or an acquirer could fetch
+    /// a page from its home before the diff arrived there and take the notice as seen.
+    unpublished: VecDeque<(u64, u32, Vec<PageId>)>,
+    resolving: BTreeMap<PageId, Vec<Deferred>>,
+    /// Home requests that arrived before this node became the home (migration in flight).
+    parked: BTreeMap<PageId, Vec<(NodeId, Msg)>>,
+    atomics_out: BTreeMap<u64, (PageId, usize, AtomicCall)>,
+    /// Release infos kept at the atomic locations this node is the home of.
+    atomic_infos: AtomicInfos,
+    migrate_after: u32,
+    /// Most notices held before old ones are merged (see `compact_notices`).
+    notice_budget: usize,
+    /// Vector time of the last barrier (notices up to it go at the next barrier).
+    barrier_vt: Vec<u32>,
+    /// Grant exclusive mode to a sole writer.
+    exclusive_mode: bool,
+    /// Copies invalidated while applying notices, by home: sent as `Dropped` batches.
+    dropped: BTreeMap<NodeId, Vec<PageId>>,
+    /// Sequential fetch streams: (next page expected, fetches in a row), newest first.
+    streams: VecDeque<(u64, u32)>,
+    /// Fetches bring following pages too (see `read_ahead`).
+    read_ahead: bool,
+    /// Most lost copies a fetch brings around the faulting page (see `set_lost_run`).
+    lost_run: usize,
+    /// Home side: a granted `want_home` is followed by the run of pages after it (see
+    /// `hand_over_run`).
+    run_handover: RunHandover,
+    /// Home side: per node, the page after the last one whose home it was handed (a
+    /// `want_home` for that page continues a sequential run).
+    handed: BTreeMap<NodeId, u64>,
+    /// Home side: push updates at barriers (see `set_push_updates`).
+    push_updates: bool,
+    /// Home side: shared home pages this node wrote since its last barrier.
+    push_pending: BTreeSet<PageId>,
+    /// Pushes a copy takes before it is probed (see `PUSH_PROBE`).
+    push_probe: u8,
+    /// Most pages fetched at once when a barrier releases (0: none; see `set_barrier_fetch`).
+    barrier_fetch: usize,
+    /// Barriers this node applied.
+    barriers: u32,
+    /// Lock grants applied since the last barrier: a node that synchronizes with locks between
+    /// barriers does not fetch at barriers (copies fetched then are often invalidated by a
+    /// grant before they are read: Water).
+    grants_since_barrier: u32,
+    /// The node is ending with no application thread (`Protocol::set_ending`): no barrier
+    /// fetches, a peer past the last barrier may have left.
+    ending: bool,
+}
+
+impl<M: PageMemory> Hlrc<M> {
+    pub fn new(mem: M, me: NodeId, layout: HeapLayout) -> Self {
+        Hlrc {
+            mem,
+            me,
+            layout,
+            dir: HomeDirectory::new(me, layout),
+            pages: BTreeMap::new(),
+            actions: VecDeque::new(),
+            stats: ProtoStats::default(),
+            vt: vec![0; usize::from(layout.nodes)],
+            notices: BTreeMap::new(),
+            dirty: BTreeSet::new(),
+            flushed: BTreeSet::new(),
+            next_diff: 0,
+            outstanding: BTreeSet::new(),
+            page_diffs: BTreeMap::new(),
+            diff_home: BTreeMap::new(),
+            held_diffs: BTreeMap::new(),
+            unacked: BTreeMap::new(),
+            releases: VecDeque::new(),
+            own_interval: 0,
+            unpublished: VecDeque::new(),
+            resolving: BTreeMap::new(),
+            parked: BTreeMap::new(),
+            atomics_out: BTreeMap::new(),
+            atomic_infos: AtomicInfos::default(),
+            migrate_after: DEFAULT_MIGRATE_AFTER,
+            notice_budget: DEFAULT_NOTICE_BUDGET,
+            barrier_vt: vec![0; usize::from(layout.nodes)],
+            exclusive_mode: true,
+            dropped: BTreeMap::new(),
+            streams: VecDeque::new(),
+            read_ahead: true,
+            lost_run: DEFAULT_LOST_RUN,
+            run_handover: RunHandover::Sequential,
+            handed: BTreeMap::new(),
+            push_updates: false,
+            push_pending: BTreeSet::new(),
+            push_probe: PUSH_PROBE,
+            barrier_fetch: DEFAULT_BARRIER_FETCH,
+            barriers: 0,
+            grants_since_barrier: 0,
+            ending: false,
+        }
+    }
+
+    /// The home this node currently believes `page` has.
+    pub fn home_of(&self, page: PageId) -> Option<NodeId> {
+        self.dir.cached(page).map(|h| h.node)
+    }
+
+    fn send(&mut self, to: NodeId, msg: Msg) {
+        let bytes = msg.encode();
+        self.stats.count_send(msg.kind(), bytes.len());
+        self.actions.push_back(Action::Send { to, msg: bytes });
+    }
+
+    fn st(&mut self, page: PageId) -> &mut PageState {
+        self.pages.entry(page).or_default()
+    }
+
+    fn is_home(&self, page: PageId) -> bool {
+        self.dir.cached(page).is_some_and(|h| h.node == self.me)
+    }
+
+    fn read(&self, page: PageId) -> Vec<u8> {
+        let mut buf = vec![0u8; PAGE_SIZE];
+        self.mem.read_page(page, &mut buf);
+        buf
+    }
+
+    fn check_page(&self, page: PageId) -> Result<(), ProtoError> {
+        if page.0 >= self.layout.total_pages {
+            return Err(ProtoError::NotAllocated { page });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,162 @@
+//! `hlrc` write notices: the vector time, the notice store (compacted beyond its budget,
+//! trimmed at barriers), the sync info handed out at grants and barriers and applied at
+//! acquires, and invalidating the copies a notice names.
+//!
+//! Owns: `vt`, `notices`, `barrier_vt`, `dropped`. Must not touch: diffs (a dirty copy a
+//! notice names is flushed through `release`'s `send_diff`), the home side.
+
+use super::msg::{decode_sync, Msg};
+use super::state::{BARRIER_FETCH_AGE, KEEP_RECENT};
+use super::Hlrc;
+use crate::shared::access::set_access_runs;
+use crate::shared::diff::make_diff;
+use squall_core::Access;
+use squall_core::PageId;
+use squall_core::PageMemory;
+use std::collections::BTreeMap;
+use std::collections::BTreeSet;
+
+impl<M: PageMemory> Hlrc<M> {
+    /// Bound the notice store without barriers: all but the newest few notices of each node
+    /// are merged into one notice keyed by the newest merged interval, naming the union of
+    /// their pages. An acquirer that lacks any merged interval gets the union: it may
+    /// invalidate pages it did not have to (extra misses), never fewer.
+    pub(super) fn compact_notices(&mut self) {
+        if self.notices.len() <= self.notice_budget {
+            return;
+        }
+        for n in 0..self.layout.nodes {
+            let keys: Vec<(u16, u32)> = self
+                .notices
+                .range((n, 0)..=(n, u32::MAX))
+                .map(|(k, _)| *k)
+                .collect();
+            if keys.len() <= KEEP_RECENT + 1 {
+                continue;
+            }
+            let old = &keys[..keys.len() - KEEP_RECENT];
+            let mut union = BTreeSet::new();
+            for k in old {
+                if let Some(pages) = self.notices.remove(k) {
+                    union.extend(pages);
+                }
+            }
+            if let Some(last) = old.last() {
+                self.notices.insert(*last, union.into_iter().collect());
+            }
+        }
+        self.stats.notice_compactions += 1;
+    }
+
+    /// Write notices currently held (bounded: cleared at every barrier, compacted beyond the
+    /// budget).
+    pub fn notices_held(&self) -> usize {
+        self.notices.len()
+    }
+
+    /// A write notice names `page`: drop this node's copy (keeping its own modifications). A
+    /// copy with no own writes is only pushed to `unmap` (the caller removes access in runs).
+    /// A readable copy this node used lately is also pushed to `refetch` when given (a
+    /// barrier: see `set_barrier_fetch`).
+    pub(super) fn invalidate(
+        &mut self,
+        page: PageId,
+        unmap: &mut Vec<PageId>,
+        refetch: Option<&mut Vec<PageId>>,
+    ) {
+        if self.is_home(page) || self.pages.get(&page).is_some_and(|s| s.exclusive) {
+            // Home copies are current; an exclusive copy is newer than any notice (nobody else
+            // held the page when it was granted).
+            return;
+        }
+        let readable = self.mem.access(page) == Access::Read;
+        let now = self.barriers;
+        let st = self.st(page);
+        if let Some(refetch) = refetch {
+            if readable
+                && st.used
+                && !st.probe
+                && st.twin.is_none()
+                && st.fetch.is_none()
+                && now.saturating_sub(st.got_at) <= BARRIER_FETCH_AGE
+            {
+                refetch.push(page);
+            }
+        }
+        let st = self.st(page);
+        if let Some(f) = st.fetch.as_mut() {
+            f.stale = true;
+        }
+        st.pushed = None;
+        let probed = std::mem::take(&mut st.probe);
+        let twin = st.twin.take();
+        let held = probed || twin.is_some() || self.mem.access(page) != Access::None;
+        if held {
+            let st = self.st(page);
+            st.lost = st.used;
+            // Tell the home (batched, after the diff below: FIFO) that this copy is gone.
+            if let Some(h) = self.dir.cached(page) {
+                self.dropped.entry(h.node).or_default().push(page);
+            }
+        }
+        if let Some(twin) = twin {
+            // Own writes of the current interval go to the home first; the next fetch is FIFO
+            // behind this diff, so it comes back with them.
+            self.mem.set_access(page, Access::None);
+            let cur = self.read(page);
+            let d = make_diff(&twin, &cur);
+            if !d.is_empty() {
+                // The home is known for a dirty page, so this cannot fail.
+                let _ = self.send_diff(page, d);
+                self.flushed.insert(page);
+            }
+            self.stats.invalidations += 1;
+        } else if self.mem.access(page) != Access::None {
+            unmap.push(page);
+            self.stats.invalidations += 1;
+        }
+    }
+
+    /// Apply notices; returns the vector time they carried. At a barrier, `refetch` collects
+    /// the copies worth fetching again at once (see `invalidate`).
+    pub(super) fn apply_notices(
+        &mut self,
+        info: &[u8],
+        mut refetch: Option<&mut Vec<PageId>>,
+    ) -> Option<Vec<u32>> {
+        let (their_vt, notices) = decode_sync(self.me, self.layout.nodes, info)?;
+        // Page -> whether some notice requires invalidating it (a copy a push of node `n`
+        // brought up to interval `i` or later already holds that notice's writes).
+        let mut named: BTreeMap<PageId, bool> = BTreeMap::new();
+        for ((n, i), pages) in notices {
+            if i <= self.vt[usize::from(n)] || self.notices.contains_key(&(n, i)) {
+                continue;
+            }
+            for p in &pages {
+                let covered = self
+                    .pages
+                    .get(p)
+                    .and_then(|s| s.pushed)
+                    .is_some_and(|(pn, pi)| pn.0 == n && i <= pi);
+                *named.entry(*p).or_insert(false) |= !covered;
+            }
+            self.notices.insert((n, i), pages);
+            self.compact_notices();
+        }
+        let mut unmap = Vec::new();
+        for (p, must) in named {
+            if must {
+                self.invalidate(p, &mut unmap, refetch.as_deref_mut());
+            } else {
+                self.stats.push_kept += 1;
+            }
+        }
+        set_access_runs(&self.mem, &unmap, Access::None);
+        for (home, pages) in std::mem::take(&mut self.dropped) {
+            if home != self.me {
+                self.send(home, Msg::Dropped { pages });
+            }
+        }
+        Some(their_vt)
+    }
+}

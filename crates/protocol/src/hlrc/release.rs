@@ -1,0 +1,213 @@
+//! `hlrc` releases and diffs: closing an interval (diffs of written copies to their homes,
+//! snapshots of shared home pages), diff acks, diffs held back behind a former home, and the
+//! home applying a diff.
+//!
+//! Owns: the diff bookkeeping (`next_diff`, `outstanding`, `page_diffs`, `diff_home`,
+//! `held_diffs`, `unacked`, `releases`, `unpublished`) and the twins of written pages.
+//! Must not touch: whether a home migrates (`migrate` decides), notices of other nodes.
+
+use super::msg::{Handover, Msg};
+use super::state::{RunHandover, WANT_HOME_EPOCHS};
+use super::Hlrc;
+use crate::shared::diff::apply_diff;
+use crate::shared::diff::diff_payload;
+use crate::shared::diff::for_each_run;
+use crate::shared::home::HomeRef;
+use crate::Action;
+use crate::ProtoError;
+use squall_core::Access;
+use squall_core::NodeId;
+use squall_core::PageId;
+use squall_core::PageMemory;
+
+impl<M: PageMemory> Hlrc<M> {
+    pub(super) fn send_diff(&mut self, page: PageId, diff: Vec<u8>) -> Result<(), ProtoError> {
+        let home = self.dir.cached(page).ok_or(ProtoError::Unexpected {
+            from: self.me,
+            page,
+            why: "dirty page with unknown home".into(),
+        })?;
+        let id = self.next_diff;
+        self.next_diff += 1;
+        self.outstanding.insert(id);
+        *self.page_diffs.entry(page).or_default() += 1;
+        self.unacked.insert(id, (page, diff.clone()));
+        if !diff.is_empty() {
+            self.stats.diffs_created += 1;
+            self.stats.diff_bytes += diff_payload(&diff).unwrap_or(0) as u64;
+        }
+        let held = self.held_diffs.get(&page).is_some_and(|v| !v.is_empty());
+        if held || self.diff_home.get(&page).is_some_and(|&n| n != home.node) {
+            self.held_diffs.entry(page).or_default().push(id);
+            return Ok(());
+        }
+        self.post_diff(page, home, id, diff);
+        Ok(())
+    }
+
+    /// Send diff `id` of `page` to `home` (noting where this page's unacked diffs went).
+    pub(super) fn post_diff(&mut self, page: PageId, home: HomeRef, id: u64, diff: Vec<u8>) {
+        self.diff_home.insert(page, home.node);
+        self.send(
+            home.node,
+            Msg::Diff {
+                page,
+                origin: self.me,
+                id,
+                epoch: home.epoch,
+                diff,
+            },
+        );
+    }
+
+    pub(super) fn check_releases(&mut self) {
+        while let Some((below, _, _)) = self.unpublished.front() {
+            if self.outstanding.first().is_some_and(|id| id < below) {
+                break;
+            }
+            if let Some((_, interval, pages)) = self.unpublished.pop_front() {
+                self.notices.insert((self.me.0, interval), pages);
+                self.compact_notices();
+                self.vt[self.me.index()] = interval;
+            }
+        }
+        while let Some(&(token, below)) = self.releases.front() {
+            if self.outstanding.first().is_some_and(|&id| id < below) {
+                break;
+            }
+            self.releases.pop_front();
+            self.actions.push_back(Action::ReleaseDone { token });
+        }
+    }
+
+    pub(super) fn home_apply_diff(
+        &mut self,
+        from: NodeId,
+        page: PageId,
+        origin: NodeId,
+        id: u64,
+        diff: &[u8],
+    ) -> Result<(), ProtoError> {
+        if origin == self.me {
+            // A diff of ours came back through a forwarding chain after the home migrated
+            // here: `become_home` already merged it into this copy.
+            return self.on_diff_ack(page, id, None);
+        }
+        // Only the diff's runs are written, in place: this node's own threads may be writing
+        // other bytes of the page right now (multiple writers), and a read-modify-write of
+        // the whole page would put back the old value of whatever they wrote meanwhile.
+        let migrate = if diff.is_empty() {
+            // A writer asks for the home: granted unless this node is writing the page
+            // (Cashmere: the home migrates if it is not actively modifying the page).
+            let epoch = self.dir.cached(page).map_or(0, |h| h.epoch);
+            self.migrate_after > 0
+                && epoch < WANT_HOME_EPOCHS
+                && !self.atomic_infos.holds(page)
+                && !self.dirty.contains(&page)
+                && self.mem.access(page) != Access::ReadWrite
+                && !self.parked.contains_key(&page)
+        } else {
+            let mem = &self.mem;
+            for_each_run(diff, |off, bytes| mem.write_bytes(page, off, bytes)).ok_or_else(
+                || ProtoError::Malformed {
+                    from,
+                    why: format!("bad diff for {page}"),
+                },
+            )?;
+            self.stats.diffs_applied += 1;
+            let st = self.st(page);
+            if let Some(snapshot) = st.twin.as_mut() {
+                // The home's snapshot tells its own writes since the last release from the
+                // rest: it takes the other writers' diffs too. Otherwise a home write that
+                // put back the snapshot's bytes over a diff applied meanwhile would look like
+                // no change and go without a notice (a reader keeps the diff's value).
+                // The diff is well formed (applied just above).
+                let _ = apply_diff(snapshot, diff);
+            }
+            let streak = match st.streak {
+                Some((n, c)) if n == origin => c + 1,
+                _ => 1,
+            };
+            st.streak = Some((origin, streak));
+            self.migrate_after > 0
+                && streak >= self.migrate_after
+                && !self.atomic_infos.holds(page)
+                && !self.dirty.contains(&page)
+                && !self.parked.contains_key(&page)
+        };
+        let want = diff.is_empty();
+        let migrate = if migrate {
+            Some(self.hand_over(page, origin))
+        } else {
+            None
+        };
+        let granted = migrate.is_some();
+        self.send(origin, Msg::DiffAck { page, id, migrate });
+        if want && granted && self.run_handover != RunHandover::Off {
+            self.hand_over_run(page, origin);
+        }
+        Ok(())
+    }
+
+    pub(super) fn on_diff_ack(
+        &mut self,
+        page: PageId,
+        id: u64,
+        migrate: Option<Handover>,
+    ) -> Result<(), ProtoError> {
+        self.unacked.remove(&id);
+        if self.outstanding.remove(&id) {
+            if let Some(n) = self.page_diffs.get_mut(&page) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.page_diffs.remove(&page);
+                    self.diff_home.remove(&page);
+                }
+            }
+        }
+        if let Some(h) = migrate {
+            self.become_home(page, h)?;
+        }
+        self.send_held_diffs(page)?;
+        if !self.page_diffs.contains_key(&page) {
+            if self.is_home(page) {
+                // A fetch waiting for our diffs: this node became the home meanwhile.
+                if let Some(f) = self.st(page).fetch.filter(|f| !f.sent) {
+                    self.st(page).fetch = None;
+                    self.fault(page, f.write)?;
+                }
+            } else {
+                self.send_fetch(page);
+            }
+        }
+        self.check_releases();
+        Ok(())
+    }
+
+    /// Send the diffs of `page` held back while earlier ones were on their way to another
+    /// node, once all of those are acked (to the current home; if that is this node now,
+    /// `become_home` merged them and they are acked here).
+    pub(super) fn send_held_diffs(&mut self, page: PageId) -> Result<(), ProtoError> {
+        let held = self.held_diffs.get(&page).map_or(0, |v| v.len() as u32);
+        if held == 0 || self.page_diffs.get(&page).copied().unwrap_or(0) > held {
+            return Ok(());
+        }
+        self.diff_home.remove(&page);
+        for id in self.held_diffs.remove(&page).unwrap_or_default() {
+            let Some((_, diff)) = self.unacked.get(&id).cloned() else {
+                continue;
+            };
+            let home = self.dir.cached(page).ok_or(ProtoError::Unexpected {
+                from: self.me,
+                page,
+                why: "held diff with unknown home".into(),
+            })?;
+            if home.node == self.me {
+                self.on_diff_ack(page, id, None)?;
+            } else {
+                self.post_diff(page, home, id, diff);
+            }
+        }
+        Ok(())
+    }
+}
