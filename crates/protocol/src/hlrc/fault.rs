@@ -11,15 +11,129 @@ use super::state::{keep_limit, Deferred, FetchState, Held, HOME_RUN};
 use super::Hlrc;
 use crate::shared::access::set_access_runs;
 use crate::shared::home::HomeRef;
-use crate::Action;
-use crate::ProtoError;
-use squall_core::Access;
-use squall_core::NodeId;
-use squall_core::PageId;
-use squall_core::PageMemory;
-use squall_core::PAGE_SIZE;
+use crate::{Action, ProtoError};
+use squall_core::{Access, NodeId, PageId, PageMemory, PAGE_SIZE};
 
 impl<M: PageMemory> Hlrc<M> {
+    /// Manager side: answer a home look-up (with the decided homes of the following pages).
+    pub(super) fn on_home_query(&mut self, from: NodeId, page: PageId) {
+        let home = self.dir.manager_lookup(page, from);
+        let more = match home {
+            Some(_) => self.dir.manager_known_run(PageId(page.0 + 1), HOME_RUN),
+            None => Vec::new(),
+        };
+        self.send(from, Msg::HomeReply { page, home, more });
+    }
+
+    /// Manager side: a page's old home tells where the home moved.
+    pub(super) fn on_home_moved(&mut self, page: PageId, home: HomeRef) {
+        self.dir.manager_moved(page, home);
+    }
+
+    /// The manager's answer to this node's home look-up: learn the homes and run the work that
+    /// waited.
+    pub(super) fn on_home_reply(
+        &mut self,
+        page: PageId,
+        home: Option<HomeRef>,
+        more: Vec<HomeRef>,
+    ) -> Result<(), ProtoError> {
+        let work = self.resolving.remove(&page).unwrap_or_default();
+        let Some(h) = home else {
+            return Err(ProtoError::NotAllocated { page });
+        };
+        if h.node == self.me && h.epoch > 0 && !self.is_home(page) {
+            // The home is migrating here and the manager knew before this node did:
+            // the old home's handover is still on its way. Taking the page as home
+            // now would treat its twin as a home snapshot (dropping the writes since
+            // the last release) and serve a copy that lacks the old home's data. The
+            // work waits for the handover (`become_home` runs it).
+            self.resolving.insert(page, work);
+            return Ok(());
+        }
+        self.dir.learn(page, h);
+        for (q, h) in (page.0 + 1..).zip(more) {
+            // Never learn from a third party that this node is a home: a migration
+            // to it may still be in flight (it becomes the home with the handover).
+            if q < self.layout.total_pages && h.node != self.me {
+                self.dir.learn(PageId(q), h);
+            }
+        }
+        self.run_deferred(page, work)?;
+        Ok(())
+    }
+
+    /// The home declined a read-ahead page: fetch it on demand if a thread waits for it.
+    pub(super) fn on_no_page(&mut self, page: PageId) -> Result<(), ProtoError> {
+        if let Some(f) = self.st(page).fetch.take() {
+            if f.demand {
+                self.fault(page, f.write)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The home's copy of a page this node fetched: install it (exclusive, twinned for a write,
+    /// readable or a probe) and resume.
+    pub(super) fn on_page_data(
+        &mut self,
+        from: NodeId,
+        page: PageId,
+        data: Vec<u8>,
+        exclusive: bool,
+    ) -> Result<(), ProtoError> {
+        let Some(f) = self.st(page).fetch.take() else {
+            return Err(ProtoError::Unexpected {
+                from,
+                page,
+                why: "page data without a fetch".into(),
+            });
+        };
+        if f.stale {
+            // A notice overtook this copy: fetch again (FIFO behind the notice's diff)
+            // if a thread waits for it.
+            if f.demand {
+                self.fault(page, f.write)?;
+            }
+            return Ok(());
+        }
+        self.fresh_copy(page, f.demand);
+        self.mem.write_bytes(page, 0, &data);
+        if exclusive {
+            // Sole copy: written in place, no twin, no diff, no notice.
+            self.st(page).exclusive = true;
+            self.mem.set_access(page, Access::ReadWrite);
+        } else if f.write {
+            self.st(page).twin = Some(data);
+            self.stats.twins += 1;
+            self.dirty.insert(page);
+            self.mem.set_access(page, Access::ReadWrite);
+            self.want_home(page);
+        } else if self.barrier_copy_readable(page, f) {
+            self.mem.set_access(page, Access::Read);
+        }
+        if f.demand {
+            self.actions.push_back(Action::Resume { page });
+        }
+        Ok(())
+    }
+
+    /// The node a fetch went to is no longer the home: learn the new one and fetch again if a
+    /// thread waits.
+    pub(super) fn on_fetch_redirect(
+        &mut self,
+        page: PageId,
+        home: HomeRef,
+    ) -> Result<(), ProtoError> {
+        self.dir.learn(page, home);
+        if let Some(f) = self.st(page).fetch.take() {
+            if f.demand {
+                self.fault(page, f.write)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Find the home of `page`, or start looking it up (`work` waits for the answer).
     pub(super) fn resolve(
         &mut self,

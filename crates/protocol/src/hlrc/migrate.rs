@@ -8,14 +8,10 @@
 use super::msg::{Handover, Msg};
 use super::state::{RunHandover, MAX_RUN, WANT_HOME_EPOCHS};
 use super::Hlrc;
-use crate::shared::diff::apply_diff;
-use crate::shared::diff::make_diff;
+use crate::shared::diff::{apply_diff, make_diff};
 use crate::shared::home::HomeRef;
 use crate::ProtoError;
-use squall_core::Access;
-use squall_core::NodeId;
-use squall_core::PageId;
-use squall_core::PageMemory;
+use squall_core::{Access, NodeId, PageId, PageMemory};
 
 impl<M: PageMemory> Hlrc<M> {
     /// A write fault made a twin of a copy: ask the home to move here (see

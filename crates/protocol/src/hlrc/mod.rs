@@ -7,7 +7,7 @@
 //!
 //! | module      | concern |
 //! |-------------|---------|
-//! | `msg`       | message kinds, wire encoding, sync info, trace descriptions |
+//! | `msg`       | message kinds, wire encoding, sync info |
 //! | `state`     | per-page state, constants, tuning knobs |
 //! | `dispatch`  | the `Protocol`/`Consistency` entry points and the message router |
 //! | `fault`     | faults, home look-up, fetches and installing the copies |
@@ -18,6 +18,7 @@
 //! | `migrate`   | home migration and run handovers |
 //! | `push`      | push updates at barriers |
 //! | `atomics`   | home-executed atomics (glue to `shared::atomic`) |
+//! | `trace`     | text descriptions of messages for traces |
 //!
 //! Owns: the per-page protocol state of one node, its write notices and vector time, the
 //! `hlrc` message encoding. Must not touch: sockets, clocks, threads; page bytes and access
@@ -35,29 +36,21 @@ mod readahead;
 mod release;
 mod serve;
 mod state;
+mod trace;
 
-pub use msg::describe;
 pub use state::{
     RunHandover, DEFAULT_BARRIER_FETCH, DEFAULT_LOST_RUN, DEFAULT_MIGRATE_AFTER,
     DEFAULT_NOTICE_BUDGET,
 };
+pub use trace::describe;
 
 use self::msg::Msg;
 use self::state::{Deferred, PageState, PUSH_PROBE};
 use crate::shared::atomic::AtomicInfos;
 use crate::shared::home::HomeDirectory;
-use crate::Action;
-use crate::AtomicCall;
-use crate::ProtoError;
-use crate::ProtoStats;
-use squall_core::HeapLayout;
-use squall_core::NodeId;
-use squall_core::PageId;
-use squall_core::PageMemory;
-use squall_core::PAGE_SIZE;
-use std::collections::BTreeMap;
-use std::collections::BTreeSet;
-use std::collections::VecDeque;
+use crate::{Action, AtomicCall, ProtoError, ProtoStats};
+use squall_core::{HeapLayout, NodeId, PageId, PageMemory, PAGE_SIZE};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// The `hlrc` core of one node.
 pub struct Hlrc<M: PageMemory> {

@@ -2,27 +2,100 @@
 //! decoder (every field checked against the job's layout; a bad message is a typed
 //! `ProtoError::Malformed`), the page-run buffer a home fills in place, the handover a
 //! migrating home sends, the synchronization info (vector time and write notices) carried by
-//! lock grants and barriers, and `describe` for traces.
+//! lock grants and barriers.
 //!
 //! Owns: the bytes on the wire. Must not touch: protocol state (nothing here reads or
 //! changes a `Hlrc`).
 
 use super::state::{HOME_RUN, MAX_RUN};
-use crate::shared::atomic::decode_call;
-use crate::shared::atomic::decode_infos;
-use crate::shared::atomic::encode_call;
-use crate::shared::atomic::encode_infos;
-use crate::shared::codec::Reader;
-use crate::shared::codec::Writer;
-use crate::shared::diff::for_each_run;
+use crate::shared::atomic::{decode_call, decode_infos, encode_call, encode_infos};
+use crate::shared::codec::{Reader, Writer};
 use crate::shared::home::HomeRef;
-use crate::AtomicCall;
-use crate::ProtoError;
-use squall_core::HeapLayout;
-use squall_core::NodeId;
-use squall_core::PageId;
-use squall_core::PageMemory;
-use squall_core::PAGE_SIZE;
+use crate::{AtomicCall, ProtoError};
+use squall_core::{HeapLayout, NodeId, PageId, PageMemory, PAGE_SIZE};
+
+/// The kind of an `hlrc` message: its first byte on the wire (the numbers are the format; a
+/// new kind takes a new number, an old number is never reused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(super) enum Kind {
+    HomeQuery = 1,
+    HomeReply = 2,
+    HomeMoved = 3,
+    Fetch = 4,
+    PageData = 5,
+    Redirect = 6,
+    Diff = 7,
+    DiffAck = 8,
+    Atomic = 9,
+    AtomicReply = 10,
+    Recall = 11,
+    RecallReply = 12,
+    Dropped = 13,
+    NoPage = 14,
+    PageRun = 15,
+    Handovers = 16,
+    Push = 17,
+}
+
+impl Kind {
+    const ALL: [Kind; 17] = [
+        Kind::HomeQuery,
+        Kind::HomeReply,
+        Kind::HomeMoved,
+        Kind::Fetch,
+        Kind::PageData,
+        Kind::Redirect,
+        Kind::Diff,
+        Kind::DiffAck,
+        Kind::Atomic,
+        Kind::AtomicReply,
+        Kind::Recall,
+        Kind::RecallReply,
+        Kind::Dropped,
+        Kind::NoPage,
+        Kind::PageRun,
+        Kind::Handovers,
+        Kind::Push,
+    ];
+
+    /// The byte that starts a message of this kind.
+    pub(super) fn tag(self) -> u8 {
+        self as u8
+    }
+
+    /// The kind a message's first byte names, if any.
+    pub(super) fn from_tag(tag: u8) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.tag() == tag)
+    }
+
+    /// The name statistics and traces count the kind under.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Kind::HomeQuery => "home_query",
+            Kind::HomeReply => "home_reply",
+            Kind::HomeMoved => "home_moved",
+            Kind::Fetch => "fetch",
+            Kind::PageData => "page_data",
+            Kind::Redirect => "redirect",
+            Kind::Diff => "diff",
+            Kind::DiffAck => "diff_ack",
+            Kind::Atomic => "atomic",
+            Kind::AtomicReply => "atomic_reply",
+            Kind::Recall => "recall",
+            Kind::RecallReply => "recall_reply",
+            Kind::Dropped => "dropped",
+            Kind::NoPage => "no_page",
+            Kind::PageRun => "page_run",
+            Kind::Handovers => "handovers",
+            Kind::Push => "push",
+        }
+    }
+}
+
+/// The first byte of the synchronization info (`encode_sync`), which travels inside lock
+/// grants and barrier messages rather than as an `hlrc` message of its own.
+pub(super) const SYNC_TAG: u8 = 0x5a;
 
 /// `hlrc` messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,49 +193,57 @@ pub(super) enum Msg {
 }
 
 impl Msg {
+    /// The message's kind on the wire.
+    pub(super) fn tag(&self) -> Kind {
+        match self {
+            Msg::HomeQuery { .. } => Kind::HomeQuery,
+            Msg::HomeReply { .. } => Kind::HomeReply,
+            Msg::HomeMoved { .. } => Kind::HomeMoved,
+            Msg::Fetch { .. } => Kind::Fetch,
+            Msg::PageData { .. } => Kind::PageData,
+            Msg::Redirect { .. } => Kind::Redirect,
+            Msg::Diff { .. } => Kind::Diff,
+            Msg::DiffAck { .. } => Kind::DiffAck,
+            Msg::Atomic { .. } => Kind::Atomic,
+            Msg::AtomicReply { .. } => Kind::AtomicReply,
+            Msg::Recall { .. } => Kind::Recall,
+            Msg::RecallReply { .. } => Kind::RecallReply,
+            Msg::Dropped { .. } => Kind::Dropped,
+            Msg::NoPage { .. } => Kind::NoPage,
+            Msg::PageRun { .. } => Kind::PageRun,
+            Msg::Handovers { .. } => Kind::Handovers,
+            Msg::Push { .. } => Kind::Push,
+        }
+    }
+
+    /// The name statistics and traces count the message under: its kind's, except that an
+    /// empty diff (a writer asking for the home) is counted as `want_home`.
     pub(crate) fn kind(&self) -> &'static str {
         match self {
-            Msg::HomeQuery { .. } => "home_query",
-            Msg::HomeReply { .. } => "home_reply",
-            Msg::HomeMoved { .. } => "home_moved",
-            Msg::Fetch { .. } => "fetch",
-            Msg::NoPage { .. } => "no_page",
-            Msg::PageRun { .. } => "page_run",
-            Msg::PageData { .. } => "page_data",
-            Msg::Recall { .. } => "recall",
-            Msg::RecallReply { .. } => "recall_reply",
-            Msg::Redirect { .. } => "redirect",
             Msg::Diff { diff, .. } if diff.is_empty() => "want_home",
-            Msg::Diff { .. } => "diff",
-            Msg::DiffAck { .. } => "diff_ack",
-            Msg::Atomic { .. } => "atomic",
-            Msg::AtomicReply { .. } => "atomic_reply",
-            Msg::Dropped { .. } => "dropped",
-            Msg::Handovers { .. } => "handovers",
-            Msg::Push { .. } => "push",
+            m => m.tag().name(),
         }
     }
 
     pub(crate) fn encode(&self) -> Vec<u8> {
         match self {
-            Msg::HomeQuery { page } => Writer::new(1).page(*page).finish(),
+            Msg::HomeQuery { page } => Writer::new(Kind::HomeQuery.tag()).page(*page).finish(),
             Msg::HomeReply { page, home, more } => {
-                let mut w = Writer::new(2);
+                let mut w = Writer::new(Kind::HomeReply.tag());
                 w.page(*page);
                 match home {
-                    Some(h) => w.u8(1).node(h.node).u32(h.epoch),
+                    Some(h) => w.u8(1).home(*h),
                     None => w.u8(0),
                 };
                 w.u16(more.len() as u16);
                 for h in more {
-                    w.node(h.node).u32(h.epoch);
+                    w.home(*h);
                 }
                 w.finish()
             }
-            Msg::HomeMoved { page, home } => Writer::new(3)
+            Msg::HomeMoved { page, home } => Writer::new(Kind::HomeMoved.tag())
                 .page(*page)
-                .node(home.node)
-                .u32(home.epoch)
+                .home(*home)
                 .finish(),
             Msg::Fetch {
                 page,
@@ -170,15 +251,15 @@ impl Msg {
                 epoch,
                 behind,
                 ahead,
-            } => Writer::new(4)
+            } => Writer::new(Kind::Fetch.tag())
                 .page(*page)
                 .u8(u8::from(*write))
                 .u32(*epoch)
                 .u16(*behind)
                 .u16(*ahead)
                 .finish(),
-            Msg::NoPage { page } => Writer::new(14).page(*page).finish(),
-            Msg::PageRun { first, data } => Writer::new(15)
+            Msg::NoPage { page } => Writer::new(Kind::NoPage.tag()).page(*page).finish(),
+            Msg::PageRun { first, data } => Writer::new(Kind::PageRun.tag())
                 .page(*first)
                 .u16((data.len() / PAGE_SIZE) as u16)
                 .bytes(data)
@@ -187,14 +268,14 @@ impl Msg {
                 page,
                 data,
                 exclusive,
-            } => Writer::new(5)
+            } => Writer::new(Kind::PageData.tag())
                 .page(*page)
                 .bytes(data)
                 .u8(u8::from(*exclusive))
                 .finish(),
-            Msg::Recall { page } => Writer::new(11).page(*page).finish(),
+            Msg::Recall { page } => Writer::new(Kind::Recall.tag()).page(*page).finish(),
             Msg::RecallReply { page, data } => {
-                let mut w = Writer::new(12);
+                let mut w = Writer::new(Kind::RecallReply.tag());
                 w.page(*page);
                 match data {
                     Some(d) => w.u8(1).bytes(d),
@@ -207,13 +288,13 @@ impl Msg {
                 atomic_token,
                 home,
             } => {
-                let mut w = Writer::new(6);
+                let mut w = Writer::new(Kind::Redirect.tag());
                 w.page(*page);
                 match atomic_token {
                     Some(t) => w.u8(1).u64(*t),
                     None => w.u8(0),
                 };
-                w.node(home.node).u32(home.epoch).finish()
+                w.home(*home).finish()
             }
             Msg::Diff {
                 page,
@@ -221,7 +302,7 @@ impl Msg {
                 id,
                 epoch,
                 diff,
-            } => Writer::new(7)
+            } => Writer::new(Kind::Diff.tag())
                 .page(*page)
                 .node(*origin)
                 .u64(*id)
@@ -229,7 +310,7 @@ impl Msg {
                 .bytes(diff)
                 .finish(),
             Msg::DiffAck { page, id, migrate } => {
-                let mut w = Writer::new(8);
+                let mut w = Writer::new(Kind::DiffAck.tag());
                 w.page(*page).u64(*id);
                 match migrate {
                     Some(h) => {
@@ -249,19 +330,19 @@ impl Msg {
                 token,
                 epoch,
             } => {
-                let mut w = Writer::new(9);
+                let mut w = Writer::new(Kind::Atomic.tag());
                 w.page(*page).u16(*offset);
                 encode_call(&mut w, call);
                 w.u64(*token).u32(*epoch).finish()
             }
             Msg::AtomicReply { token, old, infos } => {
-                let mut w = Writer::new(10);
+                let mut w = Writer::new(Kind::AtomicReply.tag());
                 w.u64(*token).u64(*old);
                 encode_infos(&mut w, infos);
                 w.finish()
             }
             Msg::Dropped { pages } => {
-                let mut w = Writer::new(13);
+                let mut w = Writer::new(Kind::Dropped.tag());
                 w.u32(pages.len() as u32);
                 for p in pages {
                     w.page(*p);
@@ -272,14 +353,14 @@ impl Msg {
                 first,
                 interval,
                 data,
-            } => Writer::new(17)
+            } => Writer::new(Kind::Push.tag())
                 .page(*first)
                 .u32(*interval)
                 .u16((data.len() / PAGE_SIZE) as u16)
                 .bytes(data)
                 .finish(),
             Msg::Handovers { first, items } => {
-                let mut w = Writer::new(16);
+                let mut w = Writer::new(Kind::Handovers.tag());
                 w.page(*first).u16(items.len() as u16);
                 for h in items {
                     encode_handover(&mut w, h);
@@ -293,40 +374,29 @@ impl Msg {
         let mut r = Reader::new(from, b);
         let n = layout.nodes;
         let t = layout.total_pages;
-        let m = match r.u8()? {
-            1 => Msg::HomeQuery { page: r.page(t)? },
-            2 => {
+        let tag = r.u8()?;
+        let Some(kind) = Kind::from_tag(tag) else {
+            return Err(r.err(format!("unknown hlrc message tag {tag}")));
+        };
+        let m = match kind {
+            Kind::HomeQuery => Msg::HomeQuery { page: r.page(t)? },
+            Kind::HomeReply => {
                 let page = r.page(t)?;
-                let home = if r.bool()? {
-                    Some(HomeRef {
-                        node: r.node(n)?,
-                        epoch: r.u32()?,
-                    })
-                } else {
-                    None
-                };
+                let home = if r.bool()? { Some(r.home(n)?) } else { None };
                 let k = usize::from(r.u16()?);
                 if k > HOME_RUN {
                     return Err(r.err("home run too long"));
                 }
                 let more = (0..k)
-                    .map(|_| {
-                        Ok(HomeRef {
-                            node: r.node(n)?,
-                            epoch: r.u32()?,
-                        })
-                    })
+                    .map(|_| r.home(n))
                     .collect::<Result<Vec<_>, ProtoError>>()?;
                 Msg::HomeReply { page, home, more }
             }
-            3 => Msg::HomeMoved {
+            Kind::HomeMoved => Msg::HomeMoved {
                 page: r.page(t)?,
-                home: HomeRef {
-                    node: r.node(n)?,
-                    epoch: r.u32()?,
-                },
+                home: r.home(n)?,
             },
-            4 => {
+            Kind::Fetch => {
                 let page = r.page(t)?;
                 let write = r.bool()?;
                 let epoch = r.u32()?;
@@ -343,19 +413,19 @@ impl Msg {
                     ahead,
                 }
             }
-            14 => Msg::NoPage { page: r.page(t)? },
-            15 => {
+            Kind::NoPage => Msg::NoPage { page: r.page(t)? },
+            Kind::PageRun => {
                 let first = r.page(t)?;
                 let data = decode_run(&mut r, first, t, "bad page run")?.to_vec();
                 Msg::PageRun { first, data }
             }
-            5 => Msg::PageData {
+            Kind::PageData => Msg::PageData {
                 page: r.page(t)?,
                 data: r.page_data()?.to_vec(),
                 exclusive: r.bool()?,
             },
-            11 => Msg::Recall { page: r.page(t)? },
-            12 => {
+            Kind::Recall => Msg::Recall { page: r.page(t)? },
+            Kind::RecallReply => {
                 let page = r.page(t)?;
                 let data = if r.bool()? {
                     Some(r.page_data()?.to_vec())
@@ -364,26 +434,23 @@ impl Msg {
                 };
                 Msg::RecallReply { page, data }
             }
-            6 => {
+            Kind::Redirect => {
                 let page = r.page(t)?;
                 let atomic_token = if r.bool()? { Some(r.u64()?) } else { None };
                 Msg::Redirect {
                     page,
                     atomic_token,
-                    home: HomeRef {
-                        node: r.node(n)?,
-                        epoch: r.u32()?,
-                    },
+                    home: r.home(n)?,
                 }
             }
-            7 => Msg::Diff {
+            Kind::Diff => Msg::Diff {
                 page: r.page(t)?,
                 origin: r.node(n)?,
                 id: r.u64()?,
                 epoch: r.u32()?,
                 diff: r.bytes()?.to_vec(),
             },
-            8 => {
+            Kind::DiffAck => {
                 let page = r.page(t)?;
                 let id = r.u64()?;
                 let migrate = if r.bool()? {
@@ -393,19 +460,19 @@ impl Msg {
                 };
                 Msg::DiffAck { page, id, migrate }
             }
-            9 => Msg::Atomic {
+            Kind::Atomic => Msg::Atomic {
                 page: r.page(t)?,
                 offset: r.u16()?,
                 call: decode_call(&mut r)?,
                 token: r.u64()?,
                 epoch: r.u32()?,
             },
-            10 => Msg::AtomicReply {
+            Kind::AtomicReply => Msg::AtomicReply {
                 token: r.u64()?,
                 old: r.u64()?,
                 infos: decode_infos(&mut r, layout.nodes)?,
             },
-            13 => {
+            Kind::Dropped => {
                 let k = u64::from(r.u32()?);
                 if k > t {
                     return Err(r.err("more dropped pages than the range holds"));
@@ -414,7 +481,7 @@ impl Msg {
                     pages: (0..k).map(|_| r.page(t)).collect::<Result<Vec<_>, _>>()?,
                 }
             }
-            17 => {
+            Kind::Push => {
                 let first = r.page(t)?;
                 let interval = r.u32()?;
                 let data = decode_run(&mut r, first, t, "bad push run")?.to_vec();
@@ -424,7 +491,7 @@ impl Msg {
                     data,
                 }
             }
-            16 => {
+            Kind::Handovers => {
                 let first = r.page(t)?;
                 let k = usize::from(r.u16()?);
                 if k == 0 || k > MAX_RUN || first.0 + k as u64 > t {
@@ -435,7 +502,6 @@ impl Msg {
                     .collect::<Result<Vec<_>, _>>()?;
                 Msg::Handovers { first, items }
             }
-            tag => return Err(r.err(format!("unknown hlrc message tag {tag}"))),
         };
         r.end()?;
         Ok(m)
@@ -477,6 +543,21 @@ pub(super) fn decode_run<'a>(
     Ok(data)
 }
 
+/// A received `page_run`'s first page and data, borrowed from the message (a page run is
+/// installed from the received bytes, with no copy of the pages).
+pub(super) fn decode_page_run(
+    from: NodeId,
+    layout: HeapLayout,
+    msg: &[u8],
+) -> Result<(PageId, &[u8]), ProtoError> {
+    let mut r = Reader::new(from, msg);
+    r.u8()?;
+    let first = r.page(layout.total_pages)?;
+    let data = decode_run(&mut r, first, layout.total_pages, "bad page run")?;
+    r.end()?;
+    Ok((first, data))
+}
+
 /// A `page_run` message being built in its encoded form: the home reads each page straight
 /// into the message buffer (no copy per page and none to encode).
 pub(super) struct RunBuf {
@@ -487,12 +568,12 @@ pub(super) struct RunBuf {
 
 /// Offsets in an encoded `page_run`: tag (1) and first page (8), then the page count (u16)
 /// and the data's length (u32), then the data.
-pub(super) const RUN_COUNT_AT: usize = 9;
-pub(super) const RUN_LEN_AT: usize = 11;
+const RUN_COUNT_AT: usize = 9;
+const RUN_LEN_AT: usize = 11;
 
 impl RunBuf {
     pub(super) fn new(first: PageId) -> Self {
-        let mut w = Writer::new(15);
+        let mut w = Writer::new(Kind::PageRun.tag());
         w.page(first).u16(0).u32(0);
         w.buf.reserve(MAX_RUN * PAGE_SIZE);
         RunBuf { first, count: 0, w }
@@ -550,7 +631,7 @@ pub(super) struct Handover {
 pub(super) type Notices = Vec<((u16, u32), Vec<PageId>)>;
 
 pub(super) fn encode_sync(vt: &[u32], notices: &[(&(u16, u32), &Vec<PageId>)]) -> Vec<u8> {
-    let mut w = Writer::new(0x5a);
+    let mut w = Writer::new(SYNC_TAG);
     w.u16(vt.len() as u16);
     for &v in vt {
         w.u32(v);
@@ -567,7 +648,7 @@ pub(super) fn encode_sync(vt: &[u32], notices: &[(&(u16, u32), &Vec<PageId>)]) -
 
 pub(super) fn decode_sync(me: NodeId, nodes: u16, b: &[u8]) -> Option<(Vec<u32>, Notices)> {
     let mut r = Reader::new(me, b);
-    if r.u8().ok()? != 0x5a {
+    if r.u8().ok()? != SYNC_TAG {
         return None;
     }
     let n = r.u16().ok()?;
@@ -592,80 +673,6 @@ pub(super) fn decode_sync(me: NodeId, nodes: u16, b: &[u8]) -> Option<(Vec<u32>,
     }
     r.end().ok()?;
     Some((vt, notices))
-}
-
-/// A one-line description of an `hlrc` message for traces (the simulator's `--trace`): its
-/// kind and fields, page contents shown as their non-zero 8-byte words (`offset=value`).
-pub fn describe(from: NodeId, layout: HeapLayout, bytes: &[u8]) -> String {
-    fn words(data: &[u8]) -> String {
-        let mut out = Vec::new();
-        for (p, page) in data.chunks(PAGE_SIZE).enumerate() {
-            for (i, w) in page.chunks_exact(8).enumerate() {
-                let mut b = [0u8; 8];
-                b.copy_from_slice(w);
-                let v = u64::from_le_bytes(b);
-                if v != 0 {
-                    out.push(format!("{}+{}={v:#x}", p, i * 8));
-                }
-            }
-        }
-        format!("[{}]", out.join(" "))
-    }
-    fn handover(h: &Handover) -> String {
-        format!(
-            "epoch {} copyset {:?} {}",
-            h.epoch,
-            h.copyset,
-            words(&h.data)
-        )
-    }
-    let msg = match Msg::decode(from, layout, bytes) {
-        Ok(m) => m,
-        Err(e) => return format!("undecodable: {e}"),
-    };
-    let kind = msg.kind();
-    match msg {
-        Msg::PageRun { first, data } => format!("{kind} {first} {}", words(&data)),
-        Msg::PageData {
-            page,
-            data,
-            exclusive,
-        } => format!("{kind} {page} exclusive={exclusive} {}", words(&data)),
-        Msg::RecallReply { page, data } => {
-            format!(
-                "{kind} {page} {}",
-                data.map_or("none".into(), |d| words(&d))
-            )
-        }
-        Msg::Push {
-            first,
-            interval,
-            data,
-        } => format!("{kind} {first} interval={interval} {}", words(&data)),
-        Msg::Diff {
-            page,
-            origin,
-            id,
-            epoch,
-            diff,
-        } => {
-            let mut runs = Vec::new();
-            for_each_run(&diff, |off, b| runs.push(format!("{off}:{b:02x?}")));
-            format!(
-                "{kind} {page} origin={origin} id={id} epoch={epoch} [{}]",
-                runs.join(" ")
-            )
-        }
-        Msg::DiffAck { page, id, migrate } => format!(
-            "{kind} {page} id={id} migrate={}",
-            migrate.map_or("no".into(), |h| handover(&h))
-        ),
-        Msg::Handovers { first, items } => {
-            let items: Vec<String> = items.iter().map(handover).collect();
-            format!("{kind} {first} {}", items.join("; "))
-        }
-        other => format!("{other:?}"),
-    }
 }
 
 #[cfg(test)]
@@ -715,5 +722,61 @@ mod tests {
                 "{err:?}"
             );
         }
+    }
+
+    #[test]
+    fn every_kind_is_its_wire_tag_and_messages_start_with_it() {
+        let mut names = std::collections::BTreeSet::new();
+        for k in Kind::ALL {
+            assert_eq!(Kind::from_tag(k.tag()), Some(k));
+            assert!(names.insert(k.name()), "{} named twice", k.name());
+        }
+        assert_eq!(Kind::from_tag(0), None);
+        assert_eq!(Kind::from_tag(Kind::ALL.len() as u8 + 1), None);
+        assert_eq!(Kind::from_tag(SYNC_TAG), None);
+        let home = HomeRef {
+            node: NodeId(1),
+            epoch: 3,
+        };
+        for m in [
+            Msg::HomeQuery { page: PageId(9) },
+            Msg::HomeReply {
+                page: PageId(9),
+                home: Some(home),
+                more: vec![home, home],
+            },
+            Msg::HomeMoved {
+                page: PageId(9),
+                home,
+            },
+            fetch(300, 2, 3),
+            Msg::NoPage { page: PageId(4) },
+            Msg::Recall { page: PageId(4) },
+            Msg::Redirect {
+                page: PageId(4),
+                atomic_token: Some(77),
+                home,
+            },
+            Msg::Dropped {
+                pages: vec![PageId(1), PageId(5)],
+            },
+        ] {
+            let bytes = m.encode();
+            assert_eq!(bytes[0], m.tag().tag(), "{m:?}");
+            assert_eq!(m.kind(), m.tag().name());
+            let back = Msg::decode(NodeId(0), LAYOUT, &bytes).expect("decodes");
+            assert_eq!(back, m);
+        }
+        let err = Msg::decode(NodeId(1), LAYOUT, &[99]).expect_err("unknown kind");
+        assert!(
+            matches!(
+                err,
+                ProtoError::Malformed {
+                    from: NodeId(1),
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
     }
 }

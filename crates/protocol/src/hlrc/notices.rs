@@ -5,18 +5,88 @@
 //! Owns: `vt`, `notices`, `barrier_vt`, `dropped`. Must not touch: diffs (a dirty copy a
 //! notice names is flushed through `release`'s `send_diff`), the home side.
 
-use super::msg::{decode_sync, Msg};
+use super::msg::{decode_sync, encode_sync, Msg};
 use super::state::{BARRIER_FETCH_AGE, KEEP_RECENT};
 use super::Hlrc;
 use crate::shared::access::set_access_runs;
 use crate::shared::diff::make_diff;
-use squall_core::Access;
-use squall_core::PageId;
-use squall_core::PageMemory;
-use std::collections::BTreeMap;
-use std::collections::BTreeSet;
+use squall_core::{Access, PageId, PageMemory};
+use std::collections::{BTreeMap, BTreeSet};
 
 impl<M: PageMemory> Hlrc<M> {
+    /// `Consistency::apply_barrier`: apply every node's notices, trim the store below the
+    /// previous barrier, and fetch the copies worth fetching again.
+    pub(super) fn apply_barrier_notices(&mut self, all: &[Vec<u8>]) {
+        let mut max = self.vt.clone();
+        let mut refetch = Vec::new();
+        for info in all {
+            match self.apply_notices(info, Some(&mut refetch)) {
+                Some(theirs) => {
+                    for (m, t) in max.iter_mut().zip(theirs) {
+                        *m = (*m).max(t);
+                    }
+                }
+                None => self.stats.malformed_sync_info += 1,
+            }
+        }
+        self.vt = max.clone();
+        // Every node applied the previous barrier before it sent its info for this one, so
+        // every vector time in the job is now at least the previous barrier's: notices up to
+        // it are never needed again. (Notices up to this barrier are kept one more episode: a
+        // node that has not applied this barrier yet may still be granted a lock meanwhile,
+        // and nodes may go on creating intervals while a barrier with a thread count is out.)
+        let floor = std::mem::replace(&mut self.barrier_vt, max);
+        self.notices
+            .retain(|(n, i), _| floor.get(usize::from(*n)).is_none_or(|f| *i > *f));
+        // After the `dropped` batches above (FIFO: the home adds this node back to the
+        // copysets with these fetches).
+        let locks_used = std::mem::take(&mut self.grants_since_barrier) > 0;
+        if self.barrier_fetch > 0 && !self.ending && !locks_used && !refetch.is_empty() {
+            refetch.sort_unstable();
+            refetch.dedup();
+            self.barrier_fetch(&refetch);
+        }
+        self.barriers = self.barriers.wrapping_add(1);
+    }
+
+    /// `Consistency::barrier_info`: send this barrier's pushes, then all notices held.
+    pub(super) fn barrier_notices(&mut self) -> Vec<u8> {
+        self.send_pushes();
+        let all: Vec<_> = self.notices.iter().collect();
+        encode_sync(&self.vt, &all)
+    }
+
+    /// `Consistency::apply_grant`: apply a granter's notices and merge its vector time.
+    pub(super) fn apply_grant_notices(&mut self, grant_info: &[u8]) {
+        self.grants_since_barrier = self.grants_since_barrier.saturating_add(1);
+        match self.apply_notices(grant_info, None) {
+            Some(theirs) => {
+                for (mine, t) in self.vt.iter_mut().zip(theirs) {
+                    *mine = (*mine).max(t);
+                }
+            }
+            None => self.stats.malformed_sync_info += 1,
+        }
+    }
+
+    /// `Consistency::grant_info`: this node's vector time and the notices the acquirer lacks.
+    pub(super) fn grant_notices(&mut self, acquirer_info: &[u8]) -> Vec<u8> {
+        let theirs = decode_sync(self.me, self.layout.nodes, acquirer_info)
+            .map(|(vt, _)| vt)
+            .unwrap_or_else(|| vec![0; self.vt.len()]);
+        let lacking: Vec<_> = self
+            .notices
+            .iter()
+            .filter(|((n, i), _)| *i > theirs[usize::from(*n)])
+            .collect();
+        encode_sync(&self.vt, &lacking)
+    }
+
+    /// `Consistency::acquire_info`: this node's vector time.
+    pub(super) fn acquire_notices(&mut self) -> Vec<u8> {
+        encode_sync(&self.vt, &[])
+    }
+
     /// Bound the notice store without barriers: all but the newest few notices of each node
     /// are merged into one notice keyed by the newest merged interval, naming the union of
     /// their pages. An acquirer that lacks any merged interval gets the union: it may

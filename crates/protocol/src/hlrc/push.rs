@@ -9,11 +9,7 @@ use super::msg::Msg;
 use super::state::MAX_RUN;
 use super::Hlrc;
 use crate::shared::access::set_access_runs;
-use squall_core::Access;
-use squall_core::NodeId;
-use squall_core::PageId;
-use squall_core::PageMemory;
-use squall_core::PAGE_SIZE;
+use squall_core::{Access, NodeId, PageId, PageMemory, PAGE_SIZE};
 use std::collections::BTreeMap;
 
 impl<M: PageMemory> Hlrc<M> {

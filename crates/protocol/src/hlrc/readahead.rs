@@ -11,9 +11,7 @@ use super::state::{FetchState, BARRIER_FETCH_TRUST, MAX_AHEAD, PROBE_GRANT, STRE
 use super::Hlrc;
 use crate::shared::access::set_access_runs;
 use crate::shared::home::HomeRef;
-use squall_core::Access;
-use squall_core::PageId;
-use squall_core::PageMemory;
+use squall_core::{Access, PageId, PageMemory};
 
 impl<M: PageMemory> Hlrc<M> {
     /// A thread reads `page`, a probe or a page of a barrier fetch: grant the probes in the

@@ -7,20 +7,192 @@
 //! Must not touch: whether a home migrates (`migrate` decides), notices of other nodes.
 
 use super::msg::{Handover, Msg};
-use super::state::{RunHandover, WANT_HOME_EPOCHS};
+use super::state::{keep_limit, Held, HomeStatus, RunHandover, WANT_HOME_EPOCHS};
 use super::Hlrc;
-use crate::shared::diff::apply_diff;
-use crate::shared::diff::diff_payload;
-use crate::shared::diff::for_each_run;
+use crate::shared::diff::{apply_diff, diff_payload, for_each_run, make_diff};
 use crate::shared::home::HomeRef;
-use crate::Action;
-use crate::ProtoError;
-use squall_core::Access;
-use squall_core::NodeId;
-use squall_core::PageId;
-use squall_core::PageMemory;
+use crate::{Action, ProtoError};
+use squall_core::{Access, NodeId, PageId, PageMemory};
 
 impl<M: PageMemory> Hlrc<M> {
+    /// `Consistency::begin_release`: close this node's interval (diffs of written copies to
+    /// their homes, snapshots of shared home pages); `true` if it completed at once.
+    pub(super) fn release(&mut self, token: u64) -> bool {
+        let dirty = std::mem::take(&mut self.dirty);
+        let flushed = std::mem::take(&mut self.flushed);
+        let mut written = Vec::new();
+        let mut home_written = Vec::new();
+        let mut keep = Vec::new();
+        for page in dirty {
+            if self.is_home(page) {
+                let me = self.me;
+                let st = self.st(page);
+                st.streak = None;
+                if !st.copyset_all && st.copyset.iter().all(|&n| n == me) {
+                    // No other node holds a copy: nobody needs a notice, and the page stays
+                    // writable (no write fault per interval). A later fetch write-protects it
+                    // before handing out the current contents (see `Msg::Fetch`). Its old
+                    // snapshot (below) would not show the writes made meanwhile: dropped.
+                    st.twin = None;
+                    continue;
+                }
+                // A shared home page: its writes need a notice. Written lately, it stays
+                // writable with a snapshot (`twin`; a home page never has a diff twin) that
+                // the next release compares to, instead of a write fault per interval.
+                // Compared in place, and the snapshot refreshed in its own buffer: most
+                // kept pages are unchanged in most intervals (CG's vectors: 2 of 3).
+                let served = std::mem::take(&mut self.st(page).served_dirty);
+                let (changed, cur) = match self.st(page).twin.take() {
+                    Some(t) if !served && self.mem.page_equals(page, &t) => (false, t),
+                    Some(mut t) => {
+                        self.mem.read_page(page, &mut t);
+                        (true, t)
+                    }
+                    None => (true, self.read(page)),
+                };
+                let st = self.st(page);
+                st.idle_releases = if changed {
+                    0
+                } else {
+                    st.idle_releases.saturating_add(1)
+                };
+                if st.idle_releases <= keep_limit(st.refaults) {
+                    st.twin = Some(cur);
+                    self.dirty.insert(page);
+                } else if self.mem.access(page) == Access::ReadWrite {
+                    self.mem.set_access(page, Access::Read);
+                }
+                if changed {
+                    written.push(page);
+                    home_written.push(page);
+                }
+                continue;
+            }
+            let twin = self.st(page).twin.take();
+            // Flushed early by an invalidation during this interval: noticed in any case.
+            let mut wrote = flushed.contains(&page);
+            match twin {
+                Some(twin) => {
+                    let st = self.st(page);
+                    // Written lately, so likely written again: the page stays writable with a
+                    // fresh twin instead of taking a write fault in the next interval. It is
+                    // not write-protected while its diff is taken: a byte another thread of
+                    // this node writes meanwhile is either in this diff or (differing from
+                    // the fresh twin) in the next one; such a write is not ordered by this
+                    // release anyway. This keeps a release free of page-table changes.
+                    let stays = st.idle_releases.saturating_add(1) <= keep_limit(st.refaults);
+                    if !stays {
+                        // Write-protect first so no thread writes while the diff is taken.
+                        self.mem.set_access(page, Access::Read);
+                    }
+                    let cur = self.read(page);
+                    let d = make_diff(&twin, &cur);
+                    let changed = !d.is_empty();
+                    if changed {
+                        let _ = self.send_diff(page, d);
+                        wrote = true;
+                    }
+                    let st = self.st(page);
+                    st.idle_releases = if changed {
+                        0
+                    } else {
+                        st.idle_releases.saturating_add(1)
+                    };
+                    if st.idle_releases <= keep_limit(st.refaults) {
+                        st.twin = Some(cur);
+                        if stays {
+                            self.dirty.insert(page);
+                        } else {
+                            keep.push(page);
+                        }
+                    }
+                }
+                None => wrote = true,
+            }
+            if wrote {
+                written.push(page);
+            }
+        }
+        if !written.is_empty() {
+            self.own_interval += 1;
+            self.unpublished
+                .push_back((self.next_diff, self.own_interval, written));
+        }
+        for page in keep {
+            self.mem.set_access(page, Access::ReadWrite);
+            self.dirty.insert(page);
+        }
+        self.check_releases();
+        if self.push_updates {
+            self.push_pending.extend(home_written);
+        }
+        if self
+            .outstanding
+            .first()
+            .is_some_and(|&id| id < self.next_diff)
+        {
+            self.releases.push_back((token, self.next_diff));
+            false
+        } else {
+            true
+        }
+    }
+
+    /// Home side: a diff (or a `want_home`) for `page`: apply it, hold it for a recall, forward it
+    /// to a newer home or park it until this node becomes the home.
+    pub(super) fn on_diff(
+        &mut self,
+        from: NodeId,
+        page: PageId,
+        origin: NodeId,
+        id: u64,
+        epoch: u32,
+        diff: Vec<u8>,
+    ) -> Result<(), ProtoError> {
+        match self.home_status(page, epoch) {
+            HomeStatus::Serve => {
+                if self
+                    .pages
+                    .get(&page)
+                    .is_some_and(|s| s.excl_holder.is_some())
+                {
+                    let msg = Msg::Diff {
+                        page,
+                        origin,
+                        id,
+                        epoch,
+                        diff,
+                    };
+                    self.hold_for_recall(page, Held::Remote(from, msg));
+                    return Ok(());
+                }
+                self.home_apply_diff(from, page, origin, id, &diff)?
+            }
+            HomeStatus::Redirect(home) => {
+                let fwd = Msg::Diff {
+                    page,
+                    origin,
+                    id,
+                    epoch: home.epoch,
+                    diff,
+                };
+                self.send(home.node, fwd);
+            }
+            HomeStatus::Park => self.park(
+                page,
+                from,
+                Msg::Diff {
+                    page,
+                    origin,
+                    id,
+                    epoch,
+                    diff,
+                },
+            ),
+        }
+        Ok(())
+    }
+
     pub(super) fn send_diff(&mut self, page: PageId, diff: Vec<u8>) -> Result<(), ProtoError> {
         let home = self.dir.cached(page).ok_or(ProtoError::Unexpected {
             from: self.me,

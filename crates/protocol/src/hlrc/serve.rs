@@ -5,17 +5,134 @@
 //! Owns: the home-side copyset and exclusive-holder fields of `PageState`. Must not touch:
 //! the requester side (`fault`), diffs (`release`).
 
-use super::msg::{Msg, RunBuf};
+use super::msg::{Kind, Msg, RunBuf};
 use super::state::{Held, HomeStatus, MAX_RUN};
 use super::Hlrc;
 use crate::shared::home::HomeRef;
-use crate::Action;
-use squall_core::Access;
-use squall_core::NodeId;
-use squall_core::PageId;
-use squall_core::PageMemory;
+use crate::{Action, ProtoError};
+use squall_core::{Access, NodeId, PageId, PageMemory};
 
 impl<M: PageMemory> Hlrc<M> {
+    /// Home side: a fetch of `page` by `from` at home epoch `epoch`, with `behind` and `ahead`
+    /// read-ahead pages.
+    pub(super) fn on_fetch(
+        &mut self,
+        from: NodeId,
+        page: PageId,
+        write: bool,
+        epoch: u32,
+        behind: u16,
+        ahead: u16,
+    ) {
+        match self.home_status(page, epoch) {
+            HomeStatus::Serve => {
+                let msg = Msg::Fetch {
+                    page,
+                    write,
+                    epoch,
+                    behind: 0,
+                    ahead: 0,
+                };
+                let st = self.st(page);
+                // The holder dropped its grant as stale and asks again (unless a
+                // recall is out: then the fetch waits for the recall's answer).
+                let again = st.excl_holder == Some(from) && !st.recalling;
+                if again || !self.hold_for_recall(page, Held::Remote(from, msg)) {
+                    self.serve_copy(from, page, write, again);
+                }
+            }
+            HomeStatus::Redirect(home) => self.send(
+                from,
+                Msg::Redirect {
+                    page,
+                    atomic_token: None,
+                    home,
+                },
+            ),
+            HomeStatus::Park => {
+                let msg = Msg::Fetch {
+                    page,
+                    write,
+                    epoch,
+                    behind: 0,
+                    ahead: 0,
+                };
+                self.park(page, from, msg)
+            }
+        }
+        // Read-ahead pages (after the page itself, so it arrives first): served as
+        // plain read copies when this node is their home at the requester's epoch and
+        // nobody holds them exclusively; otherwise declined (the requester fetches them
+        // on demand).
+        let before = page.0 - u64::from(behind)..page.0;
+        let after = page.0 + 1..page.0 + 1 + u64::from(ahead);
+        self.serve_read_ahead(from, epoch, before);
+        self.serve_read_ahead(from, epoch, after);
+    }
+
+    /// The home wants this node's exclusive copy back: send it, keeping a read-only copy.
+    pub(super) fn on_recall(&mut self, from: NodeId, page: PageId) {
+        let st = self.st(page);
+        let data = if st.exclusive {
+            st.exclusive = false;
+            // Keep a read-only copy; later writes twin as usual.
+            if self.mem.access(page) == Access::ReadWrite {
+                self.mem.set_access(page, Access::Read);
+            }
+            Some(self.read(page))
+        } else {
+            None
+        };
+        self.send(from, Msg::RecallReply { page, data });
+    }
+
+    /// Home side: the exclusive copy came back; run the work held for it.
+    pub(super) fn on_recall_reply(
+        &mut self,
+        from: NodeId,
+        page: PageId,
+        data: Option<Vec<u8>>,
+    ) -> Result<(), ProtoError> {
+        let st = self.st(page);
+        if st.excl_holder != Some(from) || !st.recalling {
+            return Err(ProtoError::Unexpected {
+                from,
+                page,
+                why: "recall reply without a recall".into(),
+            });
+        }
+        st.excl_holder = None;
+        st.recalling = false;
+        let held = std::mem::take(&mut st.held);
+        if let Some(d) = data {
+            self.mem.write_bytes(page, 0, &d);
+        }
+        for item in held {
+            match item {
+                Held::Remote(f, m) => self.on_message(f, m)?,
+                Held::LocalFault(write) => self.fault(page, write)?,
+                Held::LocalAtomic {
+                    offset,
+                    call,
+                    token,
+                } => self.start_atomic(page, offset, call, token)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Home side: `from` invalidated its copies of `pages`; take it out of their copysets.
+    pub(super) fn on_dropped(&mut self, from: NodeId, pages: Vec<PageId>) {
+        for page in pages {
+            if self.is_home(page) {
+                let st = self.st(page);
+                if !st.copyset_all && st.excl_holder != Some(from) {
+                    st.copyset.remove(&from);
+                }
+            }
+        }
+    }
+
     /// At the home: if the page is held exclusively elsewhere, keep `item` until the copy is
     /// back (starting the recall); returns whether it was kept.
     pub(super) fn hold_for_recall(&mut self, page: PageId, item: Held) -> bool {
@@ -86,7 +203,7 @@ impl<M: PageMemory> Hlrc<M> {
 
     pub(super) fn send_run(&mut self, to: NodeId, run: RunBuf) {
         let bytes = run.finish();
-        self.stats.count_send("page_run", bytes.len());
+        self.stats.count_send(Kind::PageRun.name(), bytes.len());
         self.actions.push_back(Action::Send { to, msg: bytes });
     }
 

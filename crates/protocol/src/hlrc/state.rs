@@ -9,8 +9,7 @@ use super::msg::Msg;
 use super::Hlrc;
 use crate::shared::home::HomeRef;
 use crate::AtomicCall;
-use squall_core::NodeId;
-use squall_core::PageMemory;
+use squall_core::{NodeId, PageMemory};
 use std::collections::BTreeSet;
 
 /// Consecutive diffs from one sole writer (with no home write in between) after which the home
