@@ -14,10 +14,61 @@ use crate::ProtoError;
 use squall_core::{Access, NodeId, PageId, PageMemory};
 
 impl<M: PageMemory> Hlrc<M> {
+    /// Home side: whether a writer's `want_home` for `page` is granted: unless this node is
+    /// writing the page (Cashmere: the home migrates if it is not actively modifying it).
+    pub(super) fn grants_want_home(&self, page: PageId) -> bool {
+        let epoch = self.dir.cached(page).map_or(0, |h| h.epoch);
+        self.tuning_for(page).migrate_after > 0
+            && epoch < WANT_HOME_EPOCHS
+            && !self.atomic_infos.holds(page)
+            && !self.dirty.contains(&page)
+            && self.mem.access(page) != Access::ReadWrite
+            && !self.parked.contains_key(&page)
+    }
+
+    /// Home side, after applying a diff of `page` from `origin`: count `origin`'s streak of
+    /// diffs (with no home write in between) and say whether the home now moves to it.
+    pub(super) fn migrates_after_diff(&mut self, page: PageId, origin: NodeId) -> bool {
+        let migrate_after = self.tuning_for(page).migrate_after;
+        let st = self.st(page);
+        let streak = match st.streak {
+            Some((n, c)) if n == origin => c + 1,
+            _ => 1,
+        };
+        st.streak = Some((origin, streak));
+        migrate_after > 0
+            && streak >= migrate_after
+            && !self.atomic_infos.holds(page)
+            && !self.dirty.contains(&page)
+            && !self.parked.contains_key(&page)
+    }
+
+    /// Home side: ack `origin`'s diff `id` of `page`, handing the home over with the ack if
+    /// `migrate`; a granted `want_home` (`want`) may bring the run of following pages too.
+    pub(super) fn ack_diff(
+        &mut self,
+        page: PageId,
+        origin: NodeId,
+        id: u64,
+        want: bool,
+        migrate: bool,
+    ) {
+        let migrate = if migrate {
+            Some(self.hand_over(page, origin))
+        } else {
+            None
+        };
+        let granted = migrate.is_some();
+        self.send(origin, Msg::DiffAck { page, id, migrate });
+        if want && granted && self.tuning_for(page).run_handover != RunHandover::Off {
+            self.hand_over_run(page, origin);
+        }
+    }
+
     /// A write fault made a twin of a copy: ask the home to move here (see
     /// [`WANT_HOME_EPOCHS`]), once per home epoch.
     pub(super) fn want_home(&mut self, page: PageId) {
-        if self.migrate_after == 0 {
+        if self.tuning_for(page).migrate_after == 0 {
             return;
         }
         let Some(home) = self.dir.cached(page) else {
@@ -91,8 +142,8 @@ impl<M: PageMemory> Hlrc<M> {
     /// else does, that this node is not writing and that have not moved yet (one
     /// `handovers` message instead of a write fault, a `want_home` and an ack per page).
     pub(super) fn hand_over_run(&mut self, page: PageId, origin: NodeId) {
-        let sequential =
-            self.run_handover == RunHandover::Always || self.handed.get(&origin) == Some(&page.0);
+        let sequential = self.tuning_for(page).run_handover == RunHandover::Always
+            || self.handed.get(&origin) == Some(&page.0);
         let mut items = Vec::new();
         if sequential {
             while items.len() < MAX_RUN {

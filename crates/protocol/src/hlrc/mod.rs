@@ -39,13 +39,13 @@ mod state;
 mod trace;
 
 pub use state::{
-    RunHandover, DEFAULT_BARRIER_FETCH, DEFAULT_LOST_RUN, DEFAULT_MIGRATE_AFTER,
+    RunHandover, Tuning, DEFAULT_BARRIER_FETCH, DEFAULT_LOST_RUN, DEFAULT_MIGRATE_AFTER,
     DEFAULT_NOTICE_BUDGET,
 };
 pub use trace::describe;
 
 use self::msg::Msg;
-use self::state::{Deferred, PageState, PUSH_PROBE};
+use self::state::{Deferred, PageState};
 use crate::shared::atomic::AtomicInfos;
 use crate::shared::home::HomeDirectory;
 use crate::{Action, AtomicCall, ProtoError, ProtoStats};
@@ -61,6 +61,8 @@ pub struct Hlrc<M: PageMemory> {
     pages: BTreeMap<PageId, PageState>,
     actions: VecDeque<Action>,
     stats: ProtoStats,
+    /// The knobs (`set_*`); read through `tuning_for(page)` for page-scoped ones.
+    tuning: Tuning,
     /// Vector time: last interval of each node whose notices this node has applied.
     vt: Vec<u32>,
     /// Known write notices by (node, interval), kept for transitive propagation until a barrier.
@@ -97,35 +99,17 @@ pub struct Hlrc<M: PageMemory> {
     atomics_out: BTreeMap<u64, (PageId, usize, AtomicCall)>,
     /// Release infos kept at the atomic locations this node is the home of.
     atomic_infos: AtomicInfos,
-    migrate_after: u32,
-    /// Most notices held before old ones are merged (see `compact_notices`).
-    notice_budget: usize,
     /// Vector time of the last barrier (notices up to it go at the next barrier).
     barrier_vt: Vec<u32>,
-    /// Grant exclusive mode to a sole writer.
-    exclusive_mode: bool,
     /// Copies invalidated while applying notices, by home: sent as `Dropped` batches.
     dropped: BTreeMap<NodeId, Vec<PageId>>,
     /// Sequential fetch streams: (next page expected, fetches in a row), newest first.
     streams: VecDeque<(u64, u32)>,
-    /// Fetches bring following pages too (see `read_ahead`).
-    read_ahead: bool,
-    /// Most lost copies a fetch brings around the faulting page (see `set_lost_run`).
-    lost_run: usize,
-    /// Home side: a granted `want_home` is followed by the run of pages after it (see
-    /// `hand_over_run`).
-    run_handover: RunHandover,
     /// Home side: per node, the page after the last one whose home it was handed (a
     /// `want_home` for that page continues a sequential run).
     handed: BTreeMap<NodeId, u64>,
-    /// Home side: push updates at barriers (see `set_push_updates`).
-    push_updates: bool,
     /// Home side: shared home pages this node wrote since its last barrier.
     push_pending: BTreeSet<PageId>,
-    /// Pushes a copy takes before it is probed (see `PUSH_PROBE`).
-    push_probe: u8,
-    /// Most pages fetched at once when a barrier releases (0: none; see `set_barrier_fetch`).
-    barrier_fetch: usize,
     /// Barriers this node applied.
     barriers: u32,
     /// Lock grants applied since the last barrier: a node that synchronizes with locks between
@@ -147,6 +131,7 @@ impl<M: PageMemory> Hlrc<M> {
             pages: BTreeMap::new(),
             actions: VecDeque::new(),
             stats: ProtoStats::default(),
+            tuning: Tuning::default(),
             vt: vec![0; usize::from(layout.nodes)],
             notices: BTreeMap::new(),
             dirty: BTreeSet::new(),
@@ -164,20 +149,11 @@ impl<M: PageMemory> Hlrc<M> {
             parked: BTreeMap::new(),
             atomics_out: BTreeMap::new(),
             atomic_infos: AtomicInfos::default(),
-            migrate_after: DEFAULT_MIGRATE_AFTER,
-            notice_budget: DEFAULT_NOTICE_BUDGET,
             barrier_vt: vec![0; usize::from(layout.nodes)],
-            exclusive_mode: true,
             dropped: BTreeMap::new(),
             streams: VecDeque::new(),
-            read_ahead: true,
-            lost_run: DEFAULT_LOST_RUN,
-            run_handover: RunHandover::Sequential,
             handed: BTreeMap::new(),
-            push_updates: false,
             push_pending: BTreeSet::new(),
-            push_probe: PUSH_PROBE,
-            barrier_fetch: DEFAULT_BARRIER_FETCH,
             barriers: 0,
             grants_since_barrier: 0,
             ending: false,

@@ -41,7 +41,7 @@ impl<M: PageMemory> Hlrc<M> {
         // After the `dropped` batches above (FIFO: the home adds this node back to the
         // copysets with these fetches).
         let locks_used = std::mem::take(&mut self.grants_since_barrier) > 0;
-        if self.barrier_fetch > 0 && !self.ending && !locks_used && !refetch.is_empty() {
+        if self.tuning.barrier_fetch > 0 && !self.ending && !locks_used && !refetch.is_empty() {
             refetch.sort_unstable();
             refetch.dedup();
             self.barrier_fetch(&refetch);
@@ -92,7 +92,7 @@ impl<M: PageMemory> Hlrc<M> {
     /// their pages. An acquirer that lacks any merged interval gets the union: it may
     /// invalidate pages it did not have to (extra misses), never fewer.
     pub(super) fn compact_notices(&mut self) {
-        if self.notices.len() <= self.notice_budget {
+        if self.notices.len() <= self.tuning.notice_budget {
             return;
         }
         for n in 0..self.layout.nodes {

@@ -17,10 +17,8 @@ impl<M: PageMemory> Hlrc<M> {
     /// the last barrier to the nodes that hold copies, in runs of consecutive pages, tagged
     /// with this node's last closed interval (the copies contain all its writes up to it).
     pub(super) fn send_pushes(&mut self) {
-        let pending = std::mem::take(&mut self.push_pending);
-        if !self.push_updates {
-            return;
-        }
+        let mut pending = std::mem::take(&mut self.push_pending);
+        pending.retain(|&p| self.tuning_for(p).push_updates);
         let interval = self.own_interval;
         let mut runs: BTreeMap<NodeId, (PageId, Vec<u8>)> = BTreeMap::new();
         let mut last: Option<PageId> = None;
@@ -95,7 +93,6 @@ impl<M: PageMemory> Hlrc<M> {
     pub(super) fn on_push(&mut self, from: NodeId, first: PageId, interval: u32, data: &[u8]) {
         let mut probes = Vec::new();
         let mut unused = Vec::new();
-        let limit = self.push_probe;
         for (i, chunk) in data.chunks_exact(PAGE_SIZE).enumerate() {
             let q = PageId(first.0 + i as u64);
             let acc = self.mem.access(q);
@@ -110,6 +107,7 @@ impl<M: PageMemory> Hlrc<M> {
             if !fits {
                 continue;
             }
+            let limit = self.tuning_for(q).push_probe;
             let st = self.st(q);
             if acc == Access::None && st.probe {
                 // Not read since the probe: stop the pushes.

@@ -77,7 +77,9 @@ impl<M: PageMemory> Hlrc<M> {
     /// the first reading of data another node initialised). Pages whose home is not decided
     /// yet are never read ahead (their first touch decides it).
     pub(super) fn read_ahead(&mut self, page: PageId, home: HomeRef) -> (u16, u16) {
-        if !self.read_ahead {
+        let tuning = self.tuning_for(page);
+        let (enabled, lost_run) = (tuning.read_ahead, tuning.lost_run);
+        if !enabled {
             return (0, 0);
         }
         let run = match self.streams.iter().position(|&(next, _)| next == page.0) {
@@ -89,7 +91,7 @@ impl<M: PageMemory> Hlrc<M> {
         } else {
             (1usize << (run - 1).min(4)).min(MAX_AHEAD)
         };
-        let cap = self.lost_run.max(seq_limit).max(MAX_AHEAD);
+        let cap = lost_run.max(seq_limit).max(MAX_AHEAD);
         let lost = |s: &Self, q: PageId| s.pages.get(&q).is_some_and(|st| st.lost);
         // Forward: the lost run, or the sequential / never-held pages.
         let mut ahead = 0usize;
@@ -99,7 +101,7 @@ impl<M: PageMemory> Hlrc<M> {
                 break;
             }
             let wanted = if lost(self, q) {
-                ahead < self.lost_run.max(seq_limit)
+                ahead < lost_run.max(seq_limit)
             } else {
                 ahead < seq_limit
                     || (ahead < MAX_AHEAD && !self.pages.get(&q).is_some_and(|st| st.had_copy))
@@ -112,7 +114,7 @@ impl<M: PageMemory> Hlrc<M> {
         // Backward: lost copies only, in what the forward run left of `lost_run` (half of
         // it at least when the lost run goes on both ways: the next fault is as likely
         // before the page as after it).
-        let room = self.lost_run.saturating_sub(ahead).max(self.lost_run / 2);
+        let room = lost_run.saturating_sub(ahead).max(lost_run / 2);
         let mut behind = 0usize;
         while behind < room && (behind as u64) < page.0 {
             let q = PageId(page.0 - 1 - behind as u64);
@@ -157,7 +159,7 @@ impl<M: PageMemory> Hlrc<M> {
     /// `set_barrier_fetch`; `lost` in ascending order).
     pub(super) fn barrier_fetch(&mut self, lost: &[PageId]) {
         let mut i = 0;
-        let mut budget = self.barrier_fetch;
+        let mut budget = self.tuning.barrier_fetch;
         while i < lost.len() && budget > 0 {
             let first = lost[i];
             i += 1;

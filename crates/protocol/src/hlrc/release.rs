@@ -7,7 +7,7 @@
 //! Must not touch: whether a home migrates (`migrate` decides), notices of other nodes.
 
 use super::msg::{Handover, Msg};
-use super::state::{keep_limit, Held, HomeStatus, RunHandover, WANT_HOME_EPOCHS};
+use super::state::{keep_limit, Held, HomeStatus};
 use super::Hlrc;
 use crate::shared::diff::{apply_diff, diff_payload, for_each_run, make_diff};
 use crate::shared::home::HomeRef;
@@ -123,8 +123,10 @@ impl<M: PageMemory> Hlrc<M> {
             self.dirty.insert(page);
         }
         self.check_releases();
-        if self.push_updates {
-            self.push_pending.extend(home_written);
+        for page in home_written {
+            if self.tuning_for(page).push_updates {
+                self.push_pending.insert(page);
+            }
         }
         if self
             .outstanding
@@ -252,6 +254,8 @@ impl<M: PageMemory> Hlrc<M> {
         }
     }
 
+    /// Home side: apply `origin`'s diff `id` of `page` in place (an empty diff is a
+    /// `want_home`) and ack it, handing the home over if `migrate` decides so.
     pub(super) fn home_apply_diff(
         &mut self,
         from: NodeId,
@@ -269,15 +273,8 @@ impl<M: PageMemory> Hlrc<M> {
         // other bytes of the page right now (multiple writers), and a read-modify-write of
         // the whole page would put back the old value of whatever they wrote meanwhile.
         let migrate = if diff.is_empty() {
-            // A writer asks for the home: granted unless this node is writing the page
-            // (Cashmere: the home migrates if it is not actively modifying the page).
-            let epoch = self.dir.cached(page).map_or(0, |h| h.epoch);
-            self.migrate_after > 0
-                && epoch < WANT_HOME_EPOCHS
-                && !self.atomic_infos.holds(page)
-                && !self.dirty.contains(&page)
-                && self.mem.access(page) != Access::ReadWrite
-                && !self.parked.contains_key(&page)
+            // A writer asks for the home.
+            self.grants_want_home(page)
         } else {
             let mem = &self.mem;
             for_each_run(diff, |off, bytes| mem.write_bytes(page, off, bytes)).ok_or_else(
@@ -296,28 +293,9 @@ impl<M: PageMemory> Hlrc<M> {
                 // The diff is well formed (applied just above).
                 let _ = apply_diff(snapshot, diff);
             }
-            let streak = match st.streak {
-                Some((n, c)) if n == origin => c + 1,
-                _ => 1,
-            };
-            st.streak = Some((origin, streak));
-            self.migrate_after > 0
-                && streak >= self.migrate_after
-                && !self.atomic_infos.holds(page)
-                && !self.dirty.contains(&page)
-                && !self.parked.contains_key(&page)
+            self.migrates_after_diff(page, origin)
         };
-        let want = diff.is_empty();
-        let migrate = if migrate {
-            Some(self.hand_over(page, origin))
-        } else {
-            None
-        };
-        let granted = migrate.is_some();
-        self.send(origin, Msg::DiffAck { page, id, migrate });
-        if want && granted && self.run_handover != RunHandover::Off {
-            self.hand_over_run(page, origin);
-        }
+        self.ack_diff(page, origin, id, diff.is_empty(), migrate);
         Ok(())
     }
 

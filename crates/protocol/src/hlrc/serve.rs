@@ -232,7 +232,7 @@ impl<M: PageMemory> Hlrc<M> {
     ) -> bool {
         let dirty = self.dirty.contains(&page);
         let unused_here = self.mem.access(page) == Access::None;
-        let enabled = self.exclusive_mode;
+        let enabled = self.tuning_for(page).exclusive_mode;
         let me = self.me;
         let st = self.st(page);
         let exclusive = again

@@ -9,7 +9,7 @@ use super::msg::Msg;
 use super::Hlrc;
 use crate::shared::home::HomeRef;
 use crate::AtomicCall;
-use squall_core::{NodeId, PageMemory};
+use squall_core::{NodeId, PageId, PageMemory};
 use std::collections::BTreeSet;
 
 /// Consecutive diffs from one sole writer (with no home write in between) after which the home
@@ -191,28 +191,84 @@ pub(super) enum HomeStatus {
     Park,
 }
 
+/// The knobs of an `hlrc` core (set with `Hlrc::set_*`; defaults in [`Tuning::default`]).
+///
+/// Page-scoped knobs (everything but `notice_budget` and `barrier_fetch`, which bound what
+/// one node holds or sends at once) are read through `Hlrc::tuning_for(page)`: today every
+/// page gets the node's `Tuning`; a per-allocation policy (issue 22) carries its own `Tuning`
+/// and `tuning_for` looks it up by the page's allocation, with no change to the concern
+/// modules that read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tuning {
+    /// Consecutive sole-writer diffs after which the home migrates; 0: never.
+    pub migrate_after: u32,
+    /// Grant exclusive mode to a sole writer.
+    pub exclusive_mode: bool,
+    /// Fetches bring following pages too (see `Hlrc::set_read_ahead`).
+    pub read_ahead: bool,
+    /// Most lost copies a fetch brings around the faulting page (see `Hlrc::set_lost_run`).
+    pub lost_run: usize,
+    /// Home side: whether a granted `want_home` is followed by the run of pages after it.
+    pub run_handover: RunHandover,
+    /// Home side: push updates at barriers (see `Hlrc::set_push_updates`).
+    pub push_updates: bool,
+    /// Pushes a copy takes before it is probed (see `PUSH_PROBE`).
+    pub push_probe: u8,
+    /// Node-wide: most notices held before old ones are merged.
+    pub notice_budget: usize,
+    /// Node-wide: most pages fetched at once when a barrier releases (0: none).
+    pub barrier_fetch: usize,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            migrate_after: DEFAULT_MIGRATE_AFTER,
+            exclusive_mode: true,
+            read_ahead: true,
+            lost_run: DEFAULT_LOST_RUN,
+            run_handover: RunHandover::Sequential,
+            push_updates: false,
+            push_probe: PUSH_PROBE,
+            notice_budget: DEFAULT_NOTICE_BUDGET,
+            barrier_fetch: DEFAULT_BARRIER_FETCH,
+        }
+    }
+}
+
 impl<M: PageMemory> Hlrc<M> {
+    /// The knobs that apply to `page` (see [`Tuning`]): the node's, until allocations carry
+    /// policies of their own.
+    pub(super) fn tuning_for(&self, _page: PageId) -> &Tuning {
+        &self.tuning
+    }
+
+    /// This core's knobs.
+    pub fn tuning(&self) -> &Tuning {
+        &self.tuning
+    }
+
     /// Set the migration threshold (consecutive sole-writer diffs); 0 disables migration.
     pub fn set_migrate_after(&mut self, n: u32) {
-        self.migrate_after = n;
+        self.tuning.migrate_after = n;
     }
 
     /// Enable or disable read-ahead (on by default).
     pub fn set_read_ahead(&mut self, on: bool) {
-        self.read_ahead = on;
+        self.tuning.read_ahead = on;
     }
 
     /// Set how many copies this node used and lost to notices a fetch brings along with the
     /// faulting page, behind and ahead of it together (default [`DEFAULT_LOST_RUN`]; at most
     /// `u16::MAX`; 0 reads no lost copies ahead).
     pub fn set_lost_run(&mut self, n: usize) {
-        self.lost_run = n.min(usize::from(u16::MAX));
+        self.tuning.lost_run = n.min(usize::from(u16::MAX));
     }
 
     /// Set when a home that grants a `want_home` also hands over the following pages the
     /// writer holds copies of (default `RunHandover::Sequential`; see the crate README).
     pub fn set_run_handover(&mut self, mode: RunHandover) {
-        self.run_handover = mode;
+        self.tuning.run_handover = mode;
     }
 
     /// Enable or disable push updates (off by default: on 2 nodes sharing 2 cores CG and
@@ -224,13 +280,13 @@ impl<M: PageMemory> Hlrc<M> {
     /// their copies through the home's notices instead of faulting and fetching them again
     /// (producer/consumer sharing repeated every barrier interval; see the crate README).
     pub fn set_push_updates(&mut self, on: bool) {
-        self.push_updates = on;
+        self.tuning.push_updates = on;
     }
 
     /// Pushes a copy takes after a fault on it before the next one is installed as a probe
     /// (default 0: every push is installed as a probe).
     pub fn set_push_probe(&mut self, n: u8) {
-        self.push_probe = n;
+        self.tuning.push_probe = n;
     }
 
     /// Set how many pages this node fetches at once when a barrier releases (default
@@ -245,16 +301,16 @@ impl<M: PageMemory> Hlrc<M> {
     /// barrier again. A node that applied a lock grant since its previous barrier fetches
     /// nothing at the next one.
     pub fn set_barrier_fetch(&mut self, n: usize) {
-        self.barrier_fetch = n.min(usize::from(u16::MAX));
+        self.tuning.barrier_fetch = n.min(usize::from(u16::MAX));
     }
 
     /// Enable or disable exclusive mode (on by default).
     pub fn set_exclusive_mode(&mut self, on: bool) {
-        self.exclusive_mode = on;
+        self.tuning.exclusive_mode = on;
     }
 
     /// Set how many notices are held before old ones are merged (at least 1).
     pub fn set_notice_budget(&mut self, n: usize) {
-        self.notice_budget = n.max(1);
+        self.tuning.notice_budget = n.max(1);
     }
 }
