@@ -251,7 +251,7 @@ impl<M: PageMemory> Hlrc<M> {
 
     /// Send the page's pending fetch unless own diffs of the page are still unacked.
     pub(super) fn send_fetch(&mut self, page: PageId) {
-        if self.page_diffs.get(&page).is_some_and(|&n| n > 0) {
+        if self.diffs.per_page.get(&page).is_some_and(|&n| n > 0) {
             return;
         }
         let Some(home) = self.dir.cached(page) else {

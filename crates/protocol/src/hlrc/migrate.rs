@@ -178,7 +178,7 @@ impl<M: PageMemory> Hlrc<M> {
             || self.atomic_infos.holds(q)
             || self.mem.access(q) == Access::ReadWrite
             || self.parked.contains_key(&q)
-            || self.page_diffs.contains_key(&q)
+            || self.diffs.per_page.contains_key(&q)
             || self.resolving.contains_key(&q)
         {
             return false;
@@ -224,7 +224,7 @@ impl<M: PageMemory> Hlrc<M> {
             copyset,
         } = h;
         // Our diffs still in flight to the old home will come back here: merge them now.
-        for (_, (p, d)) in self.unacked.iter() {
+        for (_, (p, d)) in self.diffs.unacked.iter() {
             if *p == page {
                 // Diffs we made ourselves are well formed.
                 let _ = apply_diff(&mut data, d);

@@ -45,6 +45,8 @@ pub use state::{
 pub use trace::describe;
 
 use self::msg::Msg;
+use self::notices::NoticeLog;
+use self::release::DiffLog;
 use self::state::{Deferred, PageState};
 use crate::shared::atomic::AtomicInfos;
 use crate::shared::home::HomeDirectory;
@@ -61,48 +63,23 @@ pub struct Hlrc<M: PageMemory> {
     pages: BTreeMap<PageId, PageState>,
     actions: VecDeque<Action>,
     stats: ProtoStats,
+    /// This node's diffs in flight and the intervals they close (`release`).
+    diffs: DiffLog,
+    /// Vector time and write notices (`notices`).
+    wn: NoticeLog,
     /// The knobs (`set_*`); read through `tuning_for(page)` for page-scoped ones.
     tuning: Tuning,
-    /// Vector time: last interval of each node whose notices this node has applied.
-    vt: Vec<u32>,
-    /// Known write notices by (node, interval), kept for transitive propagation until a barrier.
-    notices: BTreeMap<(u16, u32), Vec<PageId>>,
     /// Pages written in the current interval.
     dirty: BTreeSet<PageId>,
     /// Dirty pages whose writes were already sent to the home by an early flush in this
     /// interval (they need a notice even if the twin made afterwards shows no change).
     flushed: BTreeSet<PageId>,
-    next_diff: u64,
-    outstanding: BTreeSet<u64>,
-    /// Unacked diffs of this node per page.
-    page_diffs: BTreeMap<PageId, u32>,
-    /// The node this node's unacked diffs of a page were sent to.
-    diff_home: BTreeMap<PageId, NodeId>,
-    /// Diffs of a page held back (ids, in order) while earlier ones are on their way to
-    /// another node (a former home that forwards them): sent once those are acked, so a home
-    /// never applies an older diff of one writer over a newer one.
-    held_diffs: BTreeMap<PageId, Vec<u64>>,
-    /// Copies of unacked diffs: if the home migrates here meanwhile, they come back to this
-    /// node and must be merged into the copy the old home sends.
-    unacked: BTreeMap<u64, (PageId, Vec<u8>)>,
-    /// Releases waiting for acks: (token, diff ids below this must be acked).
-    releases: VecDeque<(u64, u64)>,
-    /// Last interval this node closed (`vt[me]` is the last one published).
-    own_interval: u32,
-    /// Closed intervals whose diffs are not all acked yet: (diff ids below this, interval,
-    /// pages). Their notices are handed out only once published, or an acquirer could fetch
-    /// a page from its home before the diff arrived there and take the notice as seen.
-    unpublished: VecDeque<(u64, u32, Vec<PageId>)>,
     resolving: BTreeMap<PageId, Vec<Deferred>>,
     /// Home requests that arrived before this node became the home (migration in flight).
     parked: BTreeMap<PageId, Vec<(NodeId, Msg)>>,
     atomics_out: BTreeMap<u64, (PageId, usize, AtomicCall)>,
     /// Release infos kept at the atomic locations this node is the home of.
     atomic_infos: AtomicInfos,
-    /// Vector time of the last barrier (notices up to it go at the next barrier).
-    barrier_vt: Vec<u32>,
-    /// Copies invalidated while applying notices, by home: sent as `Dropped` batches.
-    dropped: BTreeMap<NodeId, Vec<PageId>>,
     /// Sequential fetch streams: (next page expected, fetches in a row), newest first.
     streams: VecDeque<(u64, u32)>,
     /// Home side: per node, the page after the last one whose home it was handed (a
@@ -131,26 +108,15 @@ impl<M: PageMemory> Hlrc<M> {
             pages: BTreeMap::new(),
             actions: VecDeque::new(),
             stats: ProtoStats::default(),
+            diffs: DiffLog::default(),
+            wn: NoticeLog::new(layout.nodes),
             tuning: Tuning::default(),
-            vt: vec![0; usize::from(layout.nodes)],
-            notices: BTreeMap::new(),
             dirty: BTreeSet::new(),
             flushed: BTreeSet::new(),
-            next_diff: 0,
-            outstanding: BTreeSet::new(),
-            page_diffs: BTreeMap::new(),
-            diff_home: BTreeMap::new(),
-            held_diffs: BTreeMap::new(),
-            unacked: BTreeMap::new(),
-            releases: VecDeque::new(),
-            own_interval: 0,
-            unpublished: VecDeque::new(),
             resolving: BTreeMap::new(),
             parked: BTreeMap::new(),
             atomics_out: BTreeMap::new(),
             atomic_infos: AtomicInfos::default(),
-            barrier_vt: vec![0; usize::from(layout.nodes)],
-            dropped: BTreeMap::new(),
             streams: VecDeque::new(),
             handed: BTreeMap::new(),
             push_pending: BTreeSet::new(),

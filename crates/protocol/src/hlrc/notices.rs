@@ -2,22 +2,48 @@
 //! trimmed at barriers), the sync info handed out at grants and barriers and applied at
 //! acquires, and invalidating the copies a notice names.
 //!
-//! Owns: `vt`, `notices`, `barrier_vt`, `dropped`. Must not touch: diffs (a dirty copy a
-//! notice names is flushed through `release`'s `send_diff`), the home side.
+//! Owns: `NoticeLog` (`Hlrc::wn`: vector time, notices, the last barrier's vector time,
+//! dropped copies to report); `release` adds this node's own intervals to it when they are
+//! published. Must not touch: diffs (a dirty copy a notice names is flushed through
+//! `release`'s `send_diff`), the home side.
 
 use super::msg::{decode_sync, encode_sync, Msg};
 use super::state::{BARRIER_FETCH_AGE, KEEP_RECENT};
 use super::Hlrc;
 use crate::shared::access::set_access_runs;
 use crate::shared::diff::make_diff;
-use squall_core::{Access, PageId, PageMemory};
+use squall_core::{Access, NodeId, PageId, PageMemory};
 use std::collections::{BTreeMap, BTreeSet};
+
+/// This node's vector time and the write notices it knows, with what a barrier trims.
+#[derive(Debug)]
+pub(super) struct NoticeLog {
+    /// Vector time: last interval of each node whose notices this node has applied.
+    pub(super) vt: Vec<u32>,
+    /// Known write notices by (node, interval), kept for transitive propagation until a barrier.
+    pub(super) notices: BTreeMap<(u16, u32), Vec<PageId>>,
+    /// Vector time of the last barrier (notices up to it go at the next barrier).
+    pub(super) barrier_vt: Vec<u32>,
+    /// Copies invalidated while applying notices, by home: sent as `Dropped` batches.
+    pub(super) dropped: BTreeMap<NodeId, Vec<PageId>>,
+}
+
+impl NoticeLog {
+    pub(super) fn new(nodes: u16) -> Self {
+        NoticeLog {
+            vt: vec![0; usize::from(nodes)],
+            notices: BTreeMap::new(),
+            barrier_vt: vec![0; usize::from(nodes)],
+            dropped: BTreeMap::new(),
+        }
+    }
+}
 
 impl<M: PageMemory> Hlrc<M> {
     /// `Consistency::apply_barrier`: apply every node's notices, trim the store below the
     /// previous barrier, and fetch the copies worth fetching again.
     pub(super) fn apply_barrier_notices(&mut self, all: &[Vec<u8>]) {
-        let mut max = self.vt.clone();
+        let mut max = self.wn.vt.clone();
         let mut refetch = Vec::new();
         for info in all {
             match self.apply_notices(info, Some(&mut refetch)) {
@@ -29,14 +55,15 @@ impl<M: PageMemory> Hlrc<M> {
                 None => self.stats.malformed_sync_info += 1,
             }
         }
-        self.vt = max.clone();
+        self.wn.vt = max.clone();
         // Every node applied the previous barrier before it sent its info for this one, so
         // every vector time in the job is now at least the previous barrier's: notices up to
         // it are never needed again. (Notices up to this barrier are kept one more episode: a
         // node that has not applied this barrier yet may still be granted a lock meanwhile,
         // and nodes may go on creating intervals while a barrier with a thread count is out.)
-        let floor = std::mem::replace(&mut self.barrier_vt, max);
-        self.notices
+        let floor = std::mem::replace(&mut self.wn.barrier_vt, max);
+        self.wn
+            .notices
             .retain(|(n, i), _| floor.get(usize::from(*n)).is_none_or(|f| *i > *f));
         // After the `dropped` batches above (FIFO: the home adds this node back to the
         // copysets with these fetches).
@@ -52,8 +79,8 @@ impl<M: PageMemory> Hlrc<M> {
     /// `Consistency::barrier_info`: send this barrier's pushes, then all notices held.
     pub(super) fn barrier_notices(&mut self) -> Vec<u8> {
         self.send_pushes();
-        let all: Vec<_> = self.notices.iter().collect();
-        encode_sync(&self.vt, &all)
+        let all: Vec<_> = self.wn.notices.iter().collect();
+        encode_sync(&self.wn.vt, &all)
     }
 
     /// `Consistency::apply_grant`: apply a granter's notices and merge its vector time.
@@ -61,7 +88,7 @@ impl<M: PageMemory> Hlrc<M> {
         self.grants_since_barrier = self.grants_since_barrier.saturating_add(1);
         match self.apply_notices(grant_info, None) {
             Some(theirs) => {
-                for (mine, t) in self.vt.iter_mut().zip(theirs) {
+                for (mine, t) in self.wn.vt.iter_mut().zip(theirs) {
                     *mine = (*mine).max(t);
                 }
             }
@@ -73,18 +100,19 @@ impl<M: PageMemory> Hlrc<M> {
     pub(super) fn grant_notices(&mut self, acquirer_info: &[u8]) -> Vec<u8> {
         let theirs = decode_sync(self.me, self.layout.nodes, acquirer_info)
             .map(|(vt, _)| vt)
-            .unwrap_or_else(|| vec![0; self.vt.len()]);
+            .unwrap_or_else(|| vec![0; self.wn.vt.len()]);
         let lacking: Vec<_> = self
+            .wn
             .notices
             .iter()
             .filter(|((n, i), _)| *i > theirs[usize::from(*n)])
             .collect();
-        encode_sync(&self.vt, &lacking)
+        encode_sync(&self.wn.vt, &lacking)
     }
 
     /// `Consistency::acquire_info`: this node's vector time.
     pub(super) fn acquire_notices(&mut self) -> Vec<u8> {
-        encode_sync(&self.vt, &[])
+        encode_sync(&self.wn.vt, &[])
     }
 
     /// Bound the notice store without barriers: all but the newest few notices of each node
@@ -92,11 +120,12 @@ impl<M: PageMemory> Hlrc<M> {
     /// their pages. An acquirer that lacks any merged interval gets the union: it may
     /// invalidate pages it did not have to (extra misses), never fewer.
     pub(super) fn compact_notices(&mut self) {
-        if self.notices.len() <= self.tuning.notice_budget {
+        if self.wn.notices.len() <= self.tuning.notice_budget {
             return;
         }
         for n in 0..self.layout.nodes {
             let keys: Vec<(u16, u32)> = self
+                .wn
                 .notices
                 .range((n, 0)..=(n, u32::MAX))
                 .map(|(k, _)| *k)
@@ -107,12 +136,12 @@ impl<M: PageMemory> Hlrc<M> {
             let old = &keys[..keys.len() - KEEP_RECENT];
             let mut union = BTreeSet::new();
             for k in old {
-                if let Some(pages) = self.notices.remove(k) {
+                if let Some(pages) = self.wn.notices.remove(k) {
                     union.extend(pages);
                 }
             }
             if let Some(last) = old.last() {
-                self.notices.insert(*last, union.into_iter().collect());
+                self.wn.notices.insert(*last, union.into_iter().collect());
             }
         }
         self.stats.notice_compactions += 1;
@@ -121,7 +150,7 @@ impl<M: PageMemory> Hlrc<M> {
     /// Write notices currently held (bounded: cleared at every barrier, compacted beyond the
     /// budget).
     pub fn notices_held(&self) -> usize {
-        self.notices.len()
+        self.wn.notices.len()
     }
 
     /// A write notice names `page`: drop this node's copy (keeping its own modifications). A
@@ -166,7 +195,7 @@ impl<M: PageMemory> Hlrc<M> {
             st.lost = st.used;
             // Tell the home (batched, after the diff below: FIFO) that this copy is gone.
             if let Some(h) = self.dir.cached(page) {
-                self.dropped.entry(h.node).or_default().push(page);
+                self.wn.dropped.entry(h.node).or_default().push(page);
             }
         }
         if let Some(twin) = twin {
@@ -199,7 +228,7 @@ impl<M: PageMemory> Hlrc<M> {
         // brought up to interval `i` or later already holds that notice's writes).
         let mut named: BTreeMap<PageId, bool> = BTreeMap::new();
         for ((n, i), pages) in notices {
-            if i <= self.vt[usize::from(n)] || self.notices.contains_key(&(n, i)) {
+            if i <= self.wn.vt[usize::from(n)] || self.wn.notices.contains_key(&(n, i)) {
                 continue;
             }
             for p in &pages {
@@ -210,7 +239,7 @@ impl<M: PageMemory> Hlrc<M> {
                     .is_some_and(|(pn, pi)| pn.0 == n && i <= pi);
                 *named.entry(*p).or_insert(false) |= !covered;
             }
-            self.notices.insert((n, i), pages);
+            self.wn.notices.insert((n, i), pages);
             self.compact_notices();
         }
         let mut unmap = Vec::new();
@@ -222,7 +251,7 @@ impl<M: PageMemory> Hlrc<M> {
             }
         }
         set_access_runs(&self.mem, &unmap, Access::None);
-        for (home, pages) in std::mem::take(&mut self.dropped) {
+        for (home, pages) in std::mem::take(&mut self.wn.dropped) {
             if home != self.me {
                 self.send(home, Msg::Dropped { pages });
             }

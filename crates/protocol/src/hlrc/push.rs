@@ -19,7 +19,7 @@ impl<M: PageMemory> Hlrc<M> {
     pub(super) fn send_pushes(&mut self) {
         let mut pending = std::mem::take(&mut self.push_pending);
         pending.retain(|&p| self.tuning_for(p).push_updates);
-        let interval = self.own_interval;
+        let interval = self.diffs.own_interval;
         let mut runs: BTreeMap<NodeId, (PageId, Vec<u8>)> = BTreeMap::new();
         let mut last: Option<PageId> = None;
         for page in pending {
@@ -99,7 +99,7 @@ impl<M: PageMemory> Hlrc<M> {
             let fits = self.dir.cached(q).is_some_and(|h| h.node == from)
                 && from != self.me
                 && !self.dirty.contains(&q)
-                && !self.page_diffs.contains_key(&q)
+                && !self.diffs.per_page.contains_key(&q)
                 && self
                     .pages
                     .get(&q)

@@ -60,7 +60,7 @@ impl<M: PageMemory> Hlrc<M> {
         q.0 < self.layout.total_pages
             && self.dir.cached(q) == Some(home)
             && self.mem.access(q) == Access::None
-            && !self.page_diffs.contains_key(&q)
+            && !self.diffs.per_page.contains_key(&q)
             && !self.resolving.contains_key(&q)
             && self.pages.get(&q).is_none_or(|st| {
                 st.fetch.is_none() && st.twin.is_none() && !st.exclusive && !st.probe

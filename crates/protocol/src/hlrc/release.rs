@@ -2,9 +2,11 @@
 //! snapshots of shared home pages), diff acks, diffs held back behind a former home, and the
 //! home applying a diff.
 //!
-//! Owns: the diff bookkeeping (`next_diff`, `outstanding`, `page_diffs`, `diff_home`,
-//! `held_diffs`, `unacked`, `releases`, `unpublished`) and the twins of written pages.
-//! Must not touch: whether a home migrates (`migrate` decides), notices of other nodes.
+//! Owns: `DiffLog` (`Hlrc::diffs`: diffs in flight, waiting releases, unpublished
+//! intervals) and the twins of written pages. Other modules only read `diffs.per_page`
+//! (whether a page has diffs in flight) and `diffs.unacked` (`migrate` merges them into a
+//! page it becomes the home of). Must not touch: whether a home migrates (`migrate`
+//! decides), notices of other nodes.
 
 use super::msg::{Handover, Msg};
 use super::state::{keep_limit, Held, HomeStatus};
@@ -13,6 +15,36 @@ use crate::shared::diff::{apply_diff, diff_payload, for_each_run, make_diff};
 use crate::shared::home::HomeRef;
 use crate::{Action, ProtoError};
 use squall_core::{Access, NodeId, PageId, PageMemory};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// This node's diffs on their way to homes and the intervals they close: a release is
+/// complete, and its interval's notices published, once every diff it sent is acked.
+#[derive(Debug, Default)]
+pub(super) struct DiffLog {
+    /// Id of the next diff this node sends.
+    pub(super) next_id: u64,
+    /// Ids of the diffs sent and not acked yet.
+    pub(super) outstanding: BTreeSet<u64>,
+    /// Unacked diffs of this node per page.
+    pub(super) per_page: BTreeMap<PageId, u32>,
+    /// The node this node's unacked diffs of a page were sent to.
+    pub(super) sent_to: BTreeMap<PageId, NodeId>,
+    /// Diffs of a page held back (ids, in order) while earlier ones are on their way to
+    /// another node (a former home that forwards them): sent once those are acked, so a home
+    /// never applies an older diff of one writer over a newer one.
+    pub(super) held: BTreeMap<PageId, Vec<u64>>,
+    /// Copies of unacked diffs: if the home migrates here meanwhile, they come back to this
+    /// node and must be merged into the copy the old home sends.
+    pub(super) unacked: BTreeMap<u64, (PageId, Vec<u8>)>,
+    /// Releases waiting for acks: (token, diff ids below this must be acked).
+    pub(super) releases: VecDeque<(u64, u64)>,
+    /// Last interval this node closed (`vt[me]` is the last one published).
+    pub(super) own_interval: u32,
+    /// Closed intervals whose diffs are not all acked yet: (diff ids below this, interval,
+    /// pages). Their notices are handed out only once published, or an acquirer could fetch
+    /// a page from its home before the diff arrived there and take the notice as seen.
+    pub(super) unpublished: VecDeque<(u64, u32, Vec<PageId>)>,
+}
 
 impl<M: PageMemory> Hlrc<M> {
     /// `Consistency::begin_release`: close this node's interval (diffs of written copies to
@@ -114,9 +146,12 @@ impl<M: PageMemory> Hlrc<M> {
             }
         }
         if !written.is_empty() {
-            self.own_interval += 1;
-            self.unpublished
-                .push_back((self.next_diff, self.own_interval, written));
+            self.diffs.own_interval += 1;
+            self.diffs.unpublished.push_back((
+                self.diffs.next_id,
+                self.diffs.own_interval,
+                written,
+            ));
         }
         for page in keep {
             self.mem.set_access(page, Access::ReadWrite);
@@ -129,11 +164,12 @@ impl<M: PageMemory> Hlrc<M> {
             }
         }
         if self
+            .diffs
             .outstanding
             .first()
-            .is_some_and(|&id| id < self.next_diff)
+            .is_some_and(|&id| id < self.diffs.next_id)
         {
-            self.releases.push_back((token, self.next_diff));
+            self.diffs.releases.push_back((token, self.diffs.next_id));
             false
         } else {
             true
@@ -201,18 +237,24 @@ impl<M: PageMemory> Hlrc<M> {
             page,
             why: "dirty page with unknown home".into(),
         })?;
-        let id = self.next_diff;
-        self.next_diff += 1;
-        self.outstanding.insert(id);
-        *self.page_diffs.entry(page).or_default() += 1;
-        self.unacked.insert(id, (page, diff.clone()));
+        let id = self.diffs.next_id;
+        self.diffs.next_id += 1;
+        self.diffs.outstanding.insert(id);
+        *self.diffs.per_page.entry(page).or_default() += 1;
+        self.diffs.unacked.insert(id, (page, diff.clone()));
         if !diff.is_empty() {
             self.stats.diffs_created += 1;
             self.stats.diff_bytes += diff_payload(&diff).unwrap_or(0) as u64;
         }
-        let held = self.held_diffs.get(&page).is_some_and(|v| !v.is_empty());
-        if held || self.diff_home.get(&page).is_some_and(|&n| n != home.node) {
-            self.held_diffs.entry(page).or_default().push(id);
+        let held = self.diffs.held.get(&page).is_some_and(|v| !v.is_empty());
+        if held
+            || self
+                .diffs
+                .sent_to
+                .get(&page)
+                .is_some_and(|&n| n != home.node)
+        {
+            self.diffs.held.entry(page).or_default().push(id);
             return Ok(());
         }
         self.post_diff(page, home, id, diff);
@@ -221,7 +263,7 @@ impl<M: PageMemory> Hlrc<M> {
 
     /// Send diff `id` of `page` to `home` (noting where this page's unacked diffs went).
     pub(super) fn post_diff(&mut self, page: PageId, home: HomeRef, id: u64, diff: Vec<u8>) {
-        self.diff_home.insert(page, home.node);
+        self.diffs.sent_to.insert(page, home.node);
         self.send(
             home.node,
             Msg::Diff {
@@ -235,21 +277,21 @@ impl<M: PageMemory> Hlrc<M> {
     }
 
     pub(super) fn check_releases(&mut self) {
-        while let Some((below, _, _)) = self.unpublished.front() {
-            if self.outstanding.first().is_some_and(|id| id < below) {
+        while let Some((below, _, _)) = self.diffs.unpublished.front() {
+            if self.diffs.outstanding.first().is_some_and(|id| id < below) {
                 break;
             }
-            if let Some((_, interval, pages)) = self.unpublished.pop_front() {
-                self.notices.insert((self.me.0, interval), pages);
+            if let Some((_, interval, pages)) = self.diffs.unpublished.pop_front() {
+                self.wn.notices.insert((self.me.0, interval), pages);
                 self.compact_notices();
-                self.vt[self.me.index()] = interval;
+                self.wn.vt[self.me.index()] = interval;
             }
         }
-        while let Some(&(token, below)) = self.releases.front() {
-            if self.outstanding.first().is_some_and(|&id| id < below) {
+        while let Some(&(token, below)) = self.diffs.releases.front() {
+            if self.diffs.outstanding.first().is_some_and(|&id| id < below) {
                 break;
             }
-            self.releases.pop_front();
+            self.diffs.releases.pop_front();
             self.actions.push_back(Action::ReleaseDone { token });
         }
     }
@@ -305,13 +347,13 @@ impl<M: PageMemory> Hlrc<M> {
         id: u64,
         migrate: Option<Handover>,
     ) -> Result<(), ProtoError> {
-        self.unacked.remove(&id);
-        if self.outstanding.remove(&id) {
-            if let Some(n) = self.page_diffs.get_mut(&page) {
+        self.diffs.unacked.remove(&id);
+        if self.diffs.outstanding.remove(&id) {
+            if let Some(n) = self.diffs.per_page.get_mut(&page) {
                 *n = n.saturating_sub(1);
                 if *n == 0 {
-                    self.page_diffs.remove(&page);
-                    self.diff_home.remove(&page);
+                    self.diffs.per_page.remove(&page);
+                    self.diffs.sent_to.remove(&page);
                 }
             }
         }
@@ -319,7 +361,7 @@ impl<M: PageMemory> Hlrc<M> {
             self.become_home(page, h)?;
         }
         self.send_held_diffs(page)?;
-        if !self.page_diffs.contains_key(&page) {
+        if !self.diffs.per_page.contains_key(&page) {
             if self.is_home(page) {
                 // A fetch waiting for our diffs: this node became the home meanwhile.
                 if let Some(f) = self.st(page).fetch.filter(|f| !f.sent) {
@@ -338,13 +380,13 @@ impl<M: PageMemory> Hlrc<M> {
     /// node, once all of those are acked (to the current home; if that is this node now,
     /// `become_home` merged them and they are acked here).
     pub(super) fn send_held_diffs(&mut self, page: PageId) -> Result<(), ProtoError> {
-        let held = self.held_diffs.get(&page).map_or(0, |v| v.len() as u32);
-        if held == 0 || self.page_diffs.get(&page).copied().unwrap_or(0) > held {
+        let held = self.diffs.held.get(&page).map_or(0, |v| v.len() as u32);
+        if held == 0 || self.diffs.per_page.get(&page).copied().unwrap_or(0) > held {
             return Ok(());
         }
-        self.diff_home.remove(&page);
-        for id in self.held_diffs.remove(&page).unwrap_or_default() {
-            let Some((_, diff)) = self.unacked.get(&id).cloned() else {
+        self.diffs.sent_to.remove(&page);
+        for id in self.diffs.held.remove(&page).unwrap_or_default() {
+            let Some((_, diff)) = self.diffs.unacked.get(&id).cloned() else {
                 continue;
             };
             let home = self.dir.cached(page).ok_or(ProtoError::Unexpected {
