@@ -31,6 +31,61 @@ use squall_core::{
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+/// The kind of an `sc` message: its first byte on the wire (the numbers are the format).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Kind {
+    HomeQuery = 1,
+    HomeReply = 2,
+    Req = 3,
+    Grant = 4,
+    Inv = 5,
+    InvAck = 6,
+    Recall = 7,
+    RecallAck = 8,
+    Atomic = 9,
+    AtomicReply = 10,
+}
+
+impl Kind {
+    const ALL: [Kind; 10] = [
+        Kind::HomeQuery,
+        Kind::HomeReply,
+        Kind::Req,
+        Kind::Grant,
+        Kind::Inv,
+        Kind::InvAck,
+        Kind::Recall,
+        Kind::RecallAck,
+        Kind::Atomic,
+        Kind::AtomicReply,
+    ];
+
+    fn tag(self) -> u8 {
+        self as u8
+    }
+
+    fn from_tag(tag: u8) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.tag() == tag)
+    }
+
+    /// The name statistics count the kind under.
+    fn name(self) -> &'static str {
+        match self {
+            Kind::HomeQuery => "home_query",
+            Kind::HomeReply => "home_reply",
+            Kind::Req => "request",
+            Kind::Grant => "grant",
+            Kind::Inv => "invalidate",
+            Kind::InvAck => "invalidate_ack",
+            Kind::Recall => "recall",
+            Kind::RecallAck => "recall_ack",
+            Kind::Atomic => "atomic",
+            Kind::AtomicReply => "atomic_reply",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Msg {
     HomeQuery {
@@ -77,26 +132,30 @@ pub(crate) enum Msg {
 }
 
 impl Msg {
-    fn kind(&self) -> &'static str {
+    fn tag(&self) -> Kind {
         match self {
-            Msg::HomeQuery { .. } => "home_query",
-            Msg::HomeReply { .. } => "home_reply",
-            Msg::Req { .. } => "request",
-            Msg::Grant { .. } => "grant",
-            Msg::Inv { .. } => "invalidate",
-            Msg::InvAck { .. } => "invalidate_ack",
-            Msg::Recall { .. } => "recall",
-            Msg::RecallAck { .. } => "recall_ack",
-            Msg::Atomic { .. } => "atomic",
-            Msg::AtomicReply { .. } => "atomic_reply",
+            Msg::HomeQuery { .. } => Kind::HomeQuery,
+            Msg::HomeReply { .. } => Kind::HomeReply,
+            Msg::Req { .. } => Kind::Req,
+            Msg::Grant { .. } => Kind::Grant,
+            Msg::Inv { .. } => Kind::Inv,
+            Msg::InvAck { .. } => Kind::InvAck,
+            Msg::Recall { .. } => Kind::Recall,
+            Msg::RecallAck { .. } => Kind::RecallAck,
+            Msg::Atomic { .. } => Kind::Atomic,
+            Msg::AtomicReply { .. } => Kind::AtomicReply,
         }
+    }
+
+    fn kind(&self) -> &'static str {
+        self.tag().name()
     }
 
     fn encode(&self) -> Vec<u8> {
         match self {
-            Msg::HomeQuery { page } => Writer::new(1).page(*page).finish(),
+            Msg::HomeQuery { page } => Writer::new(Kind::HomeQuery.tag()).page(*page).finish(),
             Msg::HomeReply { page, home } => {
-                let mut w = Writer::new(2);
+                let mut w = Writer::new(Kind::HomeReply.tag());
                 w.page(*page);
                 match home {
                     Some(h) => w.u8(1).node(*h),
@@ -104,9 +163,12 @@ impl Msg {
                 };
                 w.finish()
             }
-            Msg::Req { page, write } => Writer::new(3).page(*page).u8(u8::from(*write)).finish(),
+            Msg::Req { page, write } => Writer::new(Kind::Req.tag())
+                .page(*page)
+                .u8(u8::from(*write))
+                .finish(),
             Msg::Grant { page, write, data } => {
-                let mut w = Writer::new(4);
+                let mut w = Writer::new(Kind::Grant.tag());
                 w.page(*page).u8(u8::from(*write));
                 match data {
                     Some(d) => w.u8(1).bytes(d),
@@ -114,26 +176,29 @@ impl Msg {
                 };
                 w.finish()
             }
-            Msg::Inv { page } => Writer::new(5).page(*page).finish(),
-            Msg::InvAck { page } => Writer::new(6).page(*page).finish(),
-            Msg::Recall { page, invalidate } => Writer::new(7)
+            Msg::Inv { page } => Writer::new(Kind::Inv.tag()).page(*page).finish(),
+            Msg::InvAck { page } => Writer::new(Kind::InvAck.tag()).page(*page).finish(),
+            Msg::Recall { page, invalidate } => Writer::new(Kind::Recall.tag())
                 .page(*page)
                 .u8(u8::from(*invalidate))
                 .finish(),
-            Msg::RecallAck { page, data } => Writer::new(8).page(*page).bytes(data).finish(),
+            Msg::RecallAck { page, data } => Writer::new(Kind::RecallAck.tag())
+                .page(*page)
+                .bytes(data)
+                .finish(),
             Msg::Atomic {
                 page,
                 offset,
                 call,
                 token,
             } => {
-                let mut w = Writer::new(9);
+                let mut w = Writer::new(Kind::Atomic.tag());
                 w.page(*page).u16(*offset);
                 encode_call(&mut w, call);
                 w.u64(*token).finish()
             }
             Msg::AtomicReply { token, old, infos } => {
-                let mut w = Writer::new(10);
+                let mut w = Writer::new(Kind::AtomicReply.tag());
                 w.u64(*token).u64(*old);
                 encode_infos(&mut w, infos);
                 w.finish()
@@ -144,9 +209,13 @@ impl Msg {
     fn decode(from: NodeId, layout: HeapLayout, b: &[u8]) -> Result<Msg, ProtoError> {
         let mut r = Reader::new(from, b);
         let t = layout.total_pages;
-        let m = match r.u8()? {
-            1 => Msg::HomeQuery { page: r.page(t)? },
-            2 => {
+        let tag = r.u8()?;
+        let Some(kind) = Kind::from_tag(tag) else {
+            return Err(r.err(format!("unknown sc message tag {tag}")));
+        };
+        let m = match kind {
+            Kind::HomeQuery => Msg::HomeQuery { page: r.page(t)? },
+            Kind::HomeReply => {
                 let page = r.page(t)?;
                 let home = if r.bool()? {
                     Some(r.node(layout.nodes)?)
@@ -155,11 +224,11 @@ impl Msg {
                 };
                 Msg::HomeReply { page, home }
             }
-            3 => Msg::Req {
+            Kind::Req => Msg::Req {
                 page: r.page(t)?,
                 write: r.bool()?,
             },
-            4 => {
+            Kind::Grant => {
                 let page = r.page(t)?;
                 let write = r.bool()?;
                 let data = if r.bool()? {
@@ -169,28 +238,27 @@ impl Msg {
                 };
                 Msg::Grant { page, write, data }
             }
-            5 => Msg::Inv { page: r.page(t)? },
-            6 => Msg::InvAck { page: r.page(t)? },
-            7 => Msg::Recall {
+            Kind::Inv => Msg::Inv { page: r.page(t)? },
+            Kind::InvAck => Msg::InvAck { page: r.page(t)? },
+            Kind::Recall => Msg::Recall {
                 page: r.page(t)?,
                 invalidate: r.bool()?,
             },
-            8 => Msg::RecallAck {
+            Kind::RecallAck => Msg::RecallAck {
                 page: r.page(t)?,
                 data: r.page_data()?.to_vec(),
             },
-            9 => Msg::Atomic {
+            Kind::Atomic => Msg::Atomic {
                 page: r.page(t)?,
                 offset: r.u16()?,
                 call: decode_call(&mut r)?,
                 token: r.u64()?,
             },
-            10 => Msg::AtomicReply {
+            Kind::AtomicReply => Msg::AtomicReply {
                 token: r.u64()?,
                 old: r.u64()?,
                 infos: decode_infos(&mut r, layout.nodes)?,
             },
-            tag => return Err(r.err(format!("unknown sc message tag {tag}"))),
         };
         r.end()?;
         Ok(m)
