@@ -20,10 +20,17 @@
 //! | `atomics`   | home-executed atomics (glue to `shared::atomic`) |
 //! | `trace`     | text descriptions of messages for traces |
 //!
-//! Owns: the per-page protocol state of one node, its write notices and vector time, the
-//! `hlrc` message encoding. Must not touch: sockets, clocks, threads; page bytes and access
-//! only through the `PageMemory` handle; no other protocol's module (shared helpers come from
-//! `crate::shared`). The message sequences are in this crate's README.
+//! A message enters through `dispatch` (decoded by `msg`) and goes to one `on_*` handler of
+//! the concern it belongs to; a handler may call into other concerns' functions (a fetch
+//! reply installs a copy and may start a `want_home`), never into their message handling.
+//!
+//! Owns (this file): the `Hlrc` struct, i.e. the state the concerns share (the page table,
+//! the home directory, the memory handle, the action queue, statistics, the pages written in
+//! the current interval) and the concern-owned parts (`DiffLog`, `NoticeLog`, `Tuning`, the
+//! per-concern fields, each documented with its owner). Must not touch: sockets, clocks,
+//! threads; page bytes and access only through the `PageMemory` handle; no other protocol's
+//! module (shared helpers come from `crate::shared`). The message sequences are in this
+//! crate's README.
 
 mod atomics;
 mod dispatch;
@@ -59,8 +66,11 @@ pub struct Hlrc<M: PageMemory> {
     mem: M,
     me: NodeId,
     layout: HeapLayout,
+    /// Homes of pages: looked up by `fault`, changed by `migrate`.
     dir: HomeDirectory,
+    /// What this node knows of each page (`state::PageState`).
     pages: BTreeMap<PageId, PageState>,
+    /// Outputs, handed out by `Protocol::poll_action`.
     actions: VecDeque<Action>,
     stats: ProtoStats,
     /// This node's diffs in flight and the intervals they close (`release`).
@@ -69,25 +79,29 @@ pub struct Hlrc<M: PageMemory> {
     wn: NoticeLog,
     /// The knobs (`set_*`); read through `tuning_for(page)` for page-scoped ones.
     tuning: Tuning,
-    /// Pages written in the current interval.
+    /// Pages written in the current interval (`release` closes it; writers anywhere add).
     dirty: BTreeSet<PageId>,
     /// Dirty pages whose writes were already sent to the home by an early flush in this
     /// interval (they need a notice even if the twin made afterwards shows no change).
     flushed: BTreeSet<PageId>,
+    /// Work waiting for a home look-up (`fault`).
     resolving: BTreeMap<PageId, Vec<Deferred>>,
-    /// Home requests that arrived before this node became the home (migration in flight).
+    /// Home requests that arrived before this node became the home (migration in flight;
+    /// `serve` parks them, `migrate` replays them).
     parked: BTreeMap<PageId, Vec<(NodeId, Msg)>>,
+    /// This node's atomics sent to a home and not answered yet (`atomics`).
     atomics_out: BTreeMap<u64, (PageId, usize, AtomicCall)>,
-    /// Release infos kept at the atomic locations this node is the home of.
+    /// Release infos kept at the atomic locations this node is the home of (`atomics`).
     atomic_infos: AtomicInfos,
-    /// Sequential fetch streams: (next page expected, fetches in a row), newest first.
+    /// Sequential fetch streams: (next page expected, fetches in a row), newest first
+    /// (`readahead`).
     streams: VecDeque<(u64, u32)>,
     /// Home side: per node, the page after the last one whose home it was handed (a
-    /// `want_home` for that page continues a sequential run).
+    /// `want_home` for that page continues a sequential run; `migrate`).
     handed: BTreeMap<NodeId, u64>,
-    /// Home side: shared home pages this node wrote since its last barrier.
+    /// Home side: shared home pages this node wrote since its last barrier (`push`).
     push_pending: BTreeSet<PageId>,
-    /// Barriers this node applied.
+    /// Barriers this node applied (`notices`; `readahead` ages copies by it).
     barriers: u32,
     /// Lock grants applied since the last barrier: a node that synchronizes with locks between
     /// barriers does not fetch at barriers (copies fetched then are often invalidated by a
