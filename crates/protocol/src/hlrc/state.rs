@@ -121,6 +121,14 @@ pub(super) struct FetchState {
     pub(super) barrier: Option<bool>,
 }
 
+/// What one node knows of one page. The fields by the concern that keeps them: the copy
+/// (`twin`, `fetch`, `exclusive`, `want_sent`, `lost`, `used`, `had_copy`: `fault`,
+/// `release`, `notices`), the release heuristics (`idle_releases`, `refaults`: `release`,
+/// `fault`), the home side (`copyset`, `copyset_all`, `served_dirty`, `excl_holder`,
+/// `recalling`, `held`: `serve`; `forward`, `streak`: `migrate`), pushes and probes
+/// (`pushed`, `pushes`, `probe`: `push`; `got_at`, `trust`: `readahead`). Where a copy
+/// changes hands (`fresh_copy`, `invalidate`, `hand_over`, `become_home`) that function
+/// resets every field the change invalidates, whichever concern keeps it.
 #[derive(Debug, Default)]
 pub(super) struct PageState {
     pub(super) twin: Option<Vec<u8>>,
