@@ -322,3 +322,58 @@ impl<M: PageMemory> Hlrc<M> {
         self.tuning.notice_budget = n.max(1);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use squall_core::{Access, HeapLayout};
+
+    #[derive(Clone)]
+    struct NoMemory;
+    impl PageMemory for NoMemory {
+        fn read_page(&self, _: PageId, out: &mut [u8]) {
+            out.fill(0);
+        }
+        fn write_bytes(&self, _: PageId, _: usize, _: &[u8]) {}
+        fn set_access(&self, _: PageId, _: Access) {}
+        fn access(&self, _: PageId) -> Access {
+            Access::None
+        }
+    }
+
+    #[test]
+    fn setters_land_in_the_tuning_every_page_reads() {
+        let layout = HeapLayout {
+            nodes: 2,
+            total_pages: 64,
+        };
+        let mut h = Hlrc::new(NoMemory, squall_core::NodeId(0), layout);
+        assert_eq!(h.tuning(), &Tuning::default());
+        assert_eq!(h.tuning().lost_run, DEFAULT_LOST_RUN);
+        h.set_migrate_after(0);
+        h.set_exclusive_mode(false);
+        h.set_read_ahead(false);
+        h.set_lost_run(usize::MAX);
+        h.set_run_handover(RunHandover::Always);
+        h.set_push_updates(true);
+        h.set_push_probe(3);
+        h.set_notice_budget(0);
+        h.set_barrier_fetch(usize::MAX);
+        let want = Tuning {
+            migrate_after: 0,
+            exclusive_mode: false,
+            read_ahead: false,
+            // Clamped: read-ahead counts travel as u16, a notice budget is at least 1.
+            lost_run: usize::from(u16::MAX),
+            run_handover: RunHandover::Always,
+            push_updates: true,
+            push_probe: 3,
+            notice_budget: 1,
+            barrier_fetch: usize::from(u16::MAX),
+        };
+        assert_eq!(h.tuning(), &want);
+        for page in [PageId(0), PageId(63)] {
+            assert_eq!(h.tuning_for(page), &want);
+        }
+    }
+}
