@@ -1,21 +1,22 @@
 //! Coherence protocols as replaceable policies: sans-IO cores that take faults, messages and
 //! synchronization events and emit sends, resumes and release completions.
 //!
-//! Owns: the protocol state machines (`hlrc`, `sc`), their message encodings, the page home
-//! directory. Must not touch: sockets, clocks, threads, mmap/userfaultfd. Page contents and
-//! access rights are reached only through the `PageMemory` the core was built with.
+//! Owns: the protocol state machines (`hlrc`, `sc`), each with its own message encoding, and
+//! the helpers they share (`shared`: field codec, atomics, diffs, the page home directory).
+//! No protocol module imports another. Must not touch: sockets, clocks, threads,
+//! mmap/userfaultfd. Page contents and access rights are reached only through the
+//! `PageMemory` the core was built with.
 //!
 //! See `README.md` in this crate for the message sequence of every protocol action.
 #![forbid(unsafe_code)]
 
-pub mod atomic;
-mod codec;
-pub mod diff;
 pub mod hlrc;
-pub mod home;
 pub mod mixed;
 pub mod sc;
+mod shared;
 pub mod stats;
+
+pub use shared::{atomic, diff, home};
 
 use squall_core::{AllocInfo, Consistency, NodeId, PageId};
 

@@ -17,7 +17,7 @@
 //! Owns: the operations' semantics (little-endian words of 1, 2, 4 or 8 bytes), their
 //! encoding, the info store. Must not touch: messages other than the op encoding, page access.
 
-use crate::codec::{Reader, Writer};
+use crate::shared::codec::{Reader, Writer};
 use crate::ProtoError;
 use squall_core::{NodeId, PageId, PageMemory, PAGE_SIZE};
 use std::collections::BTreeMap;

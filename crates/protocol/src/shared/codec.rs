@@ -3,6 +3,7 @@
 //! Owns: little-endian writers and a bounds-checked reader that turns every short or bad input
 //! into `ProtoError::Malformed` naming the sender. Must not touch: protocol state.
 
+use crate::shared::home::HomeRef;
 use crate::ProtoError;
 use squall_core::{NodeId, PageId, PAGE_SIZE};
 
@@ -37,6 +38,10 @@ impl Writer {
     }
     pub(crate) fn page(&mut self, p: PageId) -> &mut Self {
         self.u64(p.0)
+    }
+    /// A home and its migration epoch.
+    pub(crate) fn home(&mut self, h: HomeRef) -> &mut Self {
+        self.node(h.node).u32(h.epoch)
     }
     /// Length-prefixed (u32) byte string.
     pub(crate) fn bytes(&mut self, b: &[u8]) -> &mut Self {
@@ -112,6 +117,13 @@ impl<'a> Reader<'a> {
             return Err(self.err(format!("node {n} out of range (job has {nodes} nodes)")));
         }
         Ok(NodeId(n))
+    }
+    /// A home (a node of the job) and its migration epoch.
+    pub(crate) fn home(&mut self, nodes: u16) -> Result<HomeRef, ProtoError> {
+        Ok(HomeRef {
+            node: self.node(nodes)?,
+            epoch: self.u32()?,
+        })
     }
     pub(crate) fn page(&mut self, total: u64) -> Result<PageId, ProtoError> {
         let p = self.u64()?;

@@ -2,8 +2,9 @@
 //! directory at each page's home.
 //!
 //! Owns: the requester side (one outstanding request per page) and the home directory
-//! (owner, sharers, one transaction at a time per page with a FIFO of waiting requests), and
-//! the `sc` message encoding. Must not touch: sockets, clocks, threads.
+//! (owner, sharers, one transaction at a time per page with a FIFO of waiting requests); the
+//! message encoding is in `msg`. Must not touch: sockets, clocks, threads; no other
+//! protocol's module (shared helpers come from `crate::shared`).
 //!
 //! Races (DSM/IP §3.2.3, Figure 7) and how they are handled:
 //! * A write fault and a write by another node's thread cannot interleave with an access check:
@@ -20,182 +21,16 @@
 //!   when the recall arrives.
 //! * Duplicate faults on a page with a request outstanding send nothing.
 
-use crate::atomic::{
-    check_atomic, decode_call, decode_infos, encode_call, encode_infos, AtomicInfos,
-};
-use crate::codec::{Reader, Writer};
-use crate::home::{HomeDirectory, HomeRef};
+mod msg;
+
+use crate::shared::atomic::{check_atomic, AtomicInfos};
+use crate::shared::home::{HomeDirectory, HomeRef};
 use crate::{Action, AtomicCall, ProtoError, ProtoStats, Protocol};
+use msg::Msg;
 use squall_core::{
     Access, AllocInfo, Consistency, HeapLayout, NodeId, PageId, PageMemory, PAGE_SIZE,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Msg {
-    HomeQuery {
-        page: PageId,
-    },
-    HomeReply {
-        page: PageId,
-        home: Option<NodeId>,
-    },
-    Req {
-        page: PageId,
-        write: bool,
-    },
-    Grant {
-        page: PageId,
-        write: bool,
-        data: Option<Vec<u8>>,
-    },
-    Inv {
-        page: PageId,
-    },
-    InvAck {
-        page: PageId,
-    },
-    Recall {
-        page: PageId,
-        invalidate: bool,
-    },
-    RecallAck {
-        page: PageId,
-        data: Vec<u8>,
-    },
-    Atomic {
-        page: PageId,
-        offset: u16,
-        call: AtomicCall,
-        token: u64,
-    },
-    AtomicReply {
-        token: u64,
-        old: u64,
-        infos: Vec<Vec<u8>>,
-    },
-}
-
-impl Msg {
-    fn kind(&self) -> &'static str {
-        match self {
-            Msg::HomeQuery { .. } => "home_query",
-            Msg::HomeReply { .. } => "home_reply",
-            Msg::Req { .. } => "request",
-            Msg::Grant { .. } => "grant",
-            Msg::Inv { .. } => "invalidate",
-            Msg::InvAck { .. } => "invalidate_ack",
-            Msg::Recall { .. } => "recall",
-            Msg::RecallAck { .. } => "recall_ack",
-            Msg::Atomic { .. } => "atomic",
-            Msg::AtomicReply { .. } => "atomic_reply",
-        }
-    }
-
-    fn encode(&self) -> Vec<u8> {
-        match self {
-            Msg::HomeQuery { page } => Writer::new(1).page(*page).finish(),
-            Msg::HomeReply { page, home } => {
-                let mut w = Writer::new(2);
-                w.page(*page);
-                match home {
-                    Some(h) => w.u8(1).node(*h),
-                    None => w.u8(0),
-                };
-                w.finish()
-            }
-            Msg::Req { page, write } => Writer::new(3).page(*page).u8(u8::from(*write)).finish(),
-            Msg::Grant { page, write, data } => {
-                let mut w = Writer::new(4);
-                w.page(*page).u8(u8::from(*write));
-                match data {
-                    Some(d) => w.u8(1).bytes(d),
-                    None => w.u8(0),
-                };
-                w.finish()
-            }
-            Msg::Inv { page } => Writer::new(5).page(*page).finish(),
-            Msg::InvAck { page } => Writer::new(6).page(*page).finish(),
-            Msg::Recall { page, invalidate } => Writer::new(7)
-                .page(*page)
-                .u8(u8::from(*invalidate))
-                .finish(),
-            Msg::RecallAck { page, data } => Writer::new(8).page(*page).bytes(data).finish(),
-            Msg::Atomic {
-                page,
-                offset,
-                call,
-                token,
-            } => {
-                let mut w = Writer::new(9);
-                w.page(*page).u16(*offset);
-                encode_call(&mut w, call);
-                w.u64(*token).finish()
-            }
-            Msg::AtomicReply { token, old, infos } => {
-                let mut w = Writer::new(10);
-                w.u64(*token).u64(*old);
-                encode_infos(&mut w, infos);
-                w.finish()
-            }
-        }
-    }
-
-    fn decode(from: NodeId, layout: HeapLayout, b: &[u8]) -> Result<Msg, ProtoError> {
-        let mut r = Reader::new(from, b);
-        let t = layout.total_pages;
-        let m = match r.u8()? {
-            1 => Msg::HomeQuery { page: r.page(t)? },
-            2 => {
-                let page = r.page(t)?;
-                let home = if r.bool()? {
-                    Some(r.node(layout.nodes)?)
-                } else {
-                    None
-                };
-                Msg::HomeReply { page, home }
-            }
-            3 => Msg::Req {
-                page: r.page(t)?,
-                write: r.bool()?,
-            },
-            4 => {
-                let page = r.page(t)?;
-                let write = r.bool()?;
-                let data = if r.bool()? {
-                    Some(r.page_data()?.to_vec())
-                } else {
-                    None
-                };
-                Msg::Grant { page, write, data }
-            }
-            5 => Msg::Inv { page: r.page(t)? },
-            6 => Msg::InvAck { page: r.page(t)? },
-            7 => Msg::Recall {
-                page: r.page(t)?,
-                invalidate: r.bool()?,
-            },
-            8 => Msg::RecallAck {
-                page: r.page(t)?,
-                data: r.page_data()?.to_vec(),
-            },
-            9 => Msg::Atomic {
-                page: r.page(t)?,
-                offset: r.u16()?,
-                call: decode_call(&mut r)?,
-                token: r.u64()?,
-            },
-            10 => Msg::AtomicReply {
-                token: r.u64()?,
-                old: r.u64()?,
-                infos: decode_infos(&mut r, layout.nodes)?,
-            },
-            tag => return Err(r.err(format!("unknown sc message tag {tag}"))),
-        };
-        r.end()?;
-        Ok(m)
-    }
-}
 
 /// A request the home directory serves.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,261 @@
+//! `hlrc` write notices: the vector time, the notice store (compacted beyond its budget,
+//! trimmed at barriers), the sync info handed out at grants and barriers and applied at
+//! acquires, and invalidating the copies a notice names.
+//!
+//! Owns: `NoticeLog` (`Hlrc::wn`: vector time, notices, the last barrier's vector time,
+//! dropped copies to report); `release` adds this node's own intervals to it when they are
+//! published. Must not touch: diffs (a dirty copy a notice names is flushed through
+//! `release`'s `send_diff`), the home side.
+
+use super::msg::{decode_sync, encode_sync, Msg};
+use super::state::{BARRIER_FETCH_AGE, KEEP_RECENT};
+use super::Hlrc;
+use crate::shared::access::set_access_runs;
+use crate::shared::diff::make_diff;
+use squall_core::{Access, NodeId, PageId, PageMemory};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// This node's vector time and the write notices it knows, with what a barrier trims.
+#[derive(Debug)]
+pub(super) struct NoticeLog {
+    /// Vector time: last interval of each node whose notices this node has applied.
+    pub(super) vt: Vec<u32>,
+    /// Known write notices by (node, interval), kept for transitive propagation until a barrier.
+    pub(super) notices: BTreeMap<(u16, u32), Vec<PageId>>,
+    /// Vector time of the last barrier (notices up to it go at the next barrier).
+    pub(super) barrier_vt: Vec<u32>,
+    /// Copies invalidated while applying notices, by home: sent as `Dropped` batches.
+    pub(super) dropped: BTreeMap<NodeId, Vec<PageId>>,
+}
+
+impl NoticeLog {
+    pub(super) fn new(nodes: u16) -> Self {
+        NoticeLog {
+            vt: vec![0; usize::from(nodes)],
+            notices: BTreeMap::new(),
+            barrier_vt: vec![0; usize::from(nodes)],
+            dropped: BTreeMap::new(),
+        }
+    }
+}
+
+impl<M: PageMemory> Hlrc<M> {
+    /// `Consistency::apply_barrier`: apply every node's notices, trim the store below the
+    /// previous barrier, and fetch the copies worth fetching again.
+    pub(super) fn apply_barrier_notices(&mut self, all: &[Vec<u8>]) {
+        let mut max = self.wn.vt.clone();
+        let mut refetch = Vec::new();
+        for info in all {
+            match self.apply_notices(info, Some(&mut refetch)) {
+                Some(theirs) => {
+                    for (m, t) in max.iter_mut().zip(theirs) {
+                        *m = (*m).max(t);
+                    }
+                }
+                None => self.stats.malformed_sync_info += 1,
+            }
+        }
+        self.wn.vt = max.clone();
+        // Every node applied the previous barrier before it sent its info for this one, so
+        // every vector time in the job is now at least the previous barrier's: notices up to
+        // it are never needed again. (Notices up to this barrier are kept one more episode: a
+        // node that has not applied this barrier yet may still be granted a lock meanwhile,
+        // and nodes may go on creating intervals while a barrier with a thread count is out.)
+        let floor = std::mem::replace(&mut self.wn.barrier_vt, max);
+        self.wn
+            .notices
+            .retain(|(n, i), _| floor.get(usize::from(*n)).is_none_or(|f| *i > *f));
+        // After the `dropped` batches above (FIFO: the home adds this node back to the
+        // copysets with these fetches).
+        let locks_used = std::mem::take(&mut self.grants_since_barrier) > 0;
+        if self.tuning.barrier_fetch > 0 && !self.ending && !locks_used && !refetch.is_empty() {
+            refetch.sort_unstable();
+            refetch.dedup();
+            self.barrier_fetch(&refetch);
+        }
+        self.barriers = self.barriers.wrapping_add(1);
+    }
+
+    /// `Consistency::barrier_info`: send this barrier's pushes, then all notices held.
+    pub(super) fn barrier_notices(&mut self) -> Vec<u8> {
+        self.send_pushes();
+        let all: Vec<_> = self.wn.notices.iter().collect();
+        encode_sync(&self.wn.vt, &all)
+    }
+
+    /// `Consistency::apply_grant`: apply a granter's notices and merge its vector time.
+    pub(super) fn apply_grant_notices(&mut self, grant_info: &[u8]) {
+        self.grants_since_barrier = self.grants_since_barrier.saturating_add(1);
+        match self.apply_notices(grant_info, None) {
+            Some(theirs) => {
+                for (mine, t) in self.wn.vt.iter_mut().zip(theirs) {
+                    *mine = (*mine).max(t);
+                }
+            }
+            None => self.stats.malformed_sync_info += 1,
+        }
+    }
+
+    /// `Consistency::grant_info`: this node's vector time and the notices the acquirer lacks.
+    pub(super) fn grant_notices(&mut self, acquirer_info: &[u8]) -> Vec<u8> {
+        let theirs = decode_sync(self.me, self.layout.nodes, acquirer_info)
+            .map(|(vt, _)| vt)
+            .unwrap_or_else(|| vec![0; self.wn.vt.len()]);
+        let lacking: Vec<_> = self
+            .wn
+            .notices
+            .iter()
+            .filter(|((n, i), _)| *i > theirs[usize::from(*n)])
+            .collect();
+        encode_sync(&self.wn.vt, &lacking)
+    }
+
+    /// `Consistency::acquire_info`: this node's vector time.
+    pub(super) fn acquire_notices(&mut self) -> Vec<u8> {
+        encode_sync(&self.wn.vt, &[])
+    }
+
+    /// Bound the notice store without barriers: all but the newest few notices of each node
+    /// are merged into one notice keyed by the newest merged interval, naming the union of
+    /// their pages. An acquirer that lacks any merged interval gets the union: it may
+    /// invalidate pages it did not have to (extra misses), never fewer.
+    pub(super) fn compact_notices(&mut self) {
+        if self.wn.notices.len() <= self.tuning.notice_budget {
+            return;
+        }
+        for n in 0..self.layout.nodes {
+            let keys: Vec<(u16, u32)> = self
+                .wn
+                .notices
+                .range((n, 0)..=(n, u32::MAX))
+                .map(|(k, _)| *k)
+                .collect();
+            if keys.len() <= KEEP_RECENT + 1 {
+                continue;
+            }
+            let old = &keys[..keys.len() - KEEP_RECENT];
+            let mut union = BTreeSet::new();
+            for k in old {
+                if let Some(pages) = self.wn.notices.remove(k) {
+                    union.extend(pages);
+                }
+            }
+            if let Some(last) = old.last() {
+                self.wn.notices.insert(*last, union.into_iter().collect());
+            }
+        }
+        self.stats.notice_compactions += 1;
+    }
+
+    /// Write notices currently held (bounded: cleared at every barrier, compacted beyond the
+    /// budget).
+    pub fn notices_held(&self) -> usize {
+        self.wn.notices.len()
+    }
+
+    /// A write notice names `page`: drop this node's copy (keeping its own modifications). A
+    /// copy with no own writes is only pushed to `unmap` (the caller removes access in runs).
+    /// A readable copy this node used lately is also pushed to `refetch` when given (a
+    /// barrier: see `set_barrier_fetch`).
+    pub(super) fn invalidate(
+        &mut self,
+        page: PageId,
+        unmap: &mut Vec<PageId>,
+        refetch: Option<&mut Vec<PageId>>,
+    ) {
+        if self.is_home(page) || self.pages.get(&page).is_some_and(|s| s.exclusive) {
+            // Home copies are current; an exclusive copy is newer than any notice (nobody else
+            // held the page when it was granted).
+            return;
+        }
+        let readable = self.mem.access(page) == Access::Read;
+        let now = self.barriers;
+        let st = self.st(page);
+        if let Some(refetch) = refetch {
+            if readable
+                && st.used
+                && !st.probe
+                && st.twin.is_none()
+                && st.fetch.is_none()
+                && now.saturating_sub(st.got_at) <= BARRIER_FETCH_AGE
+            {
+                refetch.push(page);
+            }
+        }
+        let st = self.st(page);
+        if let Some(f) = st.fetch.as_mut() {
+            f.stale = true;
+        }
+        st.pushed = None;
+        let probed = std::mem::take(&mut st.probe);
+        let twin = st.twin.take();
+        let held = probed || twin.is_some() || self.mem.access(page) != Access::None;
+        if held {
+            let st = self.st(page);
+            st.lost = st.used;
+            // Tell the home (batched, after the diff below: FIFO) that this copy is gone.
+            if let Some(h) = self.dir.cached(page) {
+                self.wn.dropped.entry(h.node).or_default().push(page);
+            }
+        }
+        if let Some(twin) = twin {
+            // Own writes of the current interval go to the home first; the next fetch is FIFO
+            // behind this diff, so it comes back with them.
+            self.mem.set_access(page, Access::None);
+            let cur = self.read(page);
+            let d = make_diff(&twin, &cur);
+            if !d.is_empty() {
+                // The home is known for a dirty page, so this cannot fail.
+                let _ = self.send_diff(page, d);
+                self.flushed.insert(page);
+            }
+            self.stats.invalidations += 1;
+        } else if self.mem.access(page) != Access::None {
+            unmap.push(page);
+            self.stats.invalidations += 1;
+        }
+    }
+
+    /// Apply notices; returns the vector time they carried. At a barrier, `refetch` collects
+    /// the copies worth fetching again at once (see `invalidate`).
+    pub(super) fn apply_notices(
+        &mut self,
+        info: &[u8],
+        mut refetch: Option<&mut Vec<PageId>>,
+    ) -> Option<Vec<u32>> {
+        let (their_vt, notices) = decode_sync(self.me, self.layout.nodes, info)?;
+        // Page -> whether some notice requires invalidating it (a copy a push of node `n`
+        // brought up to interval `i` or later already holds that notice's writes).
+        let mut named: BTreeMap<PageId, bool> = BTreeMap::new();
+        for ((n, i), pages) in notices {
+            if i <= self.wn.vt[usize::from(n)] || self.wn.notices.contains_key(&(n, i)) {
+                continue;
+            }
+            for p in &pages {
+                let covered = self
+                    .pages
+                    .get(p)
+                    .and_then(|s| s.pushed)
+                    .is_some_and(|(pn, pi)| pn.0 == n && i <= pi);
+                *named.entry(*p).or_insert(false) |= !covered;
+            }
+            self.wn.notices.insert((n, i), pages);
+            self.compact_notices();
+        }
+        let mut unmap = Vec::new();
+        for (p, must) in named {
+            if must {
+                self.invalidate(p, &mut unmap, refetch.as_deref_mut());
+            } else {
+                self.stats.push_kept += 1;
+            }
+        }
+        set_access_runs(&self.mem, &unmap, Access::None);
+        for (home, pages) in std::mem::take(&mut self.wn.dropped) {
+            if home != self.me {
+                self.send(home, Msg::Dropped { pages });
+            }
+        }
+        Some(their_vt)
+    }
+}
