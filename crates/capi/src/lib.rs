@@ -12,6 +12,7 @@ pub mod atomic;
 pub mod error;
 mod libatomic;
 mod modules;
+pub mod omp;
 pub mod pthread;
 pub mod pthread_mutex;
 pub mod pthread_once_key;
