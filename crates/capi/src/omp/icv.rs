@@ -90,7 +90,12 @@ pub fn parse_schedule(v: &str) -> Option<(u32, u64)> {
 
 /// `true`, `false`, `master`, `primary`, `close`, `spread` (first item of a list).
 pub fn parse_bind(v: &str) -> Option<u32> {
-    let first = v.split(',').next().unwrap_or("").trim().to_ascii_lowercase();
+    let first = v
+        .split(',')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     Some(match first.as_str() {
         "false" => BIND_FALSE,
         "true" => BIND_TRUE,
@@ -154,7 +159,11 @@ fn read_defaults() -> Defaults {
                 icv.sched_kind = k;
                 icv.sched_chunk = c;
             }
-            None => warn("OMP_SCHEDULE", &v, "use static, dynamic, guided or auto[,chunk]"),
+            None => warn(
+                "OMP_SCHEDULE",
+                &v,
+                "use static, dynamic, guided or auto[,chunk]",
+            ),
         }
     }
     if let Some(v) = get("OMP_DYNAMIC") {
@@ -179,7 +188,11 @@ fn read_defaults() -> Defaults {
     if let Some(v) = get("OMP_PROC_BIND") {
         match parse_bind(&v) {
             Some(b) => icv.bind = b,
-            None => warn("OMP_PROC_BIND", &v, "use spread, close, master, true or false"),
+            None => warn(
+                "OMP_PROC_BIND",
+                &v,
+                "use spread, close, master, true or false",
+            ),
         }
     }
     let stack = match get("OMP_STACKSIZE") {
@@ -190,10 +203,15 @@ fn read_defaults() -> Defaults {
         None => 0,
     };
     let thread_limit = match get("OMP_THREAD_LIMIT") {
-        Some(v) => v.trim().parse::<u32>().ok().filter(|&n| n > 0).unwrap_or_else(|| {
-            warn("OMP_THREAD_LIMIT", &v, "not a positive number");
-            u32::MAX
-        }),
+        Some(v) => v
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| {
+                warn("OMP_THREAD_LIMIT", &v, "not a positive number");
+                u32::MAX
+            }),
         None => u32::MAX,
     };
     Defaults {
@@ -530,7 +548,10 @@ mod tests {
     fn environment_syntax() {
         assert_eq!(parse_schedule("dynamic,4"), Some((SCHED_DYNAMIC, 4)));
         assert_eq!(parse_schedule(" Guided "), Some((SCHED_GUIDED, 0)));
-        assert_eq!(parse_schedule("monotonic:static, 3"), Some((SCHED_STATIC, 3)));
+        assert_eq!(
+            parse_schedule("monotonic:static, 3"),
+            Some((SCHED_STATIC, 3))
+        );
         assert_eq!(parse_schedule("fast"), None);
         assert_eq!(parse_schedule("dynamic,0"), None);
         assert_eq!(parse_bind("spread,close"), Some(BIND_SPREAD));

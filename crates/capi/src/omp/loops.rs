@@ -69,10 +69,10 @@ pub fn count_long(start: i64, end: i64, incr: i64) -> u64 {
 pub fn count_ull(up: bool, start: u64, end: u64, incr: u64) -> u64 {
     let (s, e) = (u128::from(start), u128::from(end));
     if up && e > s && incr > 0 {
-        ((e - s + u128::from(incr) - 1) / u128::from(incr)) as u64
+        (e - s).div_ceil(u128::from(incr)) as u64
     } else if !up && s > e && incr != 0 {
         let d = u128::from(incr.wrapping_neg());
-        ((s - e + d - 1) / d) as u64
+        (s - e).div_ceil(d) as u64
     } else {
         0
     }
@@ -92,7 +92,14 @@ fn resolve(sched: u32, chunk: u64) -> (u32, u64) {
 }
 
 /// Enter a loop (call through `run`).
-fn begin(sched: u32, start: u64, incr: u64, n: u64, chunk: u64, ordered: bool) -> Result<(), CapiError> {
+fn begin(
+    sched: u32,
+    start: u64,
+    incr: u64,
+    n: u64,
+    chunk: u64,
+    ordered: bool,
+) -> Result<(), CapiError> {
     let (kind, chunk) = resolve(sched, chunk);
     let (team, active) = icv::with(|f| (f.team, f.lp.active));
     if active {
@@ -135,7 +142,12 @@ fn ordered_ids(team: usize) -> (LockId, CondId) {
 fn ordered_next(team: usize, ws: u64) -> u64 {
     let o = &desc(team).ordered[(ws % SLOTS) as usize];
     // SAFETY: reading the descriptor's words (live, under the ordered lock).
-    let (tag, next) = unsafe { (std::ptr::read_volatile(&o[0]), std::ptr::read_volatile(&o[1])) };
+    let (tag, next) = unsafe {
+        (
+            std::ptr::read_volatile(&o[0]),
+            std::ptr::read_volatile(&o[1]),
+        )
+    };
     if tag == ws + 1 {
         next
     } else {
@@ -174,7 +186,8 @@ fn ordered_pass(team: usize, lp: &mut LoopState) -> Result<(), CapiError> {
 
 /// The next chunk of the calling thread's loop as iteration numbers (call through `run`).
 fn next_chunk() -> Result<Option<(u64, u64)>, CapiError> {
-    let (team, tid, nth, mut lp) = icv::with(|f| (f.team, u64::from(f.tid), u64::from(f.nthreads), f.lp));
+    let (team, tid, nth, mut lp) =
+        icv::with(|f| (f.team, u64::from(f.tid), u64::from(f.nthreads), f.lp));
     if !lp.active {
         return Err(CapiError::Invalid {
             call: "GOMP_loop_*_next",
@@ -204,7 +217,11 @@ fn next_chunk() -> Result<Option<(u64, u64)>, CapiError> {
         }
         (_, 0, _) | (_, _, None) => {
             let lo = lp.trip;
-            let size = if lp.kind == SCHED_GUIDED { n - lo.min(n) } else { lp.chunk };
+            let size = if lp.kind == SCHED_GUIDED {
+                n - lo.min(n)
+            } else {
+                lp.chunk
+            };
             let hi = lo.saturating_add(size.max(1)).min(n);
             lp.trip = hi;
             (lo < n).then_some((lo, hi))
@@ -223,7 +240,13 @@ fn next_chunk() -> Result<Option<(u64, u64)>, CapiError> {
                 }
                 let left = n - cur;
                 let q = left.div_ceil(nth).max(lp.chunk).min(left);
-                let seen = word(at, AtomicOp::CompareSwap { expected: cur, new: cur + q })?;
+                let seen = word(
+                    at,
+                    AtomicOp::CompareSwap {
+                        expected: cur,
+                        new: cur + q,
+                    },
+                )?;
                 if seen == cur {
                     break Some((cur, cur + q));
                 }
@@ -314,7 +337,14 @@ unsafe fn long_start(
 ) -> bool {
     let r = run(call, || {
         let n = count_long(start, end, incr);
-        begin(sched, start as u64, incr as u64, n, chunk.max(0) as u64, ordered)?;
+        begin(
+            sched,
+            start as u64,
+            incr as u64,
+            n,
+            chunk.max(0) as u64,
+            ordered,
+        )?;
         if istart.is_null() {
             return Ok(None);
         }
@@ -383,7 +413,19 @@ macro_rules! long_loop {
             iend: *mut c_long,
         ) -> bool {
             // SAFETY: per the contract.
-            unsafe { long_start(stringify!($start), $sched, $ordered, start, end, incr, chunk, istart, iend) }
+            unsafe {
+                long_start(
+                    stringify!($start),
+                    $sched,
+                    $ordered,
+                    start,
+                    end,
+                    incr,
+                    chunk,
+                    istart,
+                    iend,
+                )
+            }
         }
         /// # Safety
         /// `istart` and `iend` are valid pointers (the libgomp ABI).
@@ -408,7 +450,19 @@ macro_rules! long_runtime_loop {
             iend: *mut c_long,
         ) -> bool {
             // SAFETY: per the contract.
-            unsafe { long_start(stringify!($start), SCHED_RUNTIME, $ordered, start, end, incr, 0, istart, iend) }
+            unsafe {
+                long_start(
+                    stringify!($start),
+                    SCHED_RUNTIME,
+                    $ordered,
+                    start,
+                    end,
+                    incr,
+                    0,
+                    istart,
+                    iend,
+                )
+            }
         }
         /// # Safety
         /// `istart` and `iend` are valid pointers (the libgomp ABI).
@@ -435,7 +489,20 @@ macro_rules! ull_loop {
             iend: *mut c_ulonglong,
         ) -> bool {
             // SAFETY: per the contract.
-            unsafe { ull_start(stringify!($start), $sched, $ordered, up, start, end, incr, chunk, istart, iend) }
+            unsafe {
+                ull_start(
+                    stringify!($start),
+                    $sched,
+                    $ordered,
+                    up,
+                    start,
+                    end,
+                    incr,
+                    chunk,
+                    istart,
+                    iend,
+                )
+            }
         }
         /// # Safety
         /// `istart` and `iend` are valid pointers (the libgomp ABI).
@@ -461,7 +528,20 @@ macro_rules! ull_runtime_loop {
             iend: *mut c_ulonglong,
         ) -> bool {
             // SAFETY: per the contract.
-            unsafe { ull_start(stringify!($start), SCHED_RUNTIME, $ordered, up, start, end, incr, 0, istart, iend) }
+            unsafe {
+                ull_start(
+                    stringify!($start),
+                    SCHED_RUNTIME,
+                    $ordered,
+                    up,
+                    start,
+                    end,
+                    incr,
+                    0,
+                    istart,
+                    iend,
+                )
+            }
         }
         /// # Safety
         /// `istart` and `iend` are valid pointers (the libgomp ABI).
@@ -473,31 +553,139 @@ macro_rules! ull_runtime_loop {
     };
 }
 
-long_loop!(GOMP_loop_static_start, GOMP_loop_static_next, SCHED_STATIC, false);
-long_loop!(GOMP_loop_dynamic_start, GOMP_loop_dynamic_next, SCHED_DYNAMIC, false);
-long_loop!(GOMP_loop_guided_start, GOMP_loop_guided_next, SCHED_GUIDED, false);
-long_loop!(GOMP_loop_nonmonotonic_dynamic_start, GOMP_loop_nonmonotonic_dynamic_next, SCHED_DYNAMIC, false);
-long_loop!(GOMP_loop_nonmonotonic_guided_start, GOMP_loop_nonmonotonic_guided_next, SCHED_GUIDED, false);
+long_loop!(
+    GOMP_loop_static_start,
+    GOMP_loop_static_next,
+    SCHED_STATIC,
+    false
+);
+long_loop!(
+    GOMP_loop_dynamic_start,
+    GOMP_loop_dynamic_next,
+    SCHED_DYNAMIC,
+    false
+);
+long_loop!(
+    GOMP_loop_guided_start,
+    GOMP_loop_guided_next,
+    SCHED_GUIDED,
+    false
+);
+long_loop!(
+    GOMP_loop_nonmonotonic_dynamic_start,
+    GOMP_loop_nonmonotonic_dynamic_next,
+    SCHED_DYNAMIC,
+    false
+);
+long_loop!(
+    GOMP_loop_nonmonotonic_guided_start,
+    GOMP_loop_nonmonotonic_guided_next,
+    SCHED_GUIDED,
+    false
+);
 long_runtime_loop!(GOMP_loop_runtime_start, GOMP_loop_runtime_next, false);
-long_runtime_loop!(GOMP_loop_nonmonotonic_runtime_start, GOMP_loop_nonmonotonic_runtime_next, false);
-long_runtime_loop!(GOMP_loop_maybe_nonmonotonic_runtime_start, GOMP_loop_maybe_nonmonotonic_runtime_next, false);
-long_loop!(GOMP_loop_ordered_static_start, GOMP_loop_ordered_static_next, SCHED_STATIC, true);
-long_loop!(GOMP_loop_ordered_dynamic_start, GOMP_loop_ordered_dynamic_next, SCHED_DYNAMIC, true);
-long_loop!(GOMP_loop_ordered_guided_start, GOMP_loop_ordered_guided_next, SCHED_GUIDED, true);
-long_runtime_loop!(GOMP_loop_ordered_runtime_start, GOMP_loop_ordered_runtime_next, true);
+long_runtime_loop!(
+    GOMP_loop_nonmonotonic_runtime_start,
+    GOMP_loop_nonmonotonic_runtime_next,
+    false
+);
+long_runtime_loop!(
+    GOMP_loop_maybe_nonmonotonic_runtime_start,
+    GOMP_loop_maybe_nonmonotonic_runtime_next,
+    false
+);
+long_loop!(
+    GOMP_loop_ordered_static_start,
+    GOMP_loop_ordered_static_next,
+    SCHED_STATIC,
+    true
+);
+long_loop!(
+    GOMP_loop_ordered_dynamic_start,
+    GOMP_loop_ordered_dynamic_next,
+    SCHED_DYNAMIC,
+    true
+);
+long_loop!(
+    GOMP_loop_ordered_guided_start,
+    GOMP_loop_ordered_guided_next,
+    SCHED_GUIDED,
+    true
+);
+long_runtime_loop!(
+    GOMP_loop_ordered_runtime_start,
+    GOMP_loop_ordered_runtime_next,
+    true
+);
 
-ull_loop!(GOMP_loop_ull_static_start, GOMP_loop_ull_static_next, SCHED_STATIC, false);
-ull_loop!(GOMP_loop_ull_dynamic_start, GOMP_loop_ull_dynamic_next, SCHED_DYNAMIC, false);
-ull_loop!(GOMP_loop_ull_guided_start, GOMP_loop_ull_guided_next, SCHED_GUIDED, false);
-ull_loop!(GOMP_loop_ull_nonmonotonic_dynamic_start, GOMP_loop_ull_nonmonotonic_dynamic_next, SCHED_DYNAMIC, false);
-ull_loop!(GOMP_loop_ull_nonmonotonic_guided_start, GOMP_loop_ull_nonmonotonic_guided_next, SCHED_GUIDED, false);
-ull_runtime_loop!(GOMP_loop_ull_runtime_start, GOMP_loop_ull_runtime_next, false);
-ull_runtime_loop!(GOMP_loop_ull_nonmonotonic_runtime_start, GOMP_loop_ull_nonmonotonic_runtime_next, false);
-ull_runtime_loop!(GOMP_loop_ull_maybe_nonmonotonic_runtime_start, GOMP_loop_ull_maybe_nonmonotonic_runtime_next, false);
-ull_loop!(GOMP_loop_ull_ordered_static_start, GOMP_loop_ull_ordered_static_next, SCHED_STATIC, true);
-ull_loop!(GOMP_loop_ull_ordered_dynamic_start, GOMP_loop_ull_ordered_dynamic_next, SCHED_DYNAMIC, true);
-ull_loop!(GOMP_loop_ull_ordered_guided_start, GOMP_loop_ull_ordered_guided_next, SCHED_GUIDED, true);
-ull_runtime_loop!(GOMP_loop_ull_ordered_runtime_start, GOMP_loop_ull_ordered_runtime_next, true);
+ull_loop!(
+    GOMP_loop_ull_static_start,
+    GOMP_loop_ull_static_next,
+    SCHED_STATIC,
+    false
+);
+ull_loop!(
+    GOMP_loop_ull_dynamic_start,
+    GOMP_loop_ull_dynamic_next,
+    SCHED_DYNAMIC,
+    false
+);
+ull_loop!(
+    GOMP_loop_ull_guided_start,
+    GOMP_loop_ull_guided_next,
+    SCHED_GUIDED,
+    false
+);
+ull_loop!(
+    GOMP_loop_ull_nonmonotonic_dynamic_start,
+    GOMP_loop_ull_nonmonotonic_dynamic_next,
+    SCHED_DYNAMIC,
+    false
+);
+ull_loop!(
+    GOMP_loop_ull_nonmonotonic_guided_start,
+    GOMP_loop_ull_nonmonotonic_guided_next,
+    SCHED_GUIDED,
+    false
+);
+ull_runtime_loop!(
+    GOMP_loop_ull_runtime_start,
+    GOMP_loop_ull_runtime_next,
+    false
+);
+ull_runtime_loop!(
+    GOMP_loop_ull_nonmonotonic_runtime_start,
+    GOMP_loop_ull_nonmonotonic_runtime_next,
+    false
+);
+ull_runtime_loop!(
+    GOMP_loop_ull_maybe_nonmonotonic_runtime_start,
+    GOMP_loop_ull_maybe_nonmonotonic_runtime_next,
+    false
+);
+ull_loop!(
+    GOMP_loop_ull_ordered_static_start,
+    GOMP_loop_ull_ordered_static_next,
+    SCHED_STATIC,
+    true
+);
+ull_loop!(
+    GOMP_loop_ull_ordered_dynamic_start,
+    GOMP_loop_ull_ordered_dynamic_next,
+    SCHED_DYNAMIC,
+    true
+);
+ull_loop!(
+    GOMP_loop_ull_ordered_guided_start,
+    GOMP_loop_ull_ordered_guided_next,
+    SCHED_GUIDED,
+    true
+);
+ull_runtime_loop!(
+    GOMP_loop_ull_ordered_runtime_start,
+    GOMP_loop_ull_ordered_runtime_next,
+    true
+);
 
 /// Refuse the task-reduction and `lastprivate(conditional)`/scan memory of the GCC 9+
 /// generic loop starts.
@@ -506,7 +694,10 @@ fn no_extras(call: &str, reductions: *mut usize, mem: *mut *mut c_void) {
         refuse(call, "a task reduction on a worksharing construct");
     }
     if !mem.is_null() {
-        refuse(call, "lastprivate(conditional:) or scan on a worksharing construct");
+        refuse(
+            call,
+            "lastprivate(conditional:) or scan on a worksharing construct",
+        );
     }
 }
 
@@ -529,7 +720,19 @@ pub unsafe extern "C" fn GOMP_loop_start(
 ) -> bool {
     no_extras("GOMP_loop_start", reductions, mem);
     // SAFETY: per the contract.
-    unsafe { long_start("GOMP_loop_start", sched as u32, false, start, end, incr, chunk, istart, iend) }
+    unsafe {
+        long_start(
+            "GOMP_loop_start",
+            sched as u32,
+            false,
+            start,
+            end,
+            incr,
+            chunk,
+            istart,
+            iend,
+        )
+    }
 }
 
 /// # Safety
@@ -549,7 +752,19 @@ pub unsafe extern "C" fn GOMP_loop_ordered_start(
 ) -> bool {
     no_extras("GOMP_loop_ordered_start", reductions, mem);
     // SAFETY: per the contract.
-    unsafe { long_start("GOMP_loop_ordered_start", sched as u32, true, start, end, incr, chunk, istart, iend) }
+    unsafe {
+        long_start(
+            "GOMP_loop_ordered_start",
+            sched as u32,
+            true,
+            start,
+            end,
+            incr,
+            chunk,
+            istart,
+            iend,
+        )
+    }
 }
 
 /// # Safety
@@ -570,7 +785,20 @@ pub unsafe extern "C" fn GOMP_loop_ull_start(
 ) -> bool {
     no_extras("GOMP_loop_ull_start", reductions, mem);
     // SAFETY: per the contract.
-    unsafe { ull_start("GOMP_loop_ull_start", sched as u32, false, up, start, end, incr, chunk, istart, iend) }
+    unsafe {
+        ull_start(
+            "GOMP_loop_ull_start",
+            sched as u32,
+            false,
+            up,
+            start,
+            end,
+            incr,
+            chunk,
+            istart,
+            iend,
+        )
+    }
 }
 
 /// # Safety
@@ -591,7 +819,20 @@ pub unsafe extern "C" fn GOMP_loop_ull_ordered_start(
 ) -> bool {
     no_extras("GOMP_loop_ull_ordered_start", reductions, mem);
     // SAFETY: per the contract.
-    unsafe { ull_start("GOMP_loop_ull_ordered_start", sched as u32, true, up, start, end, incr, chunk, istart, iend) }
+    unsafe {
+        ull_start(
+            "GOMP_loop_ull_ordered_start",
+            sched as u32,
+            true,
+            up,
+            start,
+            end,
+            incr,
+            chunk,
+            istart,
+            iend,
+        )
+    }
 }
 
 /// The end of a worksharing loop, with its implicit barrier.
@@ -633,7 +874,11 @@ unsafe fn parallel_loop(
     flags: c_uint,
 ) {
     let Some(func) = func else { return };
-    let (sched, chunk) = if sched == SCHED_RUNTIME { resolve(sched, 0) } else { (sched, chunk.max(0) as u64) };
+    let (sched, chunk) = if sched == SCHED_RUNTIME {
+        resolve(sched, 0)
+    } else {
+        (sched, chunk.max(0) as u64)
+    };
     let ws0 = Ws0 {
         kind: 1,
         sched,
@@ -665,7 +910,20 @@ macro_rules! parallel_loop {
             flags: c_uint,
         ) {
             // SAFETY: per the contract.
-            unsafe { parallel_loop(stringify!($name), func, data, num_threads, $sched, start, end, incr, chunk, flags) }
+            unsafe {
+                parallel_loop(
+                    stringify!($name),
+                    func,
+                    data,
+                    num_threads,
+                    $sched,
+                    start,
+                    end,
+                    incr,
+                    chunk,
+                    flags,
+                )
+            }
         }
     };
 }
@@ -685,7 +943,20 @@ macro_rules! parallel_runtime_loop {
             flags: c_uint,
         ) {
             // SAFETY: per the contract.
-            unsafe { parallel_loop(stringify!($name), func, data, num_threads, SCHED_RUNTIME, start, end, incr, 0, flags) }
+            unsafe {
+                parallel_loop(
+                    stringify!($name),
+                    func,
+                    data,
+                    num_threads,
+                    SCHED_RUNTIME,
+                    start,
+                    end,
+                    incr,
+                    0,
+                    flags,
+                )
+            }
         }
     };
 }
@@ -772,7 +1043,14 @@ pub unsafe extern "C" fn GOMP_parallel_sections(
         n: u64::from(count),
         chunk: 1,
     };
-    team::begin("GOMP_parallel_sections", func, data, num_threads, flags, ws0);
+    team::begin(
+        "GOMP_parallel_sections",
+        func,
+        data,
+        num_threads,
+        flags,
+        ws0,
+    );
     // SAFETY: per the contract.
     unsafe { func(data) };
     team::end("GOMP_parallel_sections");

@@ -92,7 +92,10 @@ fn single_elect(call: &'static str) -> bool {
             // The last one in resets the slot (ws_leave counted in `next` already).
             super::word(team::slot_word(team, ws, 1), AtomicOp::Swap(0))?;
             super::word(team::slot_word(team, ws, 2), AtomicOp::Swap(0))?;
-            super::word(team::slot_word(team, ws, 0), AtomicOp::Swap(ws / team::SLOTS + 1))?;
+            super::word(
+                team::slot_word(team, ws, 0),
+                AtomicOp::Swap(ws / team::SLOTS + 1),
+            )?;
         }
         Ok(seen == 0)
     })
@@ -163,7 +166,9 @@ pub extern "C" fn omp_init_lock_with_hint(l: *mut c_void, _hint: c_int) {
 #[no_mangle]
 pub extern "C" fn omp_destroy_lock(l: *mut c_void) {
     need("omp_destroy_lock", l);
-    run("omp_destroy_lock", || Ok(node_ref()?.lock_destroy(lock_id(l))?))
+    run("omp_destroy_lock", || {
+        Ok(node_ref()?.lock_destroy(lock_id(l))?)
+    })
 }
 
 #[no_mangle]
@@ -181,7 +186,9 @@ pub extern "C" fn omp_unset_lock(l: *mut c_void) {
 #[no_mangle]
 pub extern "C" fn omp_test_lock(l: *mut c_void) -> c_int {
     need("omp_test_lock", l);
-    run("omp_test_lock", || Ok(c_int::from(node_ref()?.trylock(lock_id(l))?)))
+    run("omp_test_lock", || {
+        Ok(c_int::from(node_ref()?.trylock(lock_id(l))?))
+    })
 }
 
 #[no_mangle]
@@ -247,7 +254,12 @@ pub extern "C" fn omp_unset_nest_lock(l: *mut c_void) {
 pub extern "C" fn omp_test_nest_lock(l: *mut c_void) -> c_int {
     need("omp_test_nest_lock", l);
     let d = depth(l);
-    if d == 0 && run("omp_test_nest_lock", || Ok(node_ref()?.trylock(lock_id(l))?)) {
+    if d == 0
+        && run(
+            "omp_test_nest_lock",
+            || Ok(node_ref()?.trylock(lock_id(l))?),
+        )
+    {
         set_depth(l, 1);
         return 1;
     }

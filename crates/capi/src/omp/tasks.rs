@@ -37,6 +37,7 @@ const INLINE: usize = 1024;
 /// # Safety
 /// `func`, `cpyfn` and `data` are what gcc passes to `GOMP_task`.
 #[inline(never)]
+#[allow(clippy::too_many_arguments)]
 unsafe fn run_copy(
     call: &'static str,
     func: TaskFn,
@@ -55,7 +56,11 @@ unsafe fn run_copy(
         (p.next_multiple_of(align) as *mut c_void, None)
     } else {
         let p = run(call, || {
-            Ok(node_ref()?.alloc_with(size.max(1), align.next_power_of_two(), node_ref()?.default_placement())?)
+            Ok(node_ref()?.alloc_with(
+                size.max(1),
+                align.next_power_of_two(),
+                node_ref()?.default_placement(),
+            )?)
         });
         (p.cast::<c_void>(), Some(p))
     };
@@ -63,7 +68,9 @@ unsafe fn run_copy(
         // SAFETY: gcc's copy function from `data` into a buffer of `size` bytes.
         Some(c) => unsafe { c(buf, data) },
         // SAFETY: `data` has `size` bytes; `buf` has room for them.
-        None if size > 0 => unsafe { std::ptr::copy_nonoverlapping(data.cast::<u8>(), buf.cast::<u8>(), size) },
+        None if size > 0 => unsafe {
+            std::ptr::copy_nonoverlapping(data.cast::<u8>(), buf.cast::<u8>(), size)
+        },
         None => {}
     }
     prepare(buf);
@@ -105,7 +112,18 @@ pub unsafe extern "C" fn GOMP_task(
     let Some(func) = func else { return };
     let (size, align) = (arg_size.max(0) as usize, arg_align.max(1) as usize);
     // SAFETY: per the contract.
-    unsafe { run_copy("GOMP_task", func, data, cpyfn, size, align, flags & FLAG_FINAL != 0, |_| {}) }
+    unsafe {
+        run_copy(
+            "GOMP_task",
+            func,
+            data,
+            cpyfn,
+            size,
+            align,
+            flags & FLAG_FINAL != 0,
+            |_| {},
+        )
+    }
 }
 
 /// `#pragma omp taskloop` over `start..end` by `step` (signed): one task runs the whole range
@@ -142,7 +160,18 @@ pub unsafe extern "C" fn GOMP_taskloop(
         }
     };
     // SAFETY: per the contract.
-    unsafe { run_copy("GOMP_taskloop", func, data, cpyfn, size, align, flags & FLAG_FINAL != 0, set) }
+    unsafe {
+        run_copy(
+            "GOMP_taskloop",
+            func,
+            data,
+            cpyfn,
+            size,
+            align,
+            flags & FLAG_FINAL != 0,
+            set,
+        )
+    }
 }
 
 /// The unsigned form of [`GOMP_taskloop`] (`flags` has `GOMP_TASK_FLAG_UP` for an up-count).
@@ -179,7 +208,18 @@ pub unsafe extern "C" fn GOMP_taskloop_ull(
         }
     };
     // SAFETY: per the contract.
-    unsafe { run_copy("GOMP_taskloop_ull", func, data, cpyfn, size, align, flags & FLAG_FINAL != 0, set) }
+    unsafe {
+        run_copy(
+            "GOMP_taskloop_ull",
+            func,
+            data,
+            cpyfn,
+            size,
+            align,
+            flags & FLAG_FINAL != 0,
+            set,
+        )
+    }
 }
 
 /// Every child task is complete already.

@@ -124,7 +124,14 @@ fn team_size(parent: &Frame, requested: u32) -> u32 {
 
 /// Open a region run by `func(data)`: push the calling thread's frame (thread 0) and start
 /// the other threads. The caller then runs `func(data)` and calls [`end`].
-pub fn begin(call: &'static str, func: RegionFn, data: *mut c_void, requested: u32, flags: u32, ws0: Ws0) {
+pub fn begin(
+    call: &'static str,
+    func: RegionFn,
+    data: *mut c_void,
+    requested: u32,
+    flags: u32,
+    ws0: Ws0,
+) {
     run(call, || {
         let parent = icv::current();
         let n = team_size(&parent, requested);
@@ -169,7 +176,9 @@ fn start_threads(
     let node = node_ref()?;
     let n = frame.nthreads;
     if frame.level as usize > MAX_LEVELS {
-        return Err(CapiError::Unsupported("more than 16 levels of nested parallel regions"));
+        return Err(CapiError::Unsupported(
+            "more than 16 levels of nested parallel regions",
+        ));
     }
     let bytes = std::mem::size_of::<Desc>() + n as usize * std::mem::size_of::<Member>();
     let team = node.calloc(1, bytes)? as usize;
@@ -178,7 +187,10 @@ fn start_threads(
     let (module, offset) =
         crate::modules::encode_cached(func as usize).ok_or_else(|| CapiError::Invalid {
             call: "GOMP_parallel",
-            why: format!("the region's function {:#x} is in no loaded module", func as usize),
+            why: format!(
+                "the region's function {:#x} is in no loaded module",
+                func as usize
+            ),
         })?;
     d.func_module = module;
     d.func_offset = offset;
@@ -198,14 +210,23 @@ fn start_threads(
     d.ws0 = ws0;
     d.slots = slots;
     let members = (team + std::mem::size_of::<Desc>()) as *mut Member;
-    let bind = if icv.bind == BIND_TRUE { icv::BIND_SPREAD } else { icv.bind };
+    let bind = if icv.bind == BIND_TRUE {
+        icv::BIND_SPREAD
+    } else {
+        icv.bind
+    };
     let stack = icv::defaults().stack;
     let mut workers = Vec::with_capacity(n as usize - 1);
     for t in 1..n {
         // SAFETY: `members` has room for n entries (allocated above).
         let m = unsafe { members.add(t as usize) };
         // SAFETY: as above.
-        unsafe { m.write(Member { desc: team, tid: t as usize }) };
+        unsafe {
+            m.write(Member {
+                desc: team,
+                tid: t as usize,
+            })
+        };
         let on = place(node.rank().0, node.size(), t, n, bind);
         let tid = node.spawn_with(Some(NodeId(on)), worker, m.cast(), stack)?;
         workers.push(tid.0);
@@ -358,7 +379,14 @@ pub unsafe extern "C" fn GOMP_parallel(
     flags: u32,
 ) {
     let Some(func) = func else { return };
-    begin("GOMP_parallel", func, data, num_threads, flags, Ws0::default());
+    begin(
+        "GOMP_parallel",
+        func,
+        data,
+        num_threads,
+        flags,
+        Ws0::default(),
+    );
     // SAFETY: per the contract; runs on the caller's (shared) stack.
     unsafe { func(data) };
     end("GOMP_parallel");
@@ -375,7 +403,14 @@ pub unsafe extern "C" fn GOMP_parallel_start(
     num_threads: u32,
 ) {
     let Some(func) = func else { return };
-    begin("GOMP_parallel_start", func, data, num_threads, 0, Ws0::default());
+    begin(
+        "GOMP_parallel_start",
+        func,
+        data,
+        num_threads,
+        0,
+        Ws0::default(),
+    );
 }
 
 #[no_mangle]
@@ -402,9 +437,13 @@ mod tests {
 
     #[test]
     fn spread_places_blocks() {
-        let nodes: Vec<u16> = (0..4).map(|t| place(0, 2, t, 4, icv::BIND_SPREAD)).collect();
+        let nodes: Vec<u16> = (0..4)
+            .map(|t| place(0, 2, t, 4, icv::BIND_SPREAD))
+            .collect();
         assert_eq!(nodes, [0, 0, 1, 1]);
-        let nodes: Vec<u16> = (0..2).map(|t| place(0, 4, t, 2, icv::BIND_SPREAD)).collect();
+        let nodes: Vec<u16> = (0..2)
+            .map(|t| place(0, 4, t, 2, icv::BIND_SPREAD))
+            .collect();
         assert_eq!(nodes, [0, 2]);
         let nodes: Vec<u16> = (0..2).map(|t| place(1, 4, t, 2, BIND_CLOSE)).collect();
         assert_eq!(nodes, [1, 2]);
