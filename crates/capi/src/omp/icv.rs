@@ -224,7 +224,8 @@ fn read_defaults() -> Defaults {
 /// The environment's values (read at the first OpenMP call of the process).
 pub fn defaults() -> &'static Defaults {
     static D: OnceLock<Defaults> = OnceLock::new();
-    D.get_or_init(read_defaults)
+    // Reading the environment allocates: on the private stack (see `crate::stack`).
+    D.get_or_init(|| crate::stack::on_private(read_defaults))
 }
 
 /// One thread's view of one team (see the module doc).
@@ -271,13 +272,28 @@ thread_local! {
     static FRAMES: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Run `f` on the calling thread's current frame.
+/// Make the implicit frame (it allocates: done on the private stack, as every allocation of
+/// Squall's code, see `crate::stack`).
+#[cold]
+fn implicit_frame() {
+    crate::stack::on_private(|| {
+        FRAMES.with(|v| {
+            let mut v = v.borrow_mut();
+            if v.is_empty() {
+                v.push(Frame::implicit());
+            }
+        })
+    })
+}
+
+/// Run `f` on the calling thread's current frame (`f` must not allocate: it may run on a
+/// shared stack).
 pub fn with<R>(f: impl FnOnce(&mut Frame) -> R) -> R {
+    if FRAMES.with(|v| v.borrow().is_empty()) {
+        implicit_frame();
+    }
     FRAMES.with(|v| {
         let mut v = v.borrow_mut();
-        if v.is_empty() {
-            v.push(Frame::implicit());
-        }
         let top = v.len() - 1;
         f(&mut v[top])
     })
@@ -338,7 +354,7 @@ pub extern "C" fn omp_get_max_threads() -> c_int {
 /// The processors of the whole job (nodes times this node's processors).
 #[no_mangle]
 pub extern "C" fn omp_get_num_procs() -> c_int {
-    job_procs().min(i32::MAX as u32) as c_int
+    crate::stack::on_private(job_procs).min(i32::MAX as u32) as c_int
 }
 
 #[no_mangle]

@@ -211,13 +211,16 @@ fn depth(l: *mut c_void) -> c_int {
 }
 
 fn set_depth(l: *mut c_void, d: c_int) {
-    NEST.with(|m| {
-        let mut m = m.borrow_mut();
-        if d == 0 {
-            m.remove(&(l as usize));
-        } else {
-            m.insert(l as usize, d);
-        }
+    // The map may allocate: on the private stack (see `crate::stack`).
+    crate::stack::on_private(|| {
+        NEST.with(|m| {
+            let mut m = m.borrow_mut();
+            if d == 0 {
+                m.remove(&(l as usize));
+            } else {
+                m.insert(l as usize, d);
+            }
+        })
     })
 }
 
