@@ -2,7 +2,7 @@
 //! against the system's libgomp (run natively) and once with `pkg-config squall-openmp` (run
 //! as a Squall job); every "ok" line of the native run must appear in the Squall run's output,
 //! and each program checks its own answers against a sequential computation.
-use super::{job_output_env, sh, Cases, Env};
+use super::{job_output_env, print_lines, sh, Cases, Env};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -103,6 +103,18 @@ pub fn add(v: &mut Cases) {
             move |env: &Env, nodes| same_as_libgomp(env, "constructs.c", &[group], nodes),
         );
     }
+    // Every group in one job: teams, slots and locks reused region after region.
+    v.at_2_and_4("openmp/constructs/all", |env: &Env, nodes| {
+        same_as_libgomp(env, "constructs.c", &["all"], nodes)
+    });
+    // What a region, a barrier, a dynamic chunk and a critical section cost (printed).
+    v.at_2_and_4("openmp/costs", |env: &Env, nodes| {
+        let exe = build(env, "costs.c", true)?;
+        let vars = [("OMP_NUM_THREADS", THREADS)];
+        let out = job_output_env(&exe, &["50"], nodes, "ok costs", &vars)?;
+        print_lines(&out, "cost ");
+        Ok(())
+    });
     for app in [
         "stencil",
         "reduce",
