@@ -535,6 +535,8 @@ pub unsafe extern "C" fn squall_pthread_main(
     };
     IS_MAIN.with(|m| m.set(true));
     let (_, exited) = st.run(main_body, std::ptr::addr_of_mut!(call).cast());
+    // main's OpenMP thread pool ends with main (not at exit: thread-locals are gone by then).
+    crate::omp::pool::shutdown_at_main_end();
     if !exited {
         return call.ret;
     }

@@ -246,6 +246,8 @@ pub struct Frame {
     pub lp: LoopState,
     /// The threads this (primary) thread started for the team, joined at its end.
     pub workers: Vec<u64>,
+    /// The pool block of an outermost region's team (0: none).
+    pub pool: usize,
     /// Inside a final task.
     pub in_final: bool,
 }
@@ -263,6 +265,7 @@ impl Frame {
             ws: 0,
             lp: LoopState::default(),
             workers: Vec::new(),
+            pool: 0,
             in_final: false,
         }
     }

@@ -19,6 +19,7 @@
 //! Owns: the OpenMP semantics. Must not touch: the runtime's internals (public `squall` API only).
 pub mod icv;
 pub mod loops;
+pub mod pool;
 pub mod sync;
 pub mod tasks;
 pub mod team;

@@ -74,6 +74,9 @@ pub struct Desc {
     ws0: Ws0,
     /// The worksharing slot block.
     pub slots: usize,
+    /// The number of the first worksharing construct of the region (a pooled team's
+    /// constructs keep counting across its regions, so its slots need no reset).
+    pub ws_base: u64,
     /// `copyprivate`: the broadcasting thread's data (written before, read after a barrier).
     pub copy: usize,
     /// Ordered loops, per slot: (construct number + 1, next iteration allowed), under the
@@ -153,10 +156,30 @@ pub fn begin(
             ws: 0,
             lp: LoopState::default(),
             workers: Vec::new(),
+            pool: 0,
             in_final: false,
         };
         if n > 1 {
-            (frame.team, frame.workers) = start_threads(&frame, func, data, icv, ws0)?;
+            let bind = if icv.bind == BIND_TRUE {
+                icv::BIND_SPREAD
+            } else {
+                icv.bind
+            };
+            if parent.level == 0 {
+                // The outermost level: a pool of threads (and one descriptor) kept between
+                // regions; worksharing constructs keep counting from the last region's.
+                let (block, team) = super::pool::prepare(n, bind)?;
+                fill_desc(team, &frame, func, data, icv, ws0)?;
+                frame.team = team;
+                frame.pool = block;
+                frame.ws = desc(team).ws_base;
+                super::pool::start_region(block, n)?;
+            } else {
+                let team = alloc_desc()?;
+                fill_desc(team, &frame, func, data, icv, ws0)?;
+                frame.team = team;
+                frame.workers = start_threads(team, n, bind)?;
+            }
         }
         icv::push(frame);
         if ws0.kind != 0 {
@@ -166,23 +189,37 @@ pub fn begin(
     })
 }
 
-fn start_threads(
+/// A zeroed team descriptor and its worksharing slots in the shared heap.
+pub fn alloc_desc() -> Result<usize, CapiError> {
+    let node = node_ref()?;
+    let team = node.calloc(1, std::mem::size_of::<Desc>())? as usize;
+    desc(team).slots = node.calloc(SLOTS as usize, SLOT_BYTES)? as usize;
+    Ok(team)
+}
+
+/// Free a descriptor from [`alloc_desc`].
+pub fn free_desc(team: usize) -> Result<(), CapiError> {
+    let node = node_ref()?;
+    node.free(desc(team).slots as *mut u8)?;
+    node.free(team as *mut u8)?;
+    Ok(())
+}
+
+/// Write what a region's threads need into its descriptor (all but the slots and `ws_base`).
+fn fill_desc(
+    team: usize,
     frame: &Frame,
     func: RegionFn,
     data: *mut c_void,
     icv: Icv,
     ws0: Ws0,
-) -> Result<(usize, Vec<u64>), CapiError> {
-    let node = node_ref()?;
+) -> Result<(), CapiError> {
     let n = frame.nthreads;
     if frame.level as usize > MAX_LEVELS {
         return Err(CapiError::Unsupported(
             "more than 16 levels of nested parallel regions",
         ));
     }
-    let bytes = std::mem::size_of::<Desc>() + n as usize * std::mem::size_of::<Member>();
-    let team = node.calloc(1, bytes)? as usize;
-    let slots = node.calloc(SLOTS as usize, SLOT_BYTES)? as usize;
     let d = desc(team);
     let (module, offset) =
         crate::modules::encode_cached(func as usize).ok_or_else(|| CapiError::Invalid {
@@ -208,15 +245,17 @@ fn start_threads(
         d.ancestors[i] = [t, s];
     }
     d.ws0 = ws0;
-    d.slots = slots;
-    let members = (team + std::mem::size_of::<Desc>()) as *mut Member;
-    let bind = if icv.bind == BIND_TRUE {
-        icv::BIND_SPREAD
-    } else {
-        icv.bind
-    };
+    Ok(())
+}
+
+/// Start threads 1..n of team `team` (nested regions), each placed by `bind`.
+fn start_threads(team: usize, n: u32, bind: u32) -> Result<Vec<u64>, CapiError> {
+    let node = node_ref()?;
+    // One record per thread: (team, thread number), in the shared heap.
+    let members = node.calloc(n as usize, std::mem::size_of::<Member>())? as *mut Member;
     let stack = icv::defaults().stack;
-    let mut workers = Vec::with_capacity(n as usize - 1);
+    let mut workers = Vec::with_capacity(n as usize);
+    workers.push(members as u64);
     for t in 1..n {
         // SAFETY: `members` has room for n entries (allocated above).
         let m = unsafe { members.add(t as usize) };
@@ -231,7 +270,7 @@ fn start_threads(
         let tid = node.spawn_with(Some(NodeId(on)), worker, m.cast(), stack)?;
         workers.push(tid.0);
     }
-    Ok((team, workers))
+    Ok(workers)
 }
 
 /// Close the region `begin` opened: leave the frame; thread 0 joins the team's threads and
@@ -247,33 +286,51 @@ pub fn end(call: &'static str) {
         if frame.team == 0 {
             return Ok(());
         }
-        for &t in &frame.workers {
-            api::join(t)?;
-        }
         let node = node_ref()?;
-        let slots = desc(frame.team).slots;
-        node.free(slots as *mut u8)?;
-        node.free(frame.team as *mut u8)?;
-        Ok(())
+        if frame.pool != 0 {
+            super::pool::end_region(frame.pool, frame.nthreads)?;
+            // Every thread entered the same constructs: the next region continues from here
+            // (written after the end barrier: a late thread of this region still reads the
+            // old value when it starts).
+            desc(frame.team).ws_base = frame.ws;
+            return Ok(());
+        }
+        if let Some((&members, threads)) = frame.workers.split_first() {
+            for &t in threads {
+                api::join(t)?;
+            }
+            node.free(members as *mut u8)?;
+        }
+        free_desc(frame.team)
     })
 }
 
-/// The body of every team thread but thread 0 (run by the pthreads layer's thread runner on
-/// a shared stack homed on its node).
+/// The body of every team thread but thread 0 of a nested region (run by the pthreads
+/// layer's thread runner on a shared stack homed on its node).
 extern "C" fn worker(arg: *mut c_void) -> *mut c_void {
-    let (func, data) = run("parallel region (thread start)", || {
-        // SAFETY: `arg` is this thread's Member in the live descriptor block.
+    let (team, tid) = run("parallel region (thread start)", || {
+        // SAFETY: `arg` is this thread's Member record, alive until the region's end.
         let m = unsafe { &*(arg as *const Member) };
-        let d = desc(m.desc);
+        Ok((m.desc, m.tid as u32))
+    });
+    member(team, tid);
+    std::ptr::null_mut()
+}
+
+/// Take part in the region of team `team` as thread `tid` (not 0): enter its frame, run the
+/// region's function, leave.
+pub fn member(team: usize, tid: u32) {
+    let (func, data) = run("parallel region (thread start)", || {
+        let d = desc(team);
         let n = d.nthreads;
         let mut ancestors: Vec<(u32, u32)> = d.ancestors[..d.level as usize - 1]
             .iter()
             .map(|a| (a[0], a[1]))
             .collect();
-        ancestors.push((m.tid as u32, n));
+        ancestors.push((tid, n));
         icv::push(Frame {
-            team: m.desc,
-            tid: m.tid as u32,
+            team,
+            tid,
             nthreads: n,
             level: d.level,
             active_level: d.active_level,
@@ -286,9 +343,10 @@ extern "C" fn worker(arg: *mut c_void) -> *mut c_void {
                 max_active: d.icv_max_active,
                 bind: d.icv_bind,
             },
-            ws: 0,
+            ws: d.ws_base,
             lp: LoopState::default(),
             workers: Vec::new(),
+            pool: 0,
             in_final: false,
         });
         let ws0 = d.ws0;
@@ -303,15 +361,14 @@ extern "C" fn worker(arg: *mut c_void) -> *mut c_void {
         })?;
         Ok((func, d.data))
     });
-    // SAFETY: the program's outlined function (the same address on every node) and its data.
+    // SAFETY: the program's outlined function (found in this node's copy of its module).
     let func: RegionFn = unsafe { std::mem::transmute::<usize, RegionFn>(func) };
-    // SAFETY: as above.
+    // SAFETY: the region's function and its data (on the opener's shared stack).
     unsafe { func(data as *mut c_void) };
     run("parallel region (thread end)", || {
         icv::pop();
         Ok(())
     });
-    std::ptr::null_mut()
 }
 
 /// A barrier of the calling thread's team (no-op in a team of one). Every arrival is a
