@@ -336,7 +336,7 @@ fn detached() -> std::sync::MutexGuard<'static, std::collections::HashSet<u64>> 
 
 thread_local! {
     /// This thread runs the program's `main` (through `squall_pthread_main`).
-    static IS_MAIN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    pub(crate) static IS_MAIN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 fn lock_list(m: &Mutex<Vec<u64>>) -> std::sync::MutexGuard<'_, Vec<u64>> {

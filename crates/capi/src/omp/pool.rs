@@ -2,9 +2,9 @@
 //! stay alive between regions and wait in a Squall barrier for the next one, so a region's
 //! start and end are one barrier each instead of n−1 thread creations and joins.
 //!
-//! The pool belongs to the thread that opens the regions (usually main) and is kept while
-//! successive regions ask for the same team size and placement (another size ends it and
-//! starts a new one). Its block in the shared heap holds the current team descriptor's
+//! Only main's outermost regions use it (regions opened by other threads, and nested ones,
+//! start and join their threads each time); it is kept while successive regions ask for the
+//! same team size and placement (another size ends it and starts a new one). Its block in the shared heap holds the current team descriptor's
 //! address and the thread records. Region start: the opener writes the descriptor and its
 //! address, then arrives at the pool's start barrier (a release; the threads' departures are
 //! acquires, so the region's data is visible to them); region end: everyone arrives at the

@@ -165,9 +165,10 @@ pub fn begin(
             } else {
                 icv.bind
             };
-            if parent.level == 0 {
-                // The outermost level: a pool of threads (and one descriptor) kept between
-                // regions; worksharing constructs keep counting from the last region's.
+            if parent.level == 0 && crate::pthread::IS_MAIN.with(std::cell::Cell::get) {
+                // main's outermost regions: a pool of threads (and one descriptor) kept
+                // between regions, ended when main returns; worksharing constructs keep
+                // counting from the last region's.
                 let (block, team) = super::pool::prepare(n, bind)?;
                 fill_desc(team, &frame, func, data, icv, ws0)?;
                 frame.team = team;
