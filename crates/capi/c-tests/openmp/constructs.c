@@ -1,7 +1,7 @@
 /* Every OpenMP construct gcc lowers to the libgomp ABI, written the way OpenMP users write
  * them (plain globals, stack arrays, pragmas), each checked against the same computation done
  * sequentially. Usage: constructs GROUP [...], GROUP one of parallel, loops, sync, single,
- * tasks, api (or all). Prints "ok GROUP ..." lines whose values are the same under any correct
+ * tasks, api, nested (or all). Prints "ok GROUP ..." lines whose values are the same under any correct
  * OpenMP runtime with the same OMP_NUM_THREADS (the harness compares them with libgomp's). */
 #include <omp.h>
 #include <stdio.h>
@@ -309,6 +309,36 @@ static void group_single(void)
     printf("ok single singles=%d copy=%ld sections=%d\n", singles, bcast_sum / nt, psec[0] + psec[1] + psec[2] + psec[3]);
 }
 
+/* Active nested parallelism (max active levels 2): inner teams are started by threads of
+ * the outer team, on whatever node those run. */
+static void group_nested(void)
+{
+    omp_set_max_active_levels(2);
+    int cell[4][4];
+    memset(cell, 0, sizeof cell);
+    long total = 0;
+    #pragma omp parallel num_threads(2) reduction(+:total)
+    {
+        int outer = omp_get_thread_num();
+        long inner_sum = 0;
+        #pragma omp parallel num_threads(3) reduction(+:inner_sum)
+        {
+            int me = omp_get_thread_num();
+            cell[outer][me] = 1 + omp_get_ancestor_thread_num(1) * 10 + omp_get_level() * 100 +
+                              omp_get_active_level() * 1000 + omp_get_team_size(2) * 10000;
+            #pragma omp for schedule(dynamic)
+            for (int i = 0; i < 30; i++) inner_sum += i;
+        }
+        total += inner_sum;
+    }
+    omp_set_max_active_levels(1);
+    int ok = total == 2 * 435;
+    for (int o = 0; o < 2; o++)
+        for (int t = 0; t < 3; t++) ok &= cell[o][t] == 1 + o * 10 + 200 + 2000 + 30000;
+    check(ok, "nested: active nested teams");
+    printf("ok nested total=%ld cell=%d\n", total, cell[1][2]);
+}
+
 static long fib_seq(int n) { return n < 2 ? n : fib_seq(n - 1) + fib_seq(n - 2); }
 
 static long fib_task(int n)
@@ -434,5 +464,6 @@ int main(int argc, char **argv)
     if (all || !strcmp(g, "single")) group_single();
     if (all || !strcmp(g, "tasks")) group_tasks(argc > 2 ? atoi(argv[2]) : 40);
     if (all || !strcmp(g, "api")) group_api();
+    if (all || !strcmp(g, "nested")) group_nested();
     return failures ? 1 : 0;
 }

@@ -97,7 +97,9 @@ pub fn add(v: &mut Cases) {
         }
         Ok(())
     });
-    for group in ["parallel", "loops", "sync", "single", "tasks", "api"] {
+    for group in [
+        "parallel", "loops", "sync", "single", "tasks", "api", "nested",
+    ] {
         v.at_2_and_4(
             &format!("openmp/constructs/{group}"),
             move |env: &Env, nodes| same_as_libgomp(env, "constructs.c", &[group], nodes),
