@@ -1,5 +1,5 @@
-//! Worksharing loops (`GOMP_loop_*`, signed `long` and `unsigned long long` forms, the
-//! combined `GOMP_parallel_loop_*`), sections and `ordered`.
+//! Worksharing loops (iteration hand-out for every `GOMP_loop_*` entry point, which live in
+//! `loop_abi`), sections and `ordered`.
 //!
 //! A loop is turned into iteration numbers 0..n (iteration i is `start + i * incr`, in
 //! wrapping 64-bit arithmetic, which serves both signed and unsigned loops). `static` needs no
@@ -27,7 +27,7 @@ use squall::{AtomicOp, CondId, LockId};
 use std::ffi::{c_long, c_uint, c_ulonglong, c_void};
 
 /// `GFS_RUNTIME`: the schedule comes from the run-sched ICV.
-const SCHED_RUNTIME: u32 = 0;
+pub(super) const SCHED_RUNTIME: u32 = 0;
 
 /// The worksharing loop a thread is in.
 #[derive(Clone, Copy, Debug, Default)]
@@ -79,7 +79,7 @@ pub fn count_ull(up: bool, start: u64, end: u64, incr: u64) -> u64 {
 }
 
 /// The concrete schedule of `sched` (runtime and auto resolved) and its chunk.
-fn resolve(sched: u32, chunk: u64) -> (u32, u64) {
+pub(super) fn resolve(sched: u32, chunk: u64) -> (u32, u64) {
     let (kind, chunk) = match sched & !SCHED_MONOTONIC {
         SCHED_RUNTIME => icv::with(|f| (f.icv.sched_kind, f.icv.sched_chunk)),
         k => (k, chunk),
@@ -268,7 +268,7 @@ fn next_chunk() -> Result<Option<(u64, u64)>, CapiError> {
 
 /// Leave the loop: pass the ordered turn on, count the thread out of the slot, then the
 /// barrier unless `nowait`.
-fn finish(call: &'static str, nowait: bool) {
+pub(super) fn finish(call: &'static str, nowait: bool) {
     run(call, || {
         let (team, nth, mut lp) = icv::with(|f| (f.team, f.nthreads, f.lp));
         if team != 0 {
@@ -305,7 +305,7 @@ unsafe fn write_bounds<T: From64>(r: Option<(u64, u64)>, istart: *mut T, iend: *
 }
 
 /// The loop variable types of the ABI, from their 64-bit two's complement bits.
-trait From64 {
+pub(super) trait From64 {
     fn from64(v: u64) -> Self;
 }
 impl From64 for c_long {
@@ -324,7 +324,7 @@ impl From64 for c_ulonglong {
 /// # Safety
 /// `istart`/`iend` are valid or null.
 #[allow(clippy::too_many_arguments)]
-unsafe fn long_start(
+pub(super) unsafe fn long_start(
     call: &'static str,
     sched: u32,
     ordered: bool,
@@ -362,7 +362,7 @@ unsafe fn long_start(
 /// # Safety
 /// `istart`/`iend` are valid or null.
 #[allow(clippy::too_many_arguments)]
-unsafe fn ull_start(
+pub(super) unsafe fn ull_start(
     call: &'static str,
     sched: u32,
     ordered: bool,
@@ -393,303 +393,15 @@ unsafe fn ull_start(
 ///
 /// # Safety
 /// `istart`/`iend` are valid.
-unsafe fn any_next<T: From64>(call: &'static str, istart: *mut T, iend: *mut T) -> bool {
+pub(super) unsafe fn any_next<T: From64>(call: &'static str, istart: *mut T, iend: *mut T) -> bool {
     let r = run(call, next_chunk);
     // SAFETY: per the contract.
     unsafe { write_bounds(r, istart, iend) }
 }
 
-macro_rules! long_loop {
-    ($start:ident, $next:ident, $sched:expr, $ordered:expr) => {
-        /// # Safety
-        /// `istart` and `iend` are valid pointers (the libgomp ABI).
-        #[no_mangle]
-        pub unsafe extern "C" fn $start(
-            start: c_long,
-            end: c_long,
-            incr: c_long,
-            chunk: c_long,
-            istart: *mut c_long,
-            iend: *mut c_long,
-        ) -> bool {
-            // SAFETY: per the contract.
-            unsafe {
-                long_start(
-                    stringify!($start),
-                    $sched,
-                    $ordered,
-                    start,
-                    end,
-                    incr,
-                    chunk,
-                    istart,
-                    iend,
-                )
-            }
-        }
-        /// # Safety
-        /// `istart` and `iend` are valid pointers (the libgomp ABI).
-        #[no_mangle]
-        pub unsafe extern "C" fn $next(istart: *mut c_long, iend: *mut c_long) -> bool {
-            // SAFETY: per the contract.
-            unsafe { any_next(stringify!($next), istart, iend) }
-        }
-    };
-}
-
-macro_rules! long_runtime_loop {
-    ($start:ident, $next:ident, $ordered:expr) => {
-        /// # Safety
-        /// `istart` and `iend` are valid pointers (the libgomp ABI).
-        #[no_mangle]
-        pub unsafe extern "C" fn $start(
-            start: c_long,
-            end: c_long,
-            incr: c_long,
-            istart: *mut c_long,
-            iend: *mut c_long,
-        ) -> bool {
-            // SAFETY: per the contract.
-            unsafe {
-                long_start(
-                    stringify!($start),
-                    SCHED_RUNTIME,
-                    $ordered,
-                    start,
-                    end,
-                    incr,
-                    0,
-                    istart,
-                    iend,
-                )
-            }
-        }
-        /// # Safety
-        /// `istart` and `iend` are valid pointers (the libgomp ABI).
-        #[no_mangle]
-        pub unsafe extern "C" fn $next(istart: *mut c_long, iend: *mut c_long) -> bool {
-            // SAFETY: per the contract.
-            unsafe { any_next(stringify!($next), istart, iend) }
-        }
-    };
-}
-
-macro_rules! ull_loop {
-    ($start:ident, $next:ident, $sched:expr, $ordered:expr) => {
-        /// # Safety
-        /// `istart` and `iend` are valid pointers (the libgomp ABI).
-        #[no_mangle]
-        pub unsafe extern "C" fn $start(
-            up: bool,
-            start: c_ulonglong,
-            end: c_ulonglong,
-            incr: c_ulonglong,
-            chunk: c_ulonglong,
-            istart: *mut c_ulonglong,
-            iend: *mut c_ulonglong,
-        ) -> bool {
-            // SAFETY: per the contract.
-            unsafe {
-                ull_start(
-                    stringify!($start),
-                    $sched,
-                    $ordered,
-                    up,
-                    start,
-                    end,
-                    incr,
-                    chunk,
-                    istart,
-                    iend,
-                )
-            }
-        }
-        /// # Safety
-        /// `istart` and `iend` are valid pointers (the libgomp ABI).
-        #[no_mangle]
-        pub unsafe extern "C" fn $next(istart: *mut c_ulonglong, iend: *mut c_ulonglong) -> bool {
-            // SAFETY: per the contract.
-            unsafe { any_next(stringify!($next), istart, iend) }
-        }
-    };
-}
-
-macro_rules! ull_runtime_loop {
-    ($start:ident, $next:ident, $ordered:expr) => {
-        /// # Safety
-        /// `istart` and `iend` are valid pointers (the libgomp ABI).
-        #[no_mangle]
-        pub unsafe extern "C" fn $start(
-            up: bool,
-            start: c_ulonglong,
-            end: c_ulonglong,
-            incr: c_ulonglong,
-            istart: *mut c_ulonglong,
-            iend: *mut c_ulonglong,
-        ) -> bool {
-            // SAFETY: per the contract.
-            unsafe {
-                ull_start(
-                    stringify!($start),
-                    SCHED_RUNTIME,
-                    $ordered,
-                    up,
-                    start,
-                    end,
-                    incr,
-                    0,
-                    istart,
-                    iend,
-                )
-            }
-        }
-        /// # Safety
-        /// `istart` and `iend` are valid pointers (the libgomp ABI).
-        #[no_mangle]
-        pub unsafe extern "C" fn $next(istart: *mut c_ulonglong, iend: *mut c_ulonglong) -> bool {
-            // SAFETY: per the contract.
-            unsafe { any_next(stringify!($next), istart, iend) }
-        }
-    };
-}
-
-long_loop!(
-    GOMP_loop_static_start,
-    GOMP_loop_static_next,
-    SCHED_STATIC,
-    false
-);
-long_loop!(
-    GOMP_loop_dynamic_start,
-    GOMP_loop_dynamic_next,
-    SCHED_DYNAMIC,
-    false
-);
-long_loop!(
-    GOMP_loop_guided_start,
-    GOMP_loop_guided_next,
-    SCHED_GUIDED,
-    false
-);
-long_loop!(
-    GOMP_loop_nonmonotonic_dynamic_start,
-    GOMP_loop_nonmonotonic_dynamic_next,
-    SCHED_DYNAMIC,
-    false
-);
-long_loop!(
-    GOMP_loop_nonmonotonic_guided_start,
-    GOMP_loop_nonmonotonic_guided_next,
-    SCHED_GUIDED,
-    false
-);
-long_runtime_loop!(GOMP_loop_runtime_start, GOMP_loop_runtime_next, false);
-long_runtime_loop!(
-    GOMP_loop_nonmonotonic_runtime_start,
-    GOMP_loop_nonmonotonic_runtime_next,
-    false
-);
-long_runtime_loop!(
-    GOMP_loop_maybe_nonmonotonic_runtime_start,
-    GOMP_loop_maybe_nonmonotonic_runtime_next,
-    false
-);
-long_loop!(
-    GOMP_loop_ordered_static_start,
-    GOMP_loop_ordered_static_next,
-    SCHED_STATIC,
-    true
-);
-long_loop!(
-    GOMP_loop_ordered_dynamic_start,
-    GOMP_loop_ordered_dynamic_next,
-    SCHED_DYNAMIC,
-    true
-);
-long_loop!(
-    GOMP_loop_ordered_guided_start,
-    GOMP_loop_ordered_guided_next,
-    SCHED_GUIDED,
-    true
-);
-long_runtime_loop!(
-    GOMP_loop_ordered_runtime_start,
-    GOMP_loop_ordered_runtime_next,
-    true
-);
-
-ull_loop!(
-    GOMP_loop_ull_static_start,
-    GOMP_loop_ull_static_next,
-    SCHED_STATIC,
-    false
-);
-ull_loop!(
-    GOMP_loop_ull_dynamic_start,
-    GOMP_loop_ull_dynamic_next,
-    SCHED_DYNAMIC,
-    false
-);
-ull_loop!(
-    GOMP_loop_ull_guided_start,
-    GOMP_loop_ull_guided_next,
-    SCHED_GUIDED,
-    false
-);
-ull_loop!(
-    GOMP_loop_ull_nonmonotonic_dynamic_start,
-    GOMP_loop_ull_nonmonotonic_dynamic_next,
-    SCHED_DYNAMIC,
-    false
-);
-ull_loop!(
-    GOMP_loop_ull_nonmonotonic_guided_start,
-    GOMP_loop_ull_nonmonotonic_guided_next,
-    SCHED_GUIDED,
-    false
-);
-ull_runtime_loop!(
-    GOMP_loop_ull_runtime_start,
-    GOMP_loop_ull_runtime_next,
-    false
-);
-ull_runtime_loop!(
-    GOMP_loop_ull_nonmonotonic_runtime_start,
-    GOMP_loop_ull_nonmonotonic_runtime_next,
-    false
-);
-ull_runtime_loop!(
-    GOMP_loop_ull_maybe_nonmonotonic_runtime_start,
-    GOMP_loop_ull_maybe_nonmonotonic_runtime_next,
-    false
-);
-ull_loop!(
-    GOMP_loop_ull_ordered_static_start,
-    GOMP_loop_ull_ordered_static_next,
-    SCHED_STATIC,
-    true
-);
-ull_loop!(
-    GOMP_loop_ull_ordered_dynamic_start,
-    GOMP_loop_ull_ordered_dynamic_next,
-    SCHED_DYNAMIC,
-    true
-);
-ull_loop!(
-    GOMP_loop_ull_ordered_guided_start,
-    GOMP_loop_ull_ordered_guided_next,
-    SCHED_GUIDED,
-    true
-);
-ull_runtime_loop!(
-    GOMP_loop_ull_ordered_runtime_start,
-    GOMP_loop_ull_ordered_runtime_next,
-    true
-);
-
 /// Refuse the task-reduction and `lastprivate(conditional)`/scan memory of the GCC 9+
 /// generic loop starts.
-fn no_extras(call: &str, reductions: *mut usize, mem: *mut *mut c_void) {
+pub(super) fn no_extras(call: &str, reductions: *mut usize, mem: *mut *mut c_void) {
     if !reductions.is_null() {
         refuse(call, "a task reduction on a worksharing construct");
     }
@@ -700,275 +412,6 @@ fn no_extras(call: &str, reductions: *mut usize, mem: *mut *mut c_void) {
         );
     }
 }
-
-/// The GCC 9+ generic loop start (`sched` is a `GFS_*` kind, possibly with the monotonic bit).
-///
-/// # Safety
-/// `istart`/`iend` are valid or null (then only the loop is entered).
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn GOMP_loop_start(
-    start: c_long,
-    end: c_long,
-    incr: c_long,
-    sched: c_long,
-    chunk: c_long,
-    istart: *mut c_long,
-    iend: *mut c_long,
-    reductions: *mut usize,
-    mem: *mut *mut c_void,
-) -> bool {
-    no_extras("GOMP_loop_start", reductions, mem);
-    // SAFETY: per the contract.
-    unsafe {
-        long_start(
-            "GOMP_loop_start",
-            sched as u32,
-            false,
-            start,
-            end,
-            incr,
-            chunk,
-            istart,
-            iend,
-        )
-    }
-}
-
-/// # Safety
-/// As [`GOMP_loop_start`].
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn GOMP_loop_ordered_start(
-    start: c_long,
-    end: c_long,
-    incr: c_long,
-    sched: c_long,
-    chunk: c_long,
-    istart: *mut c_long,
-    iend: *mut c_long,
-    reductions: *mut usize,
-    mem: *mut *mut c_void,
-) -> bool {
-    no_extras("GOMP_loop_ordered_start", reductions, mem);
-    // SAFETY: per the contract.
-    unsafe {
-        long_start(
-            "GOMP_loop_ordered_start",
-            sched as u32,
-            true,
-            start,
-            end,
-            incr,
-            chunk,
-            istart,
-            iend,
-        )
-    }
-}
-
-/// # Safety
-/// As [`GOMP_loop_start`].
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn GOMP_loop_ull_start(
-    up: bool,
-    start: c_ulonglong,
-    end: c_ulonglong,
-    incr: c_ulonglong,
-    sched: c_long,
-    chunk: c_ulonglong,
-    istart: *mut c_ulonglong,
-    iend: *mut c_ulonglong,
-    reductions: *mut usize,
-    mem: *mut *mut c_void,
-) -> bool {
-    no_extras("GOMP_loop_ull_start", reductions, mem);
-    // SAFETY: per the contract.
-    unsafe {
-        ull_start(
-            "GOMP_loop_ull_start",
-            sched as u32,
-            false,
-            up,
-            start,
-            end,
-            incr,
-            chunk,
-            istart,
-            iend,
-        )
-    }
-}
-
-/// # Safety
-/// As [`GOMP_loop_start`].
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn GOMP_loop_ull_ordered_start(
-    up: bool,
-    start: c_ulonglong,
-    end: c_ulonglong,
-    incr: c_ulonglong,
-    sched: c_long,
-    chunk: c_ulonglong,
-    istart: *mut c_ulonglong,
-    iend: *mut c_ulonglong,
-    reductions: *mut usize,
-    mem: *mut *mut c_void,
-) -> bool {
-    no_extras("GOMP_loop_ull_ordered_start", reductions, mem);
-    // SAFETY: per the contract.
-    unsafe {
-        ull_start(
-            "GOMP_loop_ull_ordered_start",
-            sched as u32,
-            true,
-            up,
-            start,
-            end,
-            incr,
-            chunk,
-            istart,
-            iend,
-        )
-    }
-}
-
-/// The end of a worksharing loop, with its implicit barrier.
-#[no_mangle]
-pub extern "C" fn GOMP_loop_end() {
-    finish("GOMP_loop_end", false);
-}
-
-/// The end of a `nowait` worksharing loop.
-#[no_mangle]
-pub extern "C" fn GOMP_loop_end_nowait() {
-    finish("GOMP_loop_end_nowait", true);
-}
-
-/// The end of a loop in a cancellable region: never cancelled.
-#[no_mangle]
-pub extern "C" fn GOMP_loop_end_cancel() -> bool {
-    finish("GOMP_loop_end_cancel", false);
-    false
-}
-
-// ----- combined parallel loops ---------------------------------------------------------------
-
-/// Open a team whose threads start inside the loop (they call the `_next` entry directly).
-///
-/// # Safety
-/// `func` is the program's outlined function and `data` its argument.
-#[allow(clippy::too_many_arguments)]
-unsafe fn parallel_loop(
-    call: &'static str,
-    func: Option<team::RegionFn>,
-    data: *mut c_void,
-    num_threads: c_uint,
-    sched: u32,
-    start: c_long,
-    end: c_long,
-    incr: c_long,
-    chunk: c_long,
-    flags: c_uint,
-) {
-    let Some(func) = func else { return };
-    let (sched, chunk) = if sched == SCHED_RUNTIME {
-        resolve(sched, 0)
-    } else {
-        (sched, chunk.max(0) as u64)
-    };
-    let ws0 = Ws0 {
-        kind: 1,
-        sched,
-        start: start as u64,
-        incr: incr as u64,
-        n: count_long(start, end, incr),
-        chunk,
-    };
-    team::begin(call, func, data, num_threads, flags, ws0);
-    // SAFETY: per the contract.
-    unsafe { func(data) };
-    team::end(call);
-}
-
-macro_rules! parallel_loop {
-    ($name:ident, $sched:expr) => {
-        /// # Safety
-        /// `func` is the program's outlined function and `data` its argument.
-        #[no_mangle]
-        #[allow(clippy::too_many_arguments)]
-        pub unsafe extern "C" fn $name(
-            func: Option<team::RegionFn>,
-            data: *mut c_void,
-            num_threads: c_uint,
-            start: c_long,
-            end: c_long,
-            incr: c_long,
-            chunk: c_long,
-            flags: c_uint,
-        ) {
-            // SAFETY: per the contract.
-            unsafe {
-                parallel_loop(
-                    stringify!($name),
-                    func,
-                    data,
-                    num_threads,
-                    $sched,
-                    start,
-                    end,
-                    incr,
-                    chunk,
-                    flags,
-                )
-            }
-        }
-    };
-}
-
-macro_rules! parallel_runtime_loop {
-    ($name:ident) => {
-        /// # Safety
-        /// `func` is the program's outlined function and `data` its argument.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(
-            func: Option<team::RegionFn>,
-            data: *mut c_void,
-            num_threads: c_uint,
-            start: c_long,
-            end: c_long,
-            incr: c_long,
-            flags: c_uint,
-        ) {
-            // SAFETY: per the contract.
-            unsafe {
-                parallel_loop(
-                    stringify!($name),
-                    func,
-                    data,
-                    num_threads,
-                    SCHED_RUNTIME,
-                    start,
-                    end,
-                    incr,
-                    0,
-                    flags,
-                )
-            }
-        }
-    };
-}
-
-parallel_loop!(GOMP_parallel_loop_static, SCHED_STATIC);
-parallel_loop!(GOMP_parallel_loop_dynamic, SCHED_DYNAMIC);
-parallel_loop!(GOMP_parallel_loop_guided, SCHED_GUIDED);
-parallel_loop!(GOMP_parallel_loop_nonmonotonic_dynamic, SCHED_DYNAMIC);
-parallel_loop!(GOMP_parallel_loop_nonmonotonic_guided, SCHED_GUIDED);
-parallel_runtime_loop!(GOMP_parallel_loop_runtime);
-parallel_runtime_loop!(GOMP_parallel_loop_nonmonotonic_runtime);
-parallel_runtime_loop!(GOMP_parallel_loop_maybe_nonmonotonic_runtime);
 
 // ----- sections ------------------------------------------------------------------------------
 

@@ -4,7 +4,8 @@
 //!
 //! Modules, one concern each: `icv` (internal control variables, the environment, the
 //! `omp_*` getters and setters, the calling thread's team frames), `team` (parallel regions:
-//! team creation over the nodes, barriers), `loops` (worksharing loops, sections, ordered),
+//! team creation over the nodes, barriers), `pool` (the thread pool of main's outermost
+//! regions), `loops` (iteration hand-out, sections, ordered), `loop_abi` (the loop entry points),
 //! `sync` (critical, atomic, single/copyprivate, locks), `tasks` (tasks, taskgroups,
 //! taskloops, cancellation).
 //!
@@ -18,6 +19,7 @@
 //!
 //! Owns: the OpenMP semantics. Must not touch: the runtime's internals (public `squall` API only).
 pub mod icv;
+pub mod loop_abi;
 pub mod loops;
 pub mod pool;
 pub mod sync;
