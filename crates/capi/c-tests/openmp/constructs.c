@@ -1,9 +1,10 @@
 /* Every OpenMP construct gcc lowers to the libgomp ABI, written the way OpenMP users write
  * them (plain globals, stack arrays, pragmas), each checked against the same computation done
  * sequentially. Usage: constructs GROUP [...], GROUP one of parallel, loops, sync, single,
- * tasks, api, nested (or all). Prints "ok GROUP ..." lines whose values are the same under any correct
+ * tasks, api, nested, pthread (or all). Prints "ok GROUP ..." lines whose values are the same under any correct
  * OpenMP runtime with the same OMP_NUM_THREADS (the harness compares them with libgomp's). */
 #include <omp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -339,6 +340,30 @@ static void group_nested(void)
     printf("ok nested total=%ld cell=%d\n", total, cell[1][2]);
 }
 
+/* A parallel region opened by a pthread (not main), twice, with the thread's own team. */
+static void *pthread_opener(void *arg)
+{
+    long *out = arg;
+    for (int r = 0; r < 2; r++) {
+        long s = 0;
+        #pragma omp parallel for schedule(dynamic, 7) reduction(+:s)
+        for (long i = 0; i < 1000; i++) s += sq(i);
+        out[r] = s;
+    }
+    return NULL;
+}
+
+static void group_pthread(void)
+{
+    long got[2] = {0, 0}, want = 0;
+    for (long i = 0; i < 1000; i++) want += sq(i);
+    pthread_t t;
+    pthread_create(&t, NULL, pthread_opener, got);
+    pthread_join(t, NULL);
+    check(got[0] == want && got[1] == want, "pthread: regions opened by a pthread");
+    printf("ok pthread sum=%ld\n", got[1]);
+}
+
 static long fib_seq(int n) { return n < 2 ? n : fib_seq(n - 1) + fib_seq(n - 2); }
 
 static long fib_task(int n)
@@ -465,5 +490,6 @@ int main(int argc, char **argv)
     if (all || !strcmp(g, "tasks")) group_tasks(argc > 2 ? atoi(argv[2]) : 40);
     if (all || !strcmp(g, "api")) group_api();
     if (all || !strcmp(g, "nested")) group_nested();
+    if (all || !strcmp(g, "pthread")) group_pthread();
     return failures ? 1 : 0;
 }

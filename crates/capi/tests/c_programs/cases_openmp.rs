@@ -98,7 +98,7 @@ pub fn add(v: &mut Cases) {
         Ok(())
     });
     for group in [
-        "parallel", "loops", "sync", "single", "tasks", "api", "nested",
+        "parallel", "loops", "sync", "single", "tasks", "api", "nested", "pthread",
     ] {
         v.at_2_and_4(
             &format!("openmp/constructs/{group}"),
