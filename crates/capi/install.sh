@@ -3,7 +3,9 @@
 #   PREFIX/lib/libsquall.so, libsquall.a
 #   PREFIX/include/squall.h, squall.hpp, squall/pthread.h, squall/atomic.h
 #   PREFIX/share/squall/c.m4.squall, squall-globals.ld, squall-pthread.ld
-#   PREFIX/lib/pkgconfig/squall.pc, squall-pthread.pc
+#   PREFIX/lib/pkgconfig/squall.pc, squall-pthread.pc, squall-openmp.pc
+#   PREFIX/lib/squall-openmp/libgomp.so (a linker script naming libsquall.so: under
+#   squall-openmp, gcc -fopenmp's -lgomp finds Squall's OpenMP runtime, not the system's)
 #
 # usage: crates/capi/install.sh PREFIX [LIBDIR]
 #   LIBDIR: where cargo put libsquall.so (default: $SQUALL_LIBDIR, else
@@ -42,7 +44,10 @@ fi
 cp "$here/include/squall.h" "$here/include/squall.hpp" "$prefix/include/"
 cp "$here/include/squall/pthread.h" "$here/include/squall/atomic.h" "$prefix/include/squall/"
 cp "$here/c.m4.squall" "$here/squall-globals.ld" "$here/squall-pthread.ld" "$prefix/share/squall/"
-for pc in squall squall-pthread; do
+mkdir -p "$prefix/lib/squall-openmp"
+printf '/* squall-openmp: gcc -fopenmp links -lgomp; this makes it Squall'"'"'s OpenMP runtime */\nINPUT(%s)\n' \
+    "$prefix/lib/libsquall.so" > "$prefix/lib/squall-openmp/libgomp.so"
+for pc in squall squall-pthread squall-openmp; do
     sed -e "s|@PREFIX@|$prefix|g" -e "s|@VERSION@|$version|g" "$here/$pc.pc.in" > "$prefix/lib/pkgconfig/$pc.pc"
 done
 

@@ -154,7 +154,10 @@ pub unsafe extern "C" fn squall_atomic_op(
         refuse(what, a, width, "the object is not aligned to its size")
     }
     match node {
-        Some(n) => match n.atomic_ordered(a, width as u8, hop, mo) {
+        // On the private stack: the call takes the node's service lock, and a fault on a
+        // shared stack page (e.g. in an allocation the home's execution makes) could not be
+        // served while this thread holds it (an OpenMP reduction deadlocked that way).
+        Some(n) => match crate::stack::on_private(|| n.atomic_ordered(a, width as u8, hop, mo)) {
             Ok(old) => old,
             Err(e) => refuse(what, a, width, &e.to_string()),
         },
@@ -177,7 +180,7 @@ pub extern "C" fn squall_atomic_fence(order: c_int) {
     let mo = MemOrder::from_c(order).unwrap_or(MemOrder::SeqCst);
     match squall::node() {
         Ok(n) => {
-            if let Err(e) = n.fence(mo) {
+            if let Err(e) = crate::stack::on_private(|| n.fence(mo)) {
                 eprintln!(
                     "squall: {}: atomic fence: {e}; ending the program",
                     n.rank()

@@ -12,6 +12,9 @@ pub mod atomic;
 pub mod error;
 mod libatomic;
 mod modules;
+/// The OpenMP runtime (GOMP_* and omp_* symbols, declared by gcc's <omp.h>, not squall.h).
+/// cbindgen:ignore
+pub mod omp;
 pub mod pthread;
 pub mod pthread_mutex;
 pub mod pthread_once_key;

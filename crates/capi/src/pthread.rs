@@ -336,7 +336,7 @@ fn detached() -> std::sync::MutexGuard<'static, std::collections::HashSet<u64>> 
 
 thread_local! {
     /// This thread runs the program's `main` (through `squall_pthread_main`).
-    static IS_MAIN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    pub(crate) static IS_MAIN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 fn lock_list(m: &Mutex<Vec<u64>>) -> std::sync::MutexGuard<'_, Vec<u64>> {
@@ -535,6 +535,8 @@ pub unsafe extern "C" fn squall_pthread_main(
     };
     IS_MAIN.with(|m| m.set(true));
     let (_, exited) = st.run(main_body, std::ptr::addr_of_mut!(call).cast());
+    // main's OpenMP thread pool ends with main (not at exit: thread-locals are gone by then).
+    crate::omp::pool::shutdown_at_main_end();
     if !exited {
         return call.ret;
     }
