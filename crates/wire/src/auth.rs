@@ -1,0 +1,372 @@
+//! Packet authentication: the per-job key, the MAC trailer of [`Flags::AUTH`](crate::Flags::AUTH)
+//! packets and the replay window. Owns the cryptographic arithmetic only; must not touch
+//! sockets, clocks, environment variables or random number generators (the launcher makes the
+//! key, the transports keep the per-peer state).
+//!
+//! Trailer (after the payload, [`AUTH_TRAILER_LEN`] = 40 bytes):
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 8 | authentication sequence number (little-endian), per sender→receiver pair, from 1 |
+//! | 8 | 32 | tag: keyed BLAKE3 of header ‖ payload ‖ sequence number |
+//!
+//! The tag covers every header byte (job id, type, source and destination ranks, flags
+//! including `AUTH` itself, reliability sequence and ack, request id, length, fragment fields),
+//! the whole payload and the authentication sequence number, so a packet cannot be altered,
+//! redirected to another node, credited to another sender or replayed (the receiver keeps a
+//! [`ReplayWindow`] per sender) without the key. Tags are compared in constant time
+//! (`blake3::Hash`'s equality).
+use std::fmt;
+
+/// Bytes of a per-job key.
+pub const KEY_LEN: usize = 32;
+/// Bytes of the authentication sequence number in the trailer.
+pub const AUTH_SEQ_LEN: usize = 8;
+/// Bytes of the tag in the trailer (a whole BLAKE3 output).
+pub const AUTH_TAG_LEN: usize = 32;
+/// Bytes of the trailer an authenticated packet carries after its payload.
+pub const AUTH_TRAILER_LEN: usize = AUTH_SEQ_LEN + AUTH_TAG_LEN;
+
+/// A per-job secret key. Its `Debug` form never shows the key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AuthKey([u8; KEY_LEN]);
+
+impl fmt::Debug for AuthKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AuthKey(<secret>)")
+    }
+}
+
+/// Why a key text was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error("a key is {want} hexadecimal digits, this text has {found} characters", want = 2 * KEY_LEN)]
+    Length { found: usize },
+    #[error("a key is hexadecimal digits only (0-9, a-f)")]
+    NotHex,
+}
+
+impl AuthKey {
+    /// The key made of these bytes (the launcher fills them from the OS random source).
+    pub fn from_bytes(bytes: [u8; KEY_LEN]) -> AuthKey {
+        AuthKey(bytes)
+    }
+
+    /// The key's bytes (to hand it to other nodes over a trusted channel).
+    pub fn as_bytes(&self) -> &[u8; KEY_LEN] {
+        &self.0
+    }
+
+    /// Lower-case hexadecimal, the form of `SQUALL_AUTH_KEY` and key files.
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Parses [`AuthKey::to_hex`]'s form; surrounding white space is ignored.
+    pub fn parse_hex(text: &str) -> Result<AuthKey, KeyError> {
+        let t = text.trim();
+        if t.len() != 2 * KEY_LEN {
+            return Err(KeyError::Length { found: t.len() });
+        }
+        let mut out = [0u8; KEY_LEN];
+        for (i, pair) in t.as_bytes().chunks_exact(2).enumerate() {
+            let hi = hex_digit(pair[0]).ok_or(KeyError::NotHex)?;
+            let lo = hex_digit(pair[1]).ok_or(KeyError::NotHex)?;
+            out[i] = hi << 4 | lo;
+        }
+        Ok(AuthKey(out))
+    }
+
+    /// The tag of a packet whose encoded header is `header` and payload `payload`, sent with
+    /// authentication sequence number `seq`.
+    pub fn tag(&self, header: &[u8], payload: &[u8], seq: u64) -> blake3::Hash {
+        let mut h = blake3::Hasher::new_keyed(&self.0);
+        h.update(header);
+        h.update(payload);
+        h.update(&seq.to_le_bytes());
+        h.finalize()
+    }
+
+    /// The trailer to append after `payload`.
+    pub fn trailer(&self, header: &[u8], payload: &[u8], seq: u64) -> [u8; AUTH_TRAILER_LEN] {
+        let mut t = [0u8; AUTH_TRAILER_LEN];
+        t[..AUTH_SEQ_LEN].copy_from_slice(&seq.to_le_bytes());
+        t[AUTH_SEQ_LEN..].copy_from_slice(self.tag(header, payload, seq).as_bytes());
+        t
+    }
+
+    /// Checks a received packet's trailer; returns its authentication sequence number.
+    /// The tag comparison takes the same time wherever the first differing byte is.
+    pub fn verify(&self, header: &[u8], payload: &[u8], trailer: &[u8]) -> Result<u64, BadTag> {
+        if trailer.len() != AUTH_TRAILER_LEN {
+            return Err(BadTag);
+        }
+        let mut s = [0u8; AUTH_SEQ_LEN];
+        s.copy_from_slice(&trailer[..AUTH_SEQ_LEN]);
+        let seq = u64::from_le_bytes(s);
+        let mut t = [0u8; AUTH_TAG_LEN];
+        t.copy_from_slice(&trailer[AUTH_SEQ_LEN..]);
+        // `blake3::Hash`'s `PartialEq` is constant-time.
+        if self.tag(header, payload, seq) == blake3::Hash::from_bytes(t) {
+            Ok(seq)
+        } else {
+            Err(BadTag)
+        }
+    }
+}
+
+fn hex_digit(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// A packet's tag does not match its contents under this job's key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("authentication tag does not match")]
+pub struct BadTag;
+
+/// Why a correctly tagged packet was refused by a [`ReplayWindow`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Replay {
+    #[error("authentication sequence {seq} was already received")]
+    Seen { seq: u64 },
+    #[error("authentication sequence {seq} is older than the window (highest {highest})")]
+    TooOld { seq: u64, highest: u64 },
+    #[error("authentication sequence 0 is never sent")]
+    Zero,
+}
+
+/// Bits of history a datagram window keeps (how far a datagram may be overtaken).
+pub const REPLAY_WINDOW: u64 = 1024;
+const WORDS: usize = (REPLAY_WINDOW / 64) as usize;
+
+/// The authentication sequence numbers received from one sender. A datagram window accepts
+/// each number once, in any order within [`REPLAY_WINDOW`] of the highest seen (udp may
+/// reorder); a stream window ([`ReplayWindow::in_order`], tcp) accepts only increasing numbers.
+#[derive(Debug, Clone)]
+pub struct ReplayWindow {
+    highest: u64,
+    /// Bit `s % REPLAY_WINDOW` is set when `s` (within the window) was received.
+    bits: [u64; WORDS],
+    in_order: bool,
+}
+
+impl ReplayWindow {
+    /// A window for a datagram transport (reordering allowed).
+    pub fn datagram() -> ReplayWindow {
+        ReplayWindow {
+            highest: 0,
+            bits: [0; WORDS],
+            in_order: false,
+        }
+    }
+
+    /// A window for an ordered stream: every number must exceed the previous one.
+    pub fn in_order() -> ReplayWindow {
+        ReplayWindow {
+            in_order: true,
+            ..ReplayWindow::datagram()
+        }
+    }
+
+    /// The highest number accepted so far (0: none).
+    pub fn highest(&self) -> u64 {
+        self.highest
+    }
+
+    fn bit(seq: u64) -> (usize, u64) {
+        let i = seq % REPLAY_WINDOW;
+        ((i / 64) as usize, 1u64 << (i % 64))
+    }
+
+    /// Accepts `seq` (recording it) or says why it is a replay. Call only after the tag
+    /// verified, so forged numbers never move the window.
+    pub fn accept(&mut self, seq: u64) -> Result<(), Replay> {
+        if seq == 0 {
+            return Err(Replay::Zero);
+        }
+        if seq > self.highest {
+            if self.in_order {
+                self.highest = seq;
+                return Ok(());
+            }
+            // Forget the numbers that slide out of the window.
+            let shift = seq - self.highest;
+            if shift >= REPLAY_WINDOW {
+                self.bits = [0; WORDS];
+            } else {
+                for s in self.highest + 1..=seq {
+                    let (w, b) = Self::bit(s);
+                    self.bits[w] &= !b;
+                }
+            }
+            self.highest = seq;
+            let (w, b) = Self::bit(seq);
+            self.bits[w] |= b;
+            return Ok(());
+        }
+        if self.in_order || self.highest - seq >= REPLAY_WINDOW {
+            if self.in_order && seq == self.highest {
+                return Err(Replay::Seen { seq });
+            }
+            return Err(Replay::TooOld {
+                seq,
+                highest: self.highest,
+            });
+        }
+        let (w, b) = Self::bit(seq);
+        if self.bits[w] & b != 0 {
+            return Err(Replay::Seen { seq });
+        }
+        self.bits[w] |= b;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(b: u8) -> AuthKey {
+        AuthKey::from_bytes([b; KEY_LEN])
+    }
+
+    #[test]
+    fn hex_round_trip_and_errors() {
+        let k = AuthKey::from_bytes(std::array::from_fn(|i| (i * 37) as u8));
+        assert_eq!(
+            AuthKey::parse_hex(&format!(" {}\n", k.to_hex())),
+            Ok(k.clone())
+        );
+        assert_eq!(
+            AuthKey::parse_hex(&k.to_hex().to_uppercase()),
+            Ok(k.clone())
+        );
+        assert_eq!(
+            AuthKey::parse_hex("abc"),
+            Err(KeyError::Length { found: 3 })
+        );
+        let bad = format!("g{}", &k.to_hex()[1..]);
+        assert_eq!(AuthKey::parse_hex(&bad), Err(KeyError::NotHex));
+        assert!(!format!("{k:?}").contains(&k.to_hex()[..8]));
+    }
+
+    #[test]
+    fn tag_covers_header_payload_and_sequence() {
+        let k = key(7);
+        let header = [1u8; 52];
+        let payload = b"some payload";
+        let t = k.trailer(&header, payload, 5);
+        assert_eq!(k.verify(&header, payload, &t), Ok(5));
+        // Any flipped bit anywhere is caught.
+        for i in 0..header.len() {
+            let mut h = header;
+            h[i] ^= 1;
+            assert_eq!(k.verify(&h, payload, &t), Err(BadTag), "header byte {i}");
+        }
+        let mut p = payload.to_vec();
+        p[3] ^= 0x80;
+        assert_eq!(k.verify(&header, &p, &t), Err(BadTag));
+        for i in 0..AUTH_TRAILER_LEN {
+            let mut bad = t;
+            bad[i] ^= 4;
+            assert_eq!(k.verify(&header, payload, &bad), Err(BadTag), "trailer {i}");
+        }
+        // Another key, a short trailer.
+        assert_eq!(key(8).verify(&header, payload, &t), Err(BadTag));
+        assert_eq!(k.verify(&header, payload, &t[..39]), Err(BadTag));
+        // The same packet under another sequence number has another tag.
+        assert_ne!(k.trailer(&header, payload, 6)[8..], t[8..]);
+    }
+
+    #[test]
+    fn datagram_window_accepts_each_number_once_in_any_order() {
+        let mut w = ReplayWindow::datagram();
+        assert_eq!(w.accept(0), Err(Replay::Zero));
+        for s in [3u64, 1, 2, 7, 5] {
+            assert_eq!(w.accept(s), Ok(()), "{s}");
+        }
+        for s in [1u64, 2, 3, 5, 7] {
+            assert_eq!(w.accept(s), Err(Replay::Seen { seq: s }));
+        }
+        assert_eq!(w.accept(4), Ok(()));
+        assert_eq!(w.accept(6), Ok(()));
+        // Far ahead: the old numbers fall out of the window and stay refused.
+        assert_eq!(w.accept(7 + REPLAY_WINDOW), Ok(()));
+        assert_eq!(
+            w.accept(7),
+            Err(Replay::TooOld {
+                seq: 7,
+                highest: 7 + REPLAY_WINDOW
+            })
+        );
+        // Just inside the window: never seen, so accepted once.
+        assert_eq!(w.accept(8), Ok(()));
+        assert_eq!(w.accept(8), Err(Replay::Seen { seq: 8 }));
+        // A bit reused after the window slid is fresh again.
+        assert_eq!(w.accept(2 * REPLAY_WINDOW + 9), Ok(()));
+        assert_eq!(w.accept(REPLAY_WINDOW + 10), Ok(()));
+        assert_eq!(
+            w.accept(REPLAY_WINDOW + 9),
+            Err(Replay::TooOld {
+                seq: REPLAY_WINDOW + 9,
+                highest: 2 * REPLAY_WINDOW + 9
+            })
+        );
+    }
+
+    #[test]
+    fn datagram_window_matches_a_set_model() {
+        use std::collections::BTreeSet;
+        let mut w = ReplayWindow::datagram();
+        let mut seen = BTreeSet::new();
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut top = 0u64;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Mostly near the top, sometimes far behind, sometimes a jump ahead.
+            let s = match x % 16 {
+                0 => top + 1 + x % 3000,
+                1..=3 => top.saturating_sub(x % 3000).max(1),
+                _ => (top + (x >> 8) % 40).saturating_sub(20).max(1),
+            };
+            let want = if seen.contains(&s) {
+                Err(Replay::Seen { seq: s })
+            } else if top >= REPLAY_WINDOW && s <= top - REPLAY_WINDOW {
+                Err(Replay::TooOld {
+                    seq: s,
+                    highest: top,
+                })
+            } else {
+                Ok(())
+            };
+            let got = w.accept(s);
+            match want {
+                // An old, seen number may be reported either way; it must be refused.
+                Err(_) => assert!(got.is_err(), "{s} accepted twice (top {top})"),
+                Ok(()) => assert_eq!(got, Ok(()), "{s} refused (top {top})"),
+            }
+            if got.is_ok() {
+                seen.insert(s);
+                top = top.max(s);
+            }
+        }
+    }
+
+    #[test]
+    fn stream_window_wants_increasing_numbers() {
+        let mut w = ReplayWindow::in_order();
+        assert_eq!(w.accept(1), Ok(()));
+        assert_eq!(w.accept(2), Ok(()));
+        assert_eq!(w.accept(2), Err(Replay::Seen { seq: 2 }));
+        assert_eq!(w.accept(1), Err(Replay::TooOld { seq: 1, highest: 2 }));
+        assert_eq!(w.accept(10), Ok(()));
+        assert_eq!(w.highest(), 10);
+    }
+}
