@@ -162,7 +162,16 @@ fn auth_on_request_locally_over_tcp_and_udp() {
     for t in ["tcp", "udp"] {
         let run = |auth: &str| {
             let out = squall(&[
-                "run", "-n", "2", auth, "--transport", t, "--timeout", "60", SQUALL, "__node",
+                "run",
+                "-n",
+                "2",
+                auth,
+                "--transport",
+                t,
+                "--timeout",
+                "60",
+                SQUALL,
+                "__node",
                 "selftest",
             ]);
             let (so, se) = (text(&out.stdout), text(&out.stderr));
@@ -177,8 +186,18 @@ fn auth_on_request_locally_over_tcp_and_udp() {
 #[test]
 fn auth_is_on_by_default_through_a_remote_shell_and_the_key_comes_on_stdin() {
     let out = squall(&[
-        "run", "-n", "2", "--hosts", "localhost,localhost", "--rsh", "./tests/fake-rsh.sh",
-        "--timeout", "60", SQUALL, "__node", "selftest",
+        "run",
+        "-n",
+        "2",
+        "--hosts",
+        "localhost,localhost",
+        "--rsh",
+        "./tests/fake-rsh.sh",
+        "--timeout",
+        "60",
+        SQUALL,
+        "__node",
+        "selftest",
     ]);
     let (so, se) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{so}\n{se}");
@@ -186,7 +205,15 @@ fn auth_is_on_by_default_through_a_remote_shell_and_the_key_comes_on_stdin() {
     // The program sees the key in its environment, and rank 0 still gets the job's input.
     let mut child = Command::new(SQUALL)
         .args([
-            "run", "-n", "2", "--hosts", "localhost", "--rsh", "./tests/fake-rsh.sh", "sh", "-c",
+            "run",
+            "-n",
+            "2",
+            "--hosts",
+            "localhost",
+            "--rsh",
+            "./tests/fake-rsh.sh",
+            "sh",
+            "-c",
             "echo \"$SQUALL_AUTH ${#SQUALL_AUTH_KEY} $(cat)\"",
         ])
         .stdin(Stdio::piped())
@@ -202,12 +229,28 @@ fn auth_is_on_by_default_through_a_remote_shell_and_the_key_comes_on_stdin() {
     let so = text(&out.stdout);
     assert!(out.status.success(), "{so}");
     assert!(so.contains("[0] on 64 job input"), "{so}");
-    assert!(so.contains("[1] on 64 \n") || so.contains("[1] on 64\n"), "{so}");
+    assert!(
+        so.contains("[1] on 64 \n") || so.contains("[1] on 64\n"),
+        "{so}"
+    );
     let out = squall(&[
-        "run", "-n", "1", "--no-auth", "--hosts", "localhost", "--rsh", "./tests/fake-rsh.sh",
-        "sh", "-c", "echo \"$SQUALL_AUTH ${#SQUALL_AUTH_KEY}\"",
+        "run",
+        "-n",
+        "1",
+        "--no-auth",
+        "--hosts",
+        "localhost",
+        "--rsh",
+        "./tests/fake-rsh.sh",
+        "sh",
+        "-c",
+        "echo \"$SQUALL_AUTH ${#SQUALL_AUTH_KEY}\"",
     ]);
-    assert!(text(&out.stdout).contains("[0] off 0"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("[0] off 0"),
+        "{}",
+        text(&out.stdout)
+    );
 }
 
 #[test]

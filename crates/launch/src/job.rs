@@ -143,7 +143,9 @@ pub fn run_job(spec: &JobSpec, sink: Arc<dyn LineSink>) -> Result<JobReport, Lau
     let mut commands = match &spec.launcher {
         LauncherKind::Local => local::commands(spec, job_id, key.as_deref())?,
         LauncherKind::Rsh(opts) => {
-            key_on_stdin = key.as_ref().map(|k| Arc::<[u8]>::from(format!("{k}\n").as_bytes()));
+            key_on_stdin = key
+                .as_ref()
+                .map(|k| Arc::<[u8]>::from(format!("{k}\n").as_bytes()));
             rsh::commands(spec, opts, job_id, key_on_stdin.is_some())?
         }
         LauncherKind::Mpirun(opts) => mpirun::commands(spec, opts, job_id)?,

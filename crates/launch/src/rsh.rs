@@ -273,7 +273,12 @@ mod tests {
         assert!(args[2].contains("SQUALL_BIND_ADDR=0.0.0.0"));
         assert!(args[2].ends_with("/prog 'a b'"));
         let cmds = commands(&spec, &opts, 1, true).expect("commands");
-        let line = cmds[0].get_args().nth(2).expect("line").to_string_lossy().into_owned();
+        let line = cmds[0]
+            .get_args()
+            .nth(2)
+            .expect("line")
+            .to_string_lossy()
+            .into_owned();
         assert!(
             line.starts_with("IFS= read -r SQUALL_AUTH_KEY && export SQUALL_AUTH_KEY && exec env"),
             "{line}"
@@ -283,14 +288,23 @@ mod tests {
     #[test]
     fn the_key_read_from_stdin_reaches_the_program_and_leaves_the_rest() {
         // What the remote shell runs, with sh standing in for `ssh HOST`.
-        let spec = JobSpec::local(1, "sh", vec!["-c".into(), "echo \"$SQUALL_AUTH_KEY\"; cat".into()]);
+        let spec = JobSpec::local(
+            1,
+            "sh",
+            vec!["-c".into(), "echo \"$SQUALL_AUTH_KEY\"; cat".into()],
+        );
         let opts = RshOptions {
             hosts: vec!["localhost".into()],
             rsh: vec!["sh".into(), "-c".into()],
             rendezvous_host: Some("127.0.0.1".into()),
         };
         let cmds = commands(&spec, &opts, 1, true).expect("commands");
-        let line = cmds[0].get_args().nth(2).expect("line").to_string_lossy().into_owned();
+        let line = cmds[0]
+            .get_args()
+            .nth(2)
+            .expect("line")
+            .to_string_lossy()
+            .into_owned();
         let mut child = Command::new("sh")
             .args(["-c", &line])
             .stdin(std::process::Stdio::piped())

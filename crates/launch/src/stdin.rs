@@ -83,12 +83,14 @@ impl Rank0Input {
         if let Some(prefix) = prefix {
             let source = match input {
                 JobInput::Null => None,
-                JobInput::File(path) => Some(Source::Fd(std::fs::File::open(path).map_err(
-                    |source| LaunchError::Input {
-                        path: path.clone(),
-                        source,
-                    },
-                )?)),
+                JobInput::File(path) => {
+                    Some(Source::Fd(std::fs::File::open(path).map_err(|source| {
+                        LaunchError::Input {
+                            path: path.clone(),
+                            source,
+                        }
+                    })?))
+                }
                 JobInput::Bytes(b) => Some(Source::Bytes(Arc::clone(b))),
                 JobInput::Inherit => {
                     let stdin = std::io::stdin();

@@ -731,7 +731,8 @@ fn forged_and_replayed_datagrams_are_refused() {
             encode_sealed_into(&h, &body, &wrong, 1000 + i, &mut b);
             sock.send_to(&b, &addr).expect("send forged");
         } else {
-            sock.send_to(&encode(&h, &body), &addr).expect("send unsealed");
+            sock.send_to(&encode(&h, &body), &addr)
+                .expect("send unsealed");
         }
     }
     for seq in 1..=10u64 {
@@ -756,7 +757,11 @@ fn forged_and_replayed_datagrams_are_refused() {
     );
     // Rate-limited: far fewer warning lines than refused datagrams.
     let warnings = outs[0].stderr.matches("warning: dropped").count();
-    assert!((1..=10).contains(&warnings), "{warnings} warnings:\n{}", outs[0].stderr);
+    assert!(
+        (1..=10).contains(&warnings),
+        "{warnings} warnings:\n{}",
+        outs[0].stderr
+    );
 }
 
 /// Over tcp the only door open to strangers is the rendezvous: a hello sealed with another key
@@ -794,7 +799,9 @@ fn forged_hello_is_ignored_tcp() {
     let outs = job.wait(Duration::from_secs(60));
     assert_success("forged hello", &outs);
     assert!(
-        outs[0].stderr.contains("ignored a frame whose authentication tag"),
+        outs[0]
+            .stderr
+            .contains("ignored a frame whose authentication tag"),
         "{}",
         outs[0].stderr
     );

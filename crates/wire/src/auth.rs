@@ -8,7 +8,14 @@
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 8 | authentication sequence number (little-endian), per sender→receiver pair, from 1 |
-//! | 8 | 32 | tag: keyed BLAKE3 of header ‖ payload ‖ sequence number |
+//! | 8 | 32 | tag (below) |
+//!
+//! tag = BLAKE3(k_packet; header ‖ sequence number ‖ BLAKE3(k_payload; payload)), with
+//! `k_packet` and `k_payload` derived from the job key by BLAKE3's key derivation (two contexts,
+//! so the two uses never share a key). Hashing the payload alone, in one call, lets BLAKE3 hash
+//! its 1 KiB chunks side by side with SIMD (a 4 KiB payload costs about a third of what one
+//! streaming pass over header and payload costs, whose first chunk is not aligned); the outer
+//! hash over 92 bytes is two compressions.
 //!
 //! The tag covers every header byte (job id, type, source and destination ranks, flags
 //! including `AUTH` itself, reliability sequence and ack, request id, length, fragment fields),
@@ -27,9 +34,17 @@ pub const AUTH_TAG_LEN: usize = 32;
 /// Bytes of the trailer an authenticated packet carries after its payload.
 pub const AUTH_TRAILER_LEN: usize = AUTH_SEQ_LEN + AUTH_TAG_LEN;
 
-/// A per-job secret key. Its `Debug` form never shows the key.
+/// A per-job secret key (and the two keys derived from it). Its `Debug` form never shows it.
 #[derive(Clone, PartialEq, Eq)]
-pub struct AuthKey([u8; KEY_LEN]);
+pub struct AuthKey {
+    key: [u8; KEY_LEN],
+    payload: [u8; KEY_LEN],
+    packet: [u8; KEY_LEN],
+}
+
+/// BLAKE3 key-derivation contexts of the two derived keys.
+const PAYLOAD_CONTEXT: &str = "squall 2026 packet authentication: payload digest";
+const PACKET_CONTEXT: &str = "squall 2026 packet authentication: packet tag";
 
 impl fmt::Debug for AuthKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -49,17 +64,21 @@ pub enum KeyError {
 impl AuthKey {
     /// The key made of these bytes (the launcher fills them from the OS random source).
     pub fn from_bytes(bytes: [u8; KEY_LEN]) -> AuthKey {
-        AuthKey(bytes)
+        AuthKey {
+            key: bytes,
+            payload: blake3::derive_key(PAYLOAD_CONTEXT, &bytes),
+            packet: blake3::derive_key(PACKET_CONTEXT, &bytes),
+        }
     }
 
     /// The key's bytes (to hand it to other nodes over a trusted channel).
     pub fn as_bytes(&self) -> &[u8; KEY_LEN] {
-        &self.0
+        &self.key
     }
 
     /// Lower-case hexadecimal, the form of `SQUALL_AUTH_KEY` and key files.
     pub fn to_hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
+        self.key.iter().map(|b| format!("{b:02x}")).collect()
     }
 
     /// Parses [`AuthKey::to_hex`]'s form; surrounding white space is ignored.
@@ -74,16 +93,17 @@ impl AuthKey {
             let lo = hex_digit(pair[1]).ok_or(KeyError::NotHex)?;
             out[i] = hi << 4 | lo;
         }
-        Ok(AuthKey(out))
+        Ok(AuthKey::from_bytes(out))
     }
 
     /// The tag of a packet whose encoded header is `header` and payload `payload`, sent with
     /// authentication sequence number `seq`.
     pub fn tag(&self, header: &[u8], payload: &[u8], seq: u64) -> blake3::Hash {
-        let mut h = blake3::Hasher::new_keyed(&self.0);
+        let digest = blake3::keyed_hash(&self.payload, payload);
+        let mut h = blake3::Hasher::new_keyed(&self.packet);
         h.update(header);
-        h.update(payload);
         h.update(&seq.to_le_bytes());
+        h.update(digest.as_bytes());
         h.finalize()
     }
 
@@ -279,6 +299,10 @@ mod tests {
         // Another key, a short trailer.
         assert_eq!(key(8).verify(&header, payload, &t), Err(BadTag));
         assert_eq!(k.verify(&header, payload, &t[..39]), Err(BadTag));
+        // Bytes moved between header and payload change the tag.
+        let mut longer = header.to_vec();
+        longer.push(payload[0]);
+        assert_ne!(k.tag(&longer, &payload[1..], 5), k.tag(&header, payload, 5));
         // The same packet under another sequence number has another tag.
         assert_ne!(k.trailer(&header, payload, 6)[8..], t[8..]);
     }

@@ -6,7 +6,9 @@
 //! the node programs are the ordinary `bench-pingpong` and `bench-bandwidth`.
 use super::bandwidth::{count_for, BandwidthArgs};
 use super::pingpong::PingpongArgs;
-use super::report::{emit_json, median, round, run_nodes_auth, set_transports, tag_transport, Table};
+use super::report::{
+    emit_json, median, round, run_nodes_auth, set_transports, tag_transport, Table,
+};
 use serde_json::{json, Value};
 use squall_launch::AuthSetting;
 use std::time::Duration;
