@@ -66,6 +66,9 @@ pub struct RunArgs {
     /// (SQUALL_AUTH=auto): on when nodes run through the remote shell (--hosts), off otherwise.
     #[arg(long, conflicts_with = "no_auth")]
     pub auth: bool,
+    /// Authenticate every packet and encrypt its payload (ChaCha20-Poly1305; tcp, udp).
+    #[arg(long, conflicts_with = "no_auth")]
+    pub encrypt: bool,
     /// Never authenticate packets, even with --hosts.
     #[arg(long)]
     pub no_auth: bool,
@@ -139,7 +142,9 @@ fn build_spec(args: RunArgs) -> Result<JobSpec, String> {
     spec.net_faults = args.net_faults;
     spec.stats = args.stats;
     spec.prefix = !args.no_prefix;
-    spec.auth = if args.auth {
+    spec.auth = if args.encrypt {
+        AuthSetting::Encrypt
+    } else if args.auth {
         AuthSetting::On
     } else if args.no_auth {
         AuthSetting::Off

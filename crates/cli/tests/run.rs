@@ -179,6 +179,7 @@ fn auth_on_request_locally_over_tcp_and_udp() {
             authenticated(&so, 2)
         };
         assert!(run("--auth").iter().all(|n| *n > 0), "{t}: --auth");
+        assert!(run("--encrypt").iter().all(|n| *n > 0), "{t}: --encrypt");
         assert!(run("--no-auth").iter().all(|n| *n == 0), "{t}: --no-auth");
     }
 }

@@ -79,7 +79,7 @@ pub const ALL: &[EnvVar] = &[
     EnvVar {
         name: AUTH,
         default: "auto",
-        meaning: "packet authentication (tcp, udp): on: every packet carries a keyed-BLAKE3 tag and a replay-checked sequence number, and the node refuses to start without a key; off: none; auto: on when a key is given. squall run makes the key and turns it on for --hosts jobs (several hosts; nodes listen on every interface) or with --auth, off with --no-auth; not available over mpi",
+        meaning: "packet authentication (tcp, udp): on: every packet carries a keyed-BLAKE3 tag and a replay-checked sequence number, and the node refuses to start without a key; encrypt: the same, with payloads encrypted by ChaCha20-Poly1305 (every node must agree); off: none; auto: on when a key is given. squall run makes the key and turns it on for --hosts jobs (several hosts; nodes listen on every interface) or with --auth (--encrypt: encrypt), off with --no-auth; not available over mpi",
     },
     EnvVar {
         name: AUTH_KEY,

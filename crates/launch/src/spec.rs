@@ -31,6 +31,8 @@ pub enum AuthSetting {
     On,
     /// Never.
     Off,
+    /// Always, and payloads are encrypted too (ChaCha20-Poly1305).
+    Encrypt,
 }
 
 impl std::str::FromStr for AuthSetting {
@@ -40,7 +42,11 @@ impl std::str::FromStr for AuthSetting {
             "on" | "1" | "yes" | "true" => Ok(AuthSetting::On),
             "off" | "0" | "no" | "false" => Ok(AuthSetting::Off),
             "auto" | "" => Ok(AuthSetting::Auto),
-            other => Err(format!("{}={other:?}: give on, off or auto", env::AUTH)),
+            "encrypt" => Ok(AuthSetting::Encrypt),
+            other => Err(format!(
+                "{}={other:?}: give on, off, auto or encrypt",
+                env::AUTH
+            )),
         }
     }
 }
@@ -123,7 +129,7 @@ impl JobSpec {
     /// Whether this job's packets are authenticated (see [`AuthSetting`]).
     pub fn auth_on(&self) -> bool {
         match (self.auth, &self.launcher) {
-            (AuthSetting::On, _) => true,
+            (AuthSetting::On | AuthSetting::Encrypt, _) => true,
             (AuthSetting::Off, _) => false,
             // Remote nodes bind every interface (and usually run on several hosts).
             (AuthSetting::Auto, LauncherKind::Rsh(_)) => true,
@@ -142,7 +148,7 @@ impl JobSpec {
         if !matches!(self.transport.as_str(), "tcp" | "udp" | "mpi") {
             return Err(LaunchError::BadTransport(self.transport.clone()));
         }
-        if self.auth == AuthSetting::On
+        if matches!(self.auth, AuthSetting::On | AuthSetting::Encrypt)
             && (self.transport == "mpi" || matches!(self.launcher, LauncherKind::Mpirun(_)))
         {
             return Err(LaunchError::AuthOverMpi);
@@ -184,7 +190,11 @@ impl JobSpec {
         if self.stats {
             vars.push((env::STATS.to_string(), "1".to_string()));
         }
-        let auth = if self.auth_on() { "on" } else { "off" };
+        let auth = match (self.auth_on(), self.auth) {
+            (true, AuthSetting::Encrypt) => "encrypt",
+            (true, _) => "on",
+            (false, _) => "off",
+        };
         vars.push((env::AUTH.to_string(), auth.to_string()));
         vars.extend(self.extra_env.iter().cloned());
         vars
@@ -305,6 +315,10 @@ mod tests {
         spec.transport = "mpi".into();
         assert!(matches!(spec.validate(), Err(LaunchError::AuthOverMpi)));
         assert_eq!("ON".parse::<AuthSetting>(), Ok(AuthSetting::On));
+        let mut spec = JobSpec::local(2, "true", vec![]);
+        spec.auth = AuthSetting::Encrypt;
+        let vars = spec.node_env(1, "h:1", 1);
+        assert!(vars.contains(&(env::AUTH.to_string(), "encrypt".to_string())));
         assert!("sometimes".parse::<AuthSetting>().is_err());
         let (a, b) = (new_auth_key().expect("key"), new_auth_key().expect("key"));
         assert_eq!(a.len(), 64);

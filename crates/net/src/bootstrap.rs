@@ -16,7 +16,9 @@
 //! warning, a hello whose tag fails or that repeats a rank that already joined, a node refuses
 //! a table that fails, and a node ignores a pair connection whose greeting fails; so nobody
 //! without the key can join, learn the table or take a peer's place. A node without a key
-//! refuses sealed frames, naming the setting.
+//! refuses sealed frames, naming the setting. Bootstrap frames are tagged, never encrypted
+//! (`SQUALL_AUTH=encrypt` encrypts the transports' payloads); the hello says whether the node
+//! encrypts, and rank 0 refuses a node that differs.
 //!
 //! mpi (feature `mpi`): none of the above; the backend's progress thread initialises MPI, rank
 //! and size come from `MPI_Comm_rank`/`MPI_Comm_size` and rank 0's job id is broadcast.
@@ -31,6 +33,9 @@ use squall_wire::{decode_header, AuthKey, Flags, Header, MsgType, HEADER_LEN};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
 use std::time::{Duration, Instant};
+
+/// Bit of the hello's transport byte saying the node encrypts payloads.
+const ENCRYPTS: u8 = 0x10;
 
 /// How long a joining node retries connecting to the rendezvous address or a peer.
 const CONNECT_RETRY: Duration = Duration::from_secs(10);
@@ -98,6 +103,7 @@ pub fn start_with(
                     streams,
                     cfg.faults,
                     cfg.auth.clone(),
+                    cfg.encrypt,
                 )?),
                 job,
             )
@@ -256,6 +262,13 @@ fn rendezvous(cfg: &NetConfig, me: SocketAddr) -> Result<(JobId, Vec<SocketAddr>
         #[cfg(feature = "mpi")]
         Transport::Mpi => 2u8,
     };
+    // Bit 4: payloads encrypted (every node of a job must agree).
+    let tcode = tcode
+        | if cfg.auth.is_some() && cfg.encrypt {
+            ENCRYPTS
+        } else {
+            0
+        };
     if rank.0 == 0 {
         let sock = socket2::Socket::new(
             socket2::Domain::for_address(rv_addr),
@@ -349,10 +362,25 @@ fn rendezvous(cfg: &NetConfig, me: SocketAddr) -> Result<(JobId, Vec<SocketAddr>
                     cfg.size
                 )));
             }
-            if p[2] != tcode {
+            if p[2] & !ENCRYPTS != tcode & !ENCRYPTS {
                 return Err(NetError::Bootstrap(format!(
                     "{r} uses another {} than rank 0",
                     env::TRANSPORT
+                )));
+            }
+            if p[2] != tcode {
+                let who = |b: u8| {
+                    if b & ENCRYPTS != 0 {
+                        "encrypts"
+                    } else {
+                        "does not encrypt"
+                    }
+                };
+                return Err(NetError::Bootstrap(format!(
+                    "{r} {} its packets but rank 0 {} ({}=encrypt must be set on every node)",
+                    who(p[2]),
+                    who(tcode),
+                    env::AUTH
                 )));
             }
             if key.is_some() && r.index() < n && r.0 != 0 && table[r.index()].is_some() {

@@ -88,6 +88,8 @@ pub struct NetConfig {
     /// The job's key when packets are authenticated (tcp, udp; `SQUALL_AUTH`); every node of
     /// the job must have the same.
     pub auth: Option<AuthKey>,
+    /// With a key: payloads are encrypted too (`SQUALL_AUTH=encrypt`); job-wide.
+    pub encrypt: bool,
 }
 
 /// The `SQUALL_AUTH` setting.
@@ -99,6 +101,9 @@ pub enum AuthMode {
     Off,
     /// Authenticate when a key is given (the default).
     Auto,
+    /// Authenticate and encrypt payloads (ChaCha20-Poly1305); a node without a key refuses
+    /// to start.
+    Encrypt,
 }
 
 impl std::str::FromStr for AuthMode {
@@ -108,8 +113,9 @@ impl std::str::FromStr for AuthMode {
             "on" | "1" | "yes" | "true" => Ok(AuthMode::On),
             "off" | "0" | "no" | "false" => Ok(AuthMode::Off),
             "auto" | "" => Ok(AuthMode::Auto),
+            "encrypt" => Ok(AuthMode::Encrypt),
             other => Err(NetError::Config(format!(
-                "{}={other:?}: give on, off or auto",
+                "{}={other:?}: give on, off, auto or encrypt",
                 env::AUTH
             ))),
         }
@@ -156,26 +162,32 @@ fn read_key(get: &impl Fn(&str) -> Option<String>) -> Result<Option<AuthKey>, Ne
     })
 }
 
-/// The key the node uses, after `SQUALL_AUTH`.
+/// The key the node uses after `SQUALL_AUTH`, and whether it encrypts payloads.
 pub fn auth_from_lookup(
     get: &impl Fn(&str) -> Option<String>,
-) -> Result<Option<AuthKey>, NetError> {
+) -> Result<(Option<AuthKey>, bool), NetError> {
     let mode = match get(env::AUTH) {
         Some(m) => m.parse()?,
         None => AuthMode::Auto,
     };
     match mode {
-        AuthMode::Off => Ok(None),
-        AuthMode::Auto => read_key(get),
-        AuthMode::On => read_key(get)?.map(Some).ok_or_else(|| {
-            NetError::Config(format!(
-                "{}=on but no key: set {} (64 hex digits) or {} (a file of mode 0600), \
+        AuthMode::Off => Ok((None, false)),
+        AuthMode::Auto => Ok((read_key(get)?, false)),
+        AuthMode::On | AuthMode::Encrypt => match read_key(get)? {
+            Some(k) => Ok((Some(k), mode == AuthMode::Encrypt)),
+            None => Err(NetError::Config(format!(
+                "{}={} but no key: set {} (64 hex digits) or {} (a file of mode 0600), \
                  or start the job with `squall run --auth`, which makes one",
                 env::AUTH,
+                if mode == AuthMode::Encrypt {
+                    "encrypt"
+                } else {
+                    "on"
+                },
                 env::AUTH_KEY,
                 env::AUTH_KEY_FILE
-            ))
-        }),
+            ))),
+        },
     }
 }
 
@@ -199,6 +211,7 @@ impl NetConfig {
             join_timeout: Duration::from_secs(30),
             service_slice: Some(DEFAULT_SERVICE_SLICE),
             auth: None,
+            encrypt: false,
         }
     }
 
@@ -290,7 +303,7 @@ impl NetConfig {
             cfg.transport = t.parse()?;
         }
         cfg.read_common(&get)?;
-        cfg.auth = auth_from_lookup(&get)?;
+        (cfg.auth, cfg.encrypt) = auth_from_lookup(&get)?;
         Ok(cfg)
     }
 
@@ -316,7 +329,7 @@ impl NetConfig {
             })?));
         }
         cfg.read_common(get)?;
-        if auth_from_lookup(get)?.is_some() {
+        if auth_from_lookup(get)?.0.is_some() {
             // MPI carries the packets over its own channels; Squall does not seal them.
             return Err(NetError::Config(format!(
                 "{} is on, but the mpi transport does not authenticate packets (MPI's own \
@@ -483,7 +496,14 @@ mod tests {
         let e = with(&[("SQUALL_AUTH", "on")]).expect_err("on without a key");
         assert!(e.to_string().contains("SQUALL_AUTH_KEY"), "{e}");
         let e = with(&[("SQUALL_AUTH", "maybe")]).expect_err("bad mode");
-        assert!(e.to_string().contains("on, off or auto"), "{e}");
+        assert!(e.to_string().contains("on, off, auto or encrypt"), "{e}");
+        let c = with(&[("SQUALL_AUTH", "encrypt"), ("SQUALL_AUTH_KEY", &key)]).expect("encrypt");
+        assert!(c.auth.is_some() && c.encrypt);
+        let e = with(&[("SQUALL_AUTH", "encrypt")]).expect_err("encrypt without a key");
+        assert!(
+            e.to_string().contains("SQUALL_AUTH=encrypt but no key"),
+            "{e}"
+        );
         let e = with(&[("SQUALL_AUTH_KEY", "123")]).expect_err("short key");
         assert!(e.to_string().contains("SQUALL_AUTH_KEY"), "{e}");
         // A key file must be private.

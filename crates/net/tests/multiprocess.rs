@@ -703,6 +703,41 @@ fn suite_tcp_4_auth_delay() {
     run(4, "tcp", "suite", &env);
 }
 
+const ENCRYPT_ON: [(&str, &str); 2] = [("SQUALL_AUTH", "encrypt"), ("SQUALL_AUTH_KEY", TEST_KEY)];
+
+#[test]
+fn suite_tcp_2_encrypt() {
+    run(2, "tcp", "suite", &ENCRYPT_ON);
+}
+#[test]
+fn suite_udp_4_encrypt_faults() {
+    let mut env = ENCRYPT_ON.to_vec();
+    env.push(("SQUALL_NET_FAULTS", "loss=0.1,dup=0.05,reorder=0.1,seed=9"));
+    run(4, "udp", "suite", &env);
+}
+
+/// A node that encrypts and one that only tags cannot form a job: rank 0 says which.
+#[test]
+fn encrypting_and_tagging_nodes_do_not_mix() {
+    let _one = ONE_JOB_AT_A_TIME.lock();
+    let port = common::free_port();
+    let mut job = common::spawn_ranks(2, &[0], port, "udp", "suite", &ENCRYPT_ON);
+    let other = common::spawn_ranks(2, &[1], port, "udp", "suite", &AUTH_ON);
+    job.children.extend(other.children);
+    let outs = job.wait(Duration::from_secs(30));
+    assert!(
+        !outs[0].status.is_some_and(|s| s.success()),
+        "rank 0 accepted a node that does not encrypt"
+    );
+    assert!(
+        outs[0]
+            .stderr
+            .contains("does not encrypt its packets but rank 0 encrypts"),
+        "{}",
+        outs[0].stderr
+    );
+}
+
 /// Forged datagrams injected into node 0's udp socket (another key, an unsealed one, and
 /// replays of sequence numbers node 1 already used, made with the right key) are refused and
 /// counted, with a warning naming the claimed sender and the address; the job's results stay

@@ -19,6 +19,13 @@
 //! costs less than half of one streaming pass over header and payload, whose first chunk is
 //! not aligned); a short one has no chunks to spread, so one pass over everything is cheapest.
 //!
+//! Encryption (optional, [`AuthKey::seal_encrypted`]): the payload is encrypted in place with
+//! ChaCha20-Poly1305 under a fourth derived key, the nonce being source rank ‖ destination rank
+//! ‖ sequence number (never reused: each sender numbers each pair's packets from 1), the header
+//! as associated data; the trailer then holds the sequence number, the 16-byte Poly1305 tag
+//! and 16 zero bytes, and the receiver decrypts and checks in one step
+//! ([`AuthKey::open_encrypted`]). Which form a job uses is a job-wide setting.
+//!
 //! The tag covers every header byte (job id, type, source and destination ranks, flags
 //! including `AUTH` itself, reliability sequence and ack, request id, length, fragment fields),
 //! the whole payload and the authentication sequence number, so a packet cannot be altered,
@@ -43,6 +50,7 @@ pub struct AuthKey {
     payload: [u8; KEY_LEN],
     packet: [u8; KEY_LEN],
     short: [u8; KEY_LEN],
+    aead: [u8; KEY_LEN],
 }
 
 /// Longest payload tagged in one pass (one BLAKE3 chunk).
@@ -52,6 +60,9 @@ pub const SHORT_PAYLOAD: usize = 1024;
 const PAYLOAD_CONTEXT: &str = "squall 2026 packet authentication: payload digest";
 const PACKET_CONTEXT: &str = "squall 2026 packet authentication: packet tag";
 const SHORT_CONTEXT: &str = "squall 2026 packet authentication: short packet tag";
+const AEAD_CONTEXT: &str = "squall 2026 packet encryption: chacha20-poly1305 key";
+/// Bytes of the Poly1305 tag in an encrypted packet's trailer (the rest of the tag field is 0).
+const POLY_TAG_LEN: usize = 16;
 
 impl fmt::Debug for AuthKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -76,6 +87,7 @@ impl AuthKey {
             payload: blake3::derive_key(PAYLOAD_CONTEXT, &bytes),
             packet: blake3::derive_key(PACKET_CONTEXT, &bytes),
             short: blake3::derive_key(SHORT_CONTEXT, &bytes),
+            aead: blake3::derive_key(AEAD_CONTEXT, &bytes),
         }
     }
 
@@ -147,6 +159,67 @@ impl AuthKey {
         } else {
             Err(BadTag)
         }
+    }
+}
+
+impl AuthKey {
+    fn nonce(header: &[u8], seq: u64) -> chacha20poly1305::Nonce {
+        // Source and destination ranks (header offsets 14 and 16), then the sequence number.
+        let mut n = [0u8; 12];
+        if header.len() >= 18 {
+            n[..4].copy_from_slice(&header[14..18]);
+        }
+        n[4..].copy_from_slice(&seq.to_le_bytes());
+        n.into()
+    }
+
+    /// Encrypts `payload` in place (associated data: the encoded `header`, with `AUTH` set)
+    /// and returns the trailer for sequence number `seq`.
+    pub fn seal_encrypted(
+        &self,
+        header: &[u8],
+        payload: &mut [u8],
+        seq: u64,
+    ) -> [u8; AUTH_TRAILER_LEN] {
+        use chacha20poly1305::aead::{AeadInPlace, KeyInit};
+        let cipher = chacha20poly1305::ChaCha20Poly1305::new(&self.aead.into());
+        let mut t = [0u8; AUTH_TRAILER_LEN];
+        t[..AUTH_SEQ_LEN].copy_from_slice(&seq.to_le_bytes());
+        // Encryption only fails for payloads beyond 256 GiB; a packet is far below.
+        if let Ok(tag) =
+            cipher.encrypt_in_place_detached(&Self::nonce(header, seq), header, payload)
+        {
+            t[AUTH_SEQ_LEN..AUTH_SEQ_LEN + POLY_TAG_LEN].copy_from_slice(&tag);
+        }
+        t
+    }
+
+    /// Checks and decrypts an encrypted packet's `payload` in place; returns its sequence
+    /// number. On failure the buffer holds garbage and must be thrown away.
+    pub fn open_encrypted(
+        &self,
+        header: &[u8],
+        payload: &mut [u8],
+        trailer: &[u8],
+    ) -> Result<u64, BadTag> {
+        use chacha20poly1305::aead::{AeadInPlace, KeyInit};
+        if trailer.len() != AUTH_TRAILER_LEN
+            || trailer[AUTH_SEQ_LEN + POLY_TAG_LEN..]
+                .iter()
+                .any(|b| *b != 0)
+        {
+            return Err(BadTag);
+        }
+        let mut s = [0u8; AUTH_SEQ_LEN];
+        s.copy_from_slice(&trailer[..AUTH_SEQ_LEN]);
+        let seq = u64::from_le_bytes(s);
+        let tag =
+            chacha20poly1305::Tag::from_slice(&trailer[AUTH_SEQ_LEN..AUTH_SEQ_LEN + POLY_TAG_LEN]);
+        let cipher = chacha20poly1305::ChaCha20Poly1305::new(&self.aead.into());
+        cipher
+            .decrypt_in_place_detached(&Self::nonce(header, seq), header, payload, tag)
+            .map(|()| seq)
+            .map_err(|_| BadTag)
     }
 }
 
@@ -328,6 +401,55 @@ mod tests {
         assert_ne!(k.tag(&longer, &payload[1..], 5), k.tag(&header, payload, 5));
         // The same packet under another sequence number has another tag.
         assert_ne!(k.trailer(&header, payload, 6)[8..], t[8..]);
+    }
+
+    #[test]
+    fn encrypted_payloads_hide_their_bytes_and_resist_tampering() {
+        let k = key(7);
+        let mut header = [1u8; 52];
+        header[14..18].copy_from_slice(&[3, 0, 1, 0]);
+        let plain = b"the secret contents of page 0x5000_0000_1000".to_vec();
+        let mut buf = plain.clone();
+        let t = k.seal_encrypted(&header, &mut buf, 9);
+        assert_ne!(buf, plain, "not encrypted");
+        assert!(!buf.windows(6).any(|w| w == b"secret"));
+        // The same payload under the next number encrypts differently.
+        let mut again = plain.clone();
+        let t2 = k.seal_encrypted(&header, &mut again, 10);
+        assert_ne!(again, buf);
+        let mut open = buf.clone();
+        assert_eq!(k.open_encrypted(&header, &mut open, &t), Ok(9));
+        assert_eq!(open, plain);
+        let mut open2 = again.clone();
+        assert_eq!(k.open_encrypted(&header, &mut open2, &t2), Ok(10));
+        // Any flipped bit of header, ciphertext or trailer (number, tag, padding) fails.
+        for i in 0..header.len() {
+            let mut h = header;
+            h[i] ^= 2;
+            let mut b = buf.clone();
+            assert_eq!(k.open_encrypted(&h, &mut b, &t), Err(BadTag), "header {i}");
+        }
+        for i in 0..buf.len() {
+            let mut b = buf.clone();
+            b[i] ^= 2;
+            assert_eq!(
+                k.open_encrypted(&header, &mut b, &t),
+                Err(BadTag),
+                "byte {i}"
+            );
+        }
+        for i in 0..AUTH_TRAILER_LEN {
+            let mut bad = t;
+            bad[i] ^= 2;
+            let mut b = buf.clone();
+            assert_eq!(
+                k.open_encrypted(&header, &mut b, &bad),
+                Err(BadTag),
+                "trailer {i}"
+            );
+        }
+        let mut b = buf.clone();
+        assert_eq!(key(8).open_encrypted(&header, &mut b, &t), Err(BadTag));
     }
 
     #[test]

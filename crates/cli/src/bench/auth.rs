@@ -34,7 +34,7 @@ fn node0(t: &str, args: Vec<String>, auth: AuthSetting) -> Result<(Vec<Value>, u
         .filter_map(|(_, v)| v.get("authenticated").and_then(Value::as_u64))
         .sum();
     match auth {
-        AuthSetting::On if n == 0 => Err(format!(
+        AuthSetting::On | AuthSetting::Encrypt if n == 0 => Err(format!(
             "{t}: the job with authentication reports no authenticated packet"
         )),
         AuthSetting::Off if n != 0 => Err(format!(
@@ -68,7 +68,17 @@ fn check_transports(names: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
+/// The setting of the measured jobs, and its name in titles.
+fn measured(encrypt: bool) -> (AuthSetting, &'static str) {
+    if encrypt {
+        (AuthSetting::Encrypt, "--auth --encrypt")
+    } else {
+        (AuthSetting::On, "--auth")
+    }
+}
+
 pub fn pingpong(a: &PingpongArgs) -> Result<(), String> {
+    let (setting, name) = measured(a.encrypt);
     let transports = a.transport.names();
     check_transports(&transports)?;
     let sizes: Vec<String> = a.sizes.iter().map(|s| s.to_string()).collect();
@@ -86,7 +96,7 @@ pub fn pingpong(a: &PingpongArgs) -> Result<(), String> {
     ];
     let mut table = Table::new(
         format!(
-            "pingpong --auth: 2 nodes, {} round trips, {} reps of (without, with) \
+            "pingpong {name}: 2 nodes, {} round trips, {} reps of (without, with) \
              authentication, median round trip in microseconds",
             a.iters, a.reps
         ),
@@ -110,7 +120,7 @@ pub fn pingpong(a: &PingpongArgs) -> Result<(), String> {
         let mut packets = 0u64;
         for _ in 0..a.reps {
             let (off_rows, _) = node0(t, args.clone(), AuthSetting::Off)?;
-            let (on_rows, k) = node0(t, args.clone(), AuthSetting::On)?;
+            let (on_rows, k) = node0(t, args.clone(), setting)?;
             packets += k;
             for (i, &size) in a.sizes.iter().enumerate() {
                 plain[i].extend(values(&off_rows, size, "am_rtt_us")?);
@@ -150,7 +160,7 @@ pub fn pingpong(a: &PingpongArgs) -> Result<(), String> {
     }
     table.print();
     if a.json {
-        let mut obj = json!({"bench": "pingpong-auth", "rows": rows_json});
+        let mut obj = json!({"bench": "pingpong-auth", "encrypt": a.encrypt, "rows": rows_json});
         set_transports(&mut obj, &transports);
         emit_json(&obj);
     }
@@ -158,6 +168,7 @@ pub fn pingpong(a: &PingpongArgs) -> Result<(), String> {
 }
 
 pub fn bandwidth(a: &BandwidthArgs) -> Result<(), String> {
+    let (setting, name) = measured(a.encrypt);
     let transports = a.transport.names();
     check_transports(&transports)?;
     let sizes: Vec<String> = a.sizes.iter().map(|s| s.to_string()).collect();
@@ -172,7 +183,7 @@ pub fn bandwidth(a: &BandwidthArgs) -> Result<(), String> {
     ];
     let mut table = Table::new(
         format!(
-            "bandwidth --auth: 2 nodes, {} reps of (without, with) authentication, median MiB/s",
+            "bandwidth {name}: 2 nodes, {} reps of (without, with) authentication, median MiB/s",
             a.reps
         ),
         &[
@@ -192,7 +203,7 @@ pub fn bandwidth(a: &BandwidthArgs) -> Result<(), String> {
         let mut packets = 0u64;
         for _ in 0..a.reps {
             let (off_rows, _) = node0(t, args.clone(), AuthSetting::Off)?;
-            let (on_rows, k) = node0(t, args.clone(), AuthSetting::On)?;
+            let (on_rows, k) = node0(t, args.clone(), setting)?;
             packets += k;
             for (i, &size) in a.sizes.iter().enumerate() {
                 let mb = (size * count_for(size, a.bytes)) as f64 / MIB;
@@ -227,7 +238,7 @@ pub fn bandwidth(a: &BandwidthArgs) -> Result<(), String> {
     }
     table.print();
     if a.json {
-        let mut obj = json!({"bench": "bandwidth-auth", "rows": rows_json});
+        let mut obj = json!({"bench": "bandwidth-auth", "encrypt": a.encrypt, "rows": rows_json});
         set_transports(&mut obj, &transports);
         emit_json(&obj);
     }

@@ -32,6 +32,9 @@ pub struct BandwidthArgs {
     /// job with it (tcp, udp), and the table gives both and the cost in percent.
     #[arg(long)]
     pub auth: bool,
+    /// With --auth: the authenticated jobs encrypt payloads too (ChaCha20-Poly1305).
+    #[arg(long, requires = "auth")]
+    pub encrypt: bool,
 }
 
 /// Messages per rep for `size`.

@@ -64,8 +64,9 @@ impl TcpBackend {
         streams: Vec<Option<std::net::TcpStream>>,
         faults: Option<FaultSpec>,
         auth: Option<AuthKey>,
+        encrypt: bool,
     ) -> Result<TcpBackend, NetError> {
-        let auth = auth.map(|k| LinkAuth::new(k, streams.len(), true));
+        let auth = auth.map(|k| LinkAuth::new(k, streams.len(), true, encrypt));
         let mut peers = Vec::with_capacity(streams.len());
         for (i, s) in streams.into_iter().enumerate() {
             let id = NodeId(i as u16);
@@ -139,6 +140,10 @@ impl TcpBackend {
             return Ok(None);
         };
         if !p.open || p.want_write || p.wpos != p.wbuf.len() || p.delay.is_some() {
+            return Ok(None);
+        }
+        if self.auth.as_ref().is_some_and(LinkAuth::encrypts) {
+            // The payload is encrypted into a copy: the queued path makes it.
             return Ok(None);
         }
         let mut h = Header::new(self.job, msg.ty, self.rank, msg.to);
@@ -325,6 +330,7 @@ impl TcpBackend {
             pos += total;
             counters.packets_received += 1;
             let payload_end = HEADER_LEN + h.payload_len as usize;
+            let mut plain = None;
             match auth.as_deref_mut() {
                 Some(a) => {
                     let pkt = Packet {
@@ -336,10 +342,13 @@ impl TcpBackend {
                             .contains(Flags::AUTH)
                             .then(|| &avail[payload_end..total]),
                     };
-                    if let Err(why) = a.check(&pkt) {
-                        counters.drop(why);
-                        a.warn(Instant::now(), rank, id, addr, why);
-                        continue;
+                    match a.check(&pkt) {
+                        Ok(p) => plain = p,
+                        Err(why) => {
+                            counters.drop(why);
+                            a.warn(Instant::now(), rank, id, addr, why);
+                            continue;
+                        }
                     }
                 }
                 None if h.flags.contains(Flags::AUTH) => {
@@ -363,7 +372,10 @@ impl TcpBackend {
                 ty: h.ty,
                 flags: h.flags,
                 request_id: h.request_id,
-                payload: Bytes::copy_from_slice(&avail[HEADER_LEN..payload_end]),
+                payload: match plain {
+                    Some(p) => Bytes::from(p),
+                    None => Bytes::copy_from_slice(&avail[HEADER_LEN..payload_end]),
+                },
             }));
         }
     }

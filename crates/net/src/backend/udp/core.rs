@@ -56,6 +56,8 @@ pub struct CoreConfig {
     pub ack_delay: Duration,
     /// The job key: every datagram is sealed and checked (None: no authentication).
     pub auth: Option<AuthKey>,
+    /// With a key: payloads are encrypted too (ChaCha20-Poly1305).
+    pub encrypt: bool,
 }
 
 impl CoreConfig {
@@ -73,6 +75,7 @@ impl CoreConfig {
             max_rto: Duration::from_millis(400),
             ack_delay: Duration::from_millis(1),
             auth: None,
+            encrypt: false,
         }
     }
 }
@@ -224,7 +227,7 @@ impl UdpCore {
         let auth = cfg
             .auth
             .clone()
-            .map(|k| LinkAuth::new(k, usize::from(cfg.size), false));
+            .map(|k| LinkAuth::new(k, usize::from(cfg.size), false, cfg.encrypt));
         UdpCore {
             cfg,
             peers,
@@ -412,7 +415,7 @@ impl UdpCore {
                 return Err(DropReason::Garbage);
             }
         };
-        let (h, payload) = (pkt.header, pkt.payload);
+        let h = pkt.header;
         if h.job != self.cfg.job {
             self.count_drop(DropReason::ForeignJob);
             return Err(DropReason::ForeignJob);
@@ -422,17 +425,22 @@ impl UdpCore {
             return Err(DropReason::BadDest);
         }
         let checked = match self.auth.as_mut() {
-            Some(a) => a.check(&pkt).map(|()| a.authenticated),
+            Some(a) => a.check(&pkt).map(|p| (p, a.authenticated)),
             None if h.flags.contains(Flags::AUTH) => Err(DropReason::BadMac),
-            None => Ok(0),
+            None => Ok((None, 0)),
         };
-        match checked {
-            Ok(n) => self.stats.authenticated = n,
+        let plain;
+        let payload: &[u8] = match checked {
+            Ok((p, n)) => {
+                self.stats.authenticated = n;
+                plain = p;
+                plain.as_deref().unwrap_or(pkt.payload)
+            }
             Err(why) => {
                 self.count_drop(why);
                 return Err(why);
             }
-        }
+        };
         let p = h.src.index();
         if self.peers[p].state == PeerState::Lost {
             self.count_drop(DropReason::AfterBye);

@@ -49,6 +49,7 @@ impl UdpBackend {
         ccfg.max_payload = cfg.udp_max_payload.clamp(1, 65_000);
         ccfg.window = cfg.udp_window.max(1);
         ccfg.auth = cfg.auth.clone();
+        ccfg.encrypt = cfg.encrypt;
         let faults = cfg
             .faults
             .filter(|f| !f.is_noop())
