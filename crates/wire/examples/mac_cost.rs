@@ -21,7 +21,9 @@ fn fastest(batches: usize, per: usize, mut f: impl FnMut(usize)) -> f64 {
 fn main() {
     let key = AuthKey::from_bytes([7; KEY_LEN]);
     let h = Header::new(JobId(1), MsgType(70), NodeId(0), NodeId(1));
-    println!("payload bytes, seal us, check us, check MiB/s (fastest batch)");
+    println!(
+        "payload bytes, seal us, check us, check MiB/s, encrypt us, decrypt us (fastest batch)"
+    );
     for size in [64usize, 4096, 32 * 1024, 1 << 20] {
         let payload = vec![0x5au8; size];
         let per = ((256 << 10) / (size + 64)).clamp(1, 2000);
@@ -35,8 +37,19 @@ fn main() {
             let t = p.trailer.expect("sealed");
             assert!(key.verify(p.header_bytes, p.payload, t).is_ok());
         });
+        let hb = h.to_bytes();
+        let mut buf = payload.clone();
+        let mut trailer = [0u8; squall_wire::AUTH_TRAILER_LEN];
+        let enc = fastest(300, per, |i| {
+            trailer = key.seal_encrypted(&hb, &mut buf, i as u64 + 1);
+        });
+        let sealed = buf.clone();
+        let dec = fastest(300, per, |_| {
+            buf.copy_from_slice(&sealed);
+            assert!(key.open_encrypted(&hb, &mut buf, &trailer).is_ok());
+        });
         println!(
-            "{size:>8}, {seal:.2}, {check:.2}, {:.0}",
+            "{size:>8}, {seal:.2}, {check:.2}, {:.0}, {enc:.2}, {dec:.2}",
             size as f64 / (check * 1e-6) / f64::from(1 << 20)
         );
     }

@@ -44,14 +44,24 @@ pub const AUTH_TAG_LEN: usize = 32;
 pub const AUTH_TRAILER_LEN: usize = AUTH_SEQ_LEN + AUTH_TAG_LEN;
 
 /// A per-job secret key (and the two keys derived from it). Its `Debug` form never shows it.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct AuthKey {
     key: [u8; KEY_LEN],
     payload: [u8; KEY_LEN],
     packet: [u8; KEY_LEN],
     short: [u8; KEY_LEN],
-    aead: [u8; KEY_LEN],
+    /// ChaCha20-Poly1305 under the derived encryption key, set up once.
+    aead: chacha20poly1305::ChaCha20Poly1305,
 }
+
+impl PartialEq for AuthKey {
+    fn eq(&self, other: &AuthKey) -> bool {
+        // Everything else is derived from `key`.
+        self.key == other.key
+    }
+}
+
+impl Eq for AuthKey {}
 
 /// Longest payload tagged in one pass (one BLAKE3 chunk).
 pub const SHORT_PAYLOAD: usize = 1024;
@@ -87,7 +97,12 @@ impl AuthKey {
             payload: blake3::derive_key(PAYLOAD_CONTEXT, &bytes),
             packet: blake3::derive_key(PACKET_CONTEXT, &bytes),
             short: blake3::derive_key(SHORT_CONTEXT, &bytes),
-            aead: blake3::derive_key(AEAD_CONTEXT, &bytes),
+            aead: {
+                use chacha20poly1305::aead::KeyInit;
+                chacha20poly1305::ChaCha20Poly1305::new(
+                    &blake3::derive_key(AEAD_CONTEXT, &bytes).into(),
+                )
+            },
         }
     }
 
@@ -181,8 +196,8 @@ impl AuthKey {
         payload: &mut [u8],
         seq: u64,
     ) -> [u8; AUTH_TRAILER_LEN] {
-        use chacha20poly1305::aead::{AeadInPlace, KeyInit};
-        let cipher = chacha20poly1305::ChaCha20Poly1305::new(&self.aead.into());
+        use chacha20poly1305::aead::AeadInPlace;
+        let cipher = &self.aead;
         let mut t = [0u8; AUTH_TRAILER_LEN];
         t[..AUTH_SEQ_LEN].copy_from_slice(&seq.to_le_bytes());
         // Encryption only fails for payloads beyond 256 GiB; a packet is far below.
@@ -202,7 +217,7 @@ impl AuthKey {
         payload: &mut [u8],
         trailer: &[u8],
     ) -> Result<u64, BadTag> {
-        use chacha20poly1305::aead::{AeadInPlace, KeyInit};
+        use chacha20poly1305::aead::AeadInPlace;
         if trailer.len() != AUTH_TRAILER_LEN
             || trailer[AUTH_SEQ_LEN + POLY_TAG_LEN..]
                 .iter()
@@ -215,8 +230,7 @@ impl AuthKey {
         let seq = u64::from_le_bytes(s);
         let tag =
             chacha20poly1305::Tag::from_slice(&trailer[AUTH_SEQ_LEN..AUTH_SEQ_LEN + POLY_TAG_LEN]);
-        let cipher = chacha20poly1305::ChaCha20Poly1305::new(&self.aead.into());
-        cipher
+        self.aead
             .decrypt_in_place_detached(&Self::nonce(header, seq), header, payload, tag)
             .map(|()| seq)
             .map_err(|_| BadTag)
