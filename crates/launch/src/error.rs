@@ -50,7 +50,7 @@ pub enum LaunchError {
     },
     #[error(
         "authentication is on, but the mpi transport does not authenticate packets (MPI's \
-         own channels carry them): use --transport tcp or udp, or --auth off"
+         own channels carry them): use --transport tcp or udp, or --no-auth (SQUALL_AUTH=off)"
     )]
     AuthOverMpi,
     #[error("cannot read the operating system's random source for the job key: {0}")]
