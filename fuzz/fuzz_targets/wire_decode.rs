@@ -3,8 +3,10 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok((h, p)) = squall_wire::decode(data) {
-        assert_eq!(squall_wire::encode(&h, p), data);
+    if let Ok(p) = squall_wire::decode_packet(data) {
+        let mut again = squall_wire::encode(&p.header, p.payload);
+        again.extend_from_slice(p.trailer.unwrap_or_default());
+        assert_eq!(again, data);
     }
     let _ = squall_wire::decode_header(data);
 });

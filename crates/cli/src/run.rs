@@ -3,7 +3,7 @@
 use crate::settings::{report, Bad};
 use clap::{Args, ValueEnum};
 use squall_launch::{
-    run_job, ForwardSink, JobInput, JobSpec, LauncherKind, MpirunOptions, RshOptions,
+    run_job, AuthSetting, ForwardSink, JobInput, JobSpec, LauncherKind, MpirunOptions, RshOptions,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -63,6 +63,16 @@ pub struct RunArgs {
     /// Print per-node and total statistics at exit (sets SQUALL_STATS=1).
     #[arg(long)]
     pub stats: bool,
+    /// Authenticate every packet (tcp, udp) with a key made for this job. Default
+    /// (SQUALL_AUTH=auto): on when nodes run through the remote shell (--hosts), off otherwise.
+    #[arg(long, conflicts_with = "no_auth")]
+    pub auth: bool,
+    /// Authenticate every packet and encrypt its payload (ChaCha20-Poly1305; tcp, udp).
+    #[arg(long, conflicts_with = "no_auth")]
+    pub encrypt: bool,
+    /// Never authenticate packets, even with --hosts.
+    #[arg(long)]
+    pub no_auth: bool,
     /// End the job (exit status 124) if it runs longer than SECS seconds.
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<f64>,
@@ -105,11 +115,15 @@ pub fn after_help() -> String {
          Standard input goes to rank 0 (as under mpirun; also through --hosts and --launcher \
          mpirun):\n`squall run -n 4 ./prog < input` or `gen | squall run -n 4 ./prog`; the \
          other ranks read EOF.\nA terminal is forwarded while squall runs in the foreground.\n\n\
+         With authentication on (--auth; by default with --hosts) every tcp/udp packet carries \
+         a keyed-BLAKE3 tag;\nthe launcher makes the key: local nodes get it in SQUALL_AUTH_KEY, \
+         remote ones as the first line of the\nremote shell's stdin (never on a command line).\n\n\
          Environment variables:\n{}\n\
          Examples:\n  \
          squall run -n 4 ./my_app --size 1024\n  \
          squall run -n 2 --transport udp --net-faults loss=0.05,seed=7 ./my_app\n  \
          squall run -n 8 --hosts node1,node2,node3,node4 ./my_app\n  \
+         squall run -n 2 --auth --transport udp ./my_app\n  \
          squall run -n 4 --hostfile hosts.txt --rsh 'ssh -p 2222' --timeout 600 ./my_app\n  \
          squall run -n 4 --launcher mpirun --mpirun-args '--hostfile hosts' ./my_app\n\n\
          Exit status: 0 when every node exits 0; otherwise the status of the first node that \
@@ -224,6 +238,18 @@ fn build_spec(args: RunArgs) -> Result<JobSpec, Bad> {
     spec.net_faults = args.net_faults;
     spec.stats = args.stats;
     spec.prefix = !args.no_prefix;
+    spec.auth = if args.encrypt {
+        AuthSetting::Encrypt
+    } else if args.auth {
+        AuthSetting::On
+    } else if args.no_auth {
+        AuthSetting::Off
+    } else {
+        match std::env::var(squall_core::env::AUTH) {
+            Ok(v) => v.parse()?,
+            Err(_) => AuthSetting::Auto,
+        }
+    };
     if let Some(secs) = args.timeout {
         spec.timeout = Some(check_timeout(secs)?);
     }

@@ -111,6 +111,71 @@ fn bandwidth_json_reports_both_rates() {
 }
 
 #[test]
+fn pingpong_auth_reports_the_cost_and_the_authenticated_packets() {
+    let v = bench_json(&[
+        "pingpong",
+        "--auth",
+        "--transport",
+        "all",
+        "--sizes",
+        "64,4k",
+        "--iters",
+        "20",
+        "--reps",
+        "2",
+    ]);
+    assert_eq!(v["bench"], "pingpong-auth");
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 4);
+    for r in rows {
+        let plain = positive(r, "plain_rtt_us");
+        let auth = positive(r, "auth_rtt_us");
+        let cost = r["cost_pct"].as_f64().expect("cost_pct");
+        assert!(
+            (cost - (auth / plain - 1.0) * 100.0).abs() < 0.5,
+            "cost {cost} vs {auth}/{plain}"
+        );
+        positive(r, "plain_req_rtt_us");
+        positive(r, "auth_req_rtt_us");
+        // At least the 2 x 2 x (20 + warm-up) pongs and echo replies node 0 checked.
+        let n = r["auth_packets"].as_u64().expect("auth_packets");
+        assert!(n >= 160, "{n} authenticated packets in {r}");
+    }
+}
+
+#[test]
+fn bandwidth_auth_reports_both_rates_and_the_authenticated_packets() {
+    let v = bench_json(&[
+        "bandwidth",
+        "--auth",
+        "--transport",
+        "udp",
+        "--sizes",
+        "4k,64k",
+        "--bytes",
+        "256k",
+        "--reps",
+        "2",
+    ]);
+    assert_eq!(v["bench"], "bandwidth-auth");
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2);
+    for r in rows {
+        positive(r, "plain_mib_s");
+        positive(r, "auth_mib_s");
+        // Node 1 checked every datagram of the 2 reps x 2 runs x 256 KiB per size.
+        let n = r["auth_packets"].as_u64().expect("auth_packets");
+        assert!(n >= 2 * 2 * 64, "{n} authenticated packets in {r}");
+    }
+    let e = Command::new(SQUALL)
+        .args(["bench", "pingpong", "--auth", "--transport", "mpi"])
+        .output()
+        .expect("squall");
+    assert!(!e.status.success());
+    assert!(String::from_utf8_lossy(&e.stderr).contains("mpi transport does not seal"));
+}
+
+#[test]
 fn message_test_checks_every_message() {
     let v = bench_json(&[
         "message",

@@ -142,6 +142,118 @@ fn selftest_through_a_remote_shell() {
     assert!(so.contains("[1] selftest ok: node 1 of 2"), "{so}");
 }
 
+/// The packets each node reports it authenticated, from selftest's closing line.
+fn authenticated(so: &str, n: usize) -> Vec<u64> {
+    (0..n)
+        .map(|r| {
+            let at = format!("[{r}] selftest ok:");
+            so.lines()
+                .find(|l| l.starts_with(&at))
+                .and_then(|l| l.rsplit("; ").next())
+                .and_then(|t| t.split_whitespace().next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("no count of node {r} in:\n{so}"))
+        })
+        .collect()
+}
+
+#[test]
+fn auth_on_request_locally_over_tcp_and_udp() {
+    for t in ["tcp", "udp"] {
+        let run = |auth: &str| {
+            let out = squall(&[
+                "run",
+                "-n",
+                "2",
+                auth,
+                "--transport",
+                t,
+                "--timeout",
+                "60",
+                SQUALL,
+                "__node",
+                "selftest",
+            ]);
+            let (so, se) = (text(&out.stdout), text(&out.stderr));
+            assert!(out.status.success(), "{t} {auth}: {so}\n{se}");
+            authenticated(&so, 2)
+        };
+        assert!(run("--auth").iter().all(|n| *n > 0), "{t}: --auth");
+        assert!(run("--encrypt").iter().all(|n| *n > 0), "{t}: --encrypt");
+        assert!(run("--no-auth").iter().all(|n| *n == 0), "{t}: --no-auth");
+    }
+}
+
+#[test]
+fn auth_is_on_by_default_through_a_remote_shell_and_the_key_comes_on_stdin() {
+    let out = squall(&[
+        "run",
+        "-n",
+        "2",
+        "--hosts",
+        "localhost,localhost",
+        "--rsh",
+        "./tests/fake-rsh.sh",
+        "--timeout",
+        "60",
+        SQUALL,
+        "__node",
+        "selftest",
+    ]);
+    let (so, se) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{so}\n{se}");
+    assert!(authenticated(&so, 2).iter().all(|n| *n > 0), "{so}");
+    // The program sees the key in its environment, and rank 0 still gets the job's input.
+    let mut child = Command::new(SQUALL)
+        .args([
+            "run",
+            "-n",
+            "2",
+            "--hosts",
+            "localhost",
+            "--rsh",
+            "./tests/fake-rsh.sh",
+            "sh",
+            "-c",
+            "echo \"$SQUALL_AUTH ${#SQUALL_AUTH_KEY} $(cat)\"",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("squall");
+    {
+        use std::io::Write;
+        let mut w = child.stdin.take().expect("stdin");
+        w.write_all(b"job input").expect("write");
+    }
+    let out = child.wait_with_output().expect("output");
+    let so = text(&out.stdout);
+    assert!(out.status.success(), "{so}");
+    assert!(so.contains("[0] on 64 job input"), "{so}");
+    assert!(
+        so.contains("[1] on 64 \n") || so.contains("[1] on 64\n"),
+        "{so}"
+    );
+    let out = squall(&[
+        "run",
+        "-n",
+        "1",
+        "--no-auth",
+        "--hosts",
+        "localhost",
+        "--rsh",
+        "./tests/fake-rsh.sh",
+        "sh",
+        "-c",
+        "echo \"$SQUALL_AUTH ${#SQUALL_AUTH_KEY}\"",
+    ]);
+    assert!(
+        text(&out.stdout).contains("[0] off 0"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
 #[test]
 fn remote_shell_gets_the_environment_on_its_command_line() {
     let out = squall(&[

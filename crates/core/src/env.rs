@@ -37,6 +37,9 @@ pub const BARRIER_EAGER: &str = "SQUALL_BARRIER_EAGER";
 pub const BARRIER_FETCH: &str = "SQUALL_BARRIER_FETCH";
 pub const PUSH_UPDATES: &str = "SQUALL_PUSH_UPDATES";
 pub const LOCK_CACHE: &str = "SQUALL_LOCK_CACHE";
+pub const AUTH: &str = "SQUALL_AUTH";
+pub const AUTH_KEY: &str = "SQUALL_AUTH_KEY";
+pub const AUTH_KEY_FILE: &str = "SQUALL_AUTH_KEY_FILE";
 
 /// Every variable, with its default and meaning.
 pub const ALL: &[EnvVar] = &[
@@ -74,6 +77,21 @@ pub const ALL: &[EnvVar] = &[
         name: BIND_ADDR,
         default: "127.0.0.1 (0.0.0.0 with --hosts)",
         meaning: "IP address this node binds its transport to",
+    },
+    EnvVar {
+        name: AUTH,
+        default: "auto",
+        meaning: "packet authentication (tcp, udp): on: every packet carries a keyed-BLAKE3 tag and a replay-checked sequence number, and the node refuses to start without a key; encrypt: the same, with payloads encrypted by ChaCha20-Poly1305 (every node must agree); off: none; auto: on when a key is given. squall run makes the key and turns it on for --hosts jobs (several hosts; nodes listen on every interface) or with --auth (--encrypt: encrypt), off with --no-auth; not available over mpi",
+    },
+    EnvVar {
+        name: AUTH_KEY,
+        default: "(made by squall run when authentication is on)",
+        meaning: "the job's secret key, 64 hex digits; squall run puts it in local nodes' environment and hands it to remote nodes on the remote shell's stdin, never on a command line",
+    },
+    EnvVar {
+        name: AUTH_KEY_FILE,
+        default: "(none)",
+        meaning: "a file holding the key (64 hex digits), readable by its owner only (mode 0600); read when AUTH_KEY is not set",
     },
     EnvVar {
         name: PEER_TIMEOUT_MS,

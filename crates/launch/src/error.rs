@@ -52,6 +52,15 @@ pub enum LaunchError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(
+        "authentication is on, but the mpi transport does not authenticate packets (MPI's \
+         own channels carry them): use --transport tcp or udp, or --no-auth (SQUALL_AUTH=off)"
+    )]
+    AuthOverMpi,
+    #[error("cannot read the operating system's random source for the job key: {0}")]
+    Random(String),
+    #[error("cannot hand node {rank} its key: {source}")]
+    KeyHandoff { rank: u16, source: std::io::Error },
     #[error("cannot wait for node {rank}: {source}")]
     Wait { rank: u16, source: std::io::Error },
 }

@@ -134,9 +134,20 @@ struct Running {
 pub fn run_job(spec: &JobSpec, sink: Arc<dyn LineSink>) -> Result<JobReport, LaunchError> {
     spec.validate()?;
     let job_id: u64 = rand::random();
+    let key = if spec.auth_on() {
+        Some(crate::spec::new_auth_key()?)
+    } else {
+        None
+    };
+    let mut key_on_stdin = None;
     let mut commands = match &spec.launcher {
-        LauncherKind::Local => local::commands(spec, job_id)?,
-        LauncherKind::Rsh(opts) => rsh::commands(spec, opts, job_id)?,
+        LauncherKind::Local => local::commands(spec, job_id, key.as_deref())?,
+        LauncherKind::Rsh(opts) => {
+            key_on_stdin = key
+                .as_ref()
+                .map(|k| Arc::<[u8]>::from(format!("{k}\n").as_bytes()));
+            rsh::commands(spec, opts, job_id, key_on_stdin.is_some())?
+        }
         LauncherKind::Mpirun(opts) => mpirun::commands(spec, opts, job_id)?,
     };
     let sink = match &spec.launcher {
@@ -145,7 +156,7 @@ pub fn run_job(spec: &JobSpec, sink: Arc<dyn LineSink>) -> Result<JobReport, Lau
     };
 
     let guard = SignalGuard::enter()?;
-    supervise(spec, &mut commands, sink, &guard.state.caught)
+    supervise(spec, &mut commands, sink, &guard.state.caught, key_on_stdin)
 }
 
 /// The launcher's termination-signal handling, installed once per process: while a job runs,
@@ -216,13 +227,15 @@ fn supervise(
     commands: &mut [std::process::Command],
     sink: Arc<dyn LineSink>,
     signal: &AtomicUsize,
+    key_line: Option<Arc<[u8]>>,
 ) -> Result<JobReport, LaunchError> {
     let start = Instant::now();
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let mut readers = 0usize;
     let mut running: Vec<Running> = Vec::with_capacity(commands.len());
     // Rank 0 (or the ssh/mpirun process that starts it) gets the job's input; the others EOF.
-    let (rank0_stdin, rank0_input) = Rank0Input::prepare(&spec.input)?;
+    // With `key_line`, every node's stdin starts with it (remote shells read the key there).
+    let (rank0_stdin, rank0_input) = Rank0Input::prepare_after(&spec.input, key_line.clone())?;
     let mut rank0_stdin = Some(rank0_stdin);
     let mut rank0_input = Some(rank0_input);
     let stop_feeder = Arc::new(AtomicBool::new(false));
@@ -231,6 +244,8 @@ fn supervise(
         let rank = u16::try_from(rank).map_err(|_| LaunchError::TooManyNodes(spec.nodes))?;
         let stdin = if rank == 0 {
             rank0_stdin.take().unwrap_or_else(Stdio::null)
+        } else if key_line.is_some() {
+            Stdio::piped()
         } else {
             Stdio::null()
         };
@@ -253,6 +268,16 @@ fn supervise(
         if rank == 0 {
             if let Some(input) = rank0_input.take() {
                 feeder = input.start(child.stdin.take(), &stop_feeder);
+            }
+        } else if let (Some(line), Some(mut pipe)) = (key_line.as_ref(), child.stdin.take()) {
+            // One short line into an empty pipe: it fits, the write does not block; closing
+            // the pipe then gives the node EOF, as /dev/null would.
+            use std::io::Write;
+            if let Err(source) = pipe.write_all(line) {
+                running.push(Running { rank, child });
+                stop_feeder.store(true, Ordering::Relaxed);
+                terminate_all(&mut running, spec.grace);
+                return Err(LaunchError::KeyHandoff { rank, source });
             }
         }
         if let Some(out) = child.stdout.take() {

@@ -22,7 +22,7 @@ pub use error::LaunchError;
 pub use job::{run_job, JobReport, NodeExit, NodeOutcome};
 pub use mpirun::MpirunOptions;
 pub use output::{ForwardSink, LineSink, Stream};
-pub use spec::{JobSpec, LauncherKind, RshOptions};
+pub use spec::{AuthSetting, JobSpec, LauncherKind, RshOptions};
 pub use stdin::JobInput;
 
 /// Exit status `squall run` uses when the job hit its `--timeout` (as `timeout(1)` does).

@@ -1,6 +1,7 @@
 //! The local launcher kind: every node is a child process on this machine, reaching rank 0's
 //! rendezvous listener on a free loopback port. Owns building those commands; must not spawn
-//! or supervise them (that is [`crate::job`]).
+//! or supervise them (that is [`crate::job`]). With authentication on, the job key is in each
+//! node's environment (`SQUALL_AUTH_KEY`: private to the user, never on a command line).
 use crate::error::LaunchError;
 use crate::spec::{resolve_program, JobSpec};
 use std::net::{Ipv4Addr, TcpListener};
@@ -34,8 +35,12 @@ pub fn free_port(ip: Ipv4Addr) -> Result<u16, LaunchError> {
     Ok(listener.local_addr().map_err(LaunchError::Port)?.port())
 }
 
-/// One command per rank, with the environment of [`JobSpec::node_env`].
-pub fn commands(spec: &JobSpec, job_id: u64) -> Result<Vec<Command>, LaunchError> {
+/// One command per rank, with the environment of [`JobSpec::node_env`] and the job key.
+pub fn commands(
+    spec: &JobSpec,
+    job_id: u64,
+    key: Option<&str>,
+) -> Result<Vec<Command>, LaunchError> {
     let program = resolve_program(&spec.program)?;
     let port = free_port(Ipv4Addr::LOCALHOST)?;
     let rendezvous = format!("127.0.0.1:{port}");
@@ -46,6 +51,9 @@ pub fn commands(spec: &JobSpec, job_id: u64) -> Result<Vec<Command>, LaunchError
         cmd.args(&spec.args);
         for (k, v) in spec.node_env(rank, &rendezvous, job_id) {
             cmd.env(k, v);
+        }
+        if let Some(key) = key {
+            cmd.env(squall_core::env::AUTH_KEY, key);
         }
         out.push(cmd);
     }
@@ -59,7 +67,7 @@ mod tests {
     #[test]
     fn commands_point_every_rank_at_one_rendezvous() {
         let spec = JobSpec::local(3, "sh", vec!["-c".into(), "true".into()]);
-        let cmds = commands(&spec, 7).expect("commands");
+        let cmds = commands(&spec, 7, None).expect("commands");
         assert_eq!(cmds.len(), 3);
         let rendezvous: Vec<String> = cmds
             .iter()

@@ -56,6 +56,8 @@ pub fn job_env(spec: &JobSpec, job_id: u64) -> Vec<(String, String)> {
     if spec.stats {
         vars.push((env::STATS.to_string(), "1".to_string()));
     }
+    // MPI carries the packets; [`JobSpec::validate`] refuses `--auth on` here.
+    vars.push((env::AUTH.to_string(), "off".to_string()));
     vars.extend(spec.extra_env.iter().cloned());
     vars
 }

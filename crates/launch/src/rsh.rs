@@ -1,5 +1,8 @@
 //! The remote-shell launcher kind (`--hosts`, `--hostfile`, `--rsh`): node `r` runs on
 //! `hosts[r % len]` as `RSH HOST 'env SQUALL_RANK=.. ... PROGRAM ARGS'`, bound to 0.0.0.0.
+//! With authentication on, the command first reads the job key from its standard input
+//! (`IFS= read -r SQUALL_AUTH_KEY`: the launcher writes it as the first line of each remote
+//! shell's stdin, so it is never on a command line, where `ps` on either host would show it).
 //! Owns host lists, shell quoting and choosing the rendezvous host; must not spawn or
 //! supervise (that is [`crate::job`]).
 use crate::error::LaunchError;
@@ -149,6 +152,7 @@ pub fn commands(
     spec: &JobSpec,
     opts: &RshOptions,
     job_id: u64,
+    key_on_stdin: bool,
 ) -> Result<Vec<Command>, LaunchError> {
     if opts.hosts.is_empty() {
         return Err(LaunchError::NoHosts);
@@ -176,11 +180,21 @@ pub fn commands(
         let mut vars = spec.node_env(rank, &rendezvous, job_id);
         vars.push((env::BIND_ADDR.to_string(), "0.0.0.0".to_string()));
         for (k, v) in std::env::vars() {
-            if k.starts_with("SQUALL_") && !vars.iter().any(|(n, _)| *n == k) {
+            // A key of this process's environment never goes on a command line.
+            if k.starts_with("SQUALL_") && k != env::AUTH_KEY && !vars.iter().any(|(n, _)| *n == k)
+            {
                 vars.push((k, v));
             }
         }
-        let mut line = String::from("exec env");
+        let mut line = String::new();
+        if key_on_stdin {
+            // POSIX `read` takes one line and leaves the rest of stdin to the program.
+            line.push_str(&format!(
+                "IFS= read -r {k} && export {k} && ",
+                k = env::AUTH_KEY
+            ));
+        }
+        line.push_str("exec env");
         for (k, v) in &vars {
             line.push(' ');
             line.push_str(&shell_quote(&format!("{k}={v}")));
@@ -248,7 +262,7 @@ mod tests {
             rsh: vec!["myrsh".into(), "-q".into()],
             rendezvous_host: None,
         };
-        let cmds = commands(&spec, &opts, 1).expect("commands");
+        let cmds = commands(&spec, &opts, 1, false).expect("commands");
         let args: Vec<String> = cmds[1]
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())
@@ -259,5 +273,56 @@ mod tests {
         assert!(args[2].starts_with("exec env SQUALL_RANK=1 SQUALL_SIZE=2"));
         assert!(args[2].contains("SQUALL_BIND_ADDR=0.0.0.0"));
         assert!(args[2].ends_with("/prog 'a b'"));
+        let cmds = commands(&spec, &opts, 1, true).expect("commands");
+        let line = cmds[0]
+            .get_args()
+            .nth(2)
+            .expect("line")
+            .to_string_lossy()
+            .into_owned();
+        assert!(
+            line.starts_with("IFS= read -r SQUALL_AUTH_KEY && export SQUALL_AUTH_KEY && exec env"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn the_key_read_from_stdin_reaches_the_program_and_leaves_the_rest() {
+        // What the remote shell runs, with sh standing in for `ssh HOST`.
+        let spec = JobSpec::local(
+            1,
+            "sh",
+            vec!["-c".into(), "echo \"$SQUALL_AUTH_KEY\"; cat".into()],
+        );
+        let opts = RshOptions {
+            hosts: vec!["localhost".into()],
+            rsh: vec!["sh".into(), "-c".into()],
+            rendezvous_host: Some("127.0.0.1".into()),
+        };
+        let cmds = commands(&spec, &opts, 1, true).expect("commands");
+        let line = cmds[0]
+            .get_args()
+            .nth(2)
+            .expect("line")
+            .to_string_lossy()
+            .into_owned();
+        let mut child = Command::new("sh")
+            .args(["-c", &line])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("sh");
+        use std::io::Write;
+        let key = "ab".repeat(32);
+        let mut w = child.stdin.take().expect("stdin");
+        w.write_all(format!("{key}\nrest of the input\n").as_bytes())
+            .expect("write");
+        drop(w);
+        let out = child.wait_with_output().expect("output");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("{key}\nrest of the input\n")
+        );
+        assert!(!line.contains(&key));
     }
 }

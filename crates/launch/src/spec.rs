@@ -20,6 +20,37 @@ pub enum LauncherKind {
     Mpirun(crate::mpirun::MpirunOptions),
 }
 
+/// Whether the job's packets are authenticated (`squall run --auth`, `SQUALL_AUTH`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AuthSetting {
+    /// On when the job spans more than one host or its nodes listen on every interface (the
+    /// remote-shell launcher); off for local jobs and under mpirun (MPI carries the packets).
+    #[default]
+    Auto,
+    /// Always: the launcher makes a key (an error under mpirun, whose transport is not sealed).
+    On,
+    /// Never.
+    Off,
+    /// Always, and payloads are encrypted too (ChaCha20-Poly1305).
+    Encrypt,
+}
+
+impl std::str::FromStr for AuthSetting {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "on" | "1" | "yes" | "true" => Ok(AuthSetting::On),
+            "off" | "0" | "no" | "false" => Ok(AuthSetting::Off),
+            "auto" | "" => Ok(AuthSetting::Auto),
+            "encrypt" => Ok(AuthSetting::Encrypt),
+            other => Err(format!(
+                "{}={other:?}: give on, off, auto or encrypt",
+                env::AUTH
+            )),
+        }
+    }
+}
+
 /// Settings of the remote-shell launcher.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RshOptions {
@@ -70,6 +101,8 @@ pub struct JobSpec {
     pub grace: Duration,
     /// What rank 0 reads on stdin (the other ranks read EOF); `squall run` passes its own.
     pub input: JobInput,
+    /// Packet authentication.
+    pub auth: AuthSetting,
 }
 
 impl JobSpec {
@@ -89,6 +122,18 @@ impl JobSpec {
             extra_env: Vec::new(),
             grace: Duration::from_secs(2),
             input: JobInput::Null,
+            auth: AuthSetting::Auto,
+        }
+    }
+
+    /// Whether this job's packets are authenticated (see [`AuthSetting`]).
+    pub fn auth_on(&self) -> bool {
+        match (self.auth, &self.launcher) {
+            (AuthSetting::On | AuthSetting::Encrypt, _) => true,
+            (AuthSetting::Off, _) => false,
+            // Remote nodes bind every interface (and usually run on several hosts).
+            (AuthSetting::Auto, LauncherKind::Rsh(_)) => true,
+            (AuthSetting::Auto, _) => false,
         }
     }
 
@@ -102,6 +147,11 @@ impl JobSpec {
         }
         if !matches!(self.transport.as_str(), "tcp" | "udp" | "mpi") {
             return Err(LaunchError::BadTransport(self.transport.clone()));
+        }
+        if matches!(self.auth, AuthSetting::On | AuthSetting::Encrypt)
+            && (self.transport == "mpi" || matches!(self.launcher, LauncherKind::Mpirun(_)))
+        {
+            return Err(LaunchError::AuthOverMpi);
         }
         Ok(())
     }
@@ -120,7 +170,8 @@ impl JobSpec {
     }
 
     /// The `SQUALL_*` variables node `rank` gets (launcher kinds add their own, such as
-    /// `SQUALL_BIND_ADDR`).
+    /// `SQUALL_BIND_ADDR`, and the key, `SQUALL_AUTH_KEY`, which is never among these: the
+    /// remote-shell launcher must not put it on a command line).
     pub fn node_env(&self, rank: u16, rendezvous: &str, job_id: u64) -> Vec<(String, String)> {
         let mut vars = vec![
             (env::RANK.to_string(), rank.to_string()),
@@ -139,9 +190,25 @@ impl JobSpec {
         if self.stats {
             vars.push((env::STATS.to_string(), "1".to_string()));
         }
+        let auth = match (self.auth_on(), self.auth) {
+            (true, AuthSetting::Encrypt) => "encrypt",
+            (true, _) => "on",
+            (false, _) => "off",
+        };
+        vars.push((env::AUTH.to_string(), auth.to_string()));
         vars.extend(self.extra_env.iter().cloned());
         vars
     }
+}
+
+/// A new job key from the operating system's random source: 64 hex digits.
+pub fn new_auth_key() -> Result<String, LaunchError> {
+    use rand::RngCore;
+    let mut k = [0u8; 32];
+    rand::rngs::OsRng
+        .try_fill_bytes(&mut k)
+        .map_err(|e| LaunchError::Random(e.to_string()))?;
+    Ok(k.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// Find `program` the way `execvp` would: a name containing `/` is a path; otherwise each
@@ -224,6 +291,39 @@ mod tests {
         });
         assert_eq!(spec.nodes_on_host_of(0), 3, "ranks 0, 2 and 3 run on a");
         assert_eq!(spec.nodes_on_host_of(1), 1);
+    }
+
+    #[test]
+    fn auth_follows_the_launcher_unless_forced() {
+        let mut spec = JobSpec::local(2, "true", vec![]);
+        assert!(!spec.auth_on(), "local jobs: off by default");
+        spec.launcher = LauncherKind::Rsh(RshOptions {
+            hosts: vec!["a".into(), "b".into()],
+            ..RshOptions::default()
+        });
+        assert!(spec.auth_on(), "several hosts: on by default");
+        spec.auth = AuthSetting::Off;
+        assert!(!spec.auth_on());
+        let vars = spec.node_env(0, "h:1", 1);
+        assert!(vars.contains(&(env::AUTH.to_string(), "off".to_string())));
+        let mut spec = JobSpec::local(2, "true", vec![]);
+        spec.auth = AuthSetting::On;
+        assert!(spec.auth_on());
+        let vars = spec.node_env(1, "h:1", 1);
+        assert!(vars.contains(&(env::AUTH.to_string(), "on".to_string())));
+        assert!(!vars.iter().any(|(k, _)| k == env::AUTH_KEY), "no key here");
+        spec.transport = "mpi".into();
+        assert!(matches!(spec.validate(), Err(LaunchError::AuthOverMpi)));
+        assert_eq!("ON".parse::<AuthSetting>(), Ok(AuthSetting::On));
+        let mut spec = JobSpec::local(2, "true", vec![]);
+        spec.auth = AuthSetting::Encrypt;
+        let vars = spec.node_env(1, "h:1", 1);
+        assert!(vars.contains(&(env::AUTH.to_string(), "encrypt".to_string())));
+        assert!("sometimes".parse::<AuthSetting>().is_err());
+        let (a, b) = (new_auth_key().expect("key"), new_auth_key().expect("key"));
+        assert_eq!(a.len(), 64);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
     }
 
     #[test]

@@ -17,6 +17,10 @@
 //!
 //! A feeder polls with a short timeout and never blocks on rank 0: it ends at EOF of its
 //! source, when rank 0 closes its stdin or exits (the write fails), or when the job ends.
+//!
+//! A prefix (the job key line, for remote shells that read it first) makes every input go
+//! through a feeder: the prefix is written, then the input is copied (a file, or the
+//! launcher's own stdin when it is a pipe or a file, is then read by the feeder too).
 use crate::error::LaunchError;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::poll::{poll, PollFd, PollFlags};
@@ -53,17 +57,66 @@ enum Source {
     Terminal,
     /// A caller's bytes.
     Bytes(Arc<[u8]>),
+    /// A file, or the launcher's stdin when it is a pipe or a file.
+    Fd(std::fs::File),
 }
 
 /// Rank 0's stdin before its process is spawned.
 pub(crate) struct Rank0Input {
     source: Option<Source>,
+    /// Written before the source (the job key line).
+    prefix: Option<Arc<[u8]>>,
 }
 
 impl Rank0Input {
     /// Decide rank 0's stdin for `input`; the returned `Stdio` goes to rank 0's command.
+    #[cfg(test)]
     pub(crate) fn prepare(input: &JobInput) -> Result<(Stdio, Rank0Input), LaunchError> {
-        let none = Rank0Input { source: None };
+        Self::prepare_after(input, None)
+    }
+
+    /// Like [`Rank0Input::prepare`], with `prefix` written before the input.
+    pub(crate) fn prepare_after(
+        input: &JobInput,
+        prefix: Option<Arc<[u8]>>,
+    ) -> Result<(Stdio, Rank0Input), LaunchError> {
+        if let Some(prefix) = prefix {
+            let source = match input {
+                JobInput::Null => None,
+                JobInput::File(path) => {
+                    Some(Source::Fd(std::fs::File::open(path).map_err(|source| {
+                        LaunchError::Input {
+                            path: path.clone(),
+                            source,
+                        }
+                    })?))
+                }
+                JobInput::Bytes(b) => Some(Source::Bytes(Arc::clone(b))),
+                JobInput::Inherit => {
+                    let stdin = std::io::stdin();
+                    if nix::sys::stat::fstat(stdin.as_raw_fd()).is_err() {
+                        None
+                    } else if stdin.is_terminal() {
+                        Some(Source::Terminal)
+                    } else {
+                        stdin
+                            .as_fd()
+                            .try_clone_to_owned()
+                            .ok()
+                            .map(|fd| Source::Fd(std::fs::File::from(fd)))
+                    }
+                }
+            };
+            let input = Rank0Input {
+                source,
+                prefix: Some(prefix),
+            };
+            return Ok((Stdio::piped(), input));
+        }
+        let none = Rank0Input {
+            source: None,
+            prefix: None,
+        };
         Ok(match input {
             JobInput::Null => (Stdio::null(), none),
             JobInput::File(path) => {
@@ -77,6 +130,7 @@ impl Rank0Input {
                 Stdio::piped(),
                 Rank0Input {
                     source: Some(Source::Bytes(Arc::clone(b))),
+                    prefix: None,
                 },
             ),
             JobInput::Inherit => {
@@ -89,6 +143,7 @@ impl Rank0Input {
                         Stdio::piped(),
                         Rank0Input {
                             source: Some(Source::Terminal),
+                            prefix: None,
                         },
                     )
                 } else {
@@ -104,18 +159,26 @@ impl Rank0Input {
         pipe: Option<ChildStdin>,
         stop: &Arc<AtomicBool>,
     ) -> Option<JoinHandle<()>> {
-        let (source, pipe) = (self.source?, pipe?);
+        if self.source.is_none() && self.prefix.is_none() {
+            return None;
+        }
+        let (source, prefix, pipe) = (self.source, self.prefix, pipe?);
         let stop = Arc::clone(stop);
         std::thread::Builder::new()
             .name("squall-stdin".into())
-            .spawn(move || feed(source, pipe, &stop))
+            .spawn(move || feed(prefix, source, pipe, &stop))
             .ok()
     }
 }
 
-/// Copy `source` into `pipe` until EOF, a failed write (rank 0 closed its stdin or exited) or
-/// `stop`; dropping `pipe` at the end gives rank 0 its EOF.
-fn feed(source: Source, mut pipe: ChildStdin, stop: &AtomicBool) {
+/// Write `prefix`, then copy `source` into `pipe` until EOF, a failed write (rank 0 closed its
+/// stdin or exited) or `stop`; dropping `pipe` at the end gives rank 0 its EOF.
+fn feed(
+    prefix: Option<Arc<[u8]>>,
+    source: Option<Source>,
+    mut pipe: ChildStdin,
+    stop: &AtomicBool,
+) {
     // A non-blocking pipe: a rank 0 that never reads must not hold the feeder forever.
     let nonblocking = fcntl(pipe.as_raw_fd(), FcntlArg::F_GETFL)
         .map(OFlag::from_bits_truncate)
@@ -123,7 +186,29 @@ fn feed(source: Source, mut pipe: ChildStdin, stop: &AtomicBool) {
     if nonblocking.is_err() {
         return;
     }
+    if let Some(p) = prefix {
+        if !write_all(&mut pipe, &p, stop) {
+            return;
+        }
+    }
+    let Some(source) = source else {
+        return;
+    };
     match source {
+        Source::Fd(file) => {
+            let mut buf = vec![0u8; CHUNK];
+            while !stop.load(Ordering::Relaxed) {
+                match read_fd(&file, &mut buf) {
+                    Read::Data(n) => {
+                        if !write_all(&mut pipe, &buf[..n], stop) {
+                            break;
+                        }
+                    }
+                    Read::Nothing => {}
+                    Read::End => break,
+                }
+            }
+        }
         Source::Bytes(bytes) => {
             let _ = write_all(&mut pipe, &bytes, stop);
         }
@@ -169,6 +254,23 @@ fn read_terminal(buf: &mut [u8]) -> Read {
         Err(_) => return Read::End,
     }
     match nix::unistd::read(fd.as_raw_fd(), buf) {
+        Ok(0) => Read::End,
+        Ok(n) => Read::Data(n),
+        Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => Read::Nothing,
+        Err(_) => Read::End,
+    }
+}
+
+/// One bounded look at a file or pipe (never blocks longer than a poll interval).
+fn read_fd(file: &std::fs::File, buf: &mut [u8]) -> Read {
+    let mut fds = [PollFd::new(file.as_fd(), PollFlags::POLLIN)];
+    match poll(&mut fds, POLL_MS) {
+        Ok(0) => return Read::Nothing,
+        Ok(_) => {}
+        Err(nix::errno::Errno::EINTR) => return Read::Nothing,
+        Err(_) => return Read::End,
+    }
+    match nix::unistd::read(file.as_raw_fd(), buf) {
         Ok(0) => Read::End,
         Ok(n) => Read::Data(n),
         Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => Read::Nothing,
@@ -283,6 +385,54 @@ mod tests {
         assert!(t.elapsed() < std::time::Duration::from_secs(1));
         let _ = child.kill();
         let _ = child.wait();
+    }
+
+    #[test]
+    fn a_prefix_comes_before_a_file_or_bytes() {
+        let path = std::env::temp_dir().join(format!("squall-prefix-test-{}", std::process::id()));
+        let data = b"input line\n".repeat(5000);
+        std::fs::write(&path, &data).expect("write");
+        let prefix: Arc<[u8]> = b"key line\n".to_vec().into();
+        for input in [
+            JobInput::File(path.clone()),
+            JobInput::Bytes(data.clone().into()),
+        ] {
+            let (stdio, rank0) =
+                Rank0Input::prepare_after(&input, Some(prefix.clone())).expect("prepare");
+            let mut child = Command::new("cat")
+                .stdin(stdio)
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("cat");
+            let stop = Arc::new(AtomicBool::new(false));
+            let feeder = rank0.start(child.stdin.take(), &stop).expect("a feeder");
+            let mut out = Vec::new();
+            child
+                .stdout
+                .take()
+                .expect("stdout")
+                .read_to_end(&mut out)
+                .expect("read");
+            assert!(child.wait().expect("wait").success());
+            feeder.join().expect("feeder");
+            let mut want = prefix.to_vec();
+            want.extend_from_slice(&data);
+            assert_eq!(out, want, "{input:?}");
+        }
+        // Nothing after the prefix: EOF right after it.
+        let (stdio, rank0) =
+            Rank0Input::prepare_after(&JobInput::Null, Some(prefix.clone())).expect("prepare");
+        let mut child = Command::new("cat")
+            .stdin(stdio)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("cat");
+        let stop = Arc::new(AtomicBool::new(false));
+        let feeder = rank0.start(child.stdin.take(), &stop).expect("a feeder");
+        let out = child.wait_with_output().expect("output");
+        feeder.join().expect("feeder");
+        assert_eq!(out.stdout, prefix.to_vec());
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]

@@ -11,6 +11,15 @@
 //! 4. tcp: rank r connects to every higher rank and accepts from every lower one, each new
 //!    connection starting with `TY_CONN_HELLO` naming the connecting rank; udp: ready at once.
 //!
+//! With authentication on (`NetConfig::auth`), every bootstrap frame is sealed with the job key
+//! (authentication sequence 0, which the data path never accepts): rank 0 ignores, with a
+//! warning, a hello whose tag fails or that repeats a rank that already joined, a node refuses
+//! a table that fails, and a node ignores a pair connection whose greeting fails; so nobody
+//! without the key can join, learn the table or take a peer's place. A node without a key
+//! refuses sealed frames, naming the setting. Bootstrap frames are tagged, never encrypted
+//! (`SQUALL_AUTH=encrypt` encrypts the transports' payloads); the hello says whether the node
+//! encrypts, and rank 0 refuses a node that differs.
+//!
 //! mpi (feature `mpi`): none of the above; the backend's progress thread initialises MPI, rank
 //! and size come from `MPI_Comm_rank`/`MPI_Comm_size` and rank 0's job id is broadcast.
 use crate::backend::tcp::TcpBackend;
@@ -20,10 +29,13 @@ use crate::config::{NetConfig, Transport};
 use crate::endpoint::{Endpoint, TY_BOOT_HELLO, TY_BOOT_TABLE, TY_CONN_HELLO};
 use crate::error::NetError;
 use squall_core::{env, JobId, NodeId};
-use squall_wire::{decode_header, Header, MsgType, HEADER_LEN};
+use squall_wire::{decode_header, AuthKey, Flags, Header, MsgType, HEADER_LEN};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
 use std::time::{Duration, Instant};
+
+/// Bit of the hello's transport byte saying the node encrypts payloads.
+const ENCRYPTS: u8 = 0x10;
 
 /// How long a joining node retries connecting to the rendezvous address or a peer.
 const CONNECT_RETRY: Duration = Duration::from_secs(10);
@@ -85,7 +97,14 @@ pub fn start_with(
             let (job, table) = rendezvous(&cfg, me)?;
             let streams = connect_pairs(&cfg, job, &listener, &table)?;
             (
-                Box::new(TcpBackend::new(rank, job, streams, cfg.faults)?),
+                Box::new(TcpBackend::new(
+                    rank,
+                    job,
+                    streams,
+                    cfg.faults,
+                    cfg.auth.clone(),
+                    cfg.encrypt,
+                )?),
                 job,
             )
         }
@@ -115,27 +134,75 @@ pub fn start_with(
     Endpoint::start(rank, size, job, backend, cfg.peer_timeout, Box::new(setup))
 }
 
-fn write_frame(s: &mut TcpStream, h: Header, payload: &[u8]) -> std::io::Result<()> {
-    let bytes = squall_wire::encode(&h, payload);
+fn write_frame(
+    s: &mut TcpStream,
+    h: Header,
+    payload: &[u8],
+    key: Option<&AuthKey>,
+) -> std::io::Result<()> {
+    let mut bytes = Vec::new();
+    match key {
+        // Sequence 0: a bootstrap frame is never accepted on the data path.
+        Some(k) => squall_wire::encode_sealed_into(&h, payload, k, 0, &mut bytes),
+        None => squall_wire::encode_into(&h, payload, &mut bytes),
+    }
     s.write_all(&bytes)?;
     s.flush()
 }
 
-fn read_frame(s: &mut TcpStream) -> Result<(Header, Vec<u8>), String> {
+/// Why a bootstrap frame was not taken.
+enum FrameError {
+    /// The connection failed or carried something that is not a frame.
+    Bad(String),
+    /// A frame that fails authentication (or is unsealed while this node has a key).
+    Auth(&'static str),
+}
+
+impl FrameError {
+    fn text(&self) -> String {
+        match self {
+            FrameError::Bad(s) => s.clone(),
+            FrameError::Auth(s) => s.to_string(),
+        }
+    }
+}
+
+fn read_frame(s: &mut TcpStream, key: Option<&AuthKey>) -> Result<(Header, Vec<u8>), FrameError> {
     let mut hb = [0u8; HEADER_LEN];
     s.read_exact(&mut hb)
-        .map_err(|e| format!("reading a header: {e}"))?;
-    let h = decode_header(&hb).map_err(|e| format!("bad frame: {e}"))?;
+        .map_err(|e| FrameError::Bad(format!("reading a header: {e}")))?;
+    let h = decode_header(&hb).map_err(|e| FrameError::Bad(format!("bad frame: {e}")))?;
     if h.payload_len > 1 << 20 {
-        return Err(format!(
+        return Err(FrameError::Bad(format!(
             "oversized bootstrap frame ({} bytes)",
             h.payload_len
-        ));
+        )));
     }
-    let mut p = vec![0u8; h.payload_len as usize];
-    s.read_exact(&mut p)
-        .map_err(|e| format!("reading a payload: {e}"))?;
-    Ok((h, p))
+    let mut body = vec![0u8; h.body_len()];
+    s.read_exact(&mut body)
+        .map_err(|e| FrameError::Bad(format!("reading a payload: {e}")))?;
+    let sealed = h.flags.contains(Flags::AUTH);
+    let (payload, trailer) = body.split_at(h.payload_len as usize);
+    match (key, sealed) {
+        (None, false) => {}
+        (None, true) => {
+            return Err(FrameError::Bad(format!(
+                "the peer authenticates its packets but this node has no key ({}, {})",
+                env::AUTH_KEY,
+                env::AUTH
+            )))
+        }
+        (Some(_), false) => return Err(FrameError::Auth("an unauthenticated frame")),
+        (Some(k), true) => {
+            if k.verify(&hb, payload, trailer) != Ok(0) {
+                return Err(FrameError::Auth(
+                    "a frame whose authentication tag does not match this job's key",
+                ));
+            }
+        }
+    }
+    body.truncate(h.payload_len as usize);
+    Ok((h, body))
 }
 
 fn resolve(rv: &str) -> Result<SocketAddr, NetError> {
@@ -195,6 +262,13 @@ fn rendezvous(cfg: &NetConfig, me: SocketAddr) -> Result<(JobId, Vec<SocketAddr>
         #[cfg(feature = "mpi")]
         Transport::Mpi => 2u8,
     };
+    // Bit 4: payloads encrypted (every node of a job must agree).
+    let tcode = tcode
+        | if cfg.auth.is_some() && cfg.encrypt {
+            ENCRYPTS
+        } else {
+            0
+        };
     if rank.0 == 0 {
         let sock = socket2::Socket::new(
             socket2::Domain::for_address(rv_addr),
@@ -218,6 +292,8 @@ fn rendezvous(cfg: &NetConfig, me: SocketAddr) -> Result<(JobId, Vec<SocketAddr>
         table[0] = Some(me);
         let mut conns: Vec<(NodeId, TcpStream)> = Vec::new();
         let deadline = Instant::now() + cfg.join_timeout;
+        let key = cfg.auth.as_ref();
+        let mut refused = 0usize;
         while conns.len() < n - 1 {
             let (mut s, from) = match listener.accept() {
                 Ok(x) => x,
@@ -227,8 +303,17 @@ fn rendezvous(cfg: &NetConfig, me: SocketAddr) -> Result<(JobId, Vec<SocketAddr>
                             .filter(|i| table[*i].is_none())
                             .map(|i| i.to_string())
                             .collect();
+                        let why = if refused > 0 {
+                            format!(
+                                " ({refused} hellos failed authentication: do all nodes have \
+                                 the same {}?)",
+                                env::AUTH_KEY
+                            )
+                        } else {
+                            String::new()
+                        };
                         return Err(NetError::Bootstrap(format!(
-                            "rank 0: ranks {} did not join at {rv} within {}s",
+                            "rank 0: ranks {} did not join at {rv} within {}s{why}",
                             missing.join(", "),
                             cfg.join_timeout.as_secs()
                         )));
@@ -246,8 +331,23 @@ fn rendezvous(cfg: &NetConfig, me: SocketAddr) -> Result<(JobId, Vec<SocketAddr>
                     t0.set_ip(local.ip());
                 }
             }
-            let (h, p) = read_frame(&mut s)
-                .map_err(|e| NetError::Bootstrap(format!("rank 0: bad hello from {from}: {e}")))?;
+            let (h, p) = match read_frame(&mut s, key) {
+                Ok(x) => x,
+                Err(FrameError::Auth(what)) => {
+                    // Not from a node of this job: ignore it, keep waiting for the real ones.
+                    refused += 1;
+                    eprintln!(
+                        "squall: node 0: warning: ignored {what} at the rendezvous, from {from}"
+                    );
+                    continue;
+                }
+                Err(e) => {
+                    return Err(NetError::Bootstrap(format!(
+                        "rank 0: bad hello from {from}: {}",
+                        e.text()
+                    )))
+                }
+            };
             if h.ty.0 != TY_BOOT_HELLO || p.len() < 3 {
                 return Err(NetError::Bootstrap(format!(
                     "rank 0: bad hello from {from}"
@@ -262,11 +362,34 @@ fn rendezvous(cfg: &NetConfig, me: SocketAddr) -> Result<(JobId, Vec<SocketAddr>
                     cfg.size
                 )));
             }
-            if p[2] != tcode {
+            if p[2] & !ENCRYPTS != tcode & !ENCRYPTS {
                 return Err(NetError::Bootstrap(format!(
                     "{r} uses another {} than rank 0",
                     env::TRANSPORT
                 )));
+            }
+            if p[2] != tcode {
+                let who = |b: u8| {
+                    if b & ENCRYPTS != 0 {
+                        "encrypts"
+                    } else {
+                        "does not encrypt"
+                    }
+                };
+                return Err(NetError::Bootstrap(format!(
+                    "{r} {} its packets but rank 0 {} ({}=encrypt must be set on every node)",
+                    who(p[2]),
+                    who(tcode),
+                    env::AUTH
+                )));
+            }
+            if key.is_some() && r.index() < n && r.0 != 0 && table[r.index()].is_some() {
+                // A correctly sealed hello again: a replay of the one already taken.
+                refused += 1;
+                eprintln!(
+                    "squall: node 0: warning: ignored a repeated hello of {r} from {from} (a replay)"
+                );
+                continue;
             }
             if r.0 == 0 || r.index() >= n || table[r.index()].is_some() {
                 return Err(NetError::Bootstrap(format!(
@@ -289,7 +412,7 @@ fn rendezvous(cfg: &NetConfig, me: SocketAddr) -> Result<(JobId, Vec<SocketAddr>
         }
         for (r, mut s) in conns {
             let h = Header::new(job, MsgType(TY_BOOT_TABLE), NodeId(0), r);
-            write_frame(&mut s, h, &payload)
+            write_frame(&mut s, h, &payload, key)
                 .map_err(|e| NetError::io(format!("sending the table to {r}"), e))?;
         }
         Ok((job, table))
@@ -310,14 +433,18 @@ fn rendezvous(cfg: &NetConfig, me: SocketAddr) -> Result<(JobId, Vec<SocketAddr>
         p.push(tcode);
         p.extend_from_slice(me.to_string().as_bytes());
         let h = Header::new(JobId(0), MsgType(TY_BOOT_HELLO), rank, NodeId(0));
-        write_frame(&mut s, h, &p)
+        write_frame(&mut s, h, &p, cfg.auth.as_ref())
             .map_err(|e| NetError::io(format!("sending hello to {rv}"), e))?;
         let _ = s.set_read_timeout(Some(cfg.join_timeout));
-        let (h, p) = read_frame(&mut s).map_err(|e| {
-            NetError::Bootstrap(format!(
+        let (h, p) = read_frame(&mut s, cfg.auth.as_ref()).map_err(|e| match e {
+            FrameError::Auth(what) => NetError::Bootstrap(format!(
+                "{rank}: rank 0 at {rv} answered with {what}: do all nodes have the same {}?",
+                env::AUTH_KEY
+            )),
+            FrameError::Bad(e) => NetError::Bootstrap(format!(
                 "{rank}: no table from rank 0 at {rv} ({e}); did all {} nodes start?",
                 cfg.size
-            ))
+            )),
         })?;
         if h.ty.0 != TY_BOOT_TABLE {
             return Err(NetError::Bootstrap(format!(
@@ -371,7 +498,8 @@ fn connect_pairs(
         let peer = NodeId(p as u16);
         let mut s = connect_retry(*addr, &format!("{peer}'s transport"))?;
         let h = Header::new(job, MsgType(TY_CONN_HELLO), rank, peer);
-        write_frame(&mut s, h, &[]).map_err(|e| NetError::io(format!("greeting {peer}"), e))?;
+        write_frame(&mut s, h, &[], cfg.auth.as_ref())
+            .map_err(|e| NetError::io(format!("greeting {peer}"), e))?;
         streams[p] = Some(s);
     }
     listener
@@ -384,9 +512,22 @@ fn connect_pairs(
             Ok((mut s, from)) => {
                 let _ = s.set_nonblocking(false);
                 let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-                let (h, _) = read_frame(&mut s).map_err(|e| {
-                    NetError::Bootstrap(format!("{rank}: bad greeting from {from}: {e}"))
-                })?;
+                let (h, _) = match read_frame(&mut s, cfg.auth.as_ref()) {
+                    Ok(x) => x,
+                    Err(FrameError::Auth(what)) => {
+                        eprintln!(
+                            "squall: {rank}: warning: ignored a transport connection from \
+                             {from}: {what}"
+                        );
+                        continue;
+                    }
+                    Err(e) => {
+                        return Err(NetError::Bootstrap(format!(
+                            "{rank}: bad greeting from {from}: {}",
+                            e.text()
+                        )))
+                    }
+                };
                 if h.ty.0 != TY_CONN_HELLO || h.job != job || h.dst != rank || h.src >= rank {
                     return Err(NetError::Bootstrap(format!(
                         "{rank}: unexpected connection from {from} ({}, {})",
@@ -394,6 +535,14 @@ fn connect_pairs(
                     )));
                 }
                 if streams[h.src.index()].is_some() {
+                    if cfg.auth.is_some() {
+                        eprintln!(
+                            "squall: {rank}: warning: ignored a repeated greeting of {} from \
+                             {from} (a replay)",
+                            h.src
+                        );
+                        continue;
+                    }
                     return Err(NetError::Bootstrap(format!(
                         "{rank}: {} connected twice",
                         h.src

@@ -4,6 +4,7 @@ use crate::error::NetError;
 use crate::faults::FaultSpec;
 use squall_core::env;
 use squall_core::{JobId, NodeId};
+use squall_wire::AuthKey;
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -84,6 +85,110 @@ pub struct NetConfig {
     /// Scheduler time slice the service (and MPI progress) thread asks for; None: the
     /// kernel's default. A short slice lets a message wake it ahead of busy threads.
     pub service_slice: Option<Duration>,
+    /// The job's key when packets are authenticated (tcp, udp; `SQUALL_AUTH`); every node of
+    /// the job must have the same.
+    pub auth: Option<AuthKey>,
+    /// With a key: payloads are encrypted too (`SQUALL_AUTH=encrypt`); job-wide.
+    pub encrypt: bool,
+}
+
+/// The `SQUALL_AUTH` setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthMode {
+    /// Authenticate; a node without a key refuses to start.
+    On,
+    /// Never authenticate, even with a key.
+    Off,
+    /// Authenticate when a key is given (the default).
+    Auto,
+    /// Authenticate and encrypt payloads (ChaCha20-Poly1305); a node without a key refuses
+    /// to start.
+    Encrypt,
+}
+
+impl std::str::FromStr for AuthMode {
+    type Err = NetError;
+    fn from_str(s: &str) -> Result<Self, NetError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "on" | "1" | "yes" | "true" => Ok(AuthMode::On),
+            "off" | "0" | "no" | "false" => Ok(AuthMode::Off),
+            "auto" | "" => Ok(AuthMode::Auto),
+            "encrypt" => Ok(AuthMode::Encrypt),
+            other => Err(NetError::Config(format!(
+                "{}={other:?}: give on, off, auto or encrypt",
+                env::AUTH
+            ))),
+        }
+    }
+}
+
+/// Reads the key from `SQUALL_AUTH_KEY`, else from the file `SQUALL_AUTH_KEY_FILE` (which
+/// must be readable by its owner only).
+fn read_key(get: &impl Fn(&str) -> Option<String>) -> Result<Option<AuthKey>, NetError> {
+    if let Some(k) = get(env::AUTH_KEY).filter(|s| !s.trim().is_empty()) {
+        // Never echo the text: it may be most of a key.
+        return AuthKey::parse_hex(&k)
+            .map(Some)
+            .map_err(|e| NetError::Config(format!("{} is not a key: {e}", env::AUTH_KEY)));
+    }
+    let Some(path) = get(env::AUTH_KEY_FILE).filter(|s| !s.trim().is_empty()) else {
+        return Ok(None);
+    };
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(&path).map_err(|e| {
+        NetError::Config(format!(
+            "{}={path}: cannot read it: {e}",
+            env::AUTH_KEY_FILE
+        ))
+    })?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(NetError::Config(format!(
+            "{}={path} has mode {mode:03o}: others may read the key; `chmod 600 {path}`",
+            env::AUTH_KEY_FILE
+        )));
+    }
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        NetError::Config(format!(
+            "{}={path}: cannot read it: {e}",
+            env::AUTH_KEY_FILE
+        ))
+    })?;
+    AuthKey::parse_hex(&text).map(Some).map_err(|e| {
+        NetError::Config(format!(
+            "{}={path} does not hold a key: {e}",
+            env::AUTH_KEY_FILE
+        ))
+    })
+}
+
+/// The key the node uses after `SQUALL_AUTH`, and whether it encrypts payloads.
+pub fn auth_from_lookup(
+    get: &impl Fn(&str) -> Option<String>,
+) -> Result<(Option<AuthKey>, bool), NetError> {
+    let mode = match get(env::AUTH) {
+        Some(m) => m.parse()?,
+        None => AuthMode::Auto,
+    };
+    match mode {
+        AuthMode::Off => Ok((None, false)),
+        AuthMode::Auto => Ok((read_key(get)?, false)),
+        AuthMode::On | AuthMode::Encrypt => match read_key(get)? {
+            Some(k) => Ok((Some(k), mode == AuthMode::Encrypt)),
+            None => Err(NetError::Config(format!(
+                "{}={} but no key: set {} (64 hex digits) or {} (a file of mode 0600), \
+                 or start the job with `squall run --auth`, which makes one",
+                env::AUTH,
+                if mode == AuthMode::Encrypt {
+                    "encrypt"
+                } else {
+                    "on"
+                },
+                env::AUTH_KEY,
+                env::AUTH_KEY_FILE
+            ))),
+        },
+    }
 }
 
 /// Default of [`NetConfig::service_slice`] (`SQUALL_SERVICE_SLICE_US`).
@@ -105,6 +210,8 @@ impl NetConfig {
             udp_window: 64,
             join_timeout: Duration::from_secs(30),
             service_slice: Some(DEFAULT_SERVICE_SLICE),
+            auth: None,
+            encrypt: false,
         }
     }
 
@@ -196,6 +303,7 @@ impl NetConfig {
             cfg.transport = t.parse()?;
         }
         cfg.read_common(&get)?;
+        (cfg.auth, cfg.encrypt) = auth_from_lookup(&get)?;
         Ok(cfg)
     }
 
@@ -221,6 +329,16 @@ impl NetConfig {
             })?));
         }
         cfg.read_common(get)?;
+        if auth_from_lookup(get)?.0.is_some() {
+            // MPI carries the packets over its own channels; Squall does not seal them.
+            return Err(NetError::Config(format!(
+                "{} is on, but the mpi transport does not authenticate packets (MPI's own \
+                 channels carry them): use {}=tcp or udp with authentication, or {}=off",
+                env::AUTH,
+                env::TRANSPORT,
+                env::AUTH
+            )));
+        }
         Ok(cfg)
     }
 
@@ -359,6 +477,47 @@ mod tests {
         let e =
             cfg(&[("SQUALL_SIZE", "1"), ("SQUALL_NET_FAULTS", "loss=0.1")]).expect_err("must fail");
         assert!(e.to_string().contains("use SQUALL_TRANSPORT=udp"), "{e}");
+    }
+
+    #[test]
+    fn auth_modes_and_keys() {
+        let key = "ab".repeat(32);
+        let base = [("SQUALL_SIZE", "1")];
+        let with = |extra: &[(&str, &str)]| {
+            let mut v = base.to_vec();
+            v.extend_from_slice(extra);
+            cfg(&v)
+        };
+        assert_eq!(with(&[]).expect("default").auth, None);
+        let c = with(&[("SQUALL_AUTH_KEY", &key)]).expect("auto with a key");
+        assert_eq!(c.auth.map(|k| k.to_hex()), Some(key.clone()));
+        let c = with(&[("SQUALL_AUTH", "off"), ("SQUALL_AUTH_KEY", &key)]).expect("off");
+        assert_eq!(c.auth, None);
+        let e = with(&[("SQUALL_AUTH", "on")]).expect_err("on without a key");
+        assert!(e.to_string().contains("SQUALL_AUTH_KEY"), "{e}");
+        let e = with(&[("SQUALL_AUTH", "maybe")]).expect_err("bad mode");
+        assert!(e.to_string().contains("on, off, auto or encrypt"), "{e}");
+        let c = with(&[("SQUALL_AUTH", "encrypt"), ("SQUALL_AUTH_KEY", &key)]).expect("encrypt");
+        assert!(c.auth.is_some() && c.encrypt);
+        let e = with(&[("SQUALL_AUTH", "encrypt")]).expect_err("encrypt without a key");
+        assert!(
+            e.to_string().contains("SQUALL_AUTH=encrypt but no key"),
+            "{e}"
+        );
+        let e = with(&[("SQUALL_AUTH_KEY", "123")]).expect_err("short key");
+        assert!(e.to_string().contains("SQUALL_AUTH_KEY"), "{e}");
+        // A key file must be private.
+        use std::os::unix::fs::PermissionsExt;
+        let path = std::env::temp_dir().join(format!("squall-key-test-{}", std::process::id()));
+        std::fs::write(&path, format!("{key}\n")).expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let p = path.to_string_lossy().into_owned();
+        let e = with(&[("SQUALL_AUTH", "on"), ("SQUALL_AUTH_KEY_FILE", &p)]).expect_err("0644");
+        assert!(e.to_string().contains("chmod 600"), "{e}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        let c = with(&[("SQUALL_AUTH", "on"), ("SQUALL_AUTH_KEY_FILE", &p)]).expect("0600");
+        assert_eq!(c.auth.map(|k| k.to_hex()), Some(key));
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]

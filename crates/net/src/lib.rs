@@ -10,6 +10,7 @@
 // `sched.rs`'s one `sched_setattr` call (no wrapper crate offers it).
 #![deny(unsafe_code)]
 
+mod auth;
 mod backend;
 pub mod bootstrap;
 pub mod config;
@@ -21,10 +22,10 @@ pub mod stats;
 pub use backend::udp::core as udp_core;
 
 pub use bytes::Bytes;
-pub use config::{NetConfig, Transport};
+pub use config::{AuthMode, NetConfig, Transport};
 pub use endpoint::{Endpoint, Incoming};
 pub use error::NetError;
 pub use faults::FaultSpec;
 pub use squall_core::{JobId, NodeId};
-pub use squall_wire::MsgType;
+pub use squall_wire::{AuthKey, MsgType};
 pub use stats::{DropReason, NetStats, TypeCount};

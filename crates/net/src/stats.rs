@@ -32,6 +32,12 @@ pub enum DropReason {
     OutOfWindow,
     /// Arrived from a peer that already said goodbye.
     AfterBye,
+    /// Authentication on, and the packet is unsealed or its tag does not match the job key
+    /// (forged, altered, or from a node with another key).
+    BadMac,
+    /// Authentication on, and a correctly tagged packet whose authentication sequence number
+    /// was already received (a replay, or a datagram the network duplicated).
+    Replayed,
 }
 
 /// A snapshot of one node's communication counters.
@@ -53,6 +59,9 @@ pub struct NetStats {
     pub faults_injected: u64,
     /// Datagrams the socket refused (full buffer); the reliability layer resends them.
     pub send_failures: u64,
+    /// Packets received whose authentication tag and sequence number were checked and
+    /// accepted (0 when the job runs without authentication).
+    pub packets_authenticated: u64,
 }
 
 impl NetStats {
@@ -79,6 +88,7 @@ pub(crate) struct LinkCounters {
     pub drops: BTreeMap<DropReason, u64>,
     pub faults_injected: u64,
     pub send_failures: u64,
+    pub authenticated: u64,
 }
 
 impl LinkCounters {
@@ -91,6 +101,7 @@ impl LinkCounters {
         s.retransmissions += self.retransmissions;
         s.faults_injected += self.faults_injected;
         s.send_failures += self.send_failures;
+        s.packets_authenticated += self.authenticated;
         for (r, n) in &self.drops {
             *s.drops.entry(*r).or_insert(0) += n;
         }

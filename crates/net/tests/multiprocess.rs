@@ -230,6 +230,45 @@ fn role_garbage(ep: &Endpoint, sh: &Shared) {
     role_suite(ep, sh);
 }
 
+/// Authentication on: node 1 first sends node 0 ten requests (so its authentication sequence
+/// numbers 1..=10 toward node 0 are spent), then node 0 shows its udp address and waits until
+/// the test's forged datagrams (another key, unsealed) and replays (the right key, numbers
+/// already received) are counted; then the full suite runs: its sequence and bulk checks fail
+/// if any forged message got through to a handler.
+fn role_forged(ep: &Endpoint, sh: &Shared) {
+    use squall_net::DropReason::{BadMac, Replayed};
+    if ep.rank().0 == 1 {
+        for i in 0..10u8 {
+            let r = ep.request(NodeId(0), T_ECHO, vec![i; 4]).expect("warm-up");
+            assert_eq!(&r[..], &[i; 4]);
+        }
+    } else {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while ep.stats().packets_authenticated < 10 {
+            assert!(Instant::now() < deadline, "node 1's requests did not come");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        println!("UDP_ADDR {}", ep.udp_local_addr().expect("udp address"));
+        loop {
+            let s = ep.stats();
+            if s.dropped(BadMac) >= 40 && s.dropped(Replayed) >= 10 {
+                println!(
+                    "REFUSED bad_mac={} replayed={}",
+                    s.dropped(BadMac),
+                    s.dropped(Replayed)
+                );
+                break;
+            }
+            assert!(Instant::now() < deadline, "refusals not counted: {s:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    role_suite(ep, sh);
+    let s = ep.stats();
+    assert!(s.packets_authenticated > 0, "{s:?}");
+    println!("AUTHENTICATED {}", s.packets_authenticated);
+}
+
 /// MPI lent to code beside Squall (`Endpoint::with_mpi`): every node sends a stream of
 /// sequence messages to every peer, then takes part in an all-reduce and a ring exchange over
 /// the lent communicator (even ranks from the main thread, odd ones from the service thread),
@@ -318,6 +357,7 @@ fn child_entry() {
         "message" => role_message(&ep, &sh),
         "victim" => role_victim(&ep),
         "garbage" => role_garbage(&ep, &sh),
+        "forged" => role_forged(&ep, &sh),
         #[cfg(feature = "mpi")]
         "lend" => role_lend(&ep, &sh),
         other => panic!("unknown role {other}"),
@@ -636,6 +676,170 @@ fn garbage_datagrams_are_counted_and_dropped() {
     let outs = job.wait(Duration::from_secs(60));
     assert_success("garbage test", &outs);
     assert!(outs[0].stdout.contains("suite ok"), "{}", outs[0].stdout);
+}
+
+/// A fixed key for the authentication tests (real jobs get one from `squall run`).
+const TEST_KEY: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff0";
+const AUTH_ON: [(&str, &str); 2] = [("SQUALL_AUTH", "on"), ("SQUALL_AUTH_KEY", TEST_KEY)];
+
+#[test]
+fn suite_tcp_2_auth() {
+    run(2, "tcp", "suite", &AUTH_ON);
+}
+#[test]
+fn suite_udp_2_auth() {
+    run(2, "udp", "suite", &AUTH_ON);
+}
+#[test]
+fn suite_udp_4_auth_faults() {
+    let mut env = AUTH_ON.to_vec();
+    env.push(("SQUALL_NET_FAULTS", "loss=0.1,dup=0.05,reorder=0.1,seed=5"));
+    run(4, "udp", "suite", &env);
+}
+#[test]
+fn suite_tcp_4_auth_delay() {
+    let mut env = AUTH_ON.to_vec();
+    env.push(("SQUALL_NET_FAULTS", "delay=50us,reorder=0.1,seed=3"));
+    run(4, "tcp", "suite", &env);
+}
+
+const ENCRYPT_ON: [(&str, &str); 2] = [("SQUALL_AUTH", "encrypt"), ("SQUALL_AUTH_KEY", TEST_KEY)];
+
+#[test]
+fn suite_tcp_2_encrypt() {
+    run(2, "tcp", "suite", &ENCRYPT_ON);
+}
+#[test]
+fn suite_udp_4_encrypt_faults() {
+    let mut env = ENCRYPT_ON.to_vec();
+    env.push(("SQUALL_NET_FAULTS", "loss=0.1,dup=0.05,reorder=0.1,seed=9"));
+    run(4, "udp", "suite", &env);
+}
+
+/// A node that encrypts and one that only tags cannot form a job: rank 0 says which.
+#[test]
+fn encrypting_and_tagging_nodes_do_not_mix() {
+    let _one = ONE_JOB_AT_A_TIME.lock();
+    let port = common::free_port();
+    let mut job = common::spawn_ranks(2, &[0], port, "udp", "suite", &ENCRYPT_ON);
+    let other = common::spawn_ranks(2, &[1], port, "udp", "suite", &AUTH_ON);
+    job.children.extend(other.children);
+    let outs = job.wait(Duration::from_secs(30));
+    assert!(
+        !outs[0].status.is_some_and(|s| s.success()),
+        "rank 0 accepted a node that does not encrypt"
+    );
+    assert!(
+        outs[0]
+            .stderr
+            .contains("does not encrypt its packets but rank 0 encrypts"),
+        "{}",
+        outs[0].stderr
+    );
+}
+
+/// Forged datagrams injected into node 0's udp socket (another key, an unsealed one, and
+/// replays of sequence numbers node 1 already used, made with the right key) are refused and
+/// counted, with a warning naming the claimed sender and the address; the job's results stay
+/// right.
+#[test]
+fn forged_and_replayed_datagrams_are_refused() {
+    use squall_wire::{encode, encode_sealed_into, AuthKey, Flags, Header};
+    let _one = ONE_JOB_AT_A_TIME.lock();
+    let job = 0x5eed_0000_0000_0001u64;
+    let job_hex = format!("{job:016x}");
+    let mut env = AUTH_ON.to_vec();
+    env.push(("SQUALL_JOB_ID", &job_hex));
+    let mut jobp = spawn(2, "udp", "forged", &env);
+    let addr = common::read_line_with(&mut jobp.children[0], "UDP_ADDR").expect("node 0 address");
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let good = AuthKey::parse_hex(TEST_KEY).expect("key");
+    let wrong = AuthKey::from_bytes([0x42; 32]);
+    for i in 0..40u64 {
+        // A message node 0's sequence check would reject if it were delivered.
+        let mut h = Header::new(squall_net::JobId(job), T_SEQ, NodeId(1), NodeId(0));
+        h.seq = 1 + i;
+        h.flags = Flags::ACK;
+        let body = (1_000_000 + i).to_le_bytes();
+        if i % 2 == 0 {
+            let mut b = Vec::new();
+            encode_sealed_into(&h, &body, &wrong, 1000 + i, &mut b);
+            sock.send_to(&b, &addr).expect("send forged");
+        } else {
+            sock.send_to(&encode(&h, &body), &addr)
+                .expect("send unsealed");
+        }
+    }
+    for seq in 1..=10u64 {
+        // Right key, numbers node 1 already spent: replays.
+        let mut h = Header::new(squall_net::JobId(job), T_SEQ, NodeId(1), NodeId(0));
+        h.seq = 1;
+        let mut b = Vec::new();
+        encode_sealed_into(&h, &9u64.to_le_bytes(), &good, seq, &mut b);
+        sock.send_to(&b, &addr).expect("send replay");
+    }
+    let outs = jobp.wait(Duration::from_secs(60));
+    assert_success("forged datagrams", &outs);
+    assert!(outs[0].stdout.contains("REFUSED"), "{}", outs[0].stdout);
+    assert!(outs[0].stdout.contains("suite ok"), "{}", outs[0].stdout);
+    let local = sock.local_addr().expect("local").to_string();
+    assert!(
+        outs[0]
+            .stderr
+            .contains(&format!("claiming to come from node 1 at {local}")),
+        "no warning naming the sender and address:\n{}",
+        outs[0].stderr
+    );
+    // Rate-limited: far fewer warning lines than refused datagrams.
+    let warnings = outs[0].stderr.matches("warning: dropped").count();
+    assert!(
+        (1..=10).contains(&warnings),
+        "{warnings} warnings:\n{}",
+        outs[0].stderr
+    );
+}
+
+/// Over tcp the only door open to strangers is the rendezvous: a hello sealed with another key
+/// (claiming to be node 1, with the stranger's own address) is ignored with a warning, and
+/// the real node 1 joins and the job runs.
+#[test]
+fn forged_hello_is_ignored_tcp() {
+    use squall_wire::{encode_sealed_into, AuthKey, Header};
+    use std::io::Write;
+    let _one = ONE_JOB_AT_A_TIME.lock();
+    let port = common::free_port();
+    let mut job = common::spawn_ranks(2, &[0], port, "tcp", "suite", &AUTH_ON);
+    let rv = format!("127.0.0.1:{port}");
+    let t0 = Instant::now();
+    let mut s = loop {
+        match std::net::TcpStream::connect(&rv) {
+            Ok(s) => break s,
+            Err(_) if t0.elapsed() < Duration::from_secs(10) => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            Err(e) => panic!("rank 0 never listened: {e}"),
+        }
+    };
+    let mut p = Vec::new();
+    p.extend_from_slice(&2u16.to_le_bytes());
+    p.push(0);
+    p.extend_from_slice(b"127.0.0.1:9");
+    let h = Header::new(squall_net::JobId(0), MsgType(8), NodeId(1), NodeId(0));
+    let mut b = Vec::new();
+    encode_sealed_into(&h, &p, &AuthKey::from_bytes([7; 32]), 0, &mut b);
+    s.write_all(&b).expect("send the forged hello");
+    // The real node 1 now.
+    let rest = common::spawn_ranks(2, &[1], port, "tcp", "suite", &AUTH_ON);
+    job.children.extend(rest.children);
+    let outs = job.wait(Duration::from_secs(60));
+    assert_success("forged hello", &outs);
+    assert!(
+        outs[0]
+            .stderr
+            .contains("ignored a frame whose authentication tag"),
+        "{}",
+        outs[0].stderr
+    );
 }
 
 #[test]

@@ -20,9 +20,13 @@
 //! | 48 | 2 | fragment index |
 //! | 50 | 2 | fragment count (≥ 1) |
 //!
-//! The payload follows. A packet with [`Flags::AUTH`] will carry a 16-byte tag trailer after
-//! the payload once per-job keys exist; today the decoder rejects it with [`WireError::AuthUnsupported`].
+//! The payload follows. A packet with [`Flags::AUTH`] carries a [`AUTH_TRAILER_LEN`]-byte
+//! trailer after the payload (`payload_len` does not count it): its authentication sequence
+//! number and a keyed-BLAKE3 tag over header, payload and that number ([`auth`]).
 #![forbid(unsafe_code)]
+
+pub mod auth;
+pub use auth::{AuthKey, ReplayWindow, AUTH_TRAILER_LEN};
 
 use squall_core::{JobId, NodeId};
 use std::fmt;
@@ -33,8 +37,6 @@ pub const MAGIC: [u8; 2] = *b"SQ";
 pub const VERSION: u8 = 1;
 /// Size of the fixed header in bytes.
 pub const HEADER_LEN: usize = 52;
-/// Size of the authentication tag trailer reserved for [`Flags::AUTH`] packets.
-pub const AUTH_TAG_LEN: usize = 16;
 
 /// A message type: selects the handler on the receiving node.
 ///
@@ -78,7 +80,7 @@ impl Flags {
     pub const HEARTBEAT: Flags = Flags(1 << 5);
     /// Orderly goodbye: the sender is leaving the job.
     pub const BYE: Flags = Flags(1 << 6);
-    /// Reserved: payload is followed by a 16-byte authentication tag (not supported yet).
+    /// The payload is followed by the authentication trailer ([`auth`]).
     pub const AUTH: Flags = Flags(1 << 7);
     /// All defined bits.
     pub const ALL: Flags = Flags(0xff);
@@ -163,6 +165,16 @@ impl Header {
         out[50..52].copy_from_slice(&self.frag_count.to_le_bytes());
     }
 
+    /// Bytes after the header: the payload, and the trailer of an [`Flags::AUTH`] packet.
+    pub fn body_len(&self) -> usize {
+        let trailer = if self.flags.contains(Flags::AUTH) {
+            AUTH_TRAILER_LEN
+        } else {
+            0
+        };
+        self.payload_len as usize + trailer
+    }
+
     /// The header as bytes.
     pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];
@@ -184,8 +196,6 @@ pub enum WireError {
     BadReserved { found: u8 },
     #[error("unknown flag bits {bits:#06x}")]
     UnknownFlags { bits: u16 },
-    #[error("authenticated packets are not supported yet (flags {flags:#06x})")]
-    AuthUnsupported { flags: u16 },
     #[error("bad fragment {index} of {count}")]
     BadFragment { index: u16, count: u16 },
     #[error("truncated packet: header says {expected} payload bytes, {found} present")]
@@ -234,9 +244,6 @@ pub fn decode_header(bytes: &[u8]) -> Result<Header, WireError> {
             bits: flags.0 & !Flags::ALL.0,
         });
     }
-    if flags.contains(Flags::AUTH) {
-        return Err(WireError::AuthUnsupported { flags: flags.0 });
-    }
     let frag_index = u16_at(b, 48);
     let frag_count = u16_at(b, 50);
     if frag_count == 0 || frag_index >= frag_count {
@@ -260,25 +267,50 @@ pub fn decode_header(bytes: &[u8]) -> Result<Header, WireError> {
     })
 }
 
-/// Decodes one whole packet (a datagram or a complete frame): header, then exactly
-/// `payload_len` payload bytes. Never panics, whatever the input.
-pub fn decode(bytes: &[u8]) -> Result<(Header, &[u8]), WireError> {
+/// One decoded packet: the header, its encoded bytes (what a tag covers), the payload and,
+/// for an [`Flags::AUTH`] packet, the authentication trailer (not yet verified).
+#[derive(Debug, Clone, Copy)]
+pub struct Packet<'a> {
+    pub header: Header,
+    pub header_bytes: &'a [u8],
+    pub payload: &'a [u8],
+    pub trailer: Option<&'a [u8]>,
+}
+
+/// Decodes one whole packet (a datagram or a complete frame): header, exactly `payload_len`
+/// payload bytes, and the trailer when the header has [`Flags::AUTH`]. Never panics,
+/// whatever the input.
+pub fn decode_packet(bytes: &[u8]) -> Result<Packet<'_>, WireError> {
     let h = decode_header(bytes)?;
     let rest = &bytes[HEADER_LEN..];
-    let want = h.payload_len as usize;
+    let want = h.body_len();
+    // Lengths in the errors count the payload alone.
+    let found = rest.len().saturating_sub(want - h.payload_len as usize);
     if rest.len() < want {
         return Err(WireError::Truncated {
             expected: h.payload_len,
-            found: rest.len(),
+            found,
         });
     }
     if rest.len() > want {
         return Err(WireError::Trailing {
             expected: h.payload_len,
-            found: rest.len(),
+            found,
         });
     }
-    Ok((h, rest))
+    let (payload, trailer) = rest.split_at(h.payload_len as usize);
+    Ok(Packet {
+        header: h,
+        header_bytes: &bytes[..HEADER_LEN],
+        payload,
+        trailer: h.flags.contains(Flags::AUTH).then_some(trailer),
+    })
+}
+
+/// Decodes one whole packet (see [`decode_packet`]) into its header and payload; an
+/// authentication trailer is checked for length only.
+pub fn decode(bytes: &[u8]) -> Result<(Header, &[u8]), WireError> {
+    decode_packet(bytes).map(|p| (p.header, p.payload))
 }
 
 /// Encodes `header` (with `payload_len` set from `payload`) followed by `payload`.
@@ -298,6 +330,23 @@ pub fn encode_into(header: &Header, payload: &[u8], out: &mut Vec<u8>) {
     h.payload_len = len;
     out.extend_from_slice(&h.to_bytes());
     out.extend_from_slice(payload);
+}
+
+/// Appends the packet sealed with `key` to `out`: the header with [`Flags::AUTH`] set, the
+/// payload, then the trailer for authentication sequence number `seq`.
+pub fn encode_sealed_into(
+    header: &Header,
+    payload: &[u8],
+    key: &AuthKey,
+    seq: u64,
+    out: &mut Vec<u8>,
+) {
+    let mut h = *header;
+    h.flags.insert(Flags::AUTH);
+    let start = out.len();
+    encode_into(&h, payload, out);
+    let trailer = key.trailer(&out[start..start + HEADER_LEN], payload, seq);
+    out.extend_from_slice(&trailer);
 }
 
 #[cfg(test)]
@@ -336,13 +385,34 @@ mod tests {
     }
 
     #[test]
-    fn rejects_auth_truncated_and_trailing() {
-        let mut h = sample();
-        h.flags.insert(Flags::AUTH);
+    fn sealed_packets_decode_with_their_trailer() {
+        let key = AuthKey::from_bytes([9; auth::KEY_LEN]);
+        let mut bytes = Vec::new();
+        encode_sealed_into(&sample(), b"hello", &key, 3, &mut bytes);
+        assert_eq!(bytes.len(), HEADER_LEN + 5 + AUTH_TRAILER_LEN);
+        let p = decode_packet(&bytes).expect("decodes");
+        assert!(p.header.flags.contains(Flags::AUTH));
+        assert_eq!(p.payload, b"hello");
+        let t = p.trailer.expect("a trailer");
+        assert_eq!(key.verify(p.header_bytes, p.payload, t), Ok(3));
+        assert_eq!(p.header.body_len(), 5 + AUTH_TRAILER_LEN);
+        // Without its trailer, or with a byte more, it does not decode.
         assert!(matches!(
-            decode(&encode(&h, b"x")),
-            Err(WireError::AuthUnsupported { .. })
+            decode(&bytes[..bytes.len() - 1]),
+            Err(WireError::Truncated {
+                expected: 5,
+                found: 4
+            })
         ));
+        bytes.push(0);
+        assert!(matches!(decode(&bytes), Err(WireError::Trailing { .. })));
+        // Unsealed packets have none.
+        let plain = encode(&sample(), b"hello");
+        assert!(decode_packet(&plain).expect("plain").trailer.is_none());
+    }
+
+    #[test]
+    fn rejects_truncated_and_trailing() {
         let bytes = encode(&sample(), b"hello");
         assert!(matches!(
             decode(&bytes[..bytes.len() - 1]),

@@ -3,7 +3,7 @@
 use proptest::prelude::*;
 use rand::{RngCore, SeedableRng};
 use squall_core::{JobId, NodeId};
-use squall_wire::{decode, encode, Flags, Header, MsgType, HEADER_LEN};
+use squall_wire::{decode, decode_packet, encode, Flags, Header, MsgType, HEADER_LEN};
 
 proptest! {
     #[test]
@@ -15,8 +15,10 @@ proptest! {
     fn accepted_packets_reencode_identically(mut bytes in proptest::collection::vec(any::<u8>(), HEADER_LEN..120)) {
         // Make the prefix plausible so the interesting paths are reached often.
         bytes[0] = b'S'; bytes[1] = b'Q'; bytes[2] = 1; bytes[3] = 0;
-        if let Ok((h, p)) = decode(&bytes) {
-            prop_assert_eq!(encode(&h, p), bytes.clone());
+        if let Ok(p) = decode_packet(&bytes) {
+            let mut again = encode(&p.header, p.payload);
+            again.extend_from_slice(p.trailer.unwrap_or_default());
+            prop_assert_eq!(again, bytes.clone());
         }
     }
 

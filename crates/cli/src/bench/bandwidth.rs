@@ -28,6 +28,13 @@ pub struct BandwidthArgs {
     /// End the table with one JSON line.
     #[arg(long)]
     pub json: bool,
+    /// Measure the cost of packet authentication instead: each rep runs a job without and a
+    /// job with it (tcp, udp), and the table gives both and the cost in percent.
+    #[arg(long)]
+    pub auth: bool,
+    /// With --auth: the authenticated jobs encrypt payloads too (ChaCha20-Poly1305).
+    #[arg(long, requires = "auth")]
+    pub encrypt: bool,
 }
 
 /// Messages per rep for `size`.
@@ -38,6 +45,9 @@ pub fn count_for(size: usize, bytes: usize) -> usize {
 pub fn main(a: BandwidthArgs) -> Result<(), String> {
     if a.reps == 0 || a.sizes.is_empty() || a.sizes.contains(&0) {
         return Err("--reps must be positive and --sizes non-empty and non-zero".into());
+    }
+    if a.auth {
+        return super::auth::bandwidth(&a);
     }
     let transports = a.transport.names();
     let mut table = Table::new(

@@ -4,6 +4,7 @@
 //! object. Shared helpers live in [`report`]; raw baselines in [`raw`]. Owns measurement
 //! drivers; must not touch protocol internals.
 pub mod apps;
+pub mod auth;
 pub mod bandwidth;
 pub mod check;
 pub mod dsm;

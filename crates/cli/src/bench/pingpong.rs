@@ -31,6 +31,13 @@ pub struct PingpongArgs {
     /// End the table with one JSON line.
     #[arg(long)]
     pub json: bool,
+    /// Measure the cost of packet authentication instead: each rep runs a job without and a
+    /// job with it (tcp, udp), and the table gives both and the cost in percent.
+    #[arg(long)]
+    pub auth: bool,
+    /// With --auth: the authenticated jobs encrypt payloads too (ChaCha20-Poly1305).
+    #[arg(long, requires = "auth")]
+    pub encrypt: bool,
 }
 
 fn num(v: &Value, key: &str) -> Vec<f64> {
@@ -62,6 +69,9 @@ fn size_row(rows: &[Value], size: usize) -> Option<&Value> {
 pub fn main(a: PingpongArgs) -> Result<(), String> {
     if a.iters == 0 || a.reps == 0 || a.sizes.is_empty() {
         return Err("--iters, --reps and --sizes must be non-empty/positive".into());
+    }
+    if a.auth {
+        return super::auth::pingpong(&a);
     }
     let transports = a.transport.names();
     let mut rows_json = Vec::new();

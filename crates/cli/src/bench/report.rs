@@ -177,6 +177,25 @@ pub fn run_nodes(
     args: Vec<String>,
     timeout: Duration,
 ) -> Result<Vec<(u16, Value)>, String> {
+    run_nodes_auth(
+        nodes,
+        transport,
+        net_faults,
+        args,
+        timeout,
+        squall_launch::AuthSetting::Auto,
+    )
+}
+
+/// [`run_nodes`] with packet authentication set to `auth` (the launcher makes the key).
+pub fn run_nodes_auth(
+    nodes: usize,
+    transport: &str,
+    net_faults: Option<&str>,
+    args: Vec<String>,
+    timeout: Duration,
+    auth: squall_launch::AuthSetting,
+) -> Result<Vec<(u16, Value)>, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the squall binary: {e}"))?;
     let mut full = vec!["__node".to_string()];
     full.extend(args);
@@ -184,6 +203,7 @@ pub fn run_nodes(
     spec.transport = transport.to_string();
     spec.net_faults = net_faults.map(str::to_string);
     spec.timeout = Some(timeout);
+    spec.auth = auth;
     if transport == "mpi" {
         if !cfg!(feature = "mpi") {
             return Err(

@@ -107,6 +107,16 @@ fn measure_baselines(
     Err(NodeError::Check(NO_MPI_BASELINES.into()))
 }
 
+/// The answering node's end: after the closing barrier (everything it will receive has come),
+/// it reports the packets it accepted after checking them, then leaves.
+fn finish_counting(ep: &Endpoint, barrier: &Barrier) -> Result<(), NodeError> {
+    barrier.wait()?;
+    let authenticated = ep.stats().packets_authenticated;
+    emit_result(&json!({ "authenticated": authenticated }));
+    ep.shutdown()?;
+    Ok(())
+}
+
 pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
     let ep = join()?;
     let barrier = Barrier::install(&ep);
@@ -130,7 +140,7 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
         if a.mpi_baselines {
             super::rawmpi::serve_baselines(&ep);
         }
-        return finish(&ep, &barrier);
+        return finish_counting(&ep, &barrier);
     }
     let peer = NodeId(1);
     // A new chain reaches the pong handler through this channel, before its first ping leaves.
@@ -219,7 +229,9 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
         }
         rows.push(row);
     }
-    emit_result(&json!({ "rows": rows }));
+    // Packets this node accepted after checking their tags (0 without authentication).
+    let authenticated = ep.stats().packets_authenticated;
+    emit_result(&json!({ "rows": rows, "authenticated": authenticated }));
     finish(&ep, &barrier)
 }
 
@@ -246,7 +258,7 @@ pub fn bandwidth(a: BandwidthNodeArgs) -> Result<(), NodeError> {
         }
     });
     if ep.rank() == NodeId(1) {
-        return finish(&ep, &barrier);
+        return finish_counting(&ep, &barrier);
     }
     let peer = NodeId(1);
     let (ack_tx, ack_rx) = channel::<()>();
@@ -283,7 +295,9 @@ pub fn bandwidth(a: BandwidthNodeArgs) -> Result<(), NodeError> {
         }
         rows.push(json!({"size": size, "count": count, "secs": secs}));
     }
-    emit_result(&json!({ "rows": rows }));
+    // Packets this node accepted after checking their tags (0 without authentication).
+    let authenticated = ep.stats().packets_authenticated;
+    emit_result(&json!({ "rows": rows, "authenticated": authenticated }));
     finish(&ep, &barrier)
 }
 

@@ -97,9 +97,10 @@ pub fn run(a: SelftestArgs) -> Result<(), NodeError> {
     }
     finish(&ep, &barrier)?;
     println!(
-        "selftest ok: {rank} of {} received {rounds} in-order messages from {prev} and {rounds} replies from {next} in {:.0} ms",
+        "selftest ok: {rank} of {} received {rounds} in-order messages from {prev} and {rounds} replies from {next} in {:.0} ms; {} packets authenticated",
         ep.size(),
-        t0.elapsed().as_secs_f64() * 1e3
+        t0.elapsed().as_secs_f64() * 1e3,
+        ep.stats().packets_authenticated
     );
     Ok(())
 }

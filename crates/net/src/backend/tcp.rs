@@ -2,7 +2,11 @@
 //! (the header's `payload_len` is the length prefix). Owns the connected streams, frame
 //! buffering and EOF/reset detection; must not touch handlers or requests.
 //! Connections are set up by `bootstrap` (lower rank connects to higher) before this runs.
+//! With authentication on, every frame is sealed (`AUTH` flag, trailer after the payload) and
+//! a received frame whose tag fails or whose sequence number does not increase is dropped and
+//! counted ([`LinkAuth`]); the stream stays in step, as the header gives the frame's length.
 use super::{Backend, BackendEvent, InMsg, OutMsg};
+use crate::auth::LinkAuth;
 use crate::error::NetError;
 use crate::faults::{FaultInjector, FaultSpec};
 use crate::stats::{DropReason, LinkCounters};
@@ -11,7 +15,7 @@ use mio::event::Event;
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 use squall_core::{JobId, NodeId};
-use squall_wire::{decode_header, Flags, Header, MsgType, HEADER_LEN};
+use squall_wire::{decode_header, AuthKey, Flags, Header, MsgType, Packet, HEADER_LEN};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::time::{Duration, Instant};
@@ -23,6 +27,8 @@ const LINGER: Duration = Duration::from_millis(300);
 
 struct Peer {
     id: NodeId,
+    /// The peer's address (named in warnings about refused frames).
+    addr: Option<SocketAddr>,
     stream: TcpStream,
     rbuf: Vec<u8>,
     rpos: usize,
@@ -43,6 +49,7 @@ pub(crate) struct TcpBackend {
     shutdown_at: Option<Instant>,
     write_closed: bool,
     scratch: Vec<u8>,
+    auth: Option<LinkAuth>,
 }
 
 fn token(peer: NodeId) -> Token {
@@ -56,7 +63,10 @@ impl TcpBackend {
         job: JobId,
         streams: Vec<Option<std::net::TcpStream>>,
         faults: Option<FaultSpec>,
+        auth: Option<AuthKey>,
+        encrypt: bool,
     ) -> Result<TcpBackend, NetError> {
+        let auth = auth.map(|k| LinkAuth::new(k, streams.len(), true, encrypt));
         let mut peers = Vec::with_capacity(streams.len());
         for (i, s) in streams.into_iter().enumerate() {
             let id = NodeId(i as u16);
@@ -69,6 +79,7 @@ impl TcpBackend {
                         .map_err(|e| NetError::io(format!("nonblocking socket to {id}"), e))?;
                     Some(Peer {
                         id,
+                        addr: s.peer_addr().ok(),
                         stream: TcpStream::from_std(s),
                         rbuf: Vec::with_capacity(64 * 1024),
                         rpos: 0,
@@ -93,10 +104,11 @@ impl TcpBackend {
             shutdown_at: None,
             write_closed: false,
             scratch: vec![0u8; 256 * 1024],
+            auth,
         })
     }
 
-    fn frame(&self, msg: &OutMsg) -> Result<Vec<u8>, NetError> {
+    fn frame(&mut self, msg: &OutMsg) -> Result<Vec<u8>, NetError> {
         let len = u32::try_from(msg.payload.len()).map_err(|_| NetError::TooLarge {
             len: msg.payload.len(),
         })?;
@@ -104,9 +116,15 @@ impl TcpBackend {
         h.flags = msg.flags;
         h.request_id = msg.request_id;
         h.payload_len = len;
-        let mut v = Vec::with_capacity(HEADER_LEN + msg.payload.len());
-        v.extend_from_slice(&h.to_bytes());
-        v.extend_from_slice(&msg.payload);
+        let mut v =
+            Vec::with_capacity(HEADER_LEN + msg.payload.len() + squall_wire::AUTH_TRAILER_LEN);
+        match self.auth.as_mut() {
+            Some(a) => a.seal_into(&h, &msg.payload, &mut v),
+            None => {
+                v.extend_from_slice(&h.to_bytes());
+                v.extend_from_slice(&msg.payload);
+            }
+        }
         Ok(v)
     }
 
@@ -124,23 +142,29 @@ impl TcpBackend {
         if !p.open || p.want_write || p.wpos != p.wbuf.len() || p.delay.is_some() {
             return Ok(None);
         }
+        if self.auth.as_ref().is_some_and(LinkAuth::encrypts) {
+            // The payload is encrypted into a copy: the queued path makes it.
+            return Ok(None);
+        }
         let mut h = Header::new(self.job, msg.ty, self.rank, msg.to);
         h.flags = msg.flags;
         h.request_id = msg.request_id;
         h.payload_len = len;
+        if self.auth.is_some() {
+            h.flags.insert(Flags::AUTH);
+        }
         let hb = h.to_bytes();
-        let total = HEADER_LEN + msg.payload.len();
+        let trailer = self
+            .auth
+            .as_mut()
+            .map(|a| a.trailer(msg.to, &hb, &msg.payload));
+        let parts: [&[u8]; 3] = [&hb, &msg.payload, trailer.as_ref().map_or(&[], |t| &t[..])];
+        let total: usize = parts.iter().map(|x| x.len()).sum();
         let mut written = 0usize;
         while written < total {
-            let r = if written < HEADER_LEN {
-                let bufs = [
-                    io::IoSlice::new(&hb[written..]),
-                    io::IoSlice::new(&msg.payload),
-                ];
-                p.stream.write_vectored(&bufs)
-            } else {
-                p.stream.write(&msg.payload[written - HEADER_LEN..])
-            };
+            let mut bufs = [io::IoSlice::new(&[]); 3];
+            let k = rest_of(&parts, written, |i, part| bufs[i] = io::IoSlice::new(part));
+            let r = p.stream.write_vectored(&bufs[..k]);
             match r {
                 Ok(0) => {
                     return Ok(Some(Err(NetError::PeerLost {
@@ -163,13 +187,8 @@ impl TcpBackend {
         if written < total {
             p.wbuf.clear();
             p.wpos = 0;
-            if written < HEADER_LEN {
-                p.wbuf.extend_from_slice(&hb[written..]);
-                p.wbuf.extend_from_slice(&msg.payload);
-            } else {
-                p.wbuf
-                    .extend_from_slice(&msg.payload[written - HEADER_LEN..]);
-            }
+            let wbuf = &mut p.wbuf;
+            rest_of(&parts, written, |_, part| wbuf.extend_from_slice(part));
             Self::set_interest(registry, p, true);
         }
         Ok(Some(Ok(())))
@@ -262,13 +281,15 @@ impl TcpBackend {
 
     /// Parses the whole frames at the start of `buf` into events. Returns the bytes consumed
     /// and, if a frame is incomplete, its total length. Err = the connection carries garbage.
+    #[allow(clippy::too_many_arguments)]
     fn parse_frames(
         job: JobId,
         rank: NodeId,
-        id: NodeId,
+        (id, addr): (NodeId, Option<SocketAddr>),
         bye_received: &mut bool,
         buf: &[u8],
         counters: &mut LinkCounters,
+        mut auth: Option<&mut LinkAuth>,
         out: &mut Vec<BackendEvent>,
     ) -> Result<(usize, Option<usize>), String> {
         let mut pos = 0usize;
@@ -302,12 +323,41 @@ impl TcpBackend {
                     h.payload_len
                 ));
             }
-            let total = HEADER_LEN + h.payload_len as usize;
+            let total = HEADER_LEN + h.body_len();
             if avail.len() < total {
                 return Ok((pos, Some(total)));
             }
             pos += total;
             counters.packets_received += 1;
+            let payload_end = HEADER_LEN + h.payload_len as usize;
+            let mut plain = None;
+            match auth.as_deref_mut() {
+                Some(a) => {
+                    let pkt = Packet {
+                        header: h,
+                        header_bytes: &avail[..HEADER_LEN],
+                        payload: &avail[HEADER_LEN..payload_end],
+                        trailer: h
+                            .flags
+                            .contains(Flags::AUTH)
+                            .then(|| &avail[payload_end..total]),
+                    };
+                    match a.check(&pkt) {
+                        Ok(p) => plain = p,
+                        Err(why) => {
+                            counters.drop(why);
+                            a.warn(Instant::now(), rank, id, addr, why);
+                            continue;
+                        }
+                    }
+                }
+                None if h.flags.contains(Flags::AUTH) => {
+                    // Sealed by a peer with a key while this node has none: cannot check it.
+                    counters.drop(DropReason::BadMac);
+                    continue;
+                }
+                None => {}
+            }
             if h.flags.contains(Flags::BYE) {
                 *bye_received = true;
                 out.push(BackendEvent::PeerBye(id));
@@ -322,7 +372,10 @@ impl TcpBackend {
                 ty: h.ty,
                 flags: h.flags,
                 request_id: h.request_id,
-                payload: Bytes::copy_from_slice(&avail[HEADER_LEN..total]),
+                payload: match plain {
+                    Some(p) => Bytes::from(p),
+                    None => Bytes::copy_from_slice(&avail[HEADER_LEN..payload_end]),
+                },
             }));
         }
     }
@@ -333,15 +386,17 @@ impl TcpBackend {
         rank: NodeId,
         p: &mut Peer,
         counters: &mut LinkCounters,
+        auth: Option<&mut LinkAuth>,
         out: &mut Vec<BackendEvent>,
     ) -> Result<(), String> {
         let (used, need) = Self::parse_frames(
             job,
             rank,
-            p.id,
+            (p.id, p.addr),
             &mut p.bye_received,
             &p.rbuf[p.rpos..],
             counters,
+            auth,
             out,
         )?;
         p.rpos += used;
@@ -369,16 +424,25 @@ impl TcpBackend {
         p: &mut Peer,
         data: &[u8],
         counters: &mut LinkCounters,
+        auth: Option<&mut LinkAuth>,
         out: &mut Vec<BackendEvent>,
     ) -> Result<(), String> {
         if p.rpos != p.rbuf.len() {
             p.rbuf.extend_from_slice(data);
-            return Self::read_frames(job, rank, p, counters, out);
+            return Self::read_frames(job, rank, p, counters, auth, out);
         }
         p.rbuf.clear();
         p.rpos = 0;
-        let (used, need) =
-            Self::parse_frames(job, rank, p.id, &mut p.bye_received, data, counters, out)?;
+        let (used, need) = Self::parse_frames(
+            job,
+            rank,
+            (p.id, p.addr),
+            &mut p.bye_received,
+            data,
+            counters,
+            auth,
+            out,
+        )?;
         if used < data.len() {
             if let Some(total) = need {
                 p.rbuf.reserve(total);
@@ -401,9 +465,14 @@ impl TcpBackend {
             match p.stream.read(chunk) {
                 Ok(0) => {
                     // Frames before EOF first, then the verdict.
-                    if let Err(r) =
-                        Self::read_frames(self.job, self.rank, p, &mut self.counters, out)
-                    {
+                    if let Err(r) = Self::read_frames(
+                        self.job,
+                        self.rank,
+                        p,
+                        &mut self.counters,
+                        self.auth.as_mut(),
+                        out,
+                    ) {
                         Self::lost(p, r, out, registry);
                         return;
                     }
@@ -412,9 +481,15 @@ impl TcpBackend {
                     return;
                 }
                 Ok(n) => {
-                    if let Err(r) =
-                        Self::ingest(self.job, self.rank, p, &chunk[..n], &mut self.counters, out)
-                    {
+                    if let Err(r) = Self::ingest(
+                        self.job,
+                        self.rank,
+                        p,
+                        &chunk[..n],
+                        &mut self.counters,
+                        self.auth.as_mut(),
+                        out,
+                    ) {
                         Self::lost(p, r, out, registry);
                         return;
                     }
@@ -426,7 +501,14 @@ impl TcpBackend {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    let _ = Self::read_frames(self.job, self.rank, p, &mut self.counters, out);
+                    let _ = Self::read_frames(
+                        self.job,
+                        self.rank,
+                        p,
+                        &mut self.counters,
+                        self.auth.as_mut(),
+                        out,
+                    );
                     Self::lost(p, format!("connection error: {e}"), out, registry);
                     return;
                 }
@@ -567,8 +649,27 @@ impl Backend for TcpBackend {
     }
 
     fn counters(&self) -> LinkCounters {
-        self.counters.clone()
+        let mut c = self.counters.clone();
+        c.authenticated = self.auth.as_ref().map_or(0, |a| a.authenticated);
+        c
     }
+}
+
+/// Calls `f(i, slice)` for the bytes of `parts` (one frame, in order) from byte `from` on,
+/// numbering the non-empty slices from 0; returns how many there were.
+fn rest_of<'a>(parts: &[&'a [u8]; 3], from: usize, mut f: impl FnMut(usize, &'a [u8])) -> usize {
+    let mut skip = from;
+    let mut k = 0;
+    for part in parts {
+        if skip >= part.len() {
+            skip -= part.len();
+            continue;
+        }
+        f(k, &part[skip..]);
+        skip = 0;
+        k += 1;
+    }
+    k
 }
 
 impl TcpBackend {

@@ -15,10 +15,24 @@ pub struct Job {
 }
 
 pub fn spawn(n: u16, transport: &str, role: &str, extra: &[(&str, &str)]) -> Job {
+    let ranks: Vec<u16> = (0..n).collect();
+    spawn_ranks(n, &ranks, free_port(), transport, role, extra)
+}
+
+/// Starts only `ranks` of an `n`-node job whose rendezvous is 127.0.0.1:`port` (a test can
+/// then act between the ranks' starts).
+pub fn spawn_ranks(
+    n: u16,
+    ranks: &[u16],
+    port: u16,
+    transport: &str,
+    role: &str,
+    extra: &[(&str, &str)],
+) -> Job {
     let exe = std::env::current_exe().expect("current exe");
-    let port = free_port();
-    let children = (0..n)
-        .map(|r| {
+    let children = ranks
+        .iter()
+        .map(|&r| {
             let mut c = Command::new(&exe);
             c.args(["child_entry", "--exact", "--nocapture", "--test-threads=1"])
                 .env("SQUALL_RANK", r.to_string())

@@ -15,12 +15,20 @@
 //! A receiver that sees a gap sends a NACK (ack = last in-order seq) so the sender resends the
 //! missing datagram without waiting for its timer. Out-of-order datagrams within twice the
 //! window are buffered; duplicates (seq already delivered or buffered) are dropped and re-acked.
+//!
+//! Authentication ([`CoreConfig::auth`]): every datagram (data, ack, nack, heartbeat, goodbye,
+//! and each retransmission anew) is sealed with the next authentication sequence number of
+//! the pair; a received datagram is checked right after its header (job, ranks), before it
+//! can touch any state: a bad tag or a replayed number drops it ([`DropReason::BadMac`],
+//! [`DropReason::Replayed`]) without acks, timers or delivery moving.
+use crate::auth::LinkAuth;
 use crate::error::NetError;
 use crate::stats::DropReason;
 use bytes::{Bytes, BytesMut};
 use squall_core::{JobId, NodeId};
-use squall_wire::{decode, encode_into, Flags, Header, MsgType, WireError};
+use squall_wire::{decode_packet, encode_into, AuthKey, Flags, Header, MsgType, WireError};
 use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 /// Transport type of goodbyes, heartbeats and pure acks.
@@ -46,6 +54,10 @@ pub struct CoreConfig {
     pub max_rto: Duration,
     /// How long an ack may wait for a datagram to ride on.
     pub ack_delay: Duration,
+    /// The job key: every datagram is sealed and checked (None: no authentication).
+    pub auth: Option<AuthKey>,
+    /// With a key: payloads are encrypted too (ChaCha20-Poly1305).
+    pub encrypt: bool,
 }
 
 impl CoreConfig {
@@ -62,6 +74,8 @@ impl CoreConfig {
             min_rto: Duration::from_millis(4),
             max_rto: Duration::from_millis(400),
             ack_delay: Duration::from_millis(1),
+            auth: None,
+            encrypt: false,
         }
     }
 }
@@ -106,6 +120,8 @@ pub struct CoreStats {
     pub datagrams_received: u64,
     pub retransmissions: u64,
     pub drops: BTreeMap<DropReason, u64>,
+    /// Datagrams whose tag and authentication sequence number were accepted.
+    pub authenticated: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -198,6 +214,7 @@ pub struct UdpCore {
     /// Written datagram buffers handed back by the driver ([`UdpCore::recycle`]), reused so a
     /// datagram costs no allocation.
     spare: Vec<Vec<u8>>,
+    auth: Option<LinkAuth>,
 }
 
 /// Spare buffers kept at most (a window's worth of datagrams in flight is plenty).
@@ -207,6 +224,10 @@ impl UdpCore {
     pub fn new(cfg: CoreConfig, now: Instant) -> UdpCore {
         let rto = (cfg.min_rto * 5).clamp(cfg.min_rto, cfg.max_rto.max(cfg.min_rto));
         let peers = (0..cfg.size).map(|_| Peer::new(now, rto)).collect();
+        let auth = cfg
+            .auth
+            .clone()
+            .map(|k| LinkAuth::new(k, usize::from(cfg.size), false, cfg.encrypt));
         UdpCore {
             cfg,
             peers,
@@ -215,6 +236,7 @@ impl UdpCore {
             stats: CoreStats::default(),
             closing: false,
             spare: Vec::new(),
+            auth,
         }
     }
 
@@ -380,7 +402,7 @@ impl UdpCore {
     /// out-of-window datagrams are counted and dropped (the reason is returned).
     pub fn handle_datagram(&mut self, now: Instant, bytes: &[u8]) -> Result<(), DropReason> {
         self.stats.datagrams_received += 1;
-        let (h, payload) = match decode(bytes) {
+        let pkt = match decode_packet(bytes) {
             Ok(x) => x,
             Err(WireError::Truncated { .. }) | Err(WireError::ShortHeader { .. })
                 if bytes.starts_with(&squall_wire::MAGIC) =>
@@ -393,6 +415,7 @@ impl UdpCore {
                 return Err(DropReason::Garbage);
             }
         };
+        let h = pkt.header;
         if h.job != self.cfg.job {
             self.count_drop(DropReason::ForeignJob);
             return Err(DropReason::ForeignJob);
@@ -401,6 +424,23 @@ impl UdpCore {
             self.count_drop(DropReason::BadDest);
             return Err(DropReason::BadDest);
         }
+        let checked = match self.auth.as_mut() {
+            Some(a) => a.check(&pkt).map(|p| (p, a.authenticated)),
+            None if h.flags.contains(Flags::AUTH) => Err(DropReason::BadMac),
+            None => Ok((None, 0)),
+        };
+        let plain;
+        let payload: &[u8] = match checked {
+            Ok((p, n)) => {
+                self.stats.authenticated = n;
+                plain = p;
+                plain.as_deref().unwrap_or(pkt.payload)
+            }
+            Err(why) => {
+                self.count_drop(why);
+                return Err(why);
+            }
+        };
         let p = h.src.index();
         if self.peers[p].state == PeerState::Lost {
             self.count_drop(DropReason::AfterBye);
@@ -710,8 +750,20 @@ impl UdpCore {
 
     fn encode(&mut self, h: &Header, payload: &[u8]) -> Vec<u8> {
         let mut out = self.spare.pop().unwrap_or_default();
-        encode_into(h, payload, &mut out);
+        match self.auth.as_mut() {
+            Some(a) => a.seal_into(h, payload, &mut out),
+            None => encode_into(h, payload, &mut out),
+        }
         out
+    }
+
+    /// Warns (rate-limited) that the datagram `bytes` from `addr` was refused for `why` by
+    /// authentication ([`DropReason::BadMac`] or [`DropReason::Replayed`]).
+    pub fn warn_refused(&mut self, now: Instant, bytes: &[u8], addr: SocketAddr, why: DropReason) {
+        let rank = self.cfg.rank;
+        if let (Some(a), Ok(h)) = (self.auth.as_mut(), squall_wire::decode_header(bytes)) {
+            a.warn(now, rank, h.src, Some(addr), why);
+        }
     }
 
     /// The next datagram to write.

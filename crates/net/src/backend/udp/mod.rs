@@ -8,7 +8,7 @@ use super::{Backend, BackendEvent, InMsg, OutMsg};
 use crate::config::NetConfig;
 use crate::error::NetError;
 use crate::faults::FaultInjector;
-use crate::stats::LinkCounters;
+use crate::stats::{DropReason, LinkCounters};
 use mio::event::Event;
 use mio::net::UdpSocket;
 use mio::{Interest, Registry, Token};
@@ -48,6 +48,8 @@ impl UdpBackend {
         let mut ccfg = CoreConfig::new(cfg.rank, cfg.size, job, cfg.peer_timeout);
         ccfg.max_payload = cfg.udp_max_payload.clamp(1, 65_000);
         ccfg.window = cfg.udp_window.max(1);
+        ccfg.auth = cfg.auth.clone();
+        ccfg.encrypt = cfg.encrypt;
         let faults = cfg
             .faults
             .filter(|f| !f.is_noop())
@@ -109,9 +111,12 @@ impl UdpBackend {
                 return;
             }
             match self.socket.recv_from(&mut self.buf) {
-                Ok((n, _from)) => {
+                Ok((n, from)) => {
                     n_read += 1;
-                    let _ = self.core.handle_datagram(now, &self.buf[..n]);
+                    let r = self.core.handle_datagram(now, &self.buf[..n]);
+                    if let Err(why @ (DropReason::BadMac | DropReason::Replayed)) = r {
+                        self.core.warn_refused(now, &self.buf[..n], from, why);
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -223,6 +228,7 @@ impl Backend for UdpBackend {
             drops: s.drops.clone(),
             faults_injected: self.faults.as_ref().map_or(0, |f| f.injected),
             send_failures: 0,
+            authenticated: s.authenticated,
         };
         c.send_failures = self.send_failures;
         c
