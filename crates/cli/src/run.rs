@@ -246,7 +246,13 @@ fn build_spec(args: RunArgs) -> Result<JobSpec, Bad> {
         AuthSetting::Off
     } else {
         match std::env::var(squall_core::env::AUTH) {
-            Ok(v) => v.parse()?,
+            Ok(v) => v.parse().map_err(|e: String| {
+                Bad::new(
+                    squall_core::env::AUTH,
+                    e,
+                    "set it to on, off, auto or encrypt (or pass --auth, --no-auth or --encrypt)",
+                )
+            })?,
             Err(_) => AuthSetting::Auto,
         }
     };
