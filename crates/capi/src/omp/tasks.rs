@@ -24,7 +24,6 @@ type TaskFn = unsafe extern "C" fn(*mut c_void);
 type CopyFn = unsafe extern "C" fn(*mut c_void, *mut c_void);
 
 const FLAG_FINAL: c_uint = 1 << 1;
-const FLAG_UP: c_uint = 1 << 8;
 const FLAG_REDUCTION: c_uint = 1 << 12;
 const FLAG_DETACH: c_uint = 1 << 13;
 
@@ -126,8 +125,52 @@ pub unsafe extern "C" fn GOMP_task(
     }
 }
 
-/// `#pragma omp taskloop` over `start..end` by `step` (signed): one task runs the whole range
-/// (gcc's task function reads its bounds from the first two words of its data).
+/// A taskloop: one task runs the whole range `start..end` (gcc's task function reads its
+/// bounds from the first two words of its data, of the loop's integer type `T`).
+///
+/// # Safety
+/// The arguments are what gcc passes.
+#[allow(clippy::too_many_arguments)]
+unsafe fn taskloop<T: Copy>(
+    call: &'static str,
+    func: Option<TaskFn>,
+    data: *mut c_void,
+    cpyfn: Option<CopyFn>,
+    arg_size: c_long,
+    arg_align: c_long,
+    flags: c_uint,
+    start: T,
+    end: T,
+) {
+    if flags & FLAG_REDUCTION != 0 {
+        refuse(call, "a taskloop with a reduction clause");
+    }
+    let Some(func) = func else { return };
+    let (size, align) = (arg_size.max(0) as usize, arg_align.max(1) as usize);
+    let set = |buf: *mut c_void| {
+        let b = buf.cast::<T>();
+        // SAFETY: gcc's taskloop data starts with the task's start and end.
+        unsafe {
+            b.write(start);
+            b.add(1).write(end);
+        }
+    };
+    // SAFETY: per the contract.
+    unsafe {
+        run_copy(
+            call,
+            func,
+            data,
+            cpyfn,
+            size,
+            align,
+            flags & FLAG_FINAL != 0,
+            set,
+        )
+    }
+}
+
+/// `#pragma omp taskloop` over `start..end` by `step` (signed): one task runs the whole range.
 ///
 /// # Safety
 /// The arguments are what gcc passes.
@@ -146,35 +189,24 @@ pub unsafe extern "C" fn GOMP_taskloop(
     end: c_long,
     _step: c_long,
 ) {
-    if flags & FLAG_REDUCTION != 0 {
-        refuse("GOMP_taskloop", "a taskloop with a reduction clause");
-    }
-    let Some(func) = func else { return };
-    let (size, align) = (arg_size.max(0) as usize, arg_align.max(1) as usize);
-    let set = |buf: *mut c_void| {
-        let b = buf.cast::<c_long>();
-        // SAFETY: gcc's taskloop data starts with the task's start and end.
-        unsafe {
-            b.write(start);
-            b.add(1).write(end);
-        }
-    };
     // SAFETY: per the contract.
     unsafe {
-        run_copy(
+        taskloop(
             "GOMP_taskloop",
             func,
             data,
             cpyfn,
-            size,
-            align,
-            flags & FLAG_FINAL != 0,
-            set,
+            arg_size,
+            arg_align,
+            flags,
+            start,
+            end,
         )
     }
 }
 
-/// The unsigned form of [`GOMP_taskloop`] (`flags` has `GOMP_TASK_FLAG_UP` for an up-count).
+/// The unsigned form of [`GOMP_taskloop`] (`flags` has `GOMP_TASK_FLAG_UP` for an up-count;
+/// the direction does not matter, as one task runs the whole range).
 ///
 /// # Safety
 /// The arguments are what gcc passes.
@@ -193,31 +225,18 @@ pub unsafe extern "C" fn GOMP_taskloop_ull(
     end: c_ulonglong,
     _step: c_ulonglong,
 ) {
-    if flags & FLAG_REDUCTION != 0 {
-        refuse("GOMP_taskloop_ull", "a taskloop with a reduction clause");
-    }
-    let _ = flags & FLAG_UP;
-    let Some(func) = func else { return };
-    let (size, align) = (arg_size.max(0) as usize, arg_align.max(1) as usize);
-    let set = |buf: *mut c_void| {
-        let b = buf.cast::<c_ulonglong>();
-        // SAFETY: gcc's taskloop data starts with the task's start and end.
-        unsafe {
-            b.write(start);
-            b.add(1).write(end);
-        }
-    };
     // SAFETY: per the contract.
     unsafe {
-        run_copy(
+        taskloop(
             "GOMP_taskloop_ull",
             func,
             data,
             cpyfn,
-            size,
-            align,
-            flags & FLAG_FINAL != 0,
-            set,
+            arg_size,
+            arg_align,
+            flags,
+            start,
+            end,
         )
     }
 }
