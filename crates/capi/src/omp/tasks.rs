@@ -170,75 +170,42 @@ unsafe fn taskloop<T: Copy>(
     }
 }
 
-/// `#pragma omp taskloop` over `start..end` by `step` (signed): one task runs the whole range.
-///
-/// # Safety
-/// The arguments are what gcc passes.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn GOMP_taskloop(
-    func: Option<TaskFn>,
-    data: *mut c_void,
-    cpyfn: Option<CopyFn>,
-    arg_size: c_long,
-    arg_align: c_long,
-    flags: c_uint,
-    _num_tasks: c_ulong,
-    _priority: c_int,
-    start: c_long,
-    end: c_long,
-    _step: c_long,
-) {
-    // SAFETY: per the contract.
-    unsafe {
-        taskloop(
-            "GOMP_taskloop",
-            func,
-            data,
-            cpyfn,
-            arg_size,
-            arg_align,
-            flags,
-            start,
-            end,
-        )
-    }
+/// The `GOMP_taskloop` entries, one per loop integer type `$int`.
+macro_rules! taskloops {
+    ($($(#[$doc:meta])* $name:ident: $int:ty;)*) => {$(
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// The arguments are what gcc passes.
+        #[no_mangle]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "C" fn $name(
+            func: Option<TaskFn>,
+            data: *mut c_void,
+            cpyfn: Option<CopyFn>,
+            arg_size: c_long,
+            arg_align: c_long,
+            flags: c_uint,
+            _num_tasks: c_ulong,
+            _priority: c_int,
+            start: $int,
+            end: $int,
+            _step: $int,
+        ) {
+            let (name, size, align) = (stringify!($name), arg_size, arg_align);
+            // SAFETY: per the contract.
+            unsafe { taskloop(name, func, data, cpyfn, size, align, flags, start, end) }
+        }
+    )*};
 }
 
-/// The unsigned form of [`GOMP_taskloop`] (`flags` has `GOMP_TASK_FLAG_UP` for an up-count;
-/// the direction does not matter, as one task runs the whole range).
-///
-/// # Safety
-/// The arguments are what gcc passes.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn GOMP_taskloop_ull(
-    func: Option<TaskFn>,
-    data: *mut c_void,
-    cpyfn: Option<CopyFn>,
-    arg_size: c_long,
-    arg_align: c_long,
-    flags: c_uint,
-    _num_tasks: c_ulong,
-    _priority: c_int,
-    start: c_ulonglong,
-    end: c_ulonglong,
-    _step: c_ulonglong,
-) {
-    // SAFETY: per the contract.
-    unsafe {
-        taskloop(
-            "GOMP_taskloop_ull",
-            func,
-            data,
-            cpyfn,
-            arg_size,
-            arg_align,
-            flags,
-            start,
-            end,
-        )
-    }
+taskloops! {
+    /// `#pragma omp taskloop` over `start..end` by `step` (signed): one task runs the whole
+    /// range.
+    GOMP_taskloop: c_long;
+    /// The unsigned form of [`GOMP_taskloop`] (`flags` has `GOMP_TASK_FLAG_UP` for an
+    /// up-count; the direction does not matter, as one task runs the whole range).
+    GOMP_taskloop_ull: c_ulonglong;
 }
 
 /// Every child task is complete already.
