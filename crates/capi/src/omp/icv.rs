@@ -487,26 +487,27 @@ pub extern "C" fn omp_get_place_num() -> c_int {
     squall::node_ref().map_or(0, |n| c_int::from(n.rank().0))
 }
 
-#[no_mangle]
-pub extern "C" fn omp_get_wtime() -> c_double {
+/// Seconds read from the monotonic clock by `read` (`clock_gettime` or `clock_getres`).
+fn monotonic(
+    read: unsafe extern "C" fn(libc::clockid_t, *mut libc::timespec) -> c_int,
+) -> c_double {
     let mut t = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: clock_gettime fills a local struct.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    // SAFETY: `read` fills a local struct.
+    unsafe { read(libc::CLOCK_MONOTONIC, &mut t) };
     t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
 }
 
 #[no_mangle]
+pub extern "C" fn omp_get_wtime() -> c_double {
+    monotonic(libc::clock_gettime)
+}
+
+#[no_mangle]
 pub extern "C" fn omp_get_wtick() -> c_double {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_getres fills a local struct.
-    unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC, &mut t) };
-    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+    monotonic(libc::clock_getres)
 }
 
 /// Cancellation is not activated (`OMP_CANCELLATION` is not honoured): as libgomp without it.

@@ -11,29 +11,46 @@ use super::loops::{
 use super::team::{self, Ws0};
 use std::ffi::{c_long, c_uint, c_ulonglong, c_void};
 
-macro_rules! long_loop {
-    ($start:ident, $next:ident, $sched:expr, $ordered:expr) => {
+/// The chunk argument of a `_start` entry: the caller's `chunk`, or 0 for a `runtime`
+/// schedule (whose entry points have no chunk: the `run-sched-var` ICV gives it).
+macro_rules! chunk_or_zero {
+    () => {
+        0
+    };
+    ($chunk:ident) => {
+        $chunk
+    };
+}
+
+/// `_start`/`_next` pairs over `$inner` (`long_start` or `ull_start`, the latter with the
+/// leading `[up]` argument) for integers of type `$int`. Each row is
+/// `start, next, schedule, ordered, [chunk]` (`[]` for a `runtime` schedule).
+macro_rules! loop_pairs {
+    (@pair $inner:ident [$($up:ident)?] $int:ty;
+        $start:ident, $next:ident, $sched:ident, $ordered:tt, [$($chunk:ident)?]) => {
         /// # Safety
         /// `istart` and `iend` are valid pointers (the libgomp ABI).
         #[no_mangle]
         pub unsafe extern "C" fn $start(
-            start: c_long,
-            end: c_long,
-            incr: c_long,
-            chunk: c_long,
-            istart: *mut c_long,
-            iend: *mut c_long,
+            $($up: bool,)?
+            start: $int,
+            end: $int,
+            incr: $int,
+            $($chunk: $int,)?
+            istart: *mut $int,
+            iend: *mut $int,
         ) -> bool {
             // SAFETY: per the contract.
             unsafe {
-                long_start(
+                $inner(
                     stringify!($start),
                     $sched,
                     $ordered,
+                    $($up,)?
                     start,
                     end,
                     incr,
-                    chunk,
+                    chunk_or_zero!($($chunk)?),
                     istart,
                     iend,
                 )
@@ -42,396 +59,105 @@ macro_rules! long_loop {
         /// # Safety
         /// `istart` and `iend` are valid pointers (the libgomp ABI).
         #[no_mangle]
-        pub unsafe extern "C" fn $next(istart: *mut c_long, iend: *mut c_long) -> bool {
+        pub unsafe extern "C" fn $next(istart: *mut $int, iend: *mut $int) -> bool {
             // SAFETY: per the contract.
             unsafe { any_next(stringify!($next), istart, iend) }
         }
     };
-}
-
-macro_rules! long_runtime_loop {
-    ($start:ident, $next:ident, $ordered:expr) => {
-        /// # Safety
-        /// `istart` and `iend` are valid pointers (the libgomp ABI).
-        #[no_mangle]
-        pub unsafe extern "C" fn $start(
-            start: c_long,
-            end: c_long,
-            incr: c_long,
-            istart: *mut c_long,
-            iend: *mut c_long,
-        ) -> bool {
-            // SAFETY: per the contract.
-            unsafe {
-                long_start(
-                    stringify!($start),
-                    SCHED_RUNTIME,
-                    $ordered,
-                    start,
-                    end,
-                    incr,
-                    0,
-                    istart,
-                    iend,
-                )
-            }
-        }
-        /// # Safety
-        /// `istart` and `iend` are valid pointers (the libgomp ABI).
-        #[no_mangle]
-        pub unsafe extern "C" fn $next(istart: *mut c_long, iend: *mut c_long) -> bool {
-            // SAFETY: per the contract.
-            unsafe { any_next(stringify!($next), istart, iend) }
-        }
+    ($inner:ident $up:tt $int:ty;
+        $($start:ident, $next:ident, $sched:ident, $ordered:tt, $chunk:tt;)*) => {
+        $(loop_pairs!(@pair $inner $up $int; $start, $next, $sched, $ordered, $chunk);)*
     };
 }
 
-macro_rules! ull_loop {
-    ($start:ident, $next:ident, $sched:expr, $ordered:expr) => {
-        /// # Safety
-        /// `istart` and `iend` are valid pointers (the libgomp ABI).
-        #[no_mangle]
-        pub unsafe extern "C" fn $start(
-            up: bool,
-            start: c_ulonglong,
-            end: c_ulonglong,
-            incr: c_ulonglong,
-            chunk: c_ulonglong,
-            istart: *mut c_ulonglong,
-            iend: *mut c_ulonglong,
-        ) -> bool {
-            // SAFETY: per the contract.
-            unsafe {
-                ull_start(
-                    stringify!($start),
-                    $sched,
-                    $ordered,
-                    up,
-                    start,
-                    end,
-                    incr,
-                    chunk,
-                    istart,
-                    iend,
-                )
-            }
-        }
-        /// # Safety
-        /// `istart` and `iend` are valid pointers (the libgomp ABI).
-        #[no_mangle]
-        pub unsafe extern "C" fn $next(istart: *mut c_ulonglong, iend: *mut c_ulonglong) -> bool {
-            // SAFETY: per the contract.
-            unsafe { any_next(stringify!($next), istart, iend) }
-        }
-    };
+loop_pairs! { long_start [] c_long;
+    GOMP_loop_static_start, GOMP_loop_static_next, SCHED_STATIC, false, [chunk];
+    GOMP_loop_dynamic_start, GOMP_loop_dynamic_next, SCHED_DYNAMIC, false, [chunk];
+    GOMP_loop_guided_start, GOMP_loop_guided_next, SCHED_GUIDED, false, [chunk];
+    GOMP_loop_nonmonotonic_dynamic_start, GOMP_loop_nonmonotonic_dynamic_next,
+        SCHED_DYNAMIC, false, [chunk];
+    GOMP_loop_nonmonotonic_guided_start, GOMP_loop_nonmonotonic_guided_next,
+        SCHED_GUIDED, false, [chunk];
+    GOMP_loop_runtime_start, GOMP_loop_runtime_next, SCHED_RUNTIME, false, [];
+    GOMP_loop_nonmonotonic_runtime_start, GOMP_loop_nonmonotonic_runtime_next,
+        SCHED_RUNTIME, false, [];
+    GOMP_loop_maybe_nonmonotonic_runtime_start, GOMP_loop_maybe_nonmonotonic_runtime_next,
+        SCHED_RUNTIME, false, [];
+    GOMP_loop_ordered_static_start, GOMP_loop_ordered_static_next, SCHED_STATIC, true, [chunk];
+    GOMP_loop_ordered_dynamic_start, GOMP_loop_ordered_dynamic_next,
+        SCHED_DYNAMIC, true, [chunk];
+    GOMP_loop_ordered_guided_start, GOMP_loop_ordered_guided_next,
+        SCHED_GUIDED, true, [chunk];
+    GOMP_loop_ordered_runtime_start, GOMP_loop_ordered_runtime_next, SCHED_RUNTIME, true, [];
 }
 
-macro_rules! ull_runtime_loop {
-    ($start:ident, $next:ident, $ordered:expr) => {
-        /// # Safety
-        /// `istart` and `iend` are valid pointers (the libgomp ABI).
-        #[no_mangle]
-        pub unsafe extern "C" fn $start(
-            up: bool,
-            start: c_ulonglong,
-            end: c_ulonglong,
-            incr: c_ulonglong,
-            istart: *mut c_ulonglong,
-            iend: *mut c_ulonglong,
-        ) -> bool {
-            // SAFETY: per the contract.
-            unsafe {
-                ull_start(
-                    stringify!($start),
-                    SCHED_RUNTIME,
-                    $ordered,
-                    up,
-                    start,
-                    end,
-                    incr,
-                    0,
-                    istart,
-                    iend,
-                )
-            }
-        }
-        /// # Safety
-        /// `istart` and `iend` are valid pointers (the libgomp ABI).
-        #[no_mangle]
-        pub unsafe extern "C" fn $next(istart: *mut c_ulonglong, iend: *mut c_ulonglong) -> bool {
-            // SAFETY: per the contract.
-            unsafe { any_next(stringify!($next), istart, iend) }
-        }
-    };
-}
-
-long_loop!(
-    GOMP_loop_static_start,
-    GOMP_loop_static_next,
-    SCHED_STATIC,
-    false
-);
-long_loop!(
-    GOMP_loop_dynamic_start,
-    GOMP_loop_dynamic_next,
-    SCHED_DYNAMIC,
-    false
-);
-long_loop!(
-    GOMP_loop_guided_start,
-    GOMP_loop_guided_next,
-    SCHED_GUIDED,
-    false
-);
-long_loop!(
-    GOMP_loop_nonmonotonic_dynamic_start,
-    GOMP_loop_nonmonotonic_dynamic_next,
-    SCHED_DYNAMIC,
-    false
-);
-long_loop!(
-    GOMP_loop_nonmonotonic_guided_start,
-    GOMP_loop_nonmonotonic_guided_next,
-    SCHED_GUIDED,
-    false
-);
-long_runtime_loop!(GOMP_loop_runtime_start, GOMP_loop_runtime_next, false);
-long_runtime_loop!(
-    GOMP_loop_nonmonotonic_runtime_start,
-    GOMP_loop_nonmonotonic_runtime_next,
-    false
-);
-long_runtime_loop!(
-    GOMP_loop_maybe_nonmonotonic_runtime_start,
-    GOMP_loop_maybe_nonmonotonic_runtime_next,
-    false
-);
-long_loop!(
-    GOMP_loop_ordered_static_start,
-    GOMP_loop_ordered_static_next,
-    SCHED_STATIC,
-    true
-);
-long_loop!(
-    GOMP_loop_ordered_dynamic_start,
-    GOMP_loop_ordered_dynamic_next,
-    SCHED_DYNAMIC,
-    true
-);
-long_loop!(
-    GOMP_loop_ordered_guided_start,
-    GOMP_loop_ordered_guided_next,
-    SCHED_GUIDED,
-    true
-);
-long_runtime_loop!(
-    GOMP_loop_ordered_runtime_start,
-    GOMP_loop_ordered_runtime_next,
-    true
-);
-
-ull_loop!(
-    GOMP_loop_ull_static_start,
-    GOMP_loop_ull_static_next,
-    SCHED_STATIC,
-    false
-);
-ull_loop!(
-    GOMP_loop_ull_dynamic_start,
-    GOMP_loop_ull_dynamic_next,
-    SCHED_DYNAMIC,
-    false
-);
-ull_loop!(
-    GOMP_loop_ull_guided_start,
-    GOMP_loop_ull_guided_next,
-    SCHED_GUIDED,
-    false
-);
-ull_loop!(
-    GOMP_loop_ull_nonmonotonic_dynamic_start,
-    GOMP_loop_ull_nonmonotonic_dynamic_next,
-    SCHED_DYNAMIC,
-    false
-);
-ull_loop!(
-    GOMP_loop_ull_nonmonotonic_guided_start,
-    GOMP_loop_ull_nonmonotonic_guided_next,
-    SCHED_GUIDED,
-    false
-);
-ull_runtime_loop!(
-    GOMP_loop_ull_runtime_start,
-    GOMP_loop_ull_runtime_next,
-    false
-);
-ull_runtime_loop!(
-    GOMP_loop_ull_nonmonotonic_runtime_start,
-    GOMP_loop_ull_nonmonotonic_runtime_next,
-    false
-);
-ull_runtime_loop!(
+loop_pairs! { ull_start [up] c_ulonglong;
+    GOMP_loop_ull_static_start, GOMP_loop_ull_static_next, SCHED_STATIC, false, [chunk];
+    GOMP_loop_ull_dynamic_start, GOMP_loop_ull_dynamic_next, SCHED_DYNAMIC, false, [chunk];
+    GOMP_loop_ull_guided_start, GOMP_loop_ull_guided_next, SCHED_GUIDED, false, [chunk];
+    GOMP_loop_ull_nonmonotonic_dynamic_start, GOMP_loop_ull_nonmonotonic_dynamic_next,
+        SCHED_DYNAMIC, false, [chunk];
+    GOMP_loop_ull_nonmonotonic_guided_start, GOMP_loop_ull_nonmonotonic_guided_next,
+        SCHED_GUIDED, false, [chunk];
+    GOMP_loop_ull_runtime_start, GOMP_loop_ull_runtime_next, SCHED_RUNTIME, false, [];
+    GOMP_loop_ull_nonmonotonic_runtime_start, GOMP_loop_ull_nonmonotonic_runtime_next,
+        SCHED_RUNTIME, false, [];
     GOMP_loop_ull_maybe_nonmonotonic_runtime_start,
-    GOMP_loop_ull_maybe_nonmonotonic_runtime_next,
-    false
-);
-ull_loop!(
-    GOMP_loop_ull_ordered_static_start,
-    GOMP_loop_ull_ordered_static_next,
-    SCHED_STATIC,
-    true
-);
-ull_loop!(
-    GOMP_loop_ull_ordered_dynamic_start,
-    GOMP_loop_ull_ordered_dynamic_next,
-    SCHED_DYNAMIC,
-    true
-);
-ull_loop!(
-    GOMP_loop_ull_ordered_guided_start,
-    GOMP_loop_ull_ordered_guided_next,
-    SCHED_GUIDED,
-    true
-);
-ull_runtime_loop!(
-    GOMP_loop_ull_ordered_runtime_start,
-    GOMP_loop_ull_ordered_runtime_next,
-    true
-);
-
-/// The GCC 9+ generic loop start (`sched` is a `GFS_*` kind, possibly with the monotonic bit).
-///
-/// # Safety
-/// `istart`/`iend` are valid or null (then only the loop is entered).
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn GOMP_loop_start(
-    start: c_long,
-    end: c_long,
-    incr: c_long,
-    sched: c_long,
-    chunk: c_long,
-    istart: *mut c_long,
-    iend: *mut c_long,
-    reductions: *mut usize,
-    mem: *mut *mut c_void,
-) -> bool {
-    no_extras("GOMP_loop_start", reductions, mem);
-    // SAFETY: per the contract.
-    unsafe {
-        long_start(
-            "GOMP_loop_start",
-            sched as u32,
-            false,
-            start,
-            end,
-            incr,
-            chunk,
-            istart,
-            iend,
-        )
-    }
+        GOMP_loop_ull_maybe_nonmonotonic_runtime_next, SCHED_RUNTIME, false, [];
+    GOMP_loop_ull_ordered_static_start, GOMP_loop_ull_ordered_static_next,
+        SCHED_STATIC, true, [chunk];
+    GOMP_loop_ull_ordered_dynamic_start, GOMP_loop_ull_ordered_dynamic_next,
+        SCHED_DYNAMIC, true, [chunk];
+    GOMP_loop_ull_ordered_guided_start, GOMP_loop_ull_ordered_guided_next,
+        SCHED_GUIDED, true, [chunk];
+    GOMP_loop_ull_ordered_runtime_start, GOMP_loop_ull_ordered_runtime_next,
+        SCHED_RUNTIME, true, [];
 }
 
-/// # Safety
-/// As [`GOMP_loop_start`].
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn GOMP_loop_ordered_start(
-    start: c_long,
-    end: c_long,
-    incr: c_long,
-    sched: c_long,
-    chunk: c_long,
-    istart: *mut c_long,
-    iend: *mut c_long,
-    reductions: *mut usize,
-    mem: *mut *mut c_void,
-) -> bool {
-    no_extras("GOMP_loop_ordered_start", reductions, mem);
-    // SAFETY: per the contract.
-    unsafe {
-        long_start(
-            "GOMP_loop_ordered_start",
-            sched as u32,
-            true,
-            start,
-            end,
-            incr,
-            chunk,
-            istart,
-            iend,
-        )
-    }
+/// The GCC 9+ generic loop starts (`sched` is a `GFS_*` kind, possibly with the monotonic
+/// bit): `$name` over `$inner` (`long_start`, or `ull_start` with `[up]`), `$ordered` or not.
+macro_rules! generic_start {
+    ($name:ident, $inner:ident [$($up:ident)?] $int:ty, $ordered:tt) => {
+        /// # Safety
+        /// `istart`/`iend` are valid or null (then only the loop is entered).
+        #[no_mangle]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "C" fn $name(
+            $($up: bool,)?
+            start: $int,
+            end: $int,
+            incr: $int,
+            sched: c_long,
+            chunk: $int,
+            istart: *mut $int,
+            iend: *mut $int,
+            reductions: *mut usize,
+            mem: *mut *mut c_void,
+        ) -> bool {
+            no_extras(stringify!($name), reductions, mem);
+            // SAFETY: per the contract.
+            unsafe {
+                $inner(
+                    stringify!($name),
+                    sched as u32,
+                    $ordered,
+                    $($up,)?
+                    start,
+                    end,
+                    incr,
+                    chunk,
+                    istart,
+                    iend,
+                )
+            }
+        }
+    };
 }
 
-/// # Safety
-/// As [`GOMP_loop_start`].
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn GOMP_loop_ull_start(
-    up: bool,
-    start: c_ulonglong,
-    end: c_ulonglong,
-    incr: c_ulonglong,
-    sched: c_long,
-    chunk: c_ulonglong,
-    istart: *mut c_ulonglong,
-    iend: *mut c_ulonglong,
-    reductions: *mut usize,
-    mem: *mut *mut c_void,
-) -> bool {
-    no_extras("GOMP_loop_ull_start", reductions, mem);
-    // SAFETY: per the contract.
-    unsafe {
-        ull_start(
-            "GOMP_loop_ull_start",
-            sched as u32,
-            false,
-            up,
-            start,
-            end,
-            incr,
-            chunk,
-            istart,
-            iend,
-        )
-    }
-}
-
-/// # Safety
-/// As [`GOMP_loop_start`].
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn GOMP_loop_ull_ordered_start(
-    up: bool,
-    start: c_ulonglong,
-    end: c_ulonglong,
-    incr: c_ulonglong,
-    sched: c_long,
-    chunk: c_ulonglong,
-    istart: *mut c_ulonglong,
-    iend: *mut c_ulonglong,
-    reductions: *mut usize,
-    mem: *mut *mut c_void,
-) -> bool {
-    no_extras("GOMP_loop_ull_ordered_start", reductions, mem);
-    // SAFETY: per the contract.
-    unsafe {
-        ull_start(
-            "GOMP_loop_ull_ordered_start",
-            sched as u32,
-            true,
-            up,
-            start,
-            end,
-            incr,
-            chunk,
-            istart,
-            iend,
-        )
-    }
-}
+generic_start!(GOMP_loop_start, long_start [] c_long, false);
+generic_start!(GOMP_loop_ordered_start, long_start [] c_long, true);
+generic_start!(GOMP_loop_ull_start, ull_start [up] c_ulonglong, false);
+generic_start!(GOMP_loop_ull_ordered_start, ull_start [up] c_ulonglong, true);
 
 /// The end of a worksharing loop, with its implicit barrier.
 #[no_mangle]
@@ -491,8 +217,9 @@ unsafe fn parallel_loop(
     team::end(call);
 }
 
-macro_rules! parallel_loop {
-    ($name:ident, $sched:expr) => {
+/// `GOMP_parallel_loop_*` entries: `[chunk]`, or `[]` for a `runtime` schedule.
+macro_rules! parallel_loops {
+    ($($name:ident, $sched:ident, [$($chunk:ident)?];)*) => {$(
         /// # Safety
         /// `func` is the program's outlined function and `data` its argument.
         #[no_mangle]
@@ -504,7 +231,7 @@ macro_rules! parallel_loop {
             start: c_long,
             end: c_long,
             incr: c_long,
-            chunk: c_long,
+            $($chunk: c_long,)?
             flags: c_uint,
         ) {
             // SAFETY: per the contract.
@@ -518,52 +245,21 @@ macro_rules! parallel_loop {
                     start,
                     end,
                     incr,
-                    chunk,
+                    chunk_or_zero!($($chunk)?),
                     flags,
                 )
             }
         }
-    };
+    )*};
 }
 
-macro_rules! parallel_runtime_loop {
-    ($name:ident) => {
-        /// # Safety
-        /// `func` is the program's outlined function and `data` its argument.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(
-            func: Option<team::RegionFn>,
-            data: *mut c_void,
-            num_threads: c_uint,
-            start: c_long,
-            end: c_long,
-            incr: c_long,
-            flags: c_uint,
-        ) {
-            // SAFETY: per the contract.
-            unsafe {
-                parallel_loop(
-                    stringify!($name),
-                    func,
-                    data,
-                    num_threads,
-                    SCHED_RUNTIME,
-                    start,
-                    end,
-                    incr,
-                    0,
-                    flags,
-                )
-            }
-        }
-    };
+parallel_loops! {
+    GOMP_parallel_loop_static, SCHED_STATIC, [chunk];
+    GOMP_parallel_loop_dynamic, SCHED_DYNAMIC, [chunk];
+    GOMP_parallel_loop_guided, SCHED_GUIDED, [chunk];
+    GOMP_parallel_loop_nonmonotonic_dynamic, SCHED_DYNAMIC, [chunk];
+    GOMP_parallel_loop_nonmonotonic_guided, SCHED_GUIDED, [chunk];
+    GOMP_parallel_loop_runtime, SCHED_RUNTIME, [];
+    GOMP_parallel_loop_nonmonotonic_runtime, SCHED_RUNTIME, [];
+    GOMP_parallel_loop_maybe_nonmonotonic_runtime, SCHED_RUNTIME, [];
 }
-
-parallel_loop!(GOMP_parallel_loop_static, SCHED_STATIC);
-parallel_loop!(GOMP_parallel_loop_dynamic, SCHED_DYNAMIC);
-parallel_loop!(GOMP_parallel_loop_guided, SCHED_GUIDED);
-parallel_loop!(GOMP_parallel_loop_nonmonotonic_dynamic, SCHED_DYNAMIC);
-parallel_loop!(GOMP_parallel_loop_nonmonotonic_guided, SCHED_GUIDED);
-parallel_runtime_loop!(GOMP_parallel_loop_runtime);
-parallel_runtime_loop!(GOMP_parallel_loop_nonmonotonic_runtime);
-parallel_runtime_loop!(GOMP_parallel_loop_maybe_nonmonotonic_runtime);

@@ -319,6 +319,37 @@ impl From64 for c_ulonglong {
     }
 }
 
+/// Enter a loop of `n` iterations from `start` by `incr` (64-bit two's complement bits) and
+/// take its first chunk, unless `istart` is null (then only the loop is entered: true).
+///
+/// # Safety
+/// `istart`/`iend` are valid or null.
+#[allow(clippy::too_many_arguments)]
+unsafe fn enter<T: From64>(
+    call: &'static str,
+    sched: u32,
+    ordered: bool,
+    start: u64,
+    incr: u64,
+    n: u64,
+    chunk: u64,
+    istart: *mut T,
+    iend: *mut T,
+) -> bool {
+    let r = run(call, || {
+        begin(sched, start, incr, n, chunk, ordered)?;
+        if istart.is_null() {
+            return Ok(None);
+        }
+        next_chunk()
+    });
+    if istart.is_null() {
+        return true;
+    }
+    // SAFETY: per the contract.
+    unsafe { write_bounds(r, istart, iend) }
+}
+
 /// Start a signed loop and take its first chunk.
 ///
 /// # Safety
@@ -335,26 +366,10 @@ pub(super) unsafe fn long_start(
     istart: *mut c_long,
     iend: *mut c_long,
 ) -> bool {
-    let r = run(call, || {
-        let n = count_long(start, end, incr);
-        begin(
-            sched,
-            start as u64,
-            incr as u64,
-            n,
-            chunk.max(0) as u64,
-            ordered,
-        )?;
-        if istart.is_null() {
-            return Ok(None);
-        }
-        next_chunk()
-    });
-    if istart.is_null() {
-        return true;
-    }
+    let n = count_long(start, end, incr);
+    let (start, incr, chunk) = (start as u64, incr as u64, chunk.max(0) as u64);
     // SAFETY: per the contract.
-    unsafe { write_bounds(r, istart, iend) }
+    unsafe { enter(call, sched, ordered, start, incr, n, chunk, istart, iend) }
 }
 
 /// Start an unsigned loop and take its first chunk.
@@ -374,19 +389,9 @@ pub(super) unsafe fn ull_start(
     istart: *mut c_ulonglong,
     iend: *mut c_ulonglong,
 ) -> bool {
-    let r = run(call, || {
-        let n = count_ull(up, start, end, incr);
-        begin(sched, start, incr, n, chunk, ordered)?;
-        if istart.is_null() {
-            return Ok(None);
-        }
-        next_chunk()
-    });
-    if istart.is_null() {
-        return true;
-    }
+    let n = count_ull(up, start, end, incr);
     // SAFETY: per the contract.
-    unsafe { write_bounds(r, istart, iend) }
+    unsafe { enter(call, sched, ordered, start, incr, n, chunk, istart, iend) }
 }
 
 /// The next chunk of the current loop.

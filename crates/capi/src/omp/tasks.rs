@@ -24,7 +24,6 @@ type TaskFn = unsafe extern "C" fn(*mut c_void);
 type CopyFn = unsafe extern "C" fn(*mut c_void, *mut c_void);
 
 const FLAG_FINAL: c_uint = 1 << 1;
-const FLAG_UP: c_uint = 1 << 8;
 const FLAG_REDUCTION: c_uint = 1 << 12;
 const FLAG_DETACH: c_uint = 1 << 13;
 
@@ -126,33 +125,30 @@ pub unsafe extern "C" fn GOMP_task(
     }
 }
 
-/// `#pragma omp taskloop` over `start..end` by `step` (signed): one task runs the whole range
-/// (gcc's task function reads its bounds from the first two words of its data).
+/// A taskloop: one task runs the whole range `start..end` (gcc's task function reads its
+/// bounds from the first two words of its data, of the loop's integer type `T`).
 ///
 /// # Safety
 /// The arguments are what gcc passes.
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn GOMP_taskloop(
+unsafe fn taskloop<T: Copy>(
+    call: &'static str,
     func: Option<TaskFn>,
     data: *mut c_void,
     cpyfn: Option<CopyFn>,
     arg_size: c_long,
     arg_align: c_long,
     flags: c_uint,
-    _num_tasks: c_ulong,
-    _priority: c_int,
-    start: c_long,
-    end: c_long,
-    _step: c_long,
+    start: T,
+    end: T,
 ) {
     if flags & FLAG_REDUCTION != 0 {
-        refuse("GOMP_taskloop", "a taskloop with a reduction clause");
+        refuse(call, "a taskloop with a reduction clause");
     }
     let Some(func) = func else { return };
     let (size, align) = (arg_size.max(0) as usize, arg_align.max(1) as usize);
     let set = |buf: *mut c_void| {
-        let b = buf.cast::<c_long>();
+        let b = buf.cast::<T>();
         // SAFETY: gcc's taskloop data starts with the task's start and end.
         unsafe {
             b.write(start);
@@ -162,7 +158,7 @@ pub unsafe extern "C" fn GOMP_taskloop(
     // SAFETY: per the contract.
     unsafe {
         run_copy(
-            "GOMP_taskloop",
+            call,
             func,
             data,
             cpyfn,
@@ -174,52 +170,42 @@ pub unsafe extern "C" fn GOMP_taskloop(
     }
 }
 
-/// The unsigned form of [`GOMP_taskloop`] (`flags` has `GOMP_TASK_FLAG_UP` for an up-count).
-///
-/// # Safety
-/// The arguments are what gcc passes.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn GOMP_taskloop_ull(
-    func: Option<TaskFn>,
-    data: *mut c_void,
-    cpyfn: Option<CopyFn>,
-    arg_size: c_long,
-    arg_align: c_long,
-    flags: c_uint,
-    _num_tasks: c_ulong,
-    _priority: c_int,
-    start: c_ulonglong,
-    end: c_ulonglong,
-    _step: c_ulonglong,
-) {
-    if flags & FLAG_REDUCTION != 0 {
-        refuse("GOMP_taskloop_ull", "a taskloop with a reduction clause");
-    }
-    let _ = flags & FLAG_UP;
-    let Some(func) = func else { return };
-    let (size, align) = (arg_size.max(0) as usize, arg_align.max(1) as usize);
-    let set = |buf: *mut c_void| {
-        let b = buf.cast::<c_ulonglong>();
-        // SAFETY: gcc's taskloop data starts with the task's start and end.
-        unsafe {
-            b.write(start);
-            b.add(1).write(end);
+/// The `GOMP_taskloop` entries, one per loop integer type `$int`.
+macro_rules! taskloops {
+    ($($(#[$doc:meta])* $name:ident: $int:ty;)*) => {$(
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// The arguments are what gcc passes.
+        #[no_mangle]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "C" fn $name(
+            func: Option<TaskFn>,
+            data: *mut c_void,
+            cpyfn: Option<CopyFn>,
+            arg_size: c_long,
+            arg_align: c_long,
+            flags: c_uint,
+            _num_tasks: c_ulong,
+            _priority: c_int,
+            start: $int,
+            end: $int,
+            _step: $int,
+        ) {
+            let (name, size, align) = (stringify!($name), arg_size, arg_align);
+            // SAFETY: per the contract.
+            unsafe { taskloop(name, func, data, cpyfn, size, align, flags, start, end) }
         }
-    };
-    // SAFETY: per the contract.
-    unsafe {
-        run_copy(
-            "GOMP_taskloop_ull",
-            func,
-            data,
-            cpyfn,
-            size,
-            align,
-            flags & FLAG_FINAL != 0,
-            set,
-        )
-    }
+    )*};
+}
+
+taskloops! {
+    /// `#pragma omp taskloop` over `start..end` by `step` (signed): one task runs the whole
+    /// range.
+    GOMP_taskloop: c_long;
+    /// The unsigned form of [`GOMP_taskloop`] (`flags` has `GOMP_TASK_FLAG_UP` for an
+    /// up-count; the direction does not matter, as one task runs the whole range).
+    GOMP_taskloop_ull: c_ulonglong;
 }
 
 /// Every child task is complete already.
