@@ -14,7 +14,8 @@ use std::time::Instant;
 
 mod common;
 use common::{
-    check, job_spec, launched_as_node, node_exit, run_case, threads, write_meet_check, Scenario,
+    check, job_spec, launched_as_node, node_exit, on_threads, run_case, threads, write_meet_check,
+    Scenario,
 };
 
 /// A thread started on another node: adds its argument to a shared counter under a lock.
@@ -50,28 +51,20 @@ fn short(node: &Node) -> Result<(), String> {
     let counter = node
         .alloc_collective(8, Placement::Node(NodeId(0)))
         .map_err(|e| e.to_string())? as usize;
-    let mut hs = Vec::new();
-    for t in 0..T {
-        let node = node.clone();
-        hs.push(std::thread::spawn(move || -> Result<(), String> {
-            let gid = me * T + t;
-            // SAFETY: a points to `words` u64 of shared memory; each thread writes only its
-            // own words before the barrier.
-            unsafe {
-                write_meet_check(
-                    &node,
-                    a as *mut u64,
-                    words,
-                    (gid, T, n),
-                    |i| 1 + i as u64,
-                    "",
-                )
-            }
-        }));
-    }
-    for h in hs {
-        h.join().map_err(|_| "thread panicked".to_string())??;
-    }
+    on_threads(node, T, move |node, t| {
+        // SAFETY: a points to `words` u64 of shared memory; each thread writes only its own
+        // words before the barrier.
+        unsafe {
+            write_meet_check(
+                &node,
+                a as *mut u64,
+                words,
+                (me * T + t, T, n),
+                |i| 1 + i as u64,
+                "",
+            )
+        }
+    })?;
     let next = NodeId(((me + 1) % n) as u16);
     let tid = node
         .spawn_on(Some(next), add_under_lock, counter as *mut c_void)

@@ -176,29 +176,40 @@ pub fn threads(node: &Node) -> Result<(), String> {
     let a = node
         .alloc_collective(words * 8, Placement::RoundRobin { block_pages: 1 })
         .map_err(|e| e.to_string())? as usize;
+    on_threads(node, T, move |node, t| {
+        let gid = me * T + t;
+        for round in 0..3u64 {
+            // SAFETY: a points to `words` u64 of shared memory; each thread writes only its
+            // own words between the barriers.
+            unsafe {
+                write_meet_check(
+                    &node,
+                    a as *mut u64,
+                    words,
+                    (gid, T, n),
+                    |i| round + 3 * i as u64,
+                    &format!(" round {round}"),
+                )?
+            };
+            node.barrier_with(BarrierId(1), BarrierCount::PerNode { local: T as u32 })
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    })
+}
+
+/// Run `f(node, t)` on `t_count` new threads of this node (`t` = 0, 1, ...) and wait for all;
+/// the first error (or panic) of a thread is the result.
+pub fn on_threads(
+    node: &Node,
+    t_count: usize,
+    f: impl Fn(Node, usize) -> Result<(), String> + Clone + Send + 'static,
+) -> Result<(), String> {
     let mut hs = Vec::new();
-    for t in 0..T {
+    for t in 0..t_count {
         let node = node.clone();
-        hs.push(std::thread::spawn(move || -> Result<(), String> {
-            let gid = me * T + t;
-            for round in 0..3u64 {
-                // SAFETY: a points to `words` u64 of shared memory; each thread writes only
-                // its own words between the barriers.
-                unsafe {
-                    write_meet_check(
-                        &node,
-                        a as *mut u64,
-                        words,
-                        (gid, T, n),
-                        |i| round + 3 * i as u64,
-                        &format!(" round {round}"),
-                    )?
-                };
-                node.barrier_with(BarrierId(1), BarrierCount::PerNode { local: T as u32 })
-                    .map_err(|e| e.to_string())?;
-            }
-            Ok(())
-        }));
+        let f = f.clone();
+        hs.push(std::thread::spawn(move || f(node, t)));
     }
     for h in hs {
         h.join().map_err(|_| "thread panicked".to_string())??;
