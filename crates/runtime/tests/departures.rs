@@ -8,21 +8,15 @@
 //! Run: `cargo test -p squall --test departures` (40 jobs of 4 nodes and 10 of 8, the two
 //! scenarios in turn); `-- --jobs N` runs N jobs of each size instead (by hand:
 //! `-- --jobs 1000`).
-use squall::{BarrierCount, BarrierId, LockId, Node, NodeId, Placement, PAGE_SIZE};
-use squall_launch::JobSpec;
+use squall::{LockId, Node, NodeId, Placement, PAGE_SIZE};
 use std::ffi::c_void;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 mod common;
-use common::{node_main, run_case, Scenario};
-
-fn check(cond: bool, what: impl FnOnce() -> String) -> Result<(), String> {
-    if cond {
-        Ok(())
-    } else {
-        Err(what())
-    }
-}
+use common::{
+    check, job_spec, launched_as_node, node_exit, on_threads, run_case, threads, write_meet_check,
+    Scenario,
+};
 
 /// A thread started on another node: adds its argument to a shared counter under a lock.
 extern "C" fn add_under_lock(arg: *mut c_void) -> *mut c_void {
@@ -57,31 +51,20 @@ fn short(node: &Node) -> Result<(), String> {
     let counter = node
         .alloc_collective(8, Placement::Node(NodeId(0)))
         .map_err(|e| e.to_string())? as usize;
-    let mut hs = Vec::new();
-    for t in 0..T {
-        let node = node.clone();
-        hs.push(std::thread::spawn(move || -> Result<(), String> {
-            let a = a as *mut u64;
-            let gid = me * T + t;
-            for i in (gid..words).step_by(n * T) {
-                // SAFETY: a points to `words` u64 of shared memory.
-                unsafe { a.add(i).write_volatile(1 + i as u64) };
-            }
-            node.barrier_with(BarrierId(1), BarrierCount::PerNode { local: T as u32 })
-                .map_err(|e| e.to_string())?;
-            for i in 0..words {
-                // SAFETY: as above.
-                let v = unsafe { a.add(i).read_volatile() };
-                check(v == 1 + i as u64, || {
-                    format!("thread {gid}: word {i} is {v}")
-                })?;
-            }
-            Ok(())
-        }));
-    }
-    for h in hs {
-        h.join().map_err(|_| "thread panicked".to_string())??;
-    }
+    on_threads(node, T, move |node, t| {
+        // SAFETY: a points to `words` u64 of shared memory; each thread writes only its own
+        // words before the barrier.
+        unsafe {
+            write_meet_check(
+                &node,
+                a as *mut u64,
+                words,
+                (me * T + t, T, n),
+                |i| 1 + i as u64,
+                "",
+            )
+        }
+    })?;
     let next = NodeId(((me + 1) % n) as u16);
     let tid = node
         .spawn_on(Some(next), add_under_lock, counter as *mut c_void)
@@ -105,67 +88,19 @@ fn short(node: &Node) -> Result<(), String> {
     Ok(())
 }
 
-/// The shape of the `dsm` test `threads`, where the race was seen: T threads per node write
-/// words spread over every page (every page has a writer on every node), a per-node barrier,
-/// every thread reads everything, a barrier; three rounds, then the job ends.
-fn threads(node: &Node) -> Result<(), String> {
-    const T: usize = 4;
-    let n = node.size() as usize;
-    let me = node.rank().0 as usize;
-    let words = 2 * PAGE_SIZE / 8 * n;
-    let a = node
-        .alloc_collective(words * 8, Placement::RoundRobin { block_pages: 1 })
-        .map_err(|e| e.to_string())? as usize;
-    let mut hs = Vec::new();
-    for t in 0..T {
-        let node = node.clone();
-        hs.push(std::thread::spawn(move || -> Result<(), String> {
-            let a = a as *mut u64;
-            let gid = me * T + t;
-            let per_node = BarrierCount::PerNode { local: T as u32 };
-            for round in 0..3u64 {
-                for i in (gid..words).step_by(n * T) {
-                    // SAFETY: a points to `words` u64 of shared memory.
-                    unsafe { a.add(i).write_volatile(round + 3 * i as u64) };
-                }
-                node.barrier_with(BarrierId(1), per_node)
-                    .map_err(|e| e.to_string())?;
-                for i in 0..words {
-                    // SAFETY: as above.
-                    let v = unsafe { a.add(i).read_volatile() };
-                    check(v == round + 3 * i as u64, || {
-                        format!("thread {gid} round {round} word {i}: {v}")
-                    })?;
-                }
-                node.barrier_with(BarrierId(1), per_node)
-                    .map_err(|e| e.to_string())?;
-            }
-            Ok(())
-        }));
-    }
-    for h in hs {
-        h.join().map_err(|_| "thread panicked".to_string())??;
-    }
-    Ok(())
-}
-
 const SCENARIOS: &[(&str, Scenario, &[&str])] =
     &[("short", short, &["hlrc"]), ("threads", threads, &["hlrc"])];
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if std::env::var_os("SQUALL_RANK").is_some() {
-        std::process::exit(node_main(
-            SCENARIOS,
-            args.get(1).map(String::as_str).unwrap_or(""),
-        ));
+    if launched_as_node() {
+        node_exit(SCENARIOS, &args);
     }
     let jobs: Option<usize> = args
         .iter()
         .position(|a| a == "--jobs")
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok());
-    let exe = std::env::current_exe().expect("own path");
     let t0 = Instant::now();
     let mut failed_total = 0;
     for (nodes, default_jobs) in [(4usize, 40usize), (8, 10)] {
@@ -173,10 +108,7 @@ fn main() {
         let mut failed = 0;
         for j in 0..count {
             let name = SCENARIOS[j % SCENARIOS.len()].0;
-            let mut spec = JobSpec::local(nodes, exe.display().to_string(), vec![name.into()]);
-            spec.timeout = Some(Duration::from_secs(60));
-            spec.extra_env
-                .push(("SQUALL_HEAP_SIZE".into(), "4G".into()));
+            let spec = job_spec(nodes, name);
             if !run_case(&format!("{name}/hlrc/{nodes} nodes/job {j}"), &spec) {
                 failed += 1;
             }

@@ -6,19 +6,11 @@
 //! contains NAME). With `SQUALL_DSM_LAUNCHER=mpirun` every job is one `mpirun -n N` over the
 //! mpi transport (build with `--features squall-net/mpi`).
 use squall::{BarrierCount, BarrierId, LockId, Node, Placement, PAGE_SIZE};
-use squall_launch::{JobSpec, MpirunOptions};
+use squall_launch::MpirunOptions;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{node_main, run_case, Scenario};
-
-fn check(cond: bool, what: impl FnOnce() -> String) -> Result<(), String> {
-    if cond {
-        Ok(())
-    } else {
-        Err(what())
-    }
-}
+use common::{check, launched_as_node, node_exit, run_case, run_matrix, threads, Scenario};
 
 /// Every node writes its block of a shared array, a barrier, every node reads all of it.
 fn array(node: &Node) -> Result<(), String> {
@@ -191,48 +183,6 @@ fn fetches(node: &Node) -> u64 {
         .and_then(|p| p.get("page_fetches"))
         .and_then(|v| v.as_u64())
         .unwrap_or(0)
-}
-
-/// 4 threads per node share the node's copy; all threads of all nodes write disjoint words of
-/// shared pages, meet at a barrier and check everything.
-fn threads(node: &Node) -> Result<(), String> {
-    const T: usize = 4;
-    let n = node.size() as usize;
-    let me = node.rank().0 as usize;
-    let words = 2 * PAGE_SIZE / 8 * n;
-    let a = node
-        .alloc_collective(words * 8, Placement::RoundRobin { block_pages: 1 })
-        .map_err(|e| e.to_string())? as usize;
-    let mut hs = Vec::new();
-    for t in 0..T {
-        let node = node.clone();
-        hs.push(std::thread::spawn(move || -> Result<(), String> {
-            let a = a as *mut u64;
-            let gid = me * T + t;
-            for round in 0..3u64 {
-                for i in (gid..words).step_by(n * T) {
-                    // SAFETY: a points to `words` u64 of shared memory.
-                    unsafe { a.add(i).write_volatile(round + 3 * i as u64) };
-                }
-                node.barrier_with(BarrierId(1), BarrierCount::PerNode { local: T as u32 })
-                    .map_err(|e| e.to_string())?;
-                for i in 0..words {
-                    // SAFETY: as above.
-                    let v = unsafe { a.add(i).read_volatile() };
-                    check(v == round + 3 * i as u64, || {
-                        format!("thread {gid} round {round} word {i}: {v}")
-                    })?;
-                }
-                node.barrier_with(BarrierId(1), BarrierCount::PerNode { local: T as u32 })
-                    .map_err(|e| e.to_string())?;
-            }
-            Ok(())
-        }));
-    }
-    for h in hs {
-        h.join().map_err(|_| "thread panicked".to_string())??;
-    }
-    Ok(())
 }
 
 /// DSM/IP lock_test: every thread of every node increments one shared counter under one lock.
@@ -826,59 +776,20 @@ const SCENARIOS: &[(&str, Scenario, &[&str])] = &[
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let under_mpi = std::env::var("SQUALL_TRANSPORT").is_ok_and(|t| t == "mpi");
-    if std::env::var_os(squall_core_env_rank()).is_some() || under_mpi {
-        std::process::exit(node_main(
-            SCENARIOS,
-            args.get(1).map(String::as_str).unwrap_or(""),
-        ));
+    if launched_as_node() || under_mpi {
+        node_exit(SCENARIOS, &args);
     }
-    let filter: Option<String> = args.iter().skip(1).find(|a| !a.starts_with('-')).cloned();
-    let exe = std::env::current_exe().expect("own path");
-    let (mut passed, mut failed) = (0, 0);
-    for (name, _, protocols) in SCENARIOS {
-        for proto in *protocols {
-            for nodes in [2usize, 4] {
-                let label = format!("{name}/{proto}/{nodes} nodes");
-                if filter.as_ref().is_some_and(|f| !label.contains(f.as_str())) {
-                    continue;
-                }
-                let mut spec =
-                    JobSpec::local(nodes, exe.display().to_string(), vec![name.to_string()]);
-                spec.timeout = Some(Duration::from_secs(60));
-                // `hlrc+push`: hlrc with push updates at barriers (SQUALL_PUSH_UPDATES).
-                let (protocol, push) = match proto.split_once('+') {
-                    Some((p, "push")) => (p, true),
-                    _ => (*proto, false),
-                };
-                spec.extra_env
-                    .push(("SQUALL_PROTOCOL".into(), protocol.to_string()));
-                if push {
-                    spec.extra_env
-                        .push(("SQUALL_PUSH_UPDATES".into(), "1".into()));
-                }
-                spec.extra_env
-                    .push(("SQUALL_HEAP_SIZE".into(), "4G".into()));
-                if std::env::var("SQUALL_DSM_LAUNCHER").is_ok_and(|l| l == "mpirun") {
-                    spec.transport = "mpi".into();
-                    spec.launcher = squall_launch::LauncherKind::Mpirun(MpirunOptions {
-                        extra_args: ["--mca", "btl_vader_single_copy_mechanism", "none"]
-                            .map(String::from)
-                            .to_vec(),
-                        ..MpirunOptions::default()
-                    });
-                }
-                if run_case(&label, &spec) {
-                    passed += 1
-                } else {
-                    failed += 1
-                }
-            }
+    let mpirun = std::env::var("SQUALL_DSM_LAUNCHER").is_ok_and(|l| l == "mpirun");
+    run_matrix(SCENARIOS, &args, |label, _, mut spec| {
+        if mpirun {
+            spec.transport = "mpi".into();
+            spec.launcher = squall_launch::LauncherKind::Mpirun(MpirunOptions {
+                extra_args: ["--mca", "btl_vader_single_copy_mechanism", "none"]
+                    .map(String::from)
+                    .to_vec(),
+                ..MpirunOptions::default()
+            });
         }
-    }
-    println!("{passed} passed, {failed} failed");
-    std::process::exit(i32::from(failed > 0));
-}
-
-fn squall_core_env_rank() -> &'static str {
-    "SQUALL_RANK"
+        run_case(label, &spec)
+    })
 }

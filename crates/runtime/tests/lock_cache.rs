@@ -6,20 +6,11 @@
 //! scenarios whose label contains NAME).
 use squall::stats::NodeStats;
 use squall::{LockId, Node, NodeId, Placement};
-use squall_launch::JobSpec;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{node_main, run_case, Scenario};
-
-fn check(cond: bool, what: impl FnOnce() -> String) -> Result<(), String> {
-    if cond {
-        Ok(())
-    } else {
-        Err(what())
-    }
-}
+use common::{check, launched_as_node, node_exit, run_case, run_matrix, Scenario};
 
 fn e(x: squall::SquallError) -> String {
     x.to_string()
@@ -247,37 +238,8 @@ const SCENARIOS: &[(&str, Scenario, &[&str])] = &[
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if std::env::var_os("SQUALL_RANK").is_some() {
-        std::process::exit(node_main(
-            SCENARIOS,
-            args.get(1).map(String::as_str).unwrap_or(""),
-        ));
+    if launched_as_node() {
+        node_exit(SCENARIOS, &args);
     }
-    let filter: Option<String> = args.iter().skip(1).find(|a| !a.starts_with('-')).cloned();
-    let exe = std::env::current_exe().expect("own path");
-    let (mut passed, mut failed) = (0, 0);
-    for (name, _, protocols) in SCENARIOS {
-        for proto in *protocols {
-            for nodes in [2usize, 4] {
-                let label = format!("{name}/{proto}/{nodes} nodes");
-                if filter.as_ref().is_some_and(|f| !label.contains(f.as_str())) {
-                    continue;
-                }
-                let mut spec =
-                    JobSpec::local(nodes, exe.display().to_string(), vec![name.to_string()]);
-                spec.timeout = Some(Duration::from_secs(60));
-                spec.extra_env
-                    .push(("SQUALL_PROTOCOL".into(), proto.to_string()));
-                spec.extra_env
-                    .push(("SQUALL_HEAP_SIZE".into(), "4G".into()));
-                if run_case(&label, &spec) {
-                    passed += 1
-                } else {
-                    failed += 1
-                }
-            }
-        }
-    }
-    println!("{passed} passed, {failed} failed");
-    std::process::exit(i32::from(failed > 0));
+    run_matrix(SCENARIOS, &args, |label, _, spec| run_case(label, &spec))
 }

@@ -10,7 +10,7 @@ use super::msg::Msg;
 use super::state::{keep_limit, Deferred, FetchState, Held, HOME_RUN};
 use super::Hlrc;
 use crate::shared::access::set_access_runs;
-use crate::shared::home::HomeRef;
+use crate::shared::home::{HomeRef, Lookup};
 use crate::{Action, ProtoError};
 use squall_core::{Access, NodeId, PageId, PageMemory, PAGE_SIZE};
 
@@ -140,33 +140,25 @@ impl<M: PageMemory> Hlrc<M> {
         page: PageId,
         work: Deferred,
     ) -> Result<Option<HomeRef>, ProtoError> {
-        if let Some(h) = self.dir.cached(page) {
-            return Ok(Some(h));
-        }
-        if let Some(list) = self.resolving.get_mut(&page) {
-            list.push(work);
-            return Ok(None);
-        }
-        if self.dir.is_manager(page) {
-            let h = self
-                .dir
-                .manager_lookup(page, self.me)
-                .ok_or(ProtoError::NotAllocated { page })?;
-            self.dir.learn(page, h);
-            // Like a `home_reply`'s `more`: the decided homes of the following pages, so the
-            // manager reads ahead too (a main thread reading data its workers initialised).
-            let more = self.dir.manager_known_run(PageId(page.0 + 1), HOME_RUN);
-            for (q, h) in (page.0 + 1..).zip(more) {
-                if h.node != self.me {
-                    self.dir.learn(PageId(q), h);
+        match self.dir.resolve(&mut self.resolving, page, work)? {
+            Lookup::Known(h) => Ok(Some(h)),
+            Lookup::Waiting => Ok(None),
+            Lookup::Managed(_) => {
+                // Like a `home_reply`'s `more`: the decided homes of the following pages, so the
+                // manager reads ahead too (a main thread reading data its workers initialised).
+                let more = self.dir.manager_known_run(PageId(page.0 + 1), HOME_RUN);
+                for (q, h) in (page.0 + 1..).zip(more) {
+                    if h.node != self.me {
+                        self.dir.learn(PageId(q), h);
+                    }
                 }
+                Ok(self.dir.cached(page))
             }
-            return Ok(self.dir.cached(page));
+            Lookup::Ask(mgr) => {
+                self.send(mgr, Msg::HomeQuery { page });
+                Ok(None)
+            }
         }
-        self.resolving.insert(page, vec![work]);
-        let mgr = self.dir.manager_of(page);
-        self.send(mgr, Msg::HomeQuery { page });
-        Ok(None)
     }
 
     pub(super) fn fault(&mut self, page: PageId, write: bool) -> Result<(), ProtoError> {

@@ -56,7 +56,7 @@ use self::notices::NoticeLog;
 use self::release::DiffLog;
 use self::state::{Deferred, PageState};
 use crate::shared::atomic::AtomicInfos;
-use crate::shared::home::HomeDirectory;
+use crate::shared::home::{check_page, HomeDirectory};
 use crate::{Action, AtomicCall, ProtoError, ProtoStats};
 use squall_core::{HeapLayout, NodeId, PageId, PageMemory, PAGE_SIZE};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -166,9 +166,6 @@ impl<M: PageMemory> Hlrc<M> {
     }
 
     fn check_page(&self, page: PageId) -> Result<(), ProtoError> {
-        if page.0 >= self.layout.total_pages {
-            return Err(ProtoError::NotAllocated { page });
-        }
-        Ok(())
+        check_page(&self.layout, page)
     }
 }

@@ -24,7 +24,7 @@
 mod msg;
 
 use crate::shared::atomic::{check_atomic, AtomicInfos};
-use crate::shared::home::{HomeDirectory, HomeRef};
+use crate::shared::home::{check_page, HomeDirectory, HomeRef, Lookup};
 use crate::{Action, AtomicCall, ProtoError, ProtoStats, Protocol};
 use msg::Msg;
 use squall_core::{
@@ -116,25 +116,14 @@ impl<M: PageMemory> Sc<M> {
     }
 
     fn resolve(&mut self, page: PageId, work: Deferred) -> Result<Option<NodeId>, ProtoError> {
-        if let Some(h) = self.dir.cached(page) {
-            return Ok(Some(h.node));
+        match self.dir.resolve(&mut self.resolving, page, work)? {
+            Lookup::Known(h) | Lookup::Managed(h) => Ok(Some(h.node)),
+            Lookup::Waiting => Ok(None),
+            Lookup::Ask(mgr) => {
+                self.send(mgr, Msg::HomeQuery { page });
+                Ok(None)
+            }
         }
-        if let Some(list) = self.resolving.get_mut(&page) {
-            list.push(work);
-            return Ok(None);
-        }
-        if self.dir.is_manager(page) {
-            let h = self
-                .dir
-                .manager_lookup(page, self.me)
-                .ok_or(ProtoError::NotAllocated { page })?;
-            self.dir.learn(page, h);
-            return Ok(Some(h.node));
-        }
-        self.resolving.insert(page, vec![work]);
-        let mgr = self.dir.manager_of(page);
-        self.send(mgr, Msg::HomeQuery { page });
-        Ok(None)
     }
 
     fn fault(&mut self, page: PageId, write: bool) -> Result<(), ProtoError> {
@@ -557,9 +546,7 @@ impl<M: PageMemory> Protocol for Sc<M> {
     }
 
     fn handle_fault(&mut self, page: PageId, write: bool) -> Result<(), ProtoError> {
-        if page.0 >= self.layout.total_pages {
-            return Err(ProtoError::NotAllocated { page });
-        }
+        check_page(&self.layout, page)?;
         self.stats.count_fault(write);
         self.fault(page, write)
     }
@@ -584,9 +571,7 @@ impl<M: PageMemory> Protocol for Sc<M> {
         call: AtomicCall,
         token: u64,
     ) -> Result<(), ProtoError> {
-        if page.0 >= self.layout.total_pages {
-            return Err(ProtoError::NotAllocated { page });
-        }
+        check_page(&self.layout, page)?;
         check_atomic(page, offset, call.width)?;
         self.stats.atomics += 1;
         self.start_atomic(page, offset, call, token)

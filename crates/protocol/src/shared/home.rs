@@ -7,8 +7,30 @@
 //! A home is always named with an epoch: the number of migrations the page had when that node
 //! became its home. Newer epochs win, so stale information is never taken over fresh.
 
+use crate::ProtoError;
 use squall_core::{AllocInfo, HeapLayout, NodeId, PageId};
 use std::collections::BTreeMap;
+
+/// `page` must lie inside the shared heap.
+pub(crate) fn check_page(layout: &HeapLayout, page: PageId) -> Result<(), ProtoError> {
+    if page.0 >= layout.total_pages {
+        return Err(ProtoError::NotAllocated { page });
+    }
+    Ok(())
+}
+
+/// What [`HomeDirectory::resolve`] came to.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Lookup {
+    /// The home was in this node's cache.
+    Known(HomeRef),
+    /// A query for the page's home is out already: the work waits for its answer.
+    Waiting,
+    /// This node is the page's manager and decided (or knew) the home; now cached.
+    Managed(HomeRef),
+    /// The work waits for the answer to a home query the caller must send to this manager.
+    Ask(NodeId),
+}
 
 /// A page's home and the migration epoch at which it became home.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -128,6 +150,32 @@ impl HomeDirectory {
     /// Whether this node is the manager of `page`.
     pub fn is_manager(&self, page: PageId) -> bool {
         self.manager_of(page) == self.me
+    }
+
+    /// Find the home of `page`, or queue `work` (a protocol's deferred step) in `resolving`
+    /// until the home is known. Sends nothing: on [`Lookup::Ask`] the caller sends the query.
+    pub(crate) fn resolve<W>(
+        &mut self,
+        resolving: &mut BTreeMap<PageId, Vec<W>>,
+        page: PageId,
+        work: W,
+    ) -> Result<Lookup, ProtoError> {
+        if let Some(h) = self.cached(page) {
+            return Ok(Lookup::Known(h));
+        }
+        if let Some(list) = resolving.get_mut(&page) {
+            list.push(work);
+            return Ok(Lookup::Waiting);
+        }
+        if self.is_manager(page) {
+            let h = self
+                .manager_lookup(page, self.me)
+                .ok_or(ProtoError::NotAllocated { page })?;
+            self.learn(page, h);
+            return Ok(Lookup::Managed(h));
+        }
+        resolving.insert(page, vec![work]);
+        Ok(Lookup::Ask(self.manager_of(page)))
     }
 }
 

@@ -1,7 +1,13 @@
 //! What the multi-process runtime tests share: a scenario is a function every node of a job
 //! runs; a node process started by the launcher runs the scenario named on its command line.
+//! Also here: the runner side (the job of one case, the loop over scenarios, protocols and job
+//! sizes) and the pieces of scenarios that several test binaries run.
+// Every test binary compiles this module and uses only part of it.
+#![allow(dead_code)]
 
-use squall::Node;
+use squall::{BarrierCount, BarrierId, Node, Placement, PAGE_SIZE};
+use squall_launch::JobSpec;
+use std::time::Duration;
 
 /// One scenario: run on every node; `Err` fails the node (and the job).
 pub type Scenario = fn(&Node) -> Result<(), String>;
@@ -32,8 +38,6 @@ pub fn node_main(scenarios: &[(&str, Scenario, &[&str])], name: &str) -> i32 {
     i32::from(r.is_err())
 }
 
-// Not every test binary runs its jobs this way (`failures` reads what the nodes print).
-#[allow(dead_code)]
 /// Run one job of a scenario and print its test line (`test LABEL ... ok|FAILED (secs)`);
 /// `true` if every node succeeded.
 pub fn run_case(label: &str, spec: &squall_launch::JobSpec) -> bool {
@@ -52,4 +56,163 @@ pub fn run_case(label: &str, spec: &squall_launch::JobSpec) -> bool {
         t.elapsed().as_secs_f64()
     );
     ok
+}
+
+/// `Err(what())` unless `cond`.
+pub fn check(cond: bool, what: impl FnOnce() -> String) -> Result<(), String> {
+    if cond {
+        Ok(())
+    } else {
+        Err(what())
+    }
+}
+
+/// Whether this process is a node of a job started by the launcher (`SQUALL_RANK` set).
+pub fn launched_as_node() -> bool {
+    std::env::var_os("SQUALL_RANK").is_some()
+}
+
+/// In a node process: run the scenario named by the first argument of `args` and exit with
+/// [`node_main`]'s code.
+pub fn node_exit(scenarios: &[(&str, Scenario, &[&str])], args: &[String]) -> ! {
+    std::process::exit(node_main(
+        scenarios,
+        args.get(1).map(String::as_str).unwrap_or(""),
+    ))
+}
+
+/// The job of scenario `name` on `nodes` node processes of this test binary: 60 s timeout,
+/// a 4 GiB shared heap, the default protocol.
+pub fn job_spec(nodes: usize, name: &str) -> JobSpec {
+    let exe = std::env::current_exe().expect("own path");
+    let mut spec = JobSpec::local(nodes, exe.display().to_string(), vec![name.to_string()]);
+    spec.timeout = Some(Duration::from_secs(60));
+    spec.extra_env
+        .push(("SQUALL_HEAP_SIZE".into(), "4G".into()));
+    spec
+}
+
+/// Run every scenario of `scenarios` under each of its protocols as jobs of 2 and 4 nodes
+/// (only the cases whose label `name/protocol/N nodes` contains the first non-option argument
+/// of `args`, if any), print the totals and exit (1 if a case failed). A protocol
+/// `P+push` is `P` with push updates at barriers (`SQUALL_PUSH_UPDATES`). `case(label, name,
+/// spec)` runs one job and says whether it passed.
+pub fn run_matrix(
+    scenarios: &[(&str, Scenario, &[&str])],
+    args: &[String],
+    mut case: impl FnMut(&str, &str, JobSpec) -> bool,
+) -> ! {
+    let filter: Option<&String> = args.iter().skip(1).find(|a| !a.starts_with('-'));
+    let (mut passed, mut failed) = (0, 0);
+    for (name, _, protocols) in scenarios {
+        for proto in *protocols {
+            for nodes in [2usize, 4] {
+                let label = format!("{name}/{proto}/{nodes} nodes");
+                if filter.is_some_and(|f| !label.contains(f.as_str())) {
+                    continue;
+                }
+                let mut spec = job_spec(nodes, name);
+                let (protocol, push) = match proto.split_once('+') {
+                    Some((p, "push")) => (p, true),
+                    _ => (*proto, false),
+                };
+                spec.extra_env
+                    .push(("SQUALL_PROTOCOL".into(), protocol.to_string()));
+                if push {
+                    spec.extra_env
+                        .push(("SQUALL_PUSH_UPDATES".into(), "1".into()));
+                }
+                if case(&label, name, spec) {
+                    passed += 1
+                } else {
+                    failed += 1
+                }
+            }
+        }
+    }
+    println!("{passed} passed, {failed} failed");
+    std::process::exit(i32::from(failed > 0));
+}
+
+/// Thread `gid` of `t` per node (of `n` nodes) writes `value(i)` to its words
+/// `gid, gid + n*t, ...` of the `words` u64 at `a`, meets every thread of the job at barrier 1,
+/// then checks every word; `what` names the round in the error.
+///
+/// # Safety
+/// `a` points to `words` u64 of shared memory; until the barrier each thread writes only its
+/// own words.
+pub unsafe fn write_meet_check(
+    node: &Node,
+    a: *mut u64,
+    words: usize,
+    (gid, t, n): (usize, usize, usize),
+    value: impl Fn(usize) -> u64,
+    what: &str,
+) -> Result<(), String> {
+    for i in (gid..words).step_by(n * t) {
+        // SAFETY: a points to `words` u64 of shared memory (the caller's promise).
+        unsafe { a.add(i).write_volatile(value(i)) };
+    }
+    node.barrier_with(BarrierId(1), BarrierCount::PerNode { local: t as u32 })
+        .map_err(|e| e.to_string())?;
+    for i in 0..words {
+        // SAFETY: as above.
+        let v = unsafe { a.add(i).read_volatile() };
+        check(v == value(i), || {
+            format!("thread {gid}{what} word {i}: {v}")
+        })?;
+    }
+    Ok(())
+}
+
+/// 4 threads per node share the node's copy; all threads of all nodes write disjoint words of
+/// shared pages (every page has a writer on every node), meet at a barrier and check
+/// everything, then meet again; three rounds.
+pub fn threads(node: &Node) -> Result<(), String> {
+    const T: usize = 4;
+    let n = node.size() as usize;
+    let me = node.rank().0 as usize;
+    let words = 2 * PAGE_SIZE / 8 * n;
+    let a = node
+        .alloc_collective(words * 8, Placement::RoundRobin { block_pages: 1 })
+        .map_err(|e| e.to_string())? as usize;
+    on_threads(node, T, move |node, t| {
+        let gid = me * T + t;
+        for round in 0..3u64 {
+            // SAFETY: a points to `words` u64 of shared memory; each thread writes only its
+            // own words between the barriers.
+            unsafe {
+                write_meet_check(
+                    &node,
+                    a as *mut u64,
+                    words,
+                    (gid, T, n),
+                    |i| round + 3 * i as u64,
+                    &format!(" round {round}"),
+                )?
+            };
+            node.barrier_with(BarrierId(1), BarrierCount::PerNode { local: T as u32 })
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    })
+}
+
+/// Run `f(node, t)` on `t_count` new threads of this node (`t` = 0, 1, ...) and wait for all;
+/// the first error (or panic) of a thread is the result.
+pub fn on_threads(
+    node: &Node,
+    t_count: usize,
+    f: impl Fn(Node, usize) -> Result<(), String> + Clone + Send + 'static,
+) -> Result<(), String> {
+    let mut hs = Vec::new();
+    for t in 0..t_count {
+        let node = node.clone();
+        let f = f.clone();
+        hs.push(std::thread::spawn(move || f(node, t)));
+    }
+    for h in hs {
+        h.join().map_err(|_| "thread panicked".to_string())??;
+    }
+    Ok(())
 }
