@@ -140,6 +140,8 @@ fn selftest_through_a_remote_shell() {
     assert!(out.status.success(), "rsh selftest failed: {so}\n{se}");
     assert!(so.contains("[0] selftest ok: node 0 of 2"), "{so}");
     assert!(so.contains("[1] selftest ok: node 1 of 2"), "{so}");
+    // Authentication is on by default for a remote-shell job.
+    assert!(authenticated(&so, 2).iter().all(|n| *n > 0), "{so}");
 }
 
 /// The packets each node reports it authenticated, from selftest's closing line.
@@ -185,24 +187,7 @@ fn auth_on_request_locally_over_tcp_and_udp() {
 }
 
 #[test]
-fn auth_is_on_by_default_through_a_remote_shell_and_the_key_comes_on_stdin() {
-    let out = squall(&[
-        "run",
-        "-n",
-        "2",
-        "--hosts",
-        "localhost,localhost",
-        "--rsh",
-        "./tests/fake-rsh.sh",
-        "--timeout",
-        "60",
-        SQUALL,
-        "__node",
-        "selftest",
-    ]);
-    let (so, se) = (text(&out.stdout), text(&out.stderr));
-    assert!(out.status.success(), "{so}\n{se}");
-    assert!(authenticated(&so, 2).iter().all(|n| *n > 0), "{so}");
+fn through_a_remote_shell_the_key_comes_on_stdin_before_the_job_input() {
     // The program sees the key in its environment, and rank 0 still gets the job's input.
     let mut child = Command::new(SQUALL)
         .args([

@@ -58,6 +58,43 @@ fn cost_pct(with: f64, without: f64) -> f64 {
     (with / without - 1.0) * 100.0
 }
 
+/// `reps` pairs of jobs over `t`, without then with authentication back to back (so load
+/// drifts hit both alike), each pair's node-0 rows handed to `take`; returns the packets the
+/// authenticated jobs counted.
+fn alternate(
+    t: &str,
+    args: &[String],
+    setting: AuthSetting,
+    reps: usize,
+    mut take: impl FnMut(&[Value], &[Value]) -> Result<(), String>,
+) -> Result<u64, String> {
+    let mut packets = 0u64;
+    for _ in 0..reps {
+        let (off_rows, _) = node0(t, args.to_vec(), AuthSetting::Off)?;
+        let (on_rows, k) = node0(t, args.to_vec(), setting)?;
+        packets += k;
+        take(&off_rows, &on_rows)?;
+    }
+    Ok(packets)
+}
+
+/// Print the table and, with `--json`, the bench's one JSON object.
+fn finish(
+    table: &Table,
+    json: bool,
+    bench: &str,
+    encrypt: bool,
+    rows: Vec<Value>,
+    transports: &[&str],
+) {
+    table.print();
+    if json {
+        let mut obj = json!({"bench": bench, "encrypt": encrypt, "rows": rows});
+        set_transports(&mut obj, transports);
+        emit_json(&obj);
+    }
+}
+
 fn check_transports(names: &[&str]) -> Result<(), String> {
     if names.contains(&"mpi") {
         return Err(
@@ -117,18 +154,15 @@ pub fn pingpong(a: &PingpongArgs) -> Result<(), String> {
         let n = a.sizes.len();
         let (mut plain, mut auth) = (vec![Vec::new(); n], vec![Vec::new(); n]);
         let (mut plain_req, mut auth_req) = (vec![Vec::new(); n], vec![Vec::new(); n]);
-        let mut packets = 0u64;
-        for _ in 0..a.reps {
-            let (off_rows, _) = node0(t, args.clone(), AuthSetting::Off)?;
-            let (on_rows, k) = node0(t, args.clone(), setting)?;
-            packets += k;
+        let packets = alternate(t, &args, setting, a.reps, |off_rows, on_rows| {
             for (i, &size) in a.sizes.iter().enumerate() {
-                plain[i].extend(values(&off_rows, size, "am_rtt_us")?);
-                auth[i].extend(values(&on_rows, size, "am_rtt_us")?);
-                plain_req[i].extend(values(&off_rows, size, "req_rtt_us")?);
-                auth_req[i].extend(values(&on_rows, size, "req_rtt_us")?);
+                plain[i].extend(values(off_rows, size, "am_rtt_us")?);
+                auth[i].extend(values(on_rows, size, "am_rtt_us")?);
+                plain_req[i].extend(values(off_rows, size, "req_rtt_us")?);
+                auth_req[i].extend(values(on_rows, size, "req_rtt_us")?);
             }
-        }
+            Ok(())
+        })?;
         for (i, &size) in a.sizes.iter().enumerate() {
             let (p, q) = (median(&plain[i]), median(&auth[i]));
             let (pr, qr) = (median(&plain_req[i]), median(&auth_req[i]));
@@ -158,12 +192,14 @@ pub fn pingpong(a: &PingpongArgs) -> Result<(), String> {
             rows_json.push(row);
         }
     }
-    table.print();
-    if a.json {
-        let mut obj = json!({"bench": "pingpong-auth", "encrypt": a.encrypt, "rows": rows_json});
-        set_transports(&mut obj, &transports);
-        emit_json(&obj);
-    }
+    finish(
+        &table,
+        a.json,
+        "pingpong-auth",
+        a.encrypt,
+        rows_json,
+        &transports,
+    );
     Ok(())
 }
 
@@ -200,17 +236,14 @@ pub fn bandwidth(a: &BandwidthArgs) -> Result<(), String> {
     for t in &transports {
         let n = a.sizes.len();
         let (mut plain, mut auth) = (vec![Vec::new(); n], vec![Vec::new(); n]);
-        let mut packets = 0u64;
-        for _ in 0..a.reps {
-            let (off_rows, _) = node0(t, args.clone(), AuthSetting::Off)?;
-            let (on_rows, k) = node0(t, args.clone(), setting)?;
-            packets += k;
+        let packets = alternate(t, &args, setting, a.reps, |off_rows, on_rows| {
             for (i, &size) in a.sizes.iter().enumerate() {
                 let mb = (size * count_for(size, a.bytes)) as f64 / MIB;
-                plain[i].extend(values(&off_rows, size, "secs")?.iter().map(|s| mb / s));
-                auth[i].extend(values(&on_rows, size, "secs")?.iter().map(|s| mb / s));
+                plain[i].extend(values(off_rows, size, "secs")?.iter().map(|s| mb / s));
+                auth[i].extend(values(on_rows, size, "secs")?.iter().map(|s| mb / s));
             }
-        }
+            Ok(())
+        })?;
         for (i, &size) in a.sizes.iter().enumerate() {
             let (p, q) = (median(&plain[i]), median(&auth[i]));
             // Throughput: the cost is the time taken, so the inverse ratio.
@@ -236,11 +269,13 @@ pub fn bandwidth(a: &BandwidthArgs) -> Result<(), String> {
             rows_json.push(row);
         }
     }
-    table.print();
-    if a.json {
-        let mut obj = json!({"bench": "bandwidth-auth", "encrypt": a.encrypt, "rows": rows_json});
-        set_transports(&mut obj, &transports);
-        emit_json(&obj);
-    }
+    finish(
+        &table,
+        a.json,
+        "bandwidth-auth",
+        a.encrypt,
+        rows_json,
+        &transports,
+    );
     Ok(())
 }
