@@ -198,7 +198,7 @@ fn feed(
         Source::Fd(file) => {
             let mut buf = vec![0u8; CHUNK];
             while !stop.load(Ordering::Relaxed) {
-                match read_fd(&file, &mut buf) {
+                match read_fd(file.as_fd(), &mut buf) {
                     Read::Data(n) => {
                         if !write_all(&mut pipe, &buf[..n], stop) {
                             break;
@@ -246,6 +246,11 @@ fn read_terminal(buf: &mut [u8]) -> Read {
         std::thread::sleep(std::time::Duration::from_millis(u64::from(POLL_MS)));
         return Read::Nothing;
     }
+    read_fd(fd, buf)
+}
+
+/// One bounded look at a terminal, file or pipe (never blocks longer than a poll interval).
+fn read_fd(fd: std::os::fd::BorrowedFd<'_>, buf: &mut [u8]) -> Read {
     let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
     match poll(&mut fds, POLL_MS) {
         Ok(0) => return Read::Nothing,
@@ -254,23 +259,6 @@ fn read_terminal(buf: &mut [u8]) -> Read {
         Err(_) => return Read::End,
     }
     match nix::unistd::read(fd.as_raw_fd(), buf) {
-        Ok(0) => Read::End,
-        Ok(n) => Read::Data(n),
-        Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => Read::Nothing,
-        Err(_) => Read::End,
-    }
-}
-
-/// One bounded look at a file or pipe (never blocks longer than a poll interval).
-fn read_fd(file: &std::fs::File, buf: &mut [u8]) -> Read {
-    let mut fds = [PollFd::new(file.as_fd(), PollFlags::POLLIN)];
-    match poll(&mut fds, POLL_MS) {
-        Ok(0) => return Read::Nothing,
-        Ok(_) => {}
-        Err(nix::errno::Errno::EINTR) => return Read::Nothing,
-        Err(_) => return Read::End,
-    }
-    match nix::unistd::read(file.as_raw_fd(), buf) {
         Ok(0) => Read::End,
         Ok(n) => Read::Data(n),
         Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => Read::Nothing,
