@@ -948,7 +948,11 @@ fn a_node_learns_its_own_blocked_pages_from_one_home_query() {
         c.fault(1, p, true);
         c.settle();
         c.store(1, p, 0, p);
-        assert_eq!(c.access(1, p), Access::ReadWrite, "page {p}: node 1 is its home");
+        assert_eq!(
+            c.access(1, p),
+            Access::ReadWrite,
+            "page {p}: node 1 is its home"
+        );
     }
     let s = c.total_stats();
     assert_eq!(
@@ -956,7 +960,11 @@ fn a_node_learns_its_own_blocked_pages_from_one_home_query() {
         1,
         "the first answer names node 1 as the home of the rest of its block"
     );
-    assert_eq!(s.messages_of("fetch"), 0, "a home never fetches its own pages");
+    assert_eq!(
+        s.messages_of("fetch"),
+        0,
+        "a home never fetches its own pages"
+    );
     // Node 0 reads them from their home, node 1.
     c.fault(0, 9, false);
     c.settle();
