@@ -62,24 +62,6 @@ fn protocol_count(node: &Node, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn messages_received(node: &Node) -> u64 {
-    node.stats()
-        .counts
-        .get("net")
-        .and_then(|p| p.get("messages_received"))
-        .and_then(Value::as_u64)
-        .unwrap_or(0)
-}
-
-fn messages_sent(node: &Node) -> u64 {
-    node.stats()
-        .counts
-        .get("net")
-        .and_then(|p| p.get("messages_sent"))
-        .and_then(Value::as_u64)
-        .unwrap_or(0)
-}
-
 #[derive(Args, Debug)]
 pub struct FaultNodeArgs {
     /// Pages faulted per repetition.
@@ -353,33 +335,42 @@ pub fn lock(a: SyncNodeArgs) -> Result<(), NodeError> {
     let (mut fast, mut native) = (Vec::new(), Vec::new());
     let mut acquires = 0u64;
     let turns = a.iters.clamp(2, 200);
+    // Node 1's lock messages and remote acquires of each rep, for node 0 to add up.
+    let theirs = node
+        .alloc_array_collective::<u64>(2, Placement::Node(NodeId(0)))
+        .map_err(dsm)?;
     for rep in 0..a.reps {
         // A lock managed by node 1, so node 0's acquires go through the manager too.
         let l = LockId(1 + 2 * rep as u64 + 2);
         let remote0 = sync_count(&node, "lock_acquires_remote");
+        let msgs0 = lock_messages(&node);
         let mut mine = 0u64;
         for turn in 0..turns {
             if usize::from(me) == turn % 2 {
-                // Both directions: what node 0 sent and got during its lock+unlock (nothing
-                // else is in flight between the barriers around it).
-                let m0 = messages_sent(&node) + messages_received(&node);
                 let t = Instant::now();
                 node.lock(l).map_err(dsm)?;
                 remote.push(us(t));
                 node.unlock(l).map_err(dsm)?;
-                msgs.push((messages_sent(&node) + messages_received(&node) - m0) as f64);
                 mine += 1;
             }
             node.barrier().map_err(dsm)?;
         }
+        let took = sync_count(&node, "lock_acquires_remote") - remote0;
+        if took != mine {
+            return Err(NodeError::Check(format!(
+                "node {me}: {took} of its {mine} timed acquires were remote: the lock did not \
+                 move between the nodes"
+            )));
+        }
+        let sent = lock_messages(&node) - msgs0;
+        if me == 1 {
+            theirs.set(0, sent);
+            theirs.set(1, took);
+        }
+        node.barrier().map_err(dsm)?;
         if me == 0 {
-            let took = sync_count(&node, "lock_acquires_remote") - remote0;
-            if took != mine {
-                return Err(NodeError::Check(format!(
-                    "{took} of node 0's {mine} timed acquires were remote: the lock did not \
-                     move between the nodes"
-                )));
-            }
+            let (all_sent, all_took) = (sent + theirs.get(0), took + theirs.get(1));
+            msgs.push(all_sent as f64 / all_took.max(1) as f64);
             acquires += took;
             let (f, n) = local_uncontended(&node, LockId(2000 + 2 * rep as u64))?;
             fast.extend(f);
@@ -390,7 +381,7 @@ pub fn lock(a: SyncNodeArgs) -> Result<(), NodeError> {
     }
     if me == 0 {
         emit_result(
-            &json!({"remote_acquire_us": remote, "messages_per_acquire_node0": msgs,
+            &json!({"remote_acquire_us": remote, "messages_per_acquire": msgs,
                             "remote_acquires_checked": acquires,
                             "rtt_us": rtt,
                             "local_fast_pair_ns": fast, "native_pair_ns": native,
@@ -398,6 +389,18 @@ pub fn lock(a: SyncNodeArgs) -> Result<(), NodeError> {
         );
     }
     node.finalize().map_err(dsm)
+}
+
+/// Lock messages (request, forward, grant) this node's synchronization core sent.
+fn lock_messages(node: &Node) -> u64 {
+    let st = node.stats();
+    let sent = st
+        .counts
+        .get("sync")
+        .and_then(|p| p.get("messages_sent"))
+        .and_then(Value::as_array);
+    // `squall_sync::message::KIND_NAMES`: lock_request, lock_forward, lock_grant first.
+    sent.map_or(0, |a| a.iter().take(3).filter_map(Value::as_u64).sum())
 }
 
 /// Barriers: time of each episode across all nodes (one thread per node), checked against
