@@ -223,4 +223,44 @@ fn lock_json_reports_the_local_uncontended_lock_checked_by_the_statistics() {
         local["fast_acquires_checked"].as_u64(),
         Some(blocks * 100_000)
     );
+    let remote = rows
+        .iter()
+        .find(|r| r["op"] == "remote_acquire")
+        .unwrap_or_else(|| panic!("no remote acquire row in {v}"));
+    let p50 = positive(remote, "squall_us");
+    assert!(positive(remote, "squall_p99_us") >= p50);
+    // Node 0 takes the lock on every other of the 10 turns; the node checked each acquire
+    // was remote. On 2 nodes a remote acquire is a request and a grant (or less: a token
+    // lent along with another grant needs no request).
+    assert_eq!(remote["acquires"].as_u64(), Some(5));
+    let msgs = positive(remote, "messages");
+    assert!(msgs > 1.0 && msgs <= 2.0, "{remote}");
+}
+
+#[test]
+fn fault_json_times_real_remote_faults_beside_the_raw_request_reply() {
+    let v = bench_json(&["fault", "--iters", "20", "--reps", "2"]);
+    assert_eq!(v["bench"], "fault");
+    let rows = v["rows"].as_array().expect("rows");
+    let row = |op: &str| {
+        rows.iter()
+            .find(|r| r["op"] == op)
+            .unwrap_or_else(|| panic!("no {op} row in {v}"))
+    };
+    // The node fails the job unless each timed read was one fault and one 4 KiB fetch with
+    // nothing read ahead; here every sample of both reps made it into the quantiles.
+    let read = row("read_fault");
+    assert_eq!(read["samples"].as_u64(), Some(40));
+    let p50 = positive(read, "squall_us");
+    assert!(positive(read, "squall_p99_us") >= p50);
+    positive(read, "raw_us");
+    positive(read, "ratio");
+    positive(row("write_miss"), "squall_us");
+    let scan = row("sequential_scan");
+    positive(scan, "squall_mib_s");
+    positive(scan, "raw_bulk_mib_s");
+    assert!(
+        positive(scan, "pages_per_fetch") > 1.0,
+        "read-ahead brought pages along with the scan's fetches: {scan}"
+    );
 }

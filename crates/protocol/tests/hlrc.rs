@@ -934,3 +934,39 @@ fn a_node_that_took_a_lock_grant_since_its_last_barrier_fetches_nothing_at_the_n
     c.settle();
     assert_eq!(c.load(1, 0, 0), 20);
 }
+
+#[test]
+fn a_node_learns_its_own_blocked_pages_from_one_home_query() {
+    // Node 0 manages pages 4..12, placed in blocks: 4..8 homed at node 0, 8..12 at node 1.
+    let mut c = Cluster::new("hlrc", 2);
+    c.cores[0].register_allocation(squall_core::AllocInfo {
+        first: PageId(4),
+        pages: 8,
+        placement: squall_core::Placement::Blocked,
+    });
+    for p in 8..12 {
+        c.fault(1, p, true);
+        c.settle();
+        c.store(1, p, 0, p);
+        assert_eq!(
+            c.access(1, p),
+            Access::ReadWrite,
+            "page {p}: node 1 is its home"
+        );
+    }
+    let s = c.total_stats();
+    assert_eq!(
+        s.messages_of("home_query"),
+        1,
+        "the first answer names node 1 as the home of the rest of its block"
+    );
+    assert_eq!(
+        s.messages_of("fetch"),
+        0,
+        "a home never fetches its own pages"
+    );
+    // Node 0 reads them from their home, node 1.
+    c.fault(0, 9, false);
+    c.settle();
+    assert_eq!(c.load(0, 9, 0), 9);
+}

@@ -2,6 +2,7 @@
 //! one-page request/reply on the same transport, write faults, diff throughput), `lock`,
 //! `barrier` and `thread` (the CableS basic-cost table). Node sides are in `node::dsm`.
 //! Owns these drivers only.
+use super::raw;
 use super::report::{emit_json, median, round, run_nodes, Table};
 use clap::Args;
 use serde_json::{json, Value};
@@ -26,6 +27,11 @@ pub struct DsmBenchArgs {
     #[arg(long)]
     pub json: bool,
 }
+
+const PAGE: usize = 4096;
+const MIB: f64 = (1 << 20) as f64;
+/// Message size of the raw bulk baseline of the sequential scan.
+const BULK_MSG: usize = 64 << 10;
 
 fn nums(v: &Value, key: &str) -> Vec<f64> {
     v.get(key)
@@ -135,63 +141,187 @@ fn load_avg() -> Option<f64> {
         .ok()
 }
 
+fn p50_p99(v: &[f64]) -> (f64, f64) {
+    (quantile(v, 0.5), quantile(v, 0.99))
+}
+
+/// The raw-socket request/reply of `req` bytes answered by `reply` bytes on `transport`.
+fn raw_request_reply(
+    transport: &str,
+    req: usize,
+    reply: usize,
+    n: usize,
+) -> Result<Vec<f64>, String> {
+    match transport {
+        "udp" => raw::udp_request_reply(req, reply, n, 20),
+        _ => raw::tcp_request_reply(req, reply, n, 20),
+    }
+}
+
 pub fn fault(a: DsmBenchArgs) -> Result<(), String> {
     let load_before = load_avg();
-    let v = job(2, &a, "bench-fault", 200)?;
+    let pages = a.iters.unwrap_or(200);
+    let (mut read, mut twin, mut miss, mut req, mut raw) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut scan_mib_s, mut bulk_mib_s, mut per_fetch) = (Vec::new(), Vec::new(), Vec::new());
+    // One job per rep, each followed by the raw baselines: a shared machine's speed drifts
+    // over seconds, so Squall's reps and the raw ones alternate.
+    for _ in 0..a.reps {
+        let one = DsmBenchArgs {
+            transport: a.transport.clone(),
+            iters: Some(pages),
+            reps: 1,
+            nodes: a.nodes.clone(),
+            json: a.json,
+        };
+        let v = job(2, &one, "bench-fault", pages)?;
+        read.extend(nums(&v, "read_fault_us"));
+        twin.extend(nums(&v, "write_fault_twin_us"));
+        miss.extend(nums(&v, "write_miss_us"));
+        req.extend(nums(&v, "squall_req_us"));
+        let scan_pages = v
+            .get("scan_pages")
+            .and_then(Value::as_f64)
+            .unwrap_or(f64::NAN);
+        let fetches = v
+            .get("scan_fetches")
+            .and_then(Value::as_f64)
+            .unwrap_or(f64::NAN);
+        let bytes = scan_pages * PAGE as f64;
+        for s in nums(&v, "scan_s") {
+            scan_mib_s.push(bytes / s / MIB);
+        }
+        per_fetch.push(scan_pages / fetches);
+        raw.extend(raw_request_reply(&a.transport, 8, PAGE, pages)?);
+        // Raw bulk: the same bytes as the scan, streamed in 64 KiB writes over TCP.
+        let count = (bytes as usize).div_ceil(BULK_MSG).max(1);
+        for s in raw::tcp_bulk(BULK_MSG, count, 1)? {
+            bulk_mib_s.push((count * BULK_MSG) as f64 / s / MIB);
+        }
+    }
+    if read.is_empty() || raw.is_empty() {
+        return Err("fault: node 0 reported no read faults".into());
+    }
     let load = match (load_before, load_avg()) {
         (Some(x), Some(y)) => Some(x.max(y)),
         (x, y) => x.or(y),
     };
-    let read = median(&nums(&v, "read_fault_us"));
-    let raw = median(&nums(&v, "raw_req_us"));
-    let twin = median(&nums(&v, "write_fault_twin_us"));
-    let miss = median(&nums(&v, "write_miss_us"));
+    let (r50, r99) = p50_p99(&read);
+    let (q50, q99) = p50_p99(&req);
+    let (w50, w99) = p50_p99(&raw);
+    let (t50, t99) = p50_p99(&twin);
+    let (m50, m99) = p50_p99(&miss);
+    let scan = median(&scan_mib_s);
+    let bulk = median(&bulk_mib_s);
+    let ppf = median(&per_fetch);
     let mut table = Table::new(
         format!(
-            "fault: 2 nodes over {}, pages homed on node 1, medians of {} reps (microseconds); \
-             load average {}",
+            "fault: 2 nodes over {}, {} reps x {pages} pages homed on node 1, touched in a \
+             scattered order (each fault checked to be one 4 KiB fetch, nothing read ahead); \
+             baseline: raw {} socket 8 B request / 4 KiB reply in the same run; load average {}",
             a.transport,
             a.reps,
+            a.transport,
             load.map_or("unknown".into(), |l| format!("{l:.2}"))
         ),
-        &["operation", "squall_us", "raw_us", "ratio"],
+        &[
+            "operation",
+            "p50",
+            "p99",
+            "raw_p50",
+            "raw_p99",
+            "ratio_p50",
+            "ratio_p99",
+            "unit",
+        ],
+    );
+    let us_row = |t: &mut Table, name: &str, (p50, p99): (f64, f64), base: Option<(f64, f64)>| {
+        let (b50, b99) = base.unwrap_or((f64::NAN, f64::NAN));
+        let cell = |x: f64, d: usize| {
+            if x.is_nan() {
+                "-".to_string()
+            } else {
+                format!("{x:.d$}")
+            }
+        };
+        t.row(vec![
+            name.into(),
+            cell(p50, 1),
+            cell(p99, 1),
+            cell(b50, 1),
+            cell(b99, 1),
+            cell(p50 / b50, 2),
+            cell(p99 / b99, 2),
+            "us".into(),
+        ]);
+    };
+    us_row(
+        &mut table,
+        "cold remote 4 KiB read fault",
+        (r50, r99),
+        Some((w50, w99)),
+    );
+    us_row(
+        &mut table,
+        "squall request/reply (8 B / 4 KiB)",
+        (q50, q99),
+        Some((w50, w99)),
+    );
+    us_row(
+        &mut table,
+        "write fault on read copy (twin)",
+        (t50, t99),
+        None,
+    );
+    us_row(
+        &mut table,
+        "write miss (fetch + twin)",
+        (m50, m99),
+        Some((w50, w99)),
     );
     table.row(vec![
-        "remote 4 KiB read fault".into(),
-        format!("{read:.1}"),
-        format!("{raw:.1}"),
-        format!("{:.2}", read / raw),
-    ]);
-    table.row(vec![
-        "write fault on read copy (twin)".into(),
-        format!("{twin:.1}"),
+        format!("sequential scan, read-ahead ({ppf:.1} pages per fetch)"),
+        format!("{scan:.0}"),
         "-".into(),
+        format!("{bulk:.0}"),
         "-".into(),
-    ]);
-    table.row(vec![
-        "write miss (fetch + twin)".into(),
-        format!("{miss:.1}"),
-        format!("{raw:.1}"),
-        format!("{:.2}", miss / raw),
+        format!("{:.2}", scan / bulk),
+        "-".into(),
+        "MiB/s (raw: TCP bulk)".into(),
     ]);
     let mut rows = vec![
-        json!({"op": "read_fault", "size": 4096, "squall_us": round(read, 2), "raw_us": round(raw, 2), "ratio": round(read / raw, 3)}),
-        json!({"op": "write_fault_twin", "size": 4096, "squall_us": round(twin, 2)}),
-        json!({"op": "write_miss", "size": 4096, "squall_us": round(miss, 2), "raw_us": round(raw, 2), "ratio": round(miss / raw, 3)}),
+        json!({"op": "read_fault", "size": PAGE, "squall_us": round(r50, 2), "squall_p99_us": round(r99, 2),
+               "raw_us": round(w50, 2), "raw_p99_us": round(w99, 2),
+               "ratio": round(r50 / w50, 3), "ratio_p99": round(r99 / w99, 3), "samples": read.len()}),
+        json!({"op": "request_reply", "size": PAGE, "squall_us": round(q50, 2), "squall_p99_us": round(q99, 2),
+               "raw_us": round(w50, 2), "ratio": round(q50 / w50, 3)}),
+        json!({"op": "write_fault_twin", "size": PAGE, "squall_us": round(t50, 2), "squall_p99_us": round(t99, 2)}),
+        json!({"op": "write_miss", "size": PAGE, "squall_us": round(m50, 2), "squall_p99_us": round(m99, 2),
+               "raw_us": round(w50, 2), "ratio": round(m50 / w50, 3)}),
+        json!({"op": "sequential_scan", "squall_mib_s": round(scan, 1), "raw_bulk_mib_s": round(bulk, 1),
+               "ratio": round(scan / bulk, 3), "pages_per_fetch": round(ppf, 2)}),
     ];
     for frac in [0.01, 0.1, 0.5, 1.0] {
         let (mk, ap, size) = diff_throughput(frac, a.reps);
         table.row(vec![
-            format!("diff {:.0}% of words: create MiB/s", frac * 100.0),
+            format!("diff {:.0}% of words: create", frac * 100.0),
             format!("{mk:.0}"),
             "-".into(),
             "-".into(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            "MiB/s".into(),
         ]);
         table.row(vec![
-            format!("diff {:.0}% of words: apply MiB/s", frac * 100.0),
+            format!("diff {:.0}% of words: apply", frac * 100.0),
             format!("{ap:.0}"),
             "-".into(),
             "-".into(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            "MiB/s".into(),
         ]);
         rows.push(
             json!({"op": "diff", "changed_fraction": frac, "diff_bytes": size,
@@ -207,9 +337,21 @@ pub fn fault(a: DsmBenchArgs) -> Result<(), String> {
 
 pub fn lock(a: DsmBenchArgs) -> Result<(), String> {
     let v = job(2, &a, "bench-lock", 500)?;
-    let remote = median(&nums(&v, "remote_acquire_us"));
+    let remote_all = nums(&v, "remote_acquire_us");
+    let (remote, remote99) = p50_p99(&remote_all);
     let rtt = median(&nums(&v, "rtt_us"));
-    let msgs = median(&nums(&v, "messages_per_acquire_node0"));
+    let msg_all = nums(&v, "messages_per_acquire");
+    let msgs = median(&msg_all);
+    let remote_checked = v
+        .get("remote_acquires_checked")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    if remote_all.is_empty() || remote_checked != remote_all.len() as u64 {
+        return Err(format!(
+            "lock: {} remote acquires timed, {remote_checked} counted remote by the statistics",
+            remote_all.len()
+        ));
+    }
     let fast = nums(&v, "local_fast_pair_ns");
     let native = nums(&v, "native_pair_ns");
     let checked = v
@@ -229,14 +371,23 @@ pub fn lock(a: DsmBenchArgs) -> Result<(), String> {
         &["operation", "value", "unit", "round_trips"],
     );
     table.row(vec![
-        "uncontended remote acquire".into(),
+        format!(
+            "uncontended remote acquire, p50 ({} acquires)",
+            remote_all.len()
+        ),
         format!("{remote:.1}"),
         "us".into(),
         format!("{:.2}", remote / rtt),
     ]);
     table.row(vec![
-        "messages per remote lock+unlock (node 0)".into(),
-        format!("{msgs:.1}"),
+        "uncontended remote acquire, p99".into(),
+        format!("{remote99:.1}"),
+        "us".into(),
+        format!("{:.2}", remote99 / rtt),
+    ]);
+    table.row(vec![
+        "lock messages per remote acquire (both nodes, statistics)".into(),
+        format!("{msgs:.2}"),
         "msgs".into(),
         "-".into(),
     ]);
@@ -271,7 +422,9 @@ pub fn lock(a: DsmBenchArgs) -> Result<(), String> {
         "1.00".into(),
     ]);
     let rows = vec![
-        json!({"op": "remote_acquire", "squall_us": round(remote, 2), "rtt_us": round(rtt, 2), "ratio": round(remote / rtt, 3), "messages": msgs}),
+        json!({"op": "remote_acquire", "squall_us": round(remote, 2), "squall_p99_us": round(remote99, 2),
+               "rtt_us": round(rtt, 2), "ratio": round(remote / rtt, 3), "messages": msgs,
+               "acquires": remote_all.len()}),
         json!({"op": "local_uncontended_lock_unlock", "squall_pair_ns_p50": round(f50, 1),
                "squall_pair_ns_p99": round(f99, 1), "squall_op_ns_p50": round(f50 / 2.0, 1),
                "native_pair_ns_p50": round(n50, 1), "native_pair_ns_p99": round(n99, 1),
@@ -288,7 +441,13 @@ pub fn lock(a: DsmBenchArgs) -> Result<(), String> {
 pub fn barrier(a: DsmBenchArgs) -> Result<(), String> {
     let mut table = Table::new(
         format!("barrier over {}, medians of {} reps", a.transport, a.reps),
-        &["nodes", "barrier_us", "rtt_us", "round_trips"],
+        &[
+            "nodes",
+            "barrier_us_p50",
+            "barrier_us_p99",
+            "rtt_us",
+            "round_trips_p50",
+        ],
     );
     let mut rows = Vec::new();
     for &n in &a.nodes {
@@ -296,15 +455,27 @@ pub fn barrier(a: DsmBenchArgs) -> Result<(), String> {
             return Err("barrier bench needs at least 2 nodes per row".into());
         }
         let v = job(n, &a, "bench-barrier", 1000)?;
-        let b = median(&nums(&v, "barrier_us"));
+        let all = nums(&v, "barrier_us");
+        let checked = v
+            .get("episodes_checked")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        if all.is_empty() || checked < all.len() as u64 {
+            return Err(format!(
+                "barrier at {n} nodes: {} barriers timed, {checked} episodes counted",
+                all.len()
+            ));
+        }
+        let (b, b99) = p50_p99(&all);
         let rtt = median(&nums(&v, "rtt_us"));
         table.row(vec![
             n.to_string(),
             format!("{b:.1}"),
+            format!("{b99:.1}"),
             format!("{rtt:.1}"),
             format!("{:.2}", b / rtt),
         ]);
-        rows.push(json!({"nodes": n, "squall_us": round(b, 2), "rtt_us": round(rtt, 2), "ratio": round(b / rtt, 3)}));
+        rows.push(json!({"nodes": n, "squall_us": round(b, 2), "squall_p99_us": round(b99, 2), "rtt_us": round(rtt, 2), "ratio": round(b / rtt, 3)}));
     }
     finish(
         &a,
@@ -315,22 +486,31 @@ pub fn barrier(a: DsmBenchArgs) -> Result<(), String> {
 
 pub fn thread(a: DsmBenchArgs) -> Result<(), String> {
     let v = job(2, &a, "bench-thread", 100)?;
-    let remote = median(&nums(&v, "remote_create_join_us"));
-    let local = median(&nums(&v, "local_create_join_us"));
+    let (remote, remote99) = p50_p99(&nums(&v, "remote_create_join_us"));
+    let (local, local99) = p50_p99(&nums(&v, "local_create_join_us"));
+    if remote.is_nan() || local.is_nan() {
+        return Err("thread: node 0 reported no create + join".into());
+    }
     let mut table = Table::new(
         format!(
             "thread: 2 nodes over {}, medians of {} reps",
             a.transport, a.reps
         ),
-        &["operation", "squall_us"],
+        &["operation", "p50_us", "p99_us"],
     );
     table.row(vec![
         "remote create + join (node 0 -> node 1)".into(),
         format!("{remote:.1}"),
+        format!("{remote99:.1}"),
     ]);
-    table.row(vec!["local create + join".into(), format!("{local:.1}")]);
+    table.row(vec![
+        "local create + join".into(),
+        format!("{local:.1}"),
+        format!("{local99:.1}"),
+    ]);
     let rows = vec![
-        json!({"op": "remote_create_join", "squall_us": round(remote, 2), "local_us": round(local, 2), "ratio": round(remote / local, 3)}),
+        json!({"op": "remote_create_join", "squall_us": round(remote, 2), "squall_p99_us": round(remote99, 2),
+               "local_us": round(local, 2), "local_p99_us": round(local99, 2), "ratio": round(remote / local, 3)}),
     ];
     finish(
         &a,

@@ -61,6 +61,16 @@ fn node0_rows(t: &str, args: Vec<String>) -> Result<Vec<Value>, String> {
         .ok_or_else(|| format!("{t}: node 0 printed no result"))
 }
 
+/// The 99th percentile (nearest rank) of `v`; NaN if empty.
+fn p99(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n => v[((0.99 * n as f64).ceil() as usize).clamp(1, n) - 1],
+    }
+}
+
 fn size_row(rows: &[Value], size: usize) -> Option<&Value> {
     rows.iter()
         .find(|r| r.get("size").and_then(Value::as_u64) == Some(size as u64))
@@ -84,8 +94,10 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
             "transport",
             "size",
             "squall_rtt_us",
+            "squall_p99_us",
             "squall_req_rtt_us",
             "raw_rtt_us",
+            "raw_p99_us",
             "ratio",
             "raw_lent_rtt_us",
             "ratio_lent",
@@ -110,6 +122,9 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
         };
         // Per size: the per-rep medians of the active-message, request and raw round trips.
         let mut am: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
+        // Per size: the per-rep 99th percentiles, Squall's and (tcp, udp) the raw ones.
+        let mut am99: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
+        let mut raw99: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
         let mut req: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
         let mut raw_reps: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
         // mpi only: the per-rep medians of the raw ping-pong over lent MPI and of the floor.
@@ -129,6 +144,7 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
                     let row = size_row(&rows, size)
                         .ok_or_else(|| format!("{t}: node 0 reported no row for size {size}"))?;
                     am[i].extend(num(row, "am_rtt_us"));
+                    am99[i].extend(num(row, "am_p99_us"));
                     req[i].extend(num(row, "req_rtt_us"));
                     lent_reps[i].extend(num(row, "raw_rtt_us"));
                     floor_reps[i].extend(num(row, "floor_rtt_us"));
@@ -144,6 +160,7 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
                 let row = size_row(&rows, size)
                     .ok_or_else(|| format!("{t}: node 0 reported no row for size {size}"))?;
                 am[i] = num(row, "am_rtt_us");
+                am99[i] = num(row, "am_p99_us");
                 req[i] = num(row, "req_rtt_us");
                 for _ in 0..a.reps {
                     let samples = match *t {
@@ -151,11 +168,14 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
                         _ => raw::tcp_pingpong(size, a.iters, warmup)?,
                     };
                     raw_reps[i].push(median(&samples));
+                    raw99[i].push(p99(&samples));
                 }
             }
         }
         for (i, &size) in a.sizes.iter().enumerate() {
             let squall = median(&am[i]);
+            let squall99 = median(&am99[i]);
+            let raw99v = (!raw99[i].is_empty()).then(|| median(&raw99[i]));
             let reqv = median(&req[i]);
             let rawv = median(&raw_reps[i]);
             // mpi: the median of the per-rep ratios (each squall rep over the raw rep measured
@@ -184,8 +204,10 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
                 t.to_string(),
                 size.to_string(),
                 format!("{squall:.1}"),
+                format!("{squall99:.1}"),
                 format!("{reqv:.1}"),
                 format!("{rawv:.1}"),
+                cell(raw99v, 1),
                 format!("{ratio:.2}"),
                 cell(lent, 1),
                 cell(ratio_lent, 2),
@@ -194,11 +216,13 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
             let mut row = json!({
                 "size": size,
                 "squall_rtt_us": round(squall, 2),
+                "squall_p99_us": round(squall99, 2),
                 "squall_req_rtt_us": round(reqv, 2),
                 "raw_rtt_us": round(rawv, 2),
                 "ratio": round(ratio, 3),
             });
             for (key, v, digits) in [
+                ("raw_p99_us", raw99v, 2),
                 ("raw_lent_rtt_us", lent, 2),
                 ("ratio_lent", ratio_lent, 3),
                 ("floor_rtt_us", floor, 2),

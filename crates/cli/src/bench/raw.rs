@@ -18,6 +18,18 @@ fn io_err(what: &str, e: std::io::Error) -> String {
 /// Round-trip times in microseconds, one per iteration, over a TCP_NODELAY loopback pair.
 /// `warmup` round trips are run first and not recorded.
 pub fn tcp_pingpong(size: usize, iters: usize, warmup: usize) -> Result<Vec<f64>, String> {
+    tcp_request_reply(size, size, iters, warmup)
+}
+
+/// Round-trip times in microseconds of a `req`-byte request answered by a `reply`-byte reply
+/// (e.g. 8 bytes asking for a 4 KiB page), over a TCP_NODELAY loopback pair.
+pub fn tcp_request_reply(
+    req: usize,
+    reply: usize,
+    iters: usize,
+    warmup: usize,
+) -> Result<Vec<f64>, String> {
+    let size = req;
     let listener =
         TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| io_err("tcp bind", e))?;
     let addr = listener.local_addr().map_err(|e| io_err("tcp addr", e))?;
@@ -25,20 +37,21 @@ pub fn tcp_pingpong(size: usize, iters: usize, warmup: usize) -> Result<Vec<f64>
         let (mut s, _) = listener.accept().map_err(|e| io_err("tcp accept", e))?;
         s.set_nodelay(true).map_err(|e| io_err("tcp nodelay", e))?;
         let mut buf = vec![0u8; size.max(1)];
+        let answer = vec![0xa5u8; reply];
         loop {
             match s.read_exact(&mut buf[..size]) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
                 Err(e) => return Err(io_err("tcp echo read", e)),
             }
-            s.write_all(&buf[..size])
+            s.write_all(&answer)
                 .map_err(|e| io_err("tcp echo write", e))?;
         }
     });
     let mut s = TcpStream::connect(addr).map_err(|e| io_err("tcp connect", e))?;
     s.set_nodelay(true).map_err(|e| io_err("tcp nodelay", e))?;
     let out = vec![0x5au8; size];
-    let mut back = vec![0u8; size];
+    let mut back = vec![0u8; reply];
     let mut samples = Vec::with_capacity(iters);
     for i in 0..warmup + iters {
         let t0 = Instant::now();
@@ -57,6 +70,64 @@ pub fn tcp_pingpong(size: usize, iters: usize, warmup: usize) -> Result<Vec<f64>
 /// Round-trip times in microseconds over blocking UDP sockets on loopback; messages above
 /// 60 000 bytes go as several datagrams, echoed one by one.
 pub fn udp_pingpong(size: usize, iters: usize, warmup: usize) -> Result<Vec<f64>, String> {
+    if size > UDP_CHUNK {
+        return udp_echo(size, iters, warmup);
+    }
+    udp_request_reply(size, size, iters, warmup)
+}
+
+/// Round-trip times in microseconds of a `req`-byte datagram answered by a `reply`-byte one
+/// (both at most 60 000 bytes) over blocking UDP sockets on loopback.
+pub fn udp_request_reply(
+    req: usize,
+    reply: usize,
+    iters: usize,
+    warmup: usize,
+) -> Result<Vec<f64>, String> {
+    if req > UDP_CHUNK || reply > UDP_CHUNK {
+        return Err(format!(
+            "raw udp request/reply: {req} or {reply} bytes is above one datagram"
+        ));
+    }
+    let a = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| io_err("udp bind", e))?;
+    let b = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| io_err("udp bind", e))?;
+    let b_addr = b.local_addr().map_err(|e| io_err("udp addr", e))?;
+    a.connect(b_addr).map_err(|e| io_err("udp connect", e))?;
+    for s in [&a, &b] {
+        s.set_read_timeout(Some(UDP_TIMEOUT))
+            .map_err(|e| io_err("udp timeout", e))?;
+    }
+    let total = warmup + iters;
+    let echo = std::thread::spawn(move || -> Result<(), String> {
+        let mut buf = vec![0u8; 65_536];
+        let answer = vec![0xa5u8; reply];
+        for _ in 0..total {
+            let (_, from) = b
+                .recv_from(&mut buf)
+                .map_err(|e| io_err("udp echo recv", e))?;
+            b.send_to(&answer, from)
+                .map_err(|e| io_err("udp echo send", e))?;
+        }
+        Ok(())
+    });
+    let out = vec![0x5au8; req];
+    let mut back = vec![0u8; 65_536];
+    let mut samples = Vec::with_capacity(iters);
+    for i in 0..total {
+        let t0 = Instant::now();
+        a.send(&out).map_err(|e| io_err("udp send", e))?;
+        a.recv(&mut back).map_err(|e| io_err("udp recv", e))?;
+        if i >= warmup {
+            samples.push(t0.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    echo.join()
+        .map_err(|_| "raw udp echo thread panicked".to_string())??;
+    Ok(samples)
+}
+
+/// [`udp_pingpong`] of messages above one datagram: sent as several, echoed one by one.
+fn udp_echo(size: usize, iters: usize, warmup: usize) -> Result<Vec<f64>, String> {
     let a = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| io_err("udp bind", e))?;
     let b = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| io_err("udp bind", e))?;
     let b_addr = b.local_addr().map_err(|e| io_err("udp addr", e))?;
@@ -169,6 +240,15 @@ mod tests {
         let s = udp_pingpong(130_000, 5, 1).expect("udp pingpong");
         assert_eq!(s.len(), 5);
         assert!(s.iter().all(|&x| x > 0.0));
+    }
+
+    #[test]
+    fn request_reply_gets_the_reply_size_back() {
+        let s = tcp_request_reply(8, 4096, 10, 1).expect("tcp request/reply");
+        assert_eq!(s.len(), 10);
+        let s = udp_request_reply(8, 4096, 10, 1).expect("udp request/reply");
+        assert_eq!(s.len(), 10);
+        assert!(udp_request_reply(8, 70_000, 1, 0).is_err());
     }
 
     #[test]

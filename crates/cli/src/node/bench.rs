@@ -172,12 +172,14 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
     for &size in &a.sizes {
         let payload = Bytes::from(vec![0x5au8; size]);
         let mut am = Vec::with_capacity(a.reps);
+        let mut am_p99 = Vec::with_capacity(a.reps);
         let mut req = Vec::with_capacity(a.reps);
         // (--mpi-baselines) per rep, measured right after Squall's.
         let mut raw: Vec<f64> = Vec::with_capacity(a.reps);
         let mut floor: Vec<f64> = Vec::with_capacity(a.reps);
         for _ in 0..a.reps {
             let p = payload.clone();
+            let sent0 = ep.stats().messages_sent();
             start_tx
                 .send(Chain {
                     payload: p.clone(),
@@ -195,7 +197,17 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
                     "ping-pong of {size} bytes with {peer} did not finish"
                 ))
             })?;
+            // The round trips happened: one ping sent per round trip timed (and warm-up).
+            let sent = ep.stats().messages_sent() - sent0;
+            if samples.len() != a.iters || sent < a.iters as u64 {
+                return Err(NodeError::Check(format!(
+                    "{} round trips timed and {sent} messages sent for {} iterations",
+                    samples.len(),
+                    a.iters
+                )));
+            }
             am.push(median(&samples));
+            am_p99.push(p99(&samples));
             if a.mpi_baselines {
                 let (r, f) = measure_baselines(&ep, peer, size, a.iters, a.warmup)?;
                 raw.push(r);
@@ -222,7 +234,8 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
             }
             req.push(median(&s));
         }
-        let mut row = json!({"size": size, "am_rtt_us": am, "req_rtt_us": req});
+        let mut row =
+            json!({"size": size, "am_rtt_us": am, "am_p99_us": am_p99, "req_rtt_us": req});
         if a.mpi_baselines {
             row["raw_rtt_us"] = json!(raw);
             row["floor_rtt_us"] = json!(floor);
@@ -233,6 +246,16 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
     let authenticated = ep.stats().packets_authenticated;
     emit_result(&json!({ "rows": rows, "authenticated": authenticated }));
     finish(&ep, &barrier)
+}
+
+/// The 99th percentile (nearest rank) of `v`; NaN if empty.
+fn p99(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n => v[((0.99 * n as f64).ceil() as usize).clamp(1, n) - 1],
+    }
 }
 
 #[derive(Args, Debug)]

@@ -62,77 +62,200 @@ fn protocol_count(node: &Node, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn messages_sent(node: &Node) -> u64 {
-    node.stats()
-        .counts
-        .get("net")
-        .and_then(|p| p.get("messages_sent"))
-        .and_then(Value::as_u64)
-        .unwrap_or(0)
-}
-
 #[derive(Args, Debug)]
 pub struct FaultNodeArgs {
     /// Pages faulted per repetition.
     #[arg(long, default_value_t = 200)]
     pub pages: usize,
+    /// Pages of the sequential scan per repetition.
+    #[arg(long, default_value_t = 512)]
+    pub scan_pages: usize,
     /// Repetitions.
     #[arg(long, default_value_t = 5)]
     pub reps: usize,
 }
 
-/// Node 0 faults on pages homed at node 1: remote read faults, write faults on read-only
-/// copies (twin), write misses (fetch + twin); beside a raw one-page request/reply.
+/// A protocol counter's total over the message types it sends (`sent.<kind>.messages`).
+fn protocol_sent(node: &Node, kind: &str) -> u64 {
+    node.stats()
+        .counts
+        .get("protocol")
+        .and_then(|p| p.get("sent"))
+        .and_then(|p| p.get(kind))
+        .and_then(|k| k.get("messages"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+}
+
+fn memory_faults(node: &Node) -> u64 {
+    node.stats()
+        .counts
+        .get("memory")
+        .and_then(|p| p.get("faults"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+}
+
+/// The counters a fault measurement is checked against.
+#[derive(Clone, Copy)]
+struct FaultCounts {
+    faults: u64,
+    fetches: u64,
+    prefetched: u64,
+    fetch_msgs: u64,
+}
+
+impl FaultCounts {
+    fn now(node: &Node) -> Self {
+        FaultCounts {
+            faults: memory_faults(node),
+            fetches: protocol_count(node, "page_fetches"),
+            prefetched: protocol_count(node, "pages_prefetched"),
+            fetch_msgs: protocol_sent(node, "fetch"),
+        }
+    }
+    fn since(self, node: &Node) -> Self {
+        let n = Self::now(node);
+        FaultCounts {
+            faults: n.faults - self.faults,
+            fetches: n.fetches - self.fetches,
+            prefetched: n.prefetched - self.prefetched,
+            fetch_msgs: n.fetch_msgs - self.fetch_msgs,
+        }
+    }
+}
+
+/// A permutation of `0..n` (a fixed multiplicative scramble, so that no two consecutive
+/// touches are neighbours: nothing for a sequential read-ahead to find).
+fn scattered(n: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for i in (1..n).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        order.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    order
+}
+
+/// Node 0 faults on pages homed at node 1, beside a one-page request/reply on the same
+/// endpoint, and every measurement is checked against the statistics (faults taken, fetches
+/// sent, pages read ahead):
+/// - cold read faults: the pages of an allocation placed round-robin by single pages, so a
+///   page's neighbours have the other home and read-ahead has nothing to bring; node 0 reads
+///   node 1's pages in a scattered order: one fault and one 4 KiB fetch each;
+/// - a write fault on such a read copy (a twin, no message);
+/// - write misses (a fetch for writing and a twin) on a second such allocation;
+/// - a sequential scan of `scan_pages` pages all homed at node 1, with read-ahead: time,
+///   pages per fetch.
 pub fn fault(a: FaultNodeArgs) -> Result<(), NodeError> {
     let node = squall::init().map_err(dsm)?;
     serve_fetch(&node);
     node.barrier().map_err(dsm)?;
     let (mut read, mut twin, mut miss, mut raw) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut scan_s, mut scan_fetches) = (Vec::new(), 0u64);
     let words = PAGE_SIZE / 8;
+    let spread = Placement::RoundRobin { block_pages: 1 };
+    let check = |what: &str, ok: bool, c: FaultCounts, want: usize| -> Result<(), NodeError> {
+        if ok {
+            return Ok(());
+        }
+        Err(NodeError::Check(format!(
+            "{what}: {want} touches took {} faults, {} fetches ({} fetch messages), {} pages \
+             read ahead: the bench did not measure what it names",
+            c.faults, c.fetches, c.fetch_msgs, c.prefetched
+        )))
+    };
     for _ in 0..a.reps {
+        // One page more, node 0's: the next allocation's first page is not a neighbour of
+        // the same home.
         let r1 = node
-            .alloc_array_collective::<u64>(a.pages * words, Placement::Node(NodeId(1)))
+            .alloc_array_collective::<u64>((2 * a.pages + 1) * words, spread)
             .map_err(dsm)?;
         let r2 = node
-            .alloc_array_collective::<u64>(a.pages * words, Placement::Node(NodeId(1)))
+            .alloc_array_collective::<u64>((2 * a.pages + 1) * words, spread)
+            .map_err(dsm)?;
+        let r3 = node
+            .alloc_array_collective::<u64>(a.scan_pages * words, Placement::Node(NodeId(1)))
             .map_err(dsm)?;
         if node.rank() == NodeId(1) {
+            // Node 1's pages of r1 and r2 are the odd ones.
             for p in 0..a.pages {
-                r1.set(p * words, p as u64);
-                r2.set(p * words, p as u64);
+                r1.set((2 * p + 1) * words, p as u64);
+                r2.set((2 * p + 1) * words, p as u64);
+            }
+            for p in 0..a.scan_pages {
+                r3.set(p * words, p as u64);
             }
         }
         node.barrier().map_err(dsm)?;
         if node.rank() == NodeId(0) {
-            let (mut rr, mut tt, mut mm, mut ww) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-            for p in 0..a.pages {
+            let order = scattered(a.pages);
+            let c0 = FaultCounts::now(&node);
+            for &p in &order {
+                let i = (2 * p + 1) * words;
                 let t = Instant::now();
-                let v = r1.get(p * words);
-                rr.push(us(t));
+                let v = r1.get(i);
+                read.push(us(t));
                 if v != p as u64 {
                     return Err(NodeError::Check(format!("page {p} read {v}")));
                 }
                 let t = Instant::now();
-                r1.set(p * words + 1, 1);
-                tt.push(us(t));
-                let t = Instant::now();
-                r2.set(p * words + 1, 1);
-                mm.push(us(t));
-                let t = Instant::now();
                 node.endpoint().request(NodeId(1), FETCH, vec![0u8; 8])?;
-                ww.push(us(t));
+                raw.push(us(t));
             }
-            read.push(median(&mut rr));
-            twin.push(median(&mut tt));
-            miss.push(median(&mut mm));
-            raw.push(median(&mut ww));
+            let c = c0.since(&node);
+            let n = a.pages as u64;
+            check(
+                "cold read faults",
+                c.faults >= n && c.fetches == n && c.fetch_msgs == n && c.prefetched == 0,
+                c,
+                a.pages,
+            )?;
+            let c0 = FaultCounts::now(&node);
+            for &p in &order {
+                let i = (2 * p + 1) * words + 1;
+                let t = Instant::now();
+                r1.set(i, 1);
+                twin.push(us(t));
+                let t = Instant::now();
+                r2.set(i, 1);
+                miss.push(us(t));
+            }
+            let c = c0.since(&node);
+            check(
+                "write faults",
+                c.faults >= 2 * n && c.fetches == n && c.prefetched == 0,
+                c,
+                2 * a.pages,
+            )?;
+            let c0 = FaultCounts::now(&node);
+            let t = Instant::now();
+            for p in 0..a.scan_pages {
+                let v = r3.get(p * words);
+                if v != p as u64 {
+                    return Err(NodeError::Check(format!("scan page {p} read {v}")));
+                }
+            }
+            scan_s.push(t.elapsed().as_secs_f64());
+            let c = c0.since(&node);
+            check(
+                "sequential scan",
+                c.fetches >= 1 && c.fetches + c.prefetched == a.scan_pages as u64,
+                c,
+                a.scan_pages,
+            )?;
+            scan_fetches += c.fetches;
         }
         node.barrier().map_err(dsm)?;
     }
     if node.rank() == NodeId(0) {
         emit_result(&json!({
             "read_fault_us": read, "write_fault_twin_us": twin,
-            "write_miss_us": miss, "raw_req_us": raw,
+            "write_miss_us": miss, "squall_req_us": raw,
+            "scan_s": scan_s, "scan_pages": a.scan_pages,
+            "scan_fetches": scan_fetches,
             "page_fetches": protocol_count(&node, "page_fetches"),
         }));
     }
@@ -210,26 +333,45 @@ pub fn lock(a: SyncNodeArgs) -> Result<(), NodeError> {
     let me = node.rank().0;
     let (mut remote, mut msgs, mut rtt) = (Vec::new(), Vec::new(), Vec::new());
     let (mut fast, mut native) = (Vec::new(), Vec::new());
+    let mut acquires = 0u64;
     let turns = a.iters.clamp(2, 200);
+    // Node 1's lock messages and remote acquires of each rep, for node 0 to add up.
+    let theirs = node
+        .alloc_array_collective::<u64>(2, Placement::Node(NodeId(0)))
+        .map_err(dsm)?;
     for rep in 0..a.reps {
         // A lock managed by node 1, so node 0's acquires go through the manager too.
         let l = LockId(1 + 2 * rep as u64 + 2);
-        let mut times = Vec::new();
-        let mut sent = 0u64;
+        let remote0 = sync_count(&node, "lock_acquires_remote");
+        let msgs0 = lock_messages(&node);
+        let mut mine = 0u64;
         for turn in 0..turns {
             if usize::from(me) == turn % 2 {
-                let m0 = messages_sent(&node);
                 let t = Instant::now();
                 node.lock(l).map_err(dsm)?;
-                times.push(us(t));
+                remote.push(us(t));
                 node.unlock(l).map_err(dsm)?;
-                sent += messages_sent(&node) - m0;
+                mine += 1;
             }
             node.barrier().map_err(dsm)?;
         }
+        let took = sync_count(&node, "lock_acquires_remote") - remote0;
+        if took != mine {
+            return Err(NodeError::Check(format!(
+                "node {me}: {took} of its {mine} timed acquires were remote: the lock did not \
+                 move between the nodes"
+            )));
+        }
+        let sent = lock_messages(&node) - msgs0;
+        if me == 1 {
+            theirs.set(0, sent);
+            theirs.set(1, took);
+        }
+        node.barrier().map_err(dsm)?;
         if me == 0 {
-            remote.push(median(&mut times));
-            msgs.push(sent as f64 / times.len().max(1) as f64);
+            let (all_sent, all_took) = (sent + theirs.get(0), took + theirs.get(1));
+            msgs.push(all_sent as f64 / all_took.max(1) as f64);
+            acquires += took;
             let (f, n) = local_uncontended(&node, LockId(2000 + 2 * rep as u64))?;
             fast.extend(f);
             native.extend(n);
@@ -239,7 +381,8 @@ pub fn lock(a: SyncNodeArgs) -> Result<(), NodeError> {
     }
     if me == 0 {
         emit_result(
-            &json!({"remote_acquire_us": remote, "messages_per_acquire_node0": msgs,
+            &json!({"remote_acquire_us": remote, "messages_per_acquire": msgs,
+                            "remote_acquires_checked": acquires,
                             "rtt_us": rtt,
                             "local_fast_pair_ns": fast, "native_pair_ns": native,
                             "local_fast_pairs_checked": LOCAL_PAIRS * (LOCAL_BLOCKS * a.reps) as u64}),
@@ -248,26 +391,49 @@ pub fn lock(a: SyncNodeArgs) -> Result<(), NodeError> {
     node.finalize().map_err(dsm)
 }
 
-/// Barriers: time per episode across all nodes (one thread per node).
+/// Lock messages (request, forward, grant) this node's synchronization core sent.
+fn lock_messages(node: &Node) -> u64 {
+    let st = node.stats();
+    let sent = st
+        .counts
+        .get("sync")
+        .and_then(|p| p.get("messages_sent"))
+        .and_then(Value::as_array);
+    // `squall_sync::message::KIND_NAMES`: lock_request, lock_forward, lock_grant first.
+    sent.map_or(0, |a| a.iter().take(3).filter_map(Value::as_u64).sum())
+}
+
+/// Barriers: time of each episode across all nodes (one thread per node), checked against
+/// the episodes the statistics counted.
 pub fn barrier(a: SyncNodeArgs) -> Result<(), NodeError> {
     let node = squall::init().map_err(dsm)?;
     serve_fetch(&node);
     node.barrier().map_err(dsm)?;
     let (mut per, mut rtt) = (Vec::new(), Vec::new());
+    let mut episodes = 0u64;
     for _ in 0..a.reps {
-        let t = Instant::now();
+        let e0 = sync_count(&node, "barrier_episodes");
         for _ in 0..a.iters {
+            let t = Instant::now();
             node.barrier_with(BarrierId(7), BarrierCount::PerNode { local: 1 })
                 .map_err(dsm)?;
+            per.push(us(t));
         }
-        per.push(us(t) / a.iters as f64);
+        let took = sync_count(&node, "barrier_episodes") - e0;
+        if took < a.iters as u64 {
+            return Err(NodeError::Check(format!(
+                "{took} barrier episodes counted for {} timed barriers",
+                a.iters
+            )));
+        }
+        episodes += took;
         if node.rank() == NodeId(0) {
             rtt.push(rtt_us(&node, 200)?);
         }
         node.barrier().map_err(dsm)?;
     }
     if node.rank() == NodeId(0) {
-        emit_result(&json!({"barrier_us": per, "rtt_us": rtt}));
+        emit_result(&json!({"barrier_us": per, "rtt_us": rtt, "episodes_checked": episodes}));
     }
     node.finalize().map_err(dsm)
 }
@@ -303,8 +469,8 @@ pub fn thread(a: SyncNodeArgs) -> Result<(), NodeError> {
                 node.join(tid).map_err(dsm)?;
                 l.push(us(t));
             }
-            remote.push(median(&mut r));
-            local.push(median(&mut l));
+            remote.extend(r);
+            local.extend(l);
         }
         emit_result(&json!({"remote_create_join_us": remote, "local_create_join_us": local}));
     }

@@ -53,10 +53,8 @@ impl<M: PageMemory> Hlrc<M> {
         }
         self.dir.learn(page, h);
         for (q, h) in (page.0 + 1..).zip(more) {
-            // Never learn from a third party that this node is a home: a migration
-            // to it may still be in flight (it becomes the home with the handover).
-            if q < self.layout.total_pages && h.node != self.me {
-                self.dir.learn(PageId(q), h);
+            if q < self.layout.total_pages {
+                self.learn_third_party(PageId(q), h);
             }
         }
         self.run_deferred(page, work)?;
@@ -134,6 +132,22 @@ impl<M: PageMemory> Hlrc<M> {
         Ok(())
     }
 
+    /// Learn `page`'s home from a manager's run of known homes (not from the page's own home).
+    /// That this node is a home at a migration epoch is never learned this way: a migration to
+    /// it may still be in flight (it becomes the home with the handover). Its first home
+    /// (epoch 0: static placement or a first touch) is: no migration is in flight then, and
+    /// had the home moved away since, this node would know (its forward pointer, and a newer
+    /// epoch in its cache, which `learn` keeps). Without this, under blocked placement every
+    /// page of a node's own block that another node manages cost a home query of its own.
+    fn learn_third_party(&mut self, page: PageId, h: HomeRef) {
+        let mine_first = h.node == self.me
+            && h.epoch == 0
+            && self.pages.get(&page).is_none_or(|st| st.forward.is_none());
+        if h.node != self.me || mine_first {
+            self.dir.learn(page, h);
+        }
+    }
+
     /// Find the home of `page`, or start looking it up (`work` waits for the answer).
     pub(super) fn resolve(
         &mut self,
@@ -148,9 +162,7 @@ impl<M: PageMemory> Hlrc<M> {
                 // manager reads ahead too (a main thread reading data its workers initialised).
                 let more = self.dir.manager_known_run(PageId(page.0 + 1), HOME_RUN);
                 for (q, h) in (page.0 + 1..).zip(more) {
-                    if h.node != self.me {
-                        self.dir.learn(PageId(q), h);
-                    }
+                    self.learn_third_party(PageId(q), h);
                 }
                 Ok(self.dir.cached(page))
             }

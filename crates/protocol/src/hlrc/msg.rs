@@ -588,6 +588,15 @@ impl RunBuf {
         self.count += 1;
     }
 
+    /// The bytes of the page pushed last (empty before the first).
+    pub(super) fn last_page(&self) -> &[u8] {
+        let end = self.w.buf.len();
+        if self.count == 0 {
+            return &[];
+        }
+        &self.w.buf[end - PAGE_SIZE..end]
+    }
+
     /// The encoded message, byte for byte `Msg::PageRun { first, data }.encode()`.
     pub(super) fn finish(mut self) -> Vec<u8> {
         // At most `MAX_RUN` pages: both fit.

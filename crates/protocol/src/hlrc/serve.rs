@@ -194,7 +194,12 @@ impl<M: PageMemory> Hlrc<M> {
                 }
             }
             self.share_grant(from, q, false, false);
-            run.get_or_insert_with(|| RunBuf::new(q)).push(&self.mem, q);
+            let r = run.get_or_insert_with(|| RunBuf::new(q));
+            r.push(&self.mem, q);
+            if self.dirty.contains(&q) {
+                let served = r.last_page().to_vec();
+                self.note_served(q, &served);
+            }
         }
         if let Some(r) = run {
             self.send_run(from, r);
@@ -217,7 +222,28 @@ impl<M: PageMemory> Hlrc<M> {
         again: bool,
     ) -> (Vec<u8>, bool) {
         let exclusive = self.share_grant(from, page, write, again);
-        (self.read(page), exclusive)
+        let data = self.read(page);
+        self.note_served(page, &data);
+        (data, exclusive)
+    }
+
+    /// Home side: `data`, the bytes of `page` just handed out, left this node while it may be
+    /// writing the page (`dirty`). Unless they equal the snapshot of its last release (the
+    /// copy is then exactly what that release published), the next release notices the page
+    /// even if it then equals the snapshot (a later write may have put back the snapshot's
+    /// bytes over what the copy holds). Comparing the bytes served, not the page before
+    /// reading it, keeps this right while a thread writes meanwhile. Without the comparison
+    /// every copy fetched from a page kept writable was noticed again at the next release,
+    /// fetched again at that barrier and noticed again, for as long as the page stayed
+    /// writable (CG: its vector `p` fetched at each of the 3 barriers of an iteration).
+    pub(super) fn note_served(&mut self, page: PageId, data: &[u8]) {
+        if !self.dirty.contains(&page) {
+            return;
+        }
+        let st = self.st(page);
+        if st.twin.as_deref() != Some(data) {
+            st.served_dirty = true;
+        }
     }
 
     /// Home side: record that `from` gets a copy of `page` (the caller reads it after this:
@@ -244,7 +270,6 @@ impl<M: PageMemory> Hlrc<M> {
                 && st.copyset.iter().all(|&n| n == from));
         let first_sharer = !st.copyset_all && st.copyset.iter().all(|&n| n == me);
         st.copyset.insert(from);
-        st.served_dirty |= dirty;
         if first_sharer
             && !dirty
             && self.is_home(page)
