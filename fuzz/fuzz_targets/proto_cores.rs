@@ -4,7 +4,9 @@
 //! page outside the job's range (the runtime's backdoor would fault there).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use squall_core::{Access, AllocInfo, HeapLayout, NodeId, PageId, PageMemory, Placement, PAGE_SIZE};
+use squall_core::{
+    Access, AllocInfo, HeapLayout, NodeId, PageId, PageMemory, Placement, PAGE_SIZE,
+};
 use squall_protocol::{Action, AtomicCall, AtomicOp, Hlrc, Protocol, Sc};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
@@ -49,7 +51,11 @@ impl PageMemory for Mem {
     }
     fn access(&self, page: PageId) -> Access {
         self.check(page);
-        self.access.borrow().get(&page.0).copied().unwrap_or(Access::None)
+        self.access
+            .borrow()
+            .get(&page.0)
+            .copied()
+            .unwrap_or(Access::None)
     }
 }
 

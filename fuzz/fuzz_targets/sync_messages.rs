@@ -15,7 +15,9 @@ use script::Script;
 fuzz_target!(|data: &[u8]| {
     let mut s = Script::new(data);
     let nodes = 2 + u16::from(s.u8() % 3);
-    let mut cores: Vec<SyncCore> = (0..nodes).map(|n| SyncCore::new(NodeId(n), nodes)).collect();
+    let mut cores: Vec<SyncCore> = (0..nodes)
+        .map(|n| SyncCore::new(NodeId(n), nodes))
+        .collect();
     let mut queues: BTreeMap<(u16, u16), VecDeque<Vec<u8>>> = BTreeMap::new();
     let mut cons = NoConsistency;
     let mut steps = 0;
@@ -46,13 +48,16 @@ fuzz_target!(|data: &[u8]| {
                 let m = if how % 3 == 0 {
                     Some(s.bytes(48))
                 } else {
-                    queues.get_mut(&(from, n)).and_then(|q| q.pop_front()).map(|mut m| {
-                        if how % 3 == 1 && !m.is_empty() {
-                            let at = usize::from(s.u16()) % m.len();
-                            m[at] ^= s.u8() | 1;
-                        }
-                        m
-                    })
+                    queues
+                        .get_mut(&(from, n))
+                        .and_then(|q| q.pop_front())
+                        .map(|mut m| {
+                            if how % 3 == 1 && !m.is_empty() {
+                                let at = usize::from(s.u16()) % m.len();
+                                m[at] ^= s.u8() | 1;
+                            }
+                            m
+                        })
                 };
                 if let Some(m) = m {
                     let _ = c.handle_message(&mut cons, NodeId(from), &m);

@@ -57,7 +57,11 @@ fuzz_target!(|data: &[u8]| {
                 let l = &mut link[1 - n];
                 if !l.is_empty() {
                     let i = usize::from(s.u8()) % l.len();
-                    let mut d = if s.u8() % 4 == 0 { l[i].clone() } else { l.remove(i) };
+                    let mut d = if s.u8() % 4 == 0 {
+                        l[i].clone()
+                    } else {
+                        l.remove(i)
+                    };
                     match s.u8() % 6 {
                         0 if !d.is_empty() => {
                             let at = usize::from(s.u16()) % d.len();

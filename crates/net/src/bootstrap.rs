@@ -135,7 +135,7 @@ pub fn start_with(
 }
 
 fn write_frame(
-    s: &mut TcpStream,
+    s: &mut impl Write,
     h: Header,
     payload: &[u8],
     key: Option<&AuthKey>,
@@ -620,4 +620,56 @@ fn connect_pairs(
         }
     }
     Ok(streams)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hellos_and_tables_round_trip_and_reject_garbage() {
+        let h = Hello {
+            size: 4,
+            transport: 1 | ENCRYPTS,
+            addr: "10.0.0.7:4000".parse().unwrap_or_else(|e| panic!("{e}")),
+        };
+        assert_eq!(decode_hello(&encode_hello(&h)), Ok(h));
+        assert_eq!(decode_hello(&[4, 0]), Err("a truncated hello"));
+        assert_eq!(
+            decode_hello(&[4, 0, 0, b'x']),
+            Err("a bad transport address")
+        );
+        let t: Vec<SocketAddr> = ["127.0.0.1:1", "[::1]:65535"]
+            .iter()
+            .map(|a| a.parse().unwrap_or_else(|e| panic!("{e}")))
+            .collect();
+        let p = encode_table(&t);
+        assert_eq!(decode_table(&p), Ok(t));
+        assert_eq!(decode_table(&p[..p.len() - 1]), Err("a truncated table"));
+        assert_eq!(decode_table(&p[..1]), Err("a truncated table"));
+        assert_eq!(
+            decode_table(&[1, 0, b'?']),
+            Err("a bad address in the table")
+        );
+    }
+
+    #[test]
+    fn a_frame_is_taken_with_the_key_only_when_sealed_with_it() {
+        let key = AuthKey::from_bytes([5; 32]);
+        let h = Header::new(JobId(1), MsgType(TY_BOOT_HELLO), NodeId(1), NodeId(0));
+        let mut sealed = Vec::new();
+        write_frame(&mut sealed, h, b"hi", Some(&key)).unwrap_or_else(|e| panic!("{e}"));
+        let mut plain = Vec::new();
+        write_frame(&mut plain, h, b"hi", None).unwrap_or_else(|e| panic!("{e}"));
+        assert!(read_frame(&mut &sealed[..], Some(&key)).is_ok());
+        assert!(matches!(
+            read_frame(&mut &plain[..], Some(&key)),
+            Err(FrameError::Auth(_))
+        ));
+        assert!(read_frame(&mut &sealed[..], None).is_err());
+        let (_, p) = read_frame(&mut &plain[..], None).unwrap_or_else(|e| panic!("{}", e.text()));
+        assert_eq!(p, b"hi");
+        let other = AuthKey::from_bytes([6; 32]);
+        assert!(read_frame(&mut &sealed[..], Some(&other)).is_err());
+    }
 }
