@@ -135,7 +135,7 @@ pub fn start_with(
 }
 
 fn write_frame(
-    s: &mut TcpStream,
+    s: &mut impl Write,
     h: Header,
     payload: &[u8],
     key: Option<&AuthKey>,
@@ -150,8 +150,74 @@ fn write_frame(
     s.flush()
 }
 
+/// A node's hello to rank 0: the job size it was started with, its transport code (bit 4:
+/// it encrypts) and its transport address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    pub size: u16,
+    pub transport: u8,
+    pub addr: SocketAddr,
+}
+
+/// The payload of a hello frame.
+pub fn encode_hello(h: &Hello) -> Vec<u8> {
+    let mut p = Vec::new();
+    p.extend_from_slice(&h.size.to_le_bytes());
+    p.push(h.transport);
+    p.extend_from_slice(h.addr.to_string().as_bytes());
+    p
+}
+
+/// Decodes a hello payload; the error says what is wrong with it.
+pub fn decode_hello(p: &[u8]) -> Result<Hello, &'static str> {
+    let [a, b, transport, rest @ ..] = p else {
+        return Err("a truncated hello");
+    };
+    let addr = std::str::from_utf8(rest)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or("a bad transport address")?;
+    Ok(Hello {
+        size: u16::from_le_bytes([*a, *b]),
+        transport: *transport,
+        addr,
+    })
+}
+
+/// The payload of the table rank 0 sends: every node's address, length-prefixed text.
+pub fn encode_table(table: &[SocketAddr]) -> Vec<u8> {
+    let mut payload = Vec::new();
+    for a in table {
+        let t = a.to_string();
+        payload.extend_from_slice(&(t.len() as u16).to_le_bytes());
+        payload.extend_from_slice(t.as_bytes());
+    }
+    payload
+}
+
+/// Decodes a table payload; the error says what is wrong with it.
+pub fn decode_table(p: &[u8]) -> Result<Vec<SocketAddr>, &'static str> {
+    let mut table = Vec::new();
+    let mut rest = p;
+    while !rest.is_empty() {
+        let [a, b, tail @ ..] = rest else {
+            return Err("a truncated table");
+        };
+        let len = usize::from(u16::from_le_bytes([*a, *b]));
+        let text = tail.get(..len).ok_or("a truncated table")?;
+        let addr = std::str::from_utf8(text)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or("a bad address in the table")?;
+        table.push(addr);
+        rest = &tail[len..];
+    }
+    Ok(table)
+}
+
 /// Why a bootstrap frame was not taken.
-enum FrameError {
+#[derive(Debug)]
+pub enum FrameError {
     /// The connection failed or carried something that is not a frame.
     Bad(String),
     /// A frame that fails authentication (or is unsealed while this node has a key).
@@ -159,7 +225,7 @@ enum FrameError {
 }
 
 impl FrameError {
-    fn text(&self) -> String {
+    pub fn text(&self) -> String {
         match self {
             FrameError::Bad(s) => s.clone(),
             FrameError::Auth(s) => s.to_string(),
@@ -167,7 +233,12 @@ impl FrameError {
     }
 }
 
-fn read_frame(s: &mut TcpStream, key: Option<&AuthKey>) -> Result<(Header, Vec<u8>), FrameError> {
+/// Reads one bootstrap frame (header, payload, the authentication trailer when sealed) from
+/// `s`, checking it against `key`. Never panics on what a peer sends.
+pub fn read_frame(
+    s: &mut impl Read,
+    key: Option<&AuthKey>,
+) -> Result<(Header, Vec<u8>), FrameError> {
     let mut hb = [0u8; HEADER_LEN];
     s.read_exact(&mut hb)
         .map_err(|e| FrameError::Bad(format!("reading a header: {e}")))?;
@@ -348,27 +419,31 @@ fn rendezvous(cfg: &NetConfig, me: SocketAddr) -> Result<(JobId, Vec<SocketAddr>
                     )))
                 }
             };
-            if h.ty.0 != TY_BOOT_HELLO || p.len() < 3 {
+            if h.ty.0 != TY_BOOT_HELLO {
                 return Err(NetError::Bootstrap(format!(
-                    "rank 0: bad hello from {from}"
+                    "rank 0: bad hello from {from}: a frame of type {}",
+                    h.ty.0
                 )));
             }
-            let their_size = u16::from_le_bytes([p[0], p[1]]);
             let r = h.src;
-            if their_size != cfg.size {
+            let hello = decode_hello(&p).map_err(|why| {
+                NetError::Bootstrap(format!("rank 0: bad hello of {r} from {from}: {why}"))
+            })?;
+            if hello.size != cfg.size {
                 return Err(NetError::Bootstrap(format!(
-                    "{r} was started with {}={their_size} but rank 0 has {}",
+                    "{r} was started with {}={} but rank 0 has {}",
                     env::SIZE,
+                    hello.size,
                     cfg.size
                 )));
             }
-            if p[2] & !ENCRYPTS != tcode & !ENCRYPTS {
+            if hello.transport & !ENCRYPTS != tcode & !ENCRYPTS {
                 return Err(NetError::Bootstrap(format!(
                     "{r} uses another {} than rank 0",
                     env::TRANSPORT
                 )));
             }
-            if p[2] != tcode {
+            if hello.transport != tcode {
                 let who = |b: u8| {
                     if b & ENCRYPTS != 0 {
                         "encrypts"
@@ -378,7 +453,7 @@ fn rendezvous(cfg: &NetConfig, me: SocketAddr) -> Result<(JobId, Vec<SocketAddr>
                 };
                 return Err(NetError::Bootstrap(format!(
                     "{r} {} its packets but rank 0 {} ({}=encrypt must be set on every node)",
-                    who(p[2]),
+                    who(hello.transport),
                     who(tcode),
                     env::AUTH
                 )));
@@ -396,20 +471,11 @@ fn rendezvous(cfg: &NetConfig, me: SocketAddr) -> Result<(JobId, Vec<SocketAddr>
                     "rank 0: {r} joined twice or is out of range (size {n})"
                 )));
             }
-            let addr: SocketAddr = std::str::from_utf8(&p[3..])
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .ok_or_else(|| NetError::Bootstrap(format!("rank 0: {r} sent a bad address")))?;
-            table[r.index()] = Some(addr);
+            table[r.index()] = Some(hello.addr);
             conns.push((r, s));
         }
         let table: Vec<SocketAddr> = table.into_iter().flatten().collect();
-        let mut payload = Vec::new();
-        for a in &table {
-            let t = a.to_string();
-            payload.extend_from_slice(&(t.len() as u16).to_le_bytes());
-            payload.extend_from_slice(t.as_bytes());
-        }
+        let payload = encode_table(&table);
         for (r, mut s) in conns {
             let h = Header::new(job, MsgType(TY_BOOT_TABLE), NodeId(0), r);
             write_frame(&mut s, h, &payload, key)
@@ -428,10 +494,11 @@ fn rendezvous(cfg: &NetConfig, me: SocketAddr) -> Result<(JobId, Vec<SocketAddr>
                 me.set_ip(local.ip());
             }
         }
-        let mut p = Vec::new();
-        p.extend_from_slice(&cfg.size.to_le_bytes());
-        p.push(tcode);
-        p.extend_from_slice(me.to_string().as_bytes());
+        let p = encode_hello(&Hello {
+            size: cfg.size,
+            transport: tcode,
+            addr: me,
+        });
         let h = Header::new(JobId(0), MsgType(TY_BOOT_HELLO), rank, NodeId(0));
         write_frame(&mut s, h, &p, cfg.auth.as_ref())
             .map_err(|e| NetError::io(format!("sending hello to {rv}"), e))?;
@@ -460,20 +527,8 @@ fn rendezvous(cfg: &NetConfig, me: SocketAddr) -> Result<(JobId, Vec<SocketAddr>
                 )));
             }
         }
-        let mut table = Vec::with_capacity(n);
-        let mut rest = &p[..];
-        while rest.len() >= 2 {
-            let len = u16::from_le_bytes([rest[0], rest[1]]) as usize;
-            let text = rest
-                .get(2..2 + len)
-                .ok_or_else(|| NetError::Bootstrap("truncated table".into()))?;
-            let a: SocketAddr = std::str::from_utf8(text)
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .ok_or_else(|| NetError::Bootstrap("bad address in the table".into()))?;
-            table.push(a);
-            rest = &rest[2 + len..];
-        }
+        let table = decode_table(&p)
+            .map_err(|why| NetError::Bootstrap(format!("{rank}: rank 0 sent {why}")))?;
         if table.len() != n {
             return Err(NetError::Bootstrap(format!(
                 "table has {} entries, expected {n}",
@@ -565,4 +620,56 @@ fn connect_pairs(
         }
     }
     Ok(streams)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hellos_and_tables_round_trip_and_reject_garbage() {
+        let h = Hello {
+            size: 4,
+            transport: 1 | ENCRYPTS,
+            addr: "10.0.0.7:4000".parse().unwrap_or_else(|e| panic!("{e}")),
+        };
+        assert_eq!(decode_hello(&encode_hello(&h)), Ok(h));
+        assert_eq!(decode_hello(&[4, 0]), Err("a truncated hello"));
+        assert_eq!(
+            decode_hello(&[4, 0, 0, b'x']),
+            Err("a bad transport address")
+        );
+        let t: Vec<SocketAddr> = ["127.0.0.1:1", "[::1]:65535"]
+            .iter()
+            .map(|a| a.parse().unwrap_or_else(|e| panic!("{e}")))
+            .collect();
+        let p = encode_table(&t);
+        assert_eq!(decode_table(&p), Ok(t));
+        assert_eq!(decode_table(&p[..p.len() - 1]), Err("a truncated table"));
+        assert_eq!(decode_table(&p[..1]), Err("a truncated table"));
+        assert_eq!(
+            decode_table(&[1, 0, b'?']),
+            Err("a bad address in the table")
+        );
+    }
+
+    #[test]
+    fn a_frame_is_taken_with_the_key_only_when_sealed_with_it() {
+        let key = AuthKey::from_bytes([5; 32]);
+        let h = Header::new(JobId(1), MsgType(TY_BOOT_HELLO), NodeId(1), NodeId(0));
+        let mut sealed = Vec::new();
+        write_frame(&mut sealed, h, b"hi", Some(&key)).unwrap_or_else(|e| panic!("{e}"));
+        let mut plain = Vec::new();
+        write_frame(&mut plain, h, b"hi", None).unwrap_or_else(|e| panic!("{e}"));
+        assert!(read_frame(&mut &sealed[..], Some(&key)).is_ok());
+        assert!(matches!(
+            read_frame(&mut &plain[..], Some(&key)),
+            Err(FrameError::Auth(_))
+        ));
+        assert!(read_frame(&mut &sealed[..], None).is_err());
+        let (_, p) = read_frame(&mut &plain[..], None).unwrap_or_else(|e| panic!("{}", e.text()));
+        assert_eq!(p, b"hi");
+        let other = AuthKey::from_bytes([6; 32]);
+        assert!(read_frame(&mut &sealed[..], Some(&other)).is_err());
+    }
 }

@@ -38,4 +38,12 @@ pub use squall_core::{LockId, NodeId, PageId, Placement, ThreadId, PAGE_SIZE};
 pub use squall_memory::{Contents, Region};
 pub use squall_protocol::AtomicOp;
 pub use squall_sync::{BarrierCount, BarrierId, CondId, FlagId};
+/// The decoders of the runtime's own messages (thread creation, thread results, collective
+/// values), for the fuzz targets in `fuzz/`: each takes the payload a peer sent and returns
+/// `None`/an error for anything malformed, never panicking. Not a stable API.
+#[doc(hidden)]
+pub mod decoders {
+    pub use crate::node::decode_collective;
+    pub use crate::threads::{decode_answer, SpawnMsg};
+}
 pub use threads::{set_thread_end_hook, set_thread_runner, ThreadFn, ThreadRunner};

@@ -87,7 +87,7 @@ pub(crate) struct ThreadTable {
 }
 
 /// Encoding of a spawn request.
-pub(crate) struct SpawnMsg {
+pub struct SpawnMsg {
     pub tid: ThreadId,
     pub f: FnRef,
     pub arg: u64,
@@ -162,7 +162,7 @@ pub(crate) fn encode_err(kind: u8, text: &str) -> Vec<u8> {
 }
 
 /// Decode a spawn or join answer: `Ok((ret, info))` or the error kind and text.
-pub(crate) fn decode_answer(b: &[u8]) -> Result<(u64, Vec<u8>), (u8, String)> {
+pub fn decode_answer(b: &[u8]) -> Result<(u64, Vec<u8>), (u8, String)> {
     match b.first() {
         Some(0) => {
             let mut at = 1;

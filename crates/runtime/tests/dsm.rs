@@ -780,7 +780,7 @@ fn main() {
         node_exit(SCENARIOS, &args);
     }
     let mpirun = std::env::var("SQUALL_DSM_LAUNCHER").is_ok_and(|l| l == "mpirun");
-    run_matrix(SCENARIOS, &args, |label, _, mut spec| {
+    run_matrix(SCENARIOS, &args, !mpirun, |label, _, mut spec| {
         if mpirun {
             spec.transport = "mpi".into();
             spec.launcher = squall_launch::LauncherKind::Mpirun(MpirunOptions {

@@ -191,7 +191,7 @@ fn main() {
     if launched_as_node() {
         node_exit(SCENARIOS, &args);
     }
-    run_matrix(SCENARIOS, &args, |label, name, spec| {
+    run_matrix(SCENARIOS, &args, false, |label, name, spec| {
         run(label, name, &spec)
     })
 }

@@ -69,7 +69,7 @@ fn encode(seq: u64, r: &CollValue) -> Vec<u8> {
 }
 
 /// Decode a collective message: its sequence number and outcome; `None` if malformed.
-pub(super) fn decode(p: &[u8]) -> Option<(u64, CollValue)> {
+pub fn decode(p: &[u8]) -> Option<(u64, CollValue)> {
     let seq = u64::from_le_bytes(p.get(0..8)?.try_into().ok()?);
     let rest = p.get(9..)?;
     match *p.get(8)? {

@@ -31,6 +31,7 @@ use std::time::Instant;
 mod alloc;
 mod atomics;
 mod collective;
+pub use collective::decode as decode_collective;
 mod faults;
 mod handlers;
 mod lifecycle;

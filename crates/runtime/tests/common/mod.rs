@@ -92,26 +92,43 @@ pub fn job_spec(nodes: usize, name: &str) -> JobSpec {
     spec
 }
 
-/// Run every scenario of `scenarios` under each of its protocols as jobs of 2 and 4 nodes
-/// (only the cases whose label `name/protocol/N nodes` contains the first non-option argument
-/// of `args`, if any), print the totals and exit (1 if a case failed). A protocol
-/// `P+push` is `P` with push updates at barriers (`SQUALL_PUSH_UPDATES`). `case(label, name,
-/// spec)` runs one job and says whether it passed.
+/// The faults injected on the lossy udp axis of [`run_matrix`]: datagrams lost, duplicated and
+/// reordered (the udp transport's reliability layer must hide all of it from the DSM).
+pub const LOSSY_UDP: &str = "loss=0.03,dup=0.02,reorder=0.05";
+
+/// Run every scenario of `scenarios` under each of its protocols as jobs of 2 and 4 nodes over
+/// tcp, and, when `lossy_udp`, again over udp with [`LOSSY_UDP`] faults injected (only the cases whose label
+/// `name/protocol/N nodes[/udp-lossy]` contains the first non-option argument of `args`, if
+/// any), print the totals and exit (1 if a case failed). A protocol `P+push` is `P` with push
+/// updates at barriers (`SQUALL_PUSH_UPDATES`). `case(label, name, spec)` runs one job and
+/// says whether it passed.
 pub fn run_matrix(
     scenarios: &[(&str, Scenario, &[&str])],
     args: &[String],
+    lossy_udp: bool,
     mut case: impl FnMut(&str, &str, JobSpec) -> bool,
 ) -> ! {
     let filter: Option<&String> = args.iter().skip(1).find(|a| !a.starts_with('-'));
     let (mut passed, mut failed) = (0, 0);
     for (name, _, protocols) in scenarios {
         for proto in *protocols {
-            for nodes in [2usize, 4] {
-                let label = format!("{name}/{proto}/{nodes} nodes");
+            for (nodes, lossy) in [(2usize, false), (4, false), (2, true), (4, true)] {
+                if lossy && !lossy_udp {
+                    continue;
+                }
+                let label = if lossy {
+                    format!("{name}/{proto}/{nodes} nodes/udp-lossy")
+                } else {
+                    format!("{name}/{proto}/{nodes} nodes")
+                };
                 if filter.is_some_and(|f| !label.contains(f.as_str())) {
                     continue;
                 }
                 let mut spec = job_spec(nodes, name);
+                if lossy {
+                    spec.transport = "udp".into();
+                    spec.net_faults = Some(format!("{LOSSY_UDP},seed={}", passed + failed));
+                }
                 let (protocol, push) = match proto.split_once('+') {
                     Some((p, "push")) => (p, true),
                     _ => (*proto, false),
