@@ -33,8 +33,8 @@ struct Cached {
     mapped: u32,
     /// The request this node has outstanding at the home (one at a time).
     pending: Option<Want>,
-    /// Brackets waiting to start, in order.
-    queue: VecDeque<(Want, Waiter)>,
+    /// Brackets waiting to start, in order (with whether they waited for a fetch).
+    queue: VecDeque<(Want, Waiter, bool)>,
     /// Invalidations and recalls waiting for the brackets in progress to end.
     deferred: VecDeque<Msg>,
 }
@@ -134,6 +134,14 @@ impl Regions {
             return;
         }
         self.stats.maps += 1;
+        // An unmapped copy that is not valid any more is dropped: the home says afresh
+        // whether the region still exists.
+        if self.cache.get(&rid).is_some_and(|c| {
+            c.mapped == 0 && c.state == St::Invalid && c.pending.is_none() && c.queue.is_empty()
+        }) {
+            self.cache.remove(&rid);
+            mem.forget(rid);
+        }
         if let Some(c) = self.cache.get_mut(&rid) {
             c.mapped += 1;
             let size = c.size;
@@ -197,7 +205,7 @@ impl Regions {
 
     fn start(&mut self, w: Waiter, rid: RegionId, want: Want, mem: &mut dyn RegionMemory) {
         match self.cache.get_mut(&rid) {
-            Some(c) if c.mapped > 0 => c.queue.push_back((want, w)),
+            Some(c) if c.mapped > 0 => c.queue.push_back((want, w, false)),
             _ => {
                 self.complete(w, Err(RegionError::NotMapped(rid)));
                 return;
@@ -206,8 +214,15 @@ impl Regions {
         self.pump(rid, mem);
     }
 
-    pub fn end_read(&mut self, rid: RegionId, mem: &mut dyn RegionMemory) -> Result<(), RegionError> {
-        let c = self.cache.get_mut(&rid).ok_or(RegionError::NotMapped(rid))?;
+    pub fn end_read(
+        &mut self,
+        rid: RegionId,
+        mem: &mut dyn RegionMemory,
+    ) -> Result<(), RegionError> {
+        let c = self
+            .cache
+            .get_mut(&rid)
+            .ok_or(RegionError::NotMapped(rid))?;
         if c.readers == 0 {
             return Err(RegionError::NotInBracket {
                 rid,
@@ -219,8 +234,15 @@ impl Regions {
         Ok(())
     }
 
-    pub fn end_write(&mut self, rid: RegionId, mem: &mut dyn RegionMemory) -> Result<(), RegionError> {
-        let c = self.cache.get_mut(&rid).ok_or(RegionError::NotMapped(rid))?;
+    pub fn end_write(
+        &mut self,
+        rid: RegionId,
+        mem: &mut dyn RegionMemory,
+    ) -> Result<(), RegionError> {
+        let c = self
+            .cache
+            .get_mut(&rid)
+            .ok_or(RegionError::NotMapped(rid))?;
         if !c.writer {
             return Err(RegionError::NotInBracket {
                 rid,
@@ -234,7 +256,10 @@ impl Regions {
 
     /// Send this node's copy home and drop it (no bracket may be open or waiting).
     pub fn flush(&mut self, rid: RegionId, mem: &mut dyn RegionMemory) -> Result<(), RegionError> {
-        let c = self.cache.get_mut(&rid).ok_or(RegionError::NotMapped(rid))?;
+        let c = self
+            .cache
+            .get_mut(&rid)
+            .ok_or(RegionError::NotMapped(rid))?;
         if c.readers > 0 || c.writer || c.pending.is_some() || !c.queue.is_empty() {
             return Err(RegionError::Busy(rid));
         }
@@ -291,7 +316,7 @@ impl Regions {
     fn drop_entry(&mut self, rid: RegionId, mem: &mut dyn RegionMemory) {
         if let Some(c) = self.cache.remove(&rid) {
             mem.forget(rid);
-            for (_, w) in c.queue {
+            for (_, w, _) in c.queue {
                 self.complete(w, Err(RegionError::Unknown(rid)));
             }
         }
@@ -452,7 +477,12 @@ impl Regions {
     }
 
     /// A read copy or the exclusive copy arrived.
-    fn on_grant(&mut self, from: NodeId, m: Msg, mem: &mut dyn RegionMemory) -> Result<(), RegionError> {
+    fn on_grant(
+        &mut self,
+        from: NodeId,
+        m: Msg,
+        mem: &mut dyn RegionMemory,
+    ) -> Result<(), RegionError> {
         let rid = m.rid;
         let unexpected = RegionError::Unexpected {
             from,
@@ -542,10 +572,10 @@ impl Regions {
             if !c.deferred.is_empty() {
                 return;
             }
-            let Some(&(want, w)) = c.queue.front() else {
+            let Some(&(want, w, waited)) = c.queue.front() else {
                 return;
             };
-            let hit = c.pending.is_none();
+            let hit = !waited;
             match want {
                 Want::Read => {
                     if c.writer {
@@ -554,6 +584,7 @@ impl Regions {
                     if c.state == St::Invalid {
                         if c.pending.is_none() {
                             c.pending = Some(Want::Read);
+                            c.queue.iter_mut().for_each(|q| q.2 = true);
                             self.stats.read_misses += 1;
                             self.send(rid.home(), Msg::new(Kind::ReadReq, rid));
                         }
@@ -572,6 +603,7 @@ impl Regions {
                     if c.state != St::Exclusive {
                         if c.pending.is_none() {
                             c.pending = Some(Want::Write);
+                            c.queue.iter_mut().for_each(|q| q.2 = true);
                             self.stats.write_misses += 1;
                             self.send(rid.home(), Msg::new(Kind::WriteReq, rid));
                         }

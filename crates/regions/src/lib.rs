@@ -25,8 +25,8 @@ mod stats;
 
 pub use crate::core::Regions;
 pub use msg::{Kind, Msg};
-pub use stats::RegionStats;
 use squall_core::NodeId;
+pub use stats::RegionStats;
 
 /// A region's global id: the home's rank in the top 16 bits, a per-home sequence below.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
