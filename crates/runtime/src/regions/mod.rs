@@ -7,9 +7,11 @@
 
 mod api;
 mod buf;
+mod collective;
 
 pub use api::{ReadGuard, Region, WriteGuard};
 pub use buf::RegionBuf;
+pub use collective::ReduceOp;
 pub use squall_regions::{RegionError, RegionId, RegionStats};
 
 use crate::msg;
@@ -81,6 +83,7 @@ struct State {
 /// The region service of one node.
 pub(crate) struct RegionService {
     state: Mutex<State>,
+    coll: collective::Collectives,
     next_waiter: AtomicU64,
 }
 
@@ -93,11 +96,17 @@ impl RegionService {
                 waiters: HashMap::new(),
             }),
             next_waiter: AtomicU64::new(1),
+            coll: collective::Collectives::default(),
         }
     }
 
     /// A region message arrived (the handler, on the service thread).
     pub(crate) fn on_message(&self, ep: &Endpoint, from: NodeId, payload: &[u8]) {
+        match self.coll.on_message(from, payload) {
+            Ok(true) => return,
+            Ok(false) => {}
+            Err(e) => crate::service::fatal(ep.rank(), &format!("regions: {e}")),
+        }
         let mut g = self.state.lock();
         let st = &mut *g;
         let r = st.core.on_message(from, payload, &mut st.bufs);
