@@ -344,7 +344,8 @@ impl World {
         self.last.insert((from, to), at);
         self.seq += 1;
         self.queue.push(Reverse((at, self.seq)));
-        self.events.insert(self.seq, Event::Deliver { from, to, msg });
+        self.events
+            .insert(self.seq, Event::Deliver { from, to, msg });
     }
 
     fn pump_net(&mut self, node: u16) {
@@ -430,11 +431,16 @@ impl World {
                 };
                 let node = usize::from(self.threads[t].node);
                 if self.writer[r].is_some() {
-                    return Err(self.fail(t, format!("{op:?} started while thread {:?} writes", self.writer[r])));
+                    return Err(self.fail(
+                        t,
+                        format!("{op:?} started while thread {:?} writes", self.writer[r]),
+                    ));
                 }
                 if matches!(op, Op::Write(_)) {
                     if self.readers[r] > 0 {
-                        return Err(self.fail(t, format!("write started while {} read", self.readers[r])));
+                        return Err(
+                            self.fail(t, format!("write started while {} read", self.readers[r]))
+                        );
                     }
                     self.writer[r] = Some(t);
                 } else {
