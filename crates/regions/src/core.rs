@@ -36,7 +36,7 @@ struct Cached {
     /// Brackets waiting to start, in order (with whether they waited for a fetch).
     queue: VecDeque<(Want, Waiter, bool)>,
     /// Invalidations and recalls waiting for the brackets in progress to end.
-    deferred: VecDeque<Msg>,
+    deferred: VecDeque<(Kind, u64)>,
 }
 
 /// The home's record of a region.
@@ -268,9 +268,10 @@ impl Regions {
         self.stats.flushes += 1;
         match was {
             St::Exclusive => {
-                let mut m = Msg::new(Kind::Flush, rid);
-                m.data = Some(mem.snapshot(rid));
-                self.send(rid.home(), m);
+                let msg = Msg::encode_from(Kind::Flush, rid, c.size as usize, |out| {
+                    mem.read_into(rid, out)
+                });
+                self.push_send(rid.home(), Kind::Flush, msg);
             }
             St::Shared => self.send(rid.home(), Msg::new(Kind::Drop, rid)),
             St::Invalid => {}
@@ -386,7 +387,7 @@ impl Regions {
                     }
                     Some(d) => {
                         d.queue.push_back((from, want));
-                        self.serve(rid);
+                        self.serve(rid, mem);
                     }
                 }
             }
@@ -394,14 +395,14 @@ impl Regions {
                 if let Some(t) = self.dirs.get_mut(&rid).and_then(|d| d.txn.as_mut()) {
                     t.acks.remove(&from);
                 }
-                self.serve(rid);
+                self.serve(rid, mem);
             }
             Kind::RecallData => {
                 if let Some(d) = self.dirs.get_mut(&rid) {
                     let had = m.data.is_some();
                     if let Some(data) = m.data {
-                        check_len(from, &data, d.data.len())?;
-                        d.data = data;
+                        check_len(from, data, d.data.len())?;
+                        d.data.copy_from_slice(data);
                     }
                     if d.owner == Some(from) {
                         d.owner = None;
@@ -413,13 +414,13 @@ impl Regions {
                         }
                     }
                 }
-                self.serve(rid);
+                self.serve(rid, mem);
             }
             Kind::Flush => {
                 if let (Some(d), Some(data)) = (self.dirs.get_mut(&rid), m.data) {
                     if d.owner == Some(from) {
-                        check_len(from, &data, d.data.len())?;
-                        d.data = data;
+                        check_len(from, data, d.data.len())?;
+                        d.data.copy_from_slice(data);
                         d.owner = None;
                     }
                 }
@@ -455,7 +456,7 @@ impl Regions {
             Kind::ReadData | Kind::WriteGrant => self.on_grant(from, m, mem)?,
             Kind::Inv | Kind::Recall => match self.cache.get_mut(&rid) {
                 Some(c) => {
-                    c.deferred.push_back(m);
+                    c.deferred.push_back((m.kind, m.arg));
                     self.answer_deferred(rid, mem);
                     self.pump(rid, mem);
                 }
@@ -500,7 +501,7 @@ impl Regions {
         if c.pending != Some(want) {
             return Err(unexpected);
         }
-        if let Some(data) = &m.data {
+        if let Some(data) = m.data {
             check_len(from, data, c.size as usize)?;
             mem.install(rid, data);
         } else if want == Want::Read || c.state == St::Invalid {
@@ -528,11 +529,11 @@ impl Regions {
             let Some(c) = self.cache.get_mut(&rid) else {
                 return;
             };
-            let Some(m) = c.deferred.front() else {
+            let Some(&(kind, arg)) = c.deferred.front() else {
                 return;
             };
             let home = rid.home();
-            if m.kind == Kind::Inv {
+            if kind == Kind::Inv {
                 if c.readers > 0 || c.writer {
                     return;
                 }
@@ -543,7 +544,7 @@ impl Regions {
                 }
                 self.send(home, Msg::new(Kind::InvAck, rid));
             } else {
-                let for_write = m.arg == 1;
+                let for_write = arg == 1;
                 if c.state != St::Exclusive {
                     c.deferred.pop_front();
                     self.send(home, Msg::new(Kind::RecallData, rid));
@@ -555,9 +556,10 @@ impl Regions {
                 c.deferred.pop_front();
                 c.state = if for_write { St::Invalid } else { St::Shared };
                 self.stats.recalls += 1;
-                let mut r = Msg::new(Kind::RecallData, rid);
-                r.data = Some(mem.snapshot(rid));
-                self.send(home, r);
+                let size = c.size as usize;
+                let msg =
+                    Msg::encode_from(Kind::RecallData, rid, size, |out| mem.read_into(rid, out));
+                self.push_send(home, Kind::RecallData, msg);
             }
         }
     }
@@ -621,7 +623,7 @@ impl Regions {
     }
 
     /// The home serves its waiting requests for `rid`, one at a time.
-    fn serve(&mut self, rid: RegionId) {
+    fn serve(&mut self, rid: RegionId, mem: &mut dyn RegionMemory) {
         loop {
             let Some(d) = self.dirs.get_mut(&rid) else {
                 return;
@@ -637,18 +639,19 @@ impl Regions {
                     Want::Read => {
                         d.sharers.insert(t.req);
                         m = Msg::new(Kind::ReadData, rid);
-                        m.data = Some(d.data.clone());
+                        m.data = Some(&d.data);
                     }
                     Want::Write => {
                         d.sharers.clear();
                         d.owner = Some(t.req);
                         m = Msg::new(Kind::WriteGrant, rid);
                         if !t.had_copy {
-                            m.data = Some(d.data.clone());
+                            m.data = Some(&d.data);
                         }
                     }
                 }
-                self.send(t.req, m);
+                let (kind, bytes) = (m.kind, m.encode());
+                self.push_send(t.req, kind, bytes);
                 continue;
             }
             let Some((req, want)) = d.queue.pop_front() else {
@@ -662,6 +665,36 @@ impl Regions {
                 had_copy: d.owner.is_none() && d.sharers.contains(&req),
             };
             let mut out = Vec::new();
+            let for_write = want == Want::Write;
+            // The home's own copy answers at once when no bracket or message of it is in the
+            // way (no message to itself).
+            let local = self.cache.get_mut(&rid).filter(|c| {
+                c.pending.is_none()
+                    && c.deferred.is_empty()
+                    && !c.writer
+                    && (c.readers == 0 || !for_write)
+            });
+            if let Some(c) = local {
+                if d.owner == Some(self.me) && req != self.me && c.state == St::Exclusive {
+                    mem.read_into(rid, &mut d.data);
+                    d.owner = None;
+                    self.stats.recalls += 1;
+                    if for_write {
+                        c.state = St::Invalid;
+                    } else {
+                        c.state = St::Shared;
+                        d.sharers.insert(self.me);
+                    }
+                } else if for_write
+                    && req != self.me
+                    && d.owner.is_none()
+                    && c.state == St::Shared
+                    && d.sharers.remove(&self.me)
+                {
+                    c.state = St::Invalid;
+                    self.stats.invalidations += 1;
+                }
+            }
             if let Some(o) = d.owner.filter(|o| *o != req) {
                 t.recall = Some(o);
                 let mut m = Msg::new(Kind::Recall, rid);
@@ -688,9 +721,13 @@ impl Regions {
 
     fn send(&mut self, to: NodeId, m: Msg) {
         let msg = m.encode();
+        self.push_send(to, m.kind, msg);
+    }
+
+    fn push_send(&mut self, to: NodeId, kind: Kind, msg: Vec<u8>) {
         self.stats.messages_sent += 1;
         self.stats.bytes_sent += msg.len() as u64;
-        *self.stats.sent.entry(m.kind.name()).or_default() += 1;
+        *self.stats.sent.entry(kind.name()).or_default() += 1;
         self.actions.push_back(Action::Send { to, msg });
     }
 

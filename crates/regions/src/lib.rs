@@ -93,8 +93,9 @@ pub trait RegionMemory {
     fn ensure(&mut self, rid: RegionId, size: usize);
     /// Overwrite the node's copy of `rid` with `data` (a fetched copy; no bracket is open).
     fn install(&mut self, rid: RegionId, data: &[u8]);
-    /// The node's copy of `rid` (for a recall or flush; no write bracket is open).
-    fn snapshot(&self, rid: RegionId) -> Vec<u8>;
+    /// Copy the node's copy of `rid` into `out` (its size; for a recall or flush: no write
+    /// bracket is open).
+    fn read_into(&self, rid: RegionId, out: &mut [u8]);
     /// The region is gone: drop the node's copy.
     fn forget(&mut self, rid: RegionId);
 }

@@ -87,19 +87,20 @@ impl Kind {
     }
 }
 
-/// One region message.
+/// One region message (its data borrowed: from the sender's copy when encoding, from the
+/// received bytes when decoding, so bulk data is copied once each way).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Msg {
+pub struct Msg<'a> {
     pub kind: Kind,
     pub rid: RegionId,
     /// `MapInfo`: the size; `Recall`: 1 for a write recall, 0 for a read recall; else 0.
     pub arg: u64,
     /// `ReadData`, `RecallData`, `Flush`, `WriteGrant`: the region's bytes (`None`: no data).
-    pub data: Option<Vec<u8>>,
+    pub data: Option<&'a [u8]>,
 }
 
-impl Msg {
-    pub fn new(kind: Kind, rid: RegionId) -> Msg {
+impl<'a> Msg<'a> {
+    pub fn new(kind: Kind, rid: RegionId) -> Msg<'a> {
         Msg {
             kind,
             rid,
@@ -110,12 +111,12 @@ impl Msg {
 
     /// Encoding: kind `u8`, rid `u64`, arg `u64`, has-data `u8`, then the data (to the end).
     pub fn encode(&self) -> Vec<u8> {
-        let n = self.data.as_ref().map_or(0, Vec::len);
+        let n = self.data.map_or(0, <[u8]>::len);
         let mut b = Vec::with_capacity(18 + n);
         b.push(self.kind as u8);
         b.extend_from_slice(&self.rid.0.to_le_bytes());
         b.extend_from_slice(&self.arg.to_le_bytes());
-        match &self.data {
+        match self.data {
             Some(d) => {
                 b.push(1);
                 b.extend_from_slice(d);
@@ -125,8 +126,26 @@ impl Msg {
         b
     }
 
+    /// Encodes a message carrying `len` bytes of data that `fill` writes in place (one copy
+    /// from the node's buffer straight into the message).
+    pub fn encode_from(
+        kind: Kind,
+        rid: RegionId,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Vec<u8> {
+        let mut b = Vec::with_capacity(18 + len);
+        b.push(kind as u8);
+        b.extend_from_slice(&rid.0.to_le_bytes());
+        b.extend_from_slice(&0u64.to_le_bytes());
+        b.push(1);
+        b.resize(18 + len, 0);
+        fill(&mut b[18..]);
+        b
+    }
+
     /// Decodes a message from `from`; never panics.
-    pub fn decode(from: NodeId, b: &[u8]) -> Result<Msg, RegionError> {
+    pub fn decode(from: NodeId, b: &'a [u8]) -> Result<Msg<'a>, RegionError> {
         let bad = |what: &'static str| RegionError::Malformed { from, what };
         let kind = Kind::from_u8(*b.first().ok_or(bad("empty message"))?).ok_or(bad("kind"))?;
         let rid = b
@@ -141,7 +160,7 @@ impl Msg {
             .ok_or(bad("argument"))?;
         let data = match b.get(17) {
             Some(0) if b.len() == 18 => None,
-            Some(1) => Some(b[18..].to_vec()),
+            Some(1) => b.get(18..),
             _ => return Err(bad("data flag")),
         };
         Ok(Msg {
@@ -160,7 +179,7 @@ mod tests {
     #[test]
     fn round_trip_and_garbage() {
         let mut m = Msg::new(Kind::ReadData, RegionId::new(NodeId(3), 9));
-        m.data = Some(vec![1, 2, 3]);
+        m.data = Some(&[1, 2, 3]);
         let e = m.encode();
         assert_eq!(Msg::decode(NodeId(1), &e), Ok(m.clone()));
         for cut in 0..18 {

@@ -66,8 +66,10 @@ impl RegionMemory for Mem {
             c.copy_from_slice(data);
         }
     }
-    fn snapshot(&self, rid: RegionId) -> Vec<u8> {
-        self.copies.get(&rid).cloned().unwrap_or_default()
+    fn read_into(&self, rid: RegionId, out: &mut [u8]) {
+        if let Some(c) = self.copies.get(&rid) {
+            out.copy_from_slice(c);
+        }
     }
     fn forget(&mut self, rid: RegionId) {
         self.copies.remove(&rid);

@@ -1,6 +1,6 @@
 //! A region's bytes on this node: one fixed heap block whose address never changes while the
 //! region is cached here (what `rgn_map` hands out), shared between the application (inside
-//! its brackets) and the region core (which installs fetched copies and snapshots the copy for
+//! its brackets) and the region core (which installs fetched copies and copies the block out for
 //! recalls only when no bracket excludes it; see `squall-regions`). Owns the block and the
 //! only `unsafe` of the region glue; must not decide when access is allowed.
 
@@ -13,7 +13,7 @@ pub struct RegionBuf {
 
 // SAFETY: the block is plain bytes; who may read or write it when is decided by the region
 // protocol's brackets (one writer or several readers), which the callers of `slice`,
-// `slice_mut`, `install` and `snapshot` hold.
+// `slice_mut`, `install` and `read_into` hold.
 unsafe impl Sync for RegionBuf {}
 // SAFETY: as above; the block has no thread affinity.
 unsafe impl Send for RegionBuf {}
@@ -66,9 +66,10 @@ impl RegionBuf {
 
     /// Copy the block out (the region core, for a recall or a flush: no write bracket is
     /// open, readers may be).
-    pub fn snapshot(&self) -> Vec<u8> {
-        // SAFETY: no write bracket is open while the core snapshots (recalls wait for the
-        // writer's end_write), so the bytes do not change under the copy.
-        unsafe { self.slice() }.to_vec()
+    pub fn read_into(&self, out: &mut [u8]) {
+        let n = out.len().min(self.len());
+        // SAFETY: no write bracket is open while the core copies the block out (recalls wait
+        // for the writer's end_write), so the bytes do not change under the copy.
+        out[..n].copy_from_slice(&unsafe { self.slice() }[..n]);
     }
 }

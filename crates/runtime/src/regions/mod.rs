@@ -66,8 +66,10 @@ impl RegionMemory for Bufs {
             b.install(data);
         }
     }
-    fn snapshot(&self, rid: RegionId) -> Vec<u8> {
-        self.map.get(&rid).map(|b| b.snapshot()).unwrap_or_default()
+    fn read_into(&self, rid: RegionId, out: &mut [u8]) {
+        if let Some(b) = self.map.get(&rid) {
+            b.read_into(out);
+        }
     }
     fn forget(&mut self, rid: RegionId) {
         self.map.remove(&rid);
