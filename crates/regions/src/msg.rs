@@ -5,7 +5,9 @@
 use crate::{RegionError, RegionId};
 use squall_core::NodeId;
 
-/// A message kind: the first byte of every region message.
+/// A message kind: the first byte of every region message. First bytes from 0xB0 are not
+/// protocol messages: the runtime's CRL broadcasts and reductions travel under the same
+/// message type (`squall::regions`), and never reach the core.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Kind {

@@ -29,6 +29,10 @@ impl RegionBuf {
         self.bytes.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
     /// The block's address (stable for the buffer's life).
     pub fn as_ptr(&self) -> *mut u8 {
         UnsafeCell::raw_get(self.bytes.as_ptr())
