@@ -4,7 +4,7 @@
 use super::{job_output_env, Cases, Env};
 
 pub fn add(v: &mut Cases) {
-    let runs: [(&str, &str, &[&str], &str); 3] = [
+    let runs: [(&str, &str, &[&str], &str); 4] = [
         ("counter", "crl/counter.c", &["150"], "ok crl counter"),
         (
             "sharing",
@@ -13,6 +13,7 @@ pub fn add(v: &mut Cases) {
             "ok crl sharing",
         ),
         ("mm", "crl/mm.c", &["96", "16"], "ok crl mm 96 16"),
+        ("lifecycle", "crl/lifecycle.c", &[], "ok crl lifecycle"),
     ];
     for (name, file, args, expect) in runs {
         for nodes in [2usize, 4] {
