@@ -9,6 +9,9 @@
 //! internals.
 pub mod api;
 pub mod atomic;
+/// CRL's C interface (`crl.h`, hand-written; not in squall.h).
+/// cbindgen:ignore
+pub mod crl;
 pub mod error;
 mod libatomic;
 mod modules;

@@ -264,3 +264,27 @@ fn fault_json_times_real_remote_faults_beside_the_raw_request_reply() {
         "read-ahead brought pages along with the scan's fetches: {scan}"
     );
 }
+
+#[test]
+fn regions_json_reports_misses_checked_by_the_statistics() {
+    let v = bench_json(&[
+        "regions", "--sizes", "64,8k", "--iters", "20", "--reps", "2",
+    ]);
+    assert_eq!(v["bench"], "regions");
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2);
+    for (r, size) in rows.iter().zip([64, 8192]) {
+        assert_eq!(r["size"], size);
+        // Every timed read was a miss (the node side checks its statistics and says so).
+        assert_eq!(r["misses"], 40);
+        for k in [
+            "miss_p50_us",
+            "miss_p99_us",
+            "raw_p50_us",
+            "raw_p99_us",
+            "ratio_p50",
+        ] {
+            positive(r, k);
+        }
+    }
+}

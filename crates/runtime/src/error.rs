@@ -37,6 +37,8 @@ pub enum SquallError {
     Thread { what: String, why: String },
     #[error("{0}")]
     Remote(String),
+    #[error("regions: {0}")]
+    Region(#[from] squall_regions::RegionError),
     /// A collective call failed on `node`: every node of the job gets this same error.
     #[error("{what} failed on {node}: {cause}")]
     Collective {

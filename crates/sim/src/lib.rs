@@ -13,6 +13,7 @@ pub mod lossy;
 pub mod memory;
 pub mod oracle;
 pub mod program;
+pub mod regions;
 pub mod world;
 
 pub use program::Shape;

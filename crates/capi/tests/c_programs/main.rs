@@ -13,6 +13,7 @@ mod cases_api;
 mod cases_apps;
 mod cases_atomics;
 mod cases_cmake;
+mod cases_crl;
 mod cases_globals;
 mod cases_openmp;
 mod cases_pthreads;
@@ -508,6 +509,7 @@ fn cases() -> Vec<(String, Case)> {
     cases_cmake::add(&mut v);
     cases_pthreads::add(&mut v);
     cases_atomics::add(&mut v);
+    cases_crl::add(&mut v);
     cases_globals::add(&mut v);
     cases_splash::add(&mut v);
     cases_apps::add(&mut v);

@@ -117,6 +117,12 @@ pub fn check(cmd: &BenchCmd) -> Result<(), Bad> {
             count("--reps", a.reps as u64, MAX_REPS as u64, "5")?;
             node_counts("--nodes", &a.nodes)
         }
+        BenchCmd::Regions(a) => {
+            transport("--transport", &a.transport)?;
+            sizes("--sizes", &a.sizes)?;
+            count("--iters", a.iters as u64, MAX_ITERS, "200")?;
+            count("--reps", a.reps as u64, MAX_REPS as u64, "5")
+        }
         BenchCmd::Apps(a) => {
             node_counts("--nodes", &a.nodes)?;
             count("--threads-per-node", a.threads_per_node as u64, 1024, "1")?;

@@ -11,6 +11,7 @@ pub mod dsm;
 pub mod message;
 pub mod pingpong;
 pub mod raw;
+pub mod regions;
 pub mod report;
 
 use clap::{Subcommand, ValueEnum};
@@ -56,6 +57,9 @@ pub enum BenchCmd {
     Barrier(dsm::DsmBenchArgs),
     /// Remote and local thread create + join.
     Thread(dsm::DsmBenchArgs),
+    /// CRL region read miss (invalidated copy, S bytes back) beside a raw request/reply of
+    /// the same size, p50 and p99.
+    Regions(regions::RegionsArgs),
 }
 
 pub fn main(cmd: BenchCmd) -> i32 {
@@ -75,6 +79,7 @@ pub fn main(cmd: BenchCmd) -> i32 {
         BenchCmd::Lock(a) => dsm::lock(a),
         BenchCmd::Barrier(a) => dsm::barrier(a),
         BenchCmd::Thread(a) => dsm::thread(a),
+        BenchCmd::Regions(a) => regions::main(a),
     };
     match result {
         Ok(()) => 0,

@@ -20,7 +20,11 @@ pub(super) fn register_handlers(ep: &Endpoint, svc: Arc<Mutex<Service>>, boxes: 
         coll,
         stats_in,
         done,
+        regions,
     } = boxes;
+    ep.register(msg::REGION, move |ep, m| {
+        regions.on_message(ep, m.src, &m.payload)
+    });
     let s = svc.clone();
     ep.register(msg::PROTO, move |ep, m| {
         s.lock().on_protocol_message(ep, m.src, &m.payload)

@@ -10,6 +10,7 @@
 
 use crate::config::{PlacementSpec, RuntimeConfig, ThreadPlacement};
 use crate::error::{Result, SquallError};
+use crate::regions::RegionService;
 use crate::service::{BoxedProtocol, Reply, Service};
 use crate::stats::{NodeReport, NodeStats};
 use crossbeam_channel::bounded;
@@ -115,9 +116,12 @@ struct Mailboxes {
     coll: Arc<Mailbox<CollValue>>,
     stats_in: Arc<Mailbox<NodeReport>>,
     done: Arc<Mailbox<()>>,
+    regions: Arc<RegionService>,
 }
 
 struct Inner {
+    /// CRL regions (`crate::regions`).
+    regions: Arc<RegionService>,
     /// The node-local lock cache (shared with the sync core): the lock fast path.
     fast: Arc<FastLocks>,
     ep: Endpoint,
@@ -252,15 +256,18 @@ impl Node {
         let coll: Arc<Mailbox<CollValue>> = Arc::default();
         let stats_in: Arc<Mailbox<NodeReport>> = Arc::default();
         let done: Arc<Mailbox<()>> = Arc::default();
+        let regions = Arc::new(RegionService::new(me, nodes));
         let boxes = Mailboxes {
             coll: coll.clone(),
             stats_in: stats_in.clone(),
             done: done.clone(),
+            regions: regions.clone(),
         };
         let s = svc.clone();
         let ep = bootstrap::start_with(net, move |ep| register_handlers(ep, s, boxes))?;
         let node = Node {
             inner: Arc::new(Inner {
+                regions,
                 fast,
                 ep: ep.clone(),
                 space: space.clone(),
@@ -300,6 +307,11 @@ impl Node {
     /// Number of nodes in the job.
     pub fn size(&self) -> u16 {
         self.inner.ep.size()
+    }
+
+    /// The node's CRL region service (`crate::regions`).
+    pub(crate) fn region_service(&self) -> &RegionService {
+        &self.inner.regions
     }
 
     /// The transport endpoint (for explicit messaging beside shared memory).

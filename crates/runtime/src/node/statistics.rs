@@ -70,6 +70,10 @@ impl Node {
             serde_json::to_value(s.sync.stats_now()).unwrap_or(Value::Null),
         );
         drop(s);
+        counts.insert(
+            "regions".into(),
+            serde_json::to_value(self.inner.regions.stats()).unwrap_or(Value::Null),
+        );
         counts.insert("net".into(), net_counts(&self.inner.ep));
         let sp = self.inner.space.stats();
         counts.insert(
