@@ -35,10 +35,23 @@ struct Args {
     /// Print the summed protocol statistics as JSON.
     #[arg(long)]
     stats: bool,
+    /// `objects`: run the DSM/IP shared-object engines (OU, MSI, NC by seed) instead of a
+    /// page protocol (`--engine ou|msi|nc` forces one engine).
+    #[arg(long)]
+    model: Option<String>,
+    #[arg(long)]
+    engine: Option<String>,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(m) = args.model.as_deref() {
+        if m != "objects" {
+            eprintln!("squall-sim: unknown model {m:?} (objects)");
+            return ExitCode::from(2);
+        }
+        return run_objects(&args);
+    }
     let protocols: Vec<ProtocolKind> = match args.protocol.as_str() {
         "both" => vec![ProtocolKind::Hlrc, ProtocolKind::Sc],
         p => match p.parse() {
@@ -124,6 +137,58 @@ fn main() -> ExitCode {
                 Ok(j) => println!("{j}"),
                 Err(e) => eprintln!("squall-sim: cannot print statistics: {e}"),
             }
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// `--model objects`: the shared-object engines against the sequential reference.
+fn run_objects(args: &Args) -> ExitCode {
+    let engine = match args
+        .engine
+        .as_deref()
+        .map(str::parse::<squall_objects::Engine>)
+    {
+        None => None,
+        Some(Ok(e)) => Some(e),
+        Some(Err(e)) => {
+            eprintln!("squall-sim: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let seeds: Vec<u64> = match args.seed {
+        Some(s) => vec![s],
+        None => (args.start..args.start + args.seeds).collect(),
+    };
+    let mut total = squall_objects::ObjectStats::default();
+    let t0 = std::time::Instant::now();
+    for &seed in &seeds {
+        match squall_sim::objects::run_objects_seed(seed, engine, args.trace) {
+            Ok(r) => {
+                total.merge(&r.stats);
+                if args.seed.is_some() {
+                    println!(
+                        "objects seed {seed}: ok ({}, {} ops, {} events)",
+                        r.engine, r.ops, r.events
+                    );
+                }
+            }
+            Err(e) => {
+                eprintln!("objects seed {seed} FAILED: {e}");
+                eprintln!("replay: squall-sim --model objects --seed {seed} --trace");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    println!(
+        "objects: {} seeds ok, {:.1}s",
+        seeds.len(),
+        t0.elapsed().as_secs_f64()
+    );
+    if args.stats {
+        match serde_json::to_string_pretty(&total) {
+            Ok(j) => println!("{j}"),
+            Err(e) => eprintln!("squall-sim: cannot print statistics: {e}"),
         }
     }
     ExitCode::SUCCESS
