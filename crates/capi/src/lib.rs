@@ -12,6 +12,7 @@ pub mod atomic;
 pub mod error;
 mod libatomic;
 mod modules;
+pub mod objects;
 /// The OpenMP runtime (GOMP_* and omp_* symbols, declared by gcc's <omp.h>, not squall.h).
 /// cbindgen:ignore
 pub mod omp;
@@ -26,6 +27,7 @@ mod stack;
 pub use api::*;
 pub use atomic::*;
 pub use error::*;
+pub use objects::*;
 pub use pthread::*;
 pub use pthread_mutex::*;
 pub use pthread_once_key::*;

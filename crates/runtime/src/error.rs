@@ -37,6 +37,9 @@ pub enum SquallError {
     Thread { what: String, why: String },
     #[error("{0}")]
     Remote(String),
+    /// A shared-object call failed (`squall::objects`).
+    #[error("shared object: {0}")]
+    Object(#[from] squall_objects::ObjError),
     /// A collective call failed on `node`: every node of the job gets this same error.
     #[error("{what} failed on {node}: {cause}")]
     Collective {

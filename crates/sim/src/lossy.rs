@@ -105,11 +105,6 @@ impl LossyNet {
             .map(|t| self.ticks(t))
     }
 
-    /// True when nothing any node sent waits for an acknowledgement.
-    pub fn all_flushed(&self) -> bool {
-        self.cores.iter().all(UdpCore::is_flushed)
-    }
-
     /// Datagrams retransmitted over all cores.
     pub fn retransmissions(&self) -> u64 {
         self.cores.iter().map(|c| c.stats().retransmissions).sum()

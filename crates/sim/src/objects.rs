@@ -240,6 +240,10 @@ pub fn run_objects_seed(
     }
     let mut events = 0u64;
     let mut now = 0u64;
+    // Reliable messages handed to the network and delivered (the run ends when they agree).
+    let (mut sent, mut delivered) = (0u64, 0u64);
+    // The earliest timer event queued per node.
+    let mut timer_at: Vec<Option<u64>> = vec![None; usize::from(nodes)];
     let max_events = 400_000u64;
     let core_err = |n: u16, e: squall_objects::ObjError| ObjSimError::Core {
         node: n,
@@ -264,6 +268,7 @@ pub fn run_objects_seed(
                 net.datagram(now, NodeId(to), &data);
                 while let Some(e) = net.poll_event(NodeId(to)) {
                     if let CoreEvent::Deliver { src, payload, .. } = e {
+                        delivered += 1;
                         if trace {
                             println!(
                                 "  {src} -> {to}: {:?}",
@@ -282,7 +287,18 @@ pub fn run_objects_seed(
                     .map_err(|e| core_err(to, e))?;
             }
             Ev::Timer { node } => {
+                if timer_at[usize::from(node)] == Some(at) {
+                    timer_at[usize::from(node)] = None;
+                }
                 net.timeout(now, NodeId(node));
+                while let Some(e) = net.poll_event(NodeId(node)) {
+                    if let CoreEvent::PeerLost { peer, reason } = e {
+                        return Err(ObjSimError::Core {
+                            node,
+                            err: format!("peer {peer} lost: {reason}"),
+                        });
+                    }
+                }
             }
             Ev::Step { node, thread } => {
                 let c = &mut cores[usize::from(node)];
@@ -409,6 +425,7 @@ pub fn run_objects_seed(
                 match a {
                     Action::Send { to, msg, reliable } => {
                         if reliable {
+                            sent += 1;
                             net.send(now, NodeId(n), to, false, msg)
                                 .map_err(|e| ObjSimError::Core { node: n, err: e })?;
                         } else if !rng.gen_bool(loss) {
@@ -481,13 +498,11 @@ pub fn run_objects_seed(
             }
             if let Some(at) = net.next_timer(NodeId(n)) {
                 let running = threads_of.iter().flatten().any(|t| t.phase != Phase::Done);
-                let busy = running || !net.all_flushed();
-                if busy
-                    && !queue
-                        .iter()
-                        .any(|Reverse((_, _, e))| matches!(e, Ev::Timer { node } if *node == n))
-                {
-                    push(&mut queue, at.max(now + 1), Ev::Timer { node: n });
+                let busy = running || delivered < sent;
+                let at = at.max(now + 1);
+                if busy && timer_at[usize::from(n)].map_or(true, |t| at < t) {
+                    timer_at[usize::from(n)] = Some(at);
+                    push(&mut queue, at, Ev::Timer { node: n });
                 }
             }
         }
@@ -499,6 +514,9 @@ pub fn run_objects_seed(
     let mut stats = ObjectStats::default();
     for c in &cores {
         stats.merge(&c.stats());
+    }
+    if trace {
+        println!("end: {sent} reliable messages sent, {delivered} delivered, t={now}");
     }
     if engine != Engine::Nc {
         final_check(&cores, &ids, &specs, &reference, engine)?;
