@@ -57,7 +57,13 @@ pub struct SquallObjectStats {
     pub flag_completions: u64,
 }
 
-fn spec(kind: c_int, record_size: u32, len: u64, seg_elems: u32, engine: c_int) -> Result<ObjectSpec, CapiError> {
+fn spec(
+    kind: c_int,
+    record_size: u32,
+    len: u64,
+    seg_elems: u32,
+    engine: c_int,
+) -> Result<ObjectSpec, CapiError> {
     let bad = |why: String| CapiError::Invalid {
         call: "squall_object_create",
         why,
@@ -99,10 +105,12 @@ fn name_of(call: &'static str, name: *const c_char) -> Result<String, CapiError>
     }
     // SAFETY: the caller passes a NUL-terminated string (checked non-null above).
     let s = unsafe { CStr::from_ptr(name) };
-    s.to_str().map(str::to_owned).map_err(|_| CapiError::Invalid {
-        call,
-        why: "name not UTF-8".into(),
-    })
+    s.to_str()
+        .map(str::to_owned)
+        .map_err(|_| CapiError::Invalid {
+            call,
+            why: "name not UTF-8".into(),
+        })
 }
 
 /// Create a shared object collectively: every node calls it with the same arguments in the
@@ -119,7 +127,13 @@ pub extern "C" fn squall_object_create(
     engine: c_int,
 ) -> i64 {
     id_result("squall_object_create", || {
-        Ok(objects::create(spec(kind, record_size, len, seg_elems, engine)?)?)
+        Ok(objects::create(spec(
+            kind,
+            record_size,
+            len,
+            seg_elems,
+            engine,
+        )?)?)
     })
 }
 
@@ -136,7 +150,10 @@ pub extern "C" fn squall_object_create_named(
 ) -> i64 {
     id_result("squall_object_create_named", || {
         let n = name_of("squall_object_create_named", name)?;
-        Ok(objects::create_named(&n, spec(kind, record_size, len, seg_elems, engine)?)?)
+        Ok(objects::create_named(
+            &n,
+            spec(kind, record_size, len, seg_elems, engine)?,
+        )?)
     })
 }
 

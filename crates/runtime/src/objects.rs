@@ -18,8 +18,8 @@ use crate::msg;
 use crate::node::{node, Node};
 use parking_lot::{Condvar, Mutex};
 use squall_net::{Endpoint, Incoming};
-pub use squall_objects::{ElemKind, Engine, ObjectId, ObjectSpec, ObjectStats};
 use squall_objects::{Action, Completion, ObjError, ObjectsCore, Step};
+pub use squall_objects::{ElemKind, Engine, ObjectId, ObjectSpec, ObjectStats};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::marker::PhantomData;
@@ -81,7 +81,10 @@ impl ObjService {
                 // unacknowledged mode, so on Squall they arrive; NC promises nothing more.
                 Action::Send { to, msg: bytes, .. } => {
                     if let Err(e) = ep.send(to, msg::OBJECT, bytes) {
-                        crate::service::fatal(ep.rank(), &format!("shared objects: send to {to}: {e}"));
+                        crate::service::fatal(
+                            ep.rank(),
+                            &format!("shared objects: send to {to}: {e}"),
+                        );
                     }
                 }
                 Action::Complete { waiter, how } => {
@@ -144,7 +147,9 @@ pub fn lookup(name: &str) -> Result<ObjectId> {
         Step::Ready(id) => Ok(id),
         Step::Pending => match s.wait(w) {
             Completion::Found(id) => Ok(id),
-            other => Err(SquallError::Remote(format!("look-up of {name:?} ended with {other:?}"))),
+            other => Err(SquallError::Remote(format!(
+                "look-up of {name:?} ended with {other:?}"
+            ))),
         },
     }
 }

@@ -22,7 +22,12 @@ pub fn add(v: &mut Cases) {
                     v.add(
                         format!("objects/c/{scenario}/{engine}/{nodes} nodes/{transport}"),
                         move |env: &Env| {
-                            let exe = env.build_test("cc", "objects/objects.c", "objects", Some("squall"))?;
+                            let exe = env.build_test(
+                                "cc",
+                                "objects/objects.c",
+                                "objects",
+                                Some("squall"),
+                            )?;
                             let vars = [("SQUALL_TRANSPORT", transport)];
                             let out = job_output_env(
                                 &exe,
@@ -45,7 +50,8 @@ pub fn add(v: &mut Cases) {
                 v.add(
                     format!("objects/c++/{engine}/{nodes} nodes/{transport}"),
                     move |env: &Env| {
-                        let exe = env.build_test("c++", "objects/dsmip.cpp", "dsmip", Some("squall"))?;
+                        let exe =
+                            env.build_test("c++", "objects/dsmip.cpp", "dsmip", Some("squall"))?;
                         let vars = [("SQUALL_TRANSPORT", transport)];
                         let out = job_output_env(
                             &exe,
