@@ -64,8 +64,17 @@ pub(crate) struct MsiSeg {
 }
 
 impl MsiSeg {
-    /// Every node starts with a valid (zero) copy in `S` (invariant 2: some node holds it).
+    /// Every node starts with a valid (zero) copy in `S` (invariant 2: some node holds it);
+    /// a one-node job starts in `M` (it is the only holder, no upgrade is ever needed).
     pub(crate) fn initial(nodes: u16) -> Self {
+        if nodes == 1 {
+            return MsiSeg {
+                state: MsiState::Modified,
+                sharers: 0,
+                owner: Some(NodeId(0)),
+                txn: None,
+            };
+        }
         MsiSeg {
             state: MsiState::Shared,
             sharers: nodes,

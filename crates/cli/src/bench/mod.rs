@@ -9,6 +9,7 @@ pub mod bandwidth;
 pub mod check;
 pub mod dsm;
 pub mod message;
+pub mod objects;
 pub mod pingpong;
 pub mod raw;
 pub mod report;
@@ -56,6 +57,9 @@ pub enum BenchCmd {
     Barrier(dsm::DsmBenchArgs),
     /// Remote and local thread create + join.
     Thread(dsm::DsmBenchArgs),
+    /// DSM/IP shared objects: Read()/Write() latency per engine (local, remote) beside a raw
+    /// request/reply, and the sea and xstate workloads per engine at 1, 2 and 4 nodes.
+    Objects(objects::ObjectsArgs),
 }
 
 pub fn main(cmd: BenchCmd) -> i32 {
@@ -75,6 +79,7 @@ pub fn main(cmd: BenchCmd) -> i32 {
         BenchCmd::Lock(a) => dsm::lock(a),
         BenchCmd::Barrier(a) => dsm::barrier(a),
         BenchCmd::Thread(a) => dsm::thread(a),
+        BenchCmd::Objects(a) => objects::main(a),
     };
     match result {
         Ok(()) => 0,
