@@ -571,11 +571,17 @@ int64_t squall_object_create(int kind, uint32_t record_size, uint64_t len, uint3
 /**
  * Create a shared object on this node alone under `name` (other nodes: `squall_object_lookup`).
  * Returns the id (> 0) or a negative `SQUALL_ERR_*`.
+ *
+ * # Safety
+ * `name` must be a NUL-terminated string.
  */
 int64_t squall_object_create_named(const char *name, int kind, uint32_t record_size, uint64_t len, uint32_t seg_elems, int engine);
 
 /**
  * The id of the object another node created under `name`; waits until it is known here.
+ *
+ * # Safety
+ * `name` must be a NUL-terminated string.
  */
 int64_t squall_object_lookup(const char *name);
 
@@ -586,16 +592,25 @@ int64_t squall_object_len(uint32_t id);
 
 /**
  * `Read()` of element `idx` of object `id` into `out` (`size` bytes: the element size).
+ *
+ * # Safety
+ * `out` must point to `size` writable bytes.
  */
 int squall_object_read(uint32_t id, uint64_t idx, void *out, size_t size);
 
 /**
  * `Write()` of element `idx` of object `id` from `value` (`size` bytes: the element size).
+ *
+ * # Safety
+ * `value` must point to `size` readable bytes.
  */
 int squall_object_write(uint32_t id, uint64_t idx, const void *value, size_t size);
 
 /**
  * `Read()` of one element of a `SQUALL_ELEM_INT` object into `*out`.
+ *
+ * # Safety
+ * `out` must point to a writable element.
  */
 int squall_object_read_int(uint32_t id, uint64_t idx, int32_t *out);
 
@@ -606,6 +621,9 @@ int squall_object_write_int(uint32_t id, uint64_t idx, int32_t value);
 
 /**
  * `Read()` of one element of a `SQUALL_ELEM_LONG` object into `*out`.
+ *
+ * # Safety
+ * `out` must point to a writable element.
  */
 int squall_object_read_long(uint32_t id, uint64_t idx, int64_t *out);
 
@@ -616,6 +634,9 @@ int squall_object_write_long(uint32_t id, uint64_t idx, int64_t value);
 
 /**
  * `Read()` of one element of a `SQUALL_ELEM_FLOAT` object into `*out`.
+ *
+ * # Safety
+ * `out` must point to a writable element.
  */
 int squall_object_read_float(uint32_t id, uint64_t idx, float *out);
 
@@ -626,6 +647,9 @@ int squall_object_write_float(uint32_t id, uint64_t idx, float value);
 
 /**
  * `Read()` of one element of a `SQUALL_ELEM_DOUBLE` object into `*out`.
+ *
+ * # Safety
+ * `out` must point to a writable element.
  */
 int squall_object_read_double(uint32_t id, uint64_t idx, double *out);
 
@@ -636,6 +660,9 @@ int squall_object_write_double(uint32_t id, uint64_t idx, double value);
 
 /**
  * This node's shared-object event counters into `*out`.
+ *
+ * # Safety
+ * `out` must point to a writable `SquallObjectStats`.
  */
 int squall_object_stats(SquallObjectStats *out);
 

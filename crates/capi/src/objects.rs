@@ -139,8 +139,11 @@ pub extern "C" fn squall_object_create(
 
 /// Create a shared object on this node alone under `name` (other nodes: `squall_object_lookup`).
 /// Returns the id (> 0) or a negative `SQUALL_ERR_*`.
+///
+/// # Safety
+/// `name` must be a NUL-terminated string.
 #[no_mangle]
-pub extern "C" fn squall_object_create_named(
+pub unsafe extern "C" fn squall_object_create_named(
     name: *const c_char,
     kind: c_int,
     record_size: u32,
@@ -158,8 +161,11 @@ pub extern "C" fn squall_object_create_named(
 }
 
 /// The id of the object another node created under `name`; waits until it is known here.
+///
+/// # Safety
+/// `name` must be a NUL-terminated string.
 #[no_mangle]
-pub extern "C" fn squall_object_lookup(name: *const c_char) -> i64 {
+pub unsafe extern "C" fn squall_object_lookup(name: *const c_char) -> i64 {
     id_result("squall_object_lookup", || {
         let n = name_of("squall_object_lookup", name)?;
         Ok(objects::lookup(&n)?)
@@ -175,8 +181,16 @@ pub extern "C" fn squall_object_len(id: u32) -> i64 {
 }
 
 /// `Read()` of element `idx` of object `id` into `out` (`size` bytes: the element size).
+///
+/// # Safety
+/// `out` must point to `size` writable bytes.
 #[no_mangle]
-pub extern "C" fn squall_object_read(id: u32, idx: u64, out: *mut c_void, size: usize) -> c_int {
+pub unsafe extern "C" fn squall_object_read(
+    id: u32,
+    idx: u64,
+    out: *mut c_void,
+    size: usize,
+) -> c_int {
     status("squall_object_read", || {
         if out.is_null() || size == 0 {
             return Err(CapiError::Invalid {
@@ -192,8 +206,11 @@ pub extern "C" fn squall_object_read(id: u32, idx: u64, out: *mut c_void, size: 
 }
 
 /// `Write()` of element `idx` of object `id` from `value` (`size` bytes: the element size).
+///
+/// # Safety
+/// `value` must point to `size` readable bytes.
 #[no_mangle]
-pub extern "C" fn squall_object_write(
+pub unsafe extern "C" fn squall_object_write(
     id: u32,
     idx: u64,
     value: *const c_void,
@@ -214,60 +231,83 @@ pub extern "C" fn squall_object_write(
 }
 
 /// `Read()` of one element of a `SQUALL_ELEM_INT` object into `*out`.
+///
+/// # Safety
+/// `out` must point to a writable element.
 #[no_mangle]
-pub extern "C" fn squall_object_read_int(id: u32, idx: u64, out: *mut i32) -> c_int {
-    squall_object_read(id, idx, out.cast::<c_void>(), std::mem::size_of::<i32>())
+pub unsafe extern "C" fn squall_object_read_int(id: u32, idx: u64, out: *mut i32) -> c_int {
+    // SAFETY: `out` points to one writable element (the caller's contract).
+    unsafe { squall_object_read(id, idx, out.cast::<c_void>(), std::mem::size_of::<i32>()) }
 }
 
 /// `Write()` of one element of a `SQUALL_ELEM_INT` object.
 #[no_mangle]
 pub extern "C" fn squall_object_write_int(id: u32, idx: u64, value: i32) -> c_int {
     let b = value.to_ne_bytes();
-    squall_object_write(id, idx, b.as_ptr().cast::<c_void>(), b.len())
+    // SAFETY: `b` is a local buffer of `b.len()` bytes.
+    unsafe { squall_object_write(id, idx, b.as_ptr().cast::<c_void>(), b.len()) }
 }
 
 /// `Read()` of one element of a `SQUALL_ELEM_LONG` object into `*out`.
+///
+/// # Safety
+/// `out` must point to a writable element.
 #[no_mangle]
-pub extern "C" fn squall_object_read_long(id: u32, idx: u64, out: *mut i64) -> c_int {
-    squall_object_read(id, idx, out.cast::<c_void>(), std::mem::size_of::<i64>())
+pub unsafe extern "C" fn squall_object_read_long(id: u32, idx: u64, out: *mut i64) -> c_int {
+    // SAFETY: `out` points to one writable element (the caller's contract).
+    unsafe { squall_object_read(id, idx, out.cast::<c_void>(), std::mem::size_of::<i64>()) }
 }
 
 /// `Write()` of one element of a `SQUALL_ELEM_LONG` object.
 #[no_mangle]
 pub extern "C" fn squall_object_write_long(id: u32, idx: u64, value: i64) -> c_int {
     let b = value.to_ne_bytes();
-    squall_object_write(id, idx, b.as_ptr().cast::<c_void>(), b.len())
+    // SAFETY: `b` is a local buffer of `b.len()` bytes.
+    unsafe { squall_object_write(id, idx, b.as_ptr().cast::<c_void>(), b.len()) }
 }
 
 /// `Read()` of one element of a `SQUALL_ELEM_FLOAT` object into `*out`.
+///
+/// # Safety
+/// `out` must point to a writable element.
 #[no_mangle]
-pub extern "C" fn squall_object_read_float(id: u32, idx: u64, out: *mut f32) -> c_int {
-    squall_object_read(id, idx, out.cast::<c_void>(), std::mem::size_of::<f32>())
+pub unsafe extern "C" fn squall_object_read_float(id: u32, idx: u64, out: *mut f32) -> c_int {
+    // SAFETY: `out` points to one writable element (the caller's contract).
+    unsafe { squall_object_read(id, idx, out.cast::<c_void>(), std::mem::size_of::<f32>()) }
 }
 
 /// `Write()` of one element of a `SQUALL_ELEM_FLOAT` object.
 #[no_mangle]
 pub extern "C" fn squall_object_write_float(id: u32, idx: u64, value: f32) -> c_int {
     let b = value.to_ne_bytes();
-    squall_object_write(id, idx, b.as_ptr().cast::<c_void>(), b.len())
+    // SAFETY: `b` is a local buffer of `b.len()` bytes.
+    unsafe { squall_object_write(id, idx, b.as_ptr().cast::<c_void>(), b.len()) }
 }
 
 /// `Read()` of one element of a `SQUALL_ELEM_DOUBLE` object into `*out`.
+///
+/// # Safety
+/// `out` must point to a writable element.
 #[no_mangle]
-pub extern "C" fn squall_object_read_double(id: u32, idx: u64, out: *mut f64) -> c_int {
-    squall_object_read(id, idx, out.cast::<c_void>(), std::mem::size_of::<f64>())
+pub unsafe extern "C" fn squall_object_read_double(id: u32, idx: u64, out: *mut f64) -> c_int {
+    // SAFETY: `out` points to one writable element (the caller's contract).
+    unsafe { squall_object_read(id, idx, out.cast::<c_void>(), std::mem::size_of::<f64>()) }
 }
 
 /// `Write()` of one element of a `SQUALL_ELEM_DOUBLE` object.
 #[no_mangle]
 pub extern "C" fn squall_object_write_double(id: u32, idx: u64, value: f64) -> c_int {
     let b = value.to_ne_bytes();
-    squall_object_write(id, idx, b.as_ptr().cast::<c_void>(), b.len())
+    // SAFETY: `b` is a local buffer of `b.len()` bytes.
+    unsafe { squall_object_write(id, idx, b.as_ptr().cast::<c_void>(), b.len()) }
 }
 
 /// This node's shared-object event counters into `*out`.
+///
+/// # Safety
+/// `out` must point to a writable `SquallObjectStats`.
 #[no_mangle]
-pub extern "C" fn squall_object_stats(out: *mut SquallObjectStats) -> c_int {
+pub unsafe extern "C" fn squall_object_stats(out: *mut SquallObjectStats) -> c_int {
     status("squall_object_stats", || {
         if out.is_null() {
             return Err(CapiError::Invalid {

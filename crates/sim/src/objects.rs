@@ -500,7 +500,7 @@ pub fn run_objects_seed(
                 let running = threads_of.iter().flatten().any(|t| t.phase != Phase::Done);
                 let busy = running || delivered < sent;
                 let at = at.max(now + 1);
-                if busy && timer_at[usize::from(n)].map_or(true, |t| at < t) {
+                if busy && !matches!(timer_at[usize::from(n)], Some(t) if t <= at) {
                     timer_at[usize::from(n)] = Some(at);
                     push(&mut queue, at, Ev::Timer { node: n });
                 }

@@ -192,11 +192,8 @@ fn sea_seq(g: usize, steps: usize) -> i64 {
     let mut a = sea_init(g);
     let mut b = a.clone();
     for _ in 0..steps {
-        for k in 0..g * g {
-            b[k] = match sea_cell(|i| Ok::<i32, ()>(a[i]), g, k) {
-                Ok(v) => v,
-                Err(()) => 0,
-            };
+        for (k, cell) in b.iter_mut().enumerate() {
+            *cell = sea_cell(|i| Ok::<i32, ()>(a[i]), g, k).unwrap_or_default();
         }
         std::mem::swap(&mut a, &mut b);
     }
@@ -213,9 +210,9 @@ fn sea(node: &Node, engine: Engine, g: usize, steps: usize) -> Result<(f64, i64)
     let rows = g.div_ceil(n);
     let (lo, hi) = ((me * rows).min(g), ((me + 1) * rows).min(g));
     let init = sea_init(g);
-    for k in lo * g..hi * g {
-        grids[0].write(k as u64, init[k]).map_err(dsm)?;
-        grids[1].write(k as u64, init[k]).map_err(dsm)?;
+    for (k, &v) in init.iter().enumerate().take(hi * g).skip(lo * g) {
+        grids[0].write(k as u64, v).map_err(dsm)?;
+        grids[1].write(k as u64, v).map_err(dsm)?;
     }
     node.barrier().map_err(dsm)?;
     let t = Instant::now();
