@@ -5,7 +5,8 @@
 //! its Figures 9 and 11, normalised to the same computation run sequentially (plain arrays,
 //! no Squall), as the seed normalises to its uniprocessor binaries. The node program checks
 //! the OU and MSI answers against the sequential ones and, from the object statistics, that
-//! remote operations happened. Owns this driver only.
+//! remote operations happened. `sea` also runs on page-based shared memory (engine column
+//! `pages`: the run's page protocol) for the comparison. Owns this driver only.
 use super::report::{emit_json, median, round, run_nodes, set_transports, Table};
 use super::TransportChoice;
 use clap::Args;
@@ -141,6 +142,23 @@ pub fn main(a: ObjectsArgs) -> Result<(), String> {
                 continue;
             }
             let seq_sea = v["sea_seq_s"].as_f64().unwrap_or(f64::NAN);
+            let pages = median(&f64s(&v["sea_pages_s"]));
+            work_t.row(vec![
+                t.to_string(),
+                n.to_string(),
+                "pages".into(),
+                format!("{pages:.4}"),
+                format!("{:.1}", pages / seq_sea),
+                v["sea_pages_ok"].to_string(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+            ]);
+            if let Some(arr) = out["workloads"].as_array_mut() {
+                arr.push(json!({"transport": t, "nodes": n, "engine": "pages",
+                    "sea_s": round(pages, 5), "sea_seq_s": round(seq_sea, 5), "sea_ok": v["sea_pages_ok"]}));
+            }
             let seq_x = v["xstate_seq_s"].as_f64().unwrap_or(f64::NAN);
             for w in v["workloads"].as_array().cloned().unwrap_or_default() {
                 let s = median(&f64s(&w["sea_s"]));

@@ -5,7 +5,8 @@
 //! communication) and `xstate` (an exhaustive integer root solver, solutions appended to a
 //! shared array under one `DSM_Lock`, one barrier at the end: the least), each verified
 //! against the same computation run sequentially on node 0 (NC results are reported, not
-//! required to match: NC promises no consistency). Node 0 prints one result line.
+//! required to match: NC promises no consistency); `sea` also on page-based shared memory
+//! (`SharedArray`, the run's page protocol) for comparison. Node 0 prints one result line.
 //! Owns these measurements; must not touch the object core (public API and statistics only).
 use super::NodeError;
 use crate::bench::report::emit_result;
@@ -236,6 +237,45 @@ fn sea(node: &Node, engine: Engine, g: usize, steps: usize) -> Result<(f64, i64)
     Ok((secs, sum))
 }
 
+/// sea on page-based shared memory (`SharedArray`, the run's page protocol, blocked placement):
+/// the same computation, for the comparison the seed's §5 invites.
+fn sea_pages(node: &Node, g: usize, steps: usize) -> Result<(f64, i64), NodeError> {
+    let n = usize::from(node.size());
+    let me = usize::from(node.rank().0);
+    let grids = [
+        node.alloc_array_collective::<i32>(g * g, squall::Placement::Blocked)
+            .map_err(dsm)?,
+        node.alloc_array_collective::<i32>(g * g, squall::Placement::Blocked)
+            .map_err(dsm)?,
+    ];
+    let rows = g.div_ceil(n);
+    let (lo, hi) = ((me * rows).min(g), ((me + 1) * rows).min(g));
+    let init = sea_init(g);
+    for (k, &v) in init.iter().enumerate().take(hi * g).skip(lo * g) {
+        grids[0].set(k, v);
+        grids[1].set(k, v);
+    }
+    node.barrier().map_err(dsm)?;
+    let t = Instant::now();
+    for s in 0..steps {
+        let (src, dst) = (&grids[s % 2], &grids[(s + 1) % 2]);
+        for k in lo * g..hi * g {
+            let v = sea_cell(|i| Ok::<i32, ()>(src.get(i)), g, k).unwrap_or_default();
+            dst.set(k, v);
+        }
+        node.barrier().map_err(dsm)?;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let fin = &grids[steps % 2];
+    let sum = if me == 0 {
+        (0..g * g).map(|k| i64::from(fin.get(k))).sum()
+    } else {
+        0
+    };
+    node.barrier().map_err(dsm)?;
+    Ok((secs, sum))
+}
+
 /// xstate: zeros of f(x, y, z) = x² + y² − z² − 7xyz/30 + x − 3 over the cube
 /// [−range, range)³, the x range dealt round-robin; solutions appended to a shared array
 /// under one lock; the count is the answer.
@@ -318,6 +358,20 @@ pub fn run(a: ObjectsNodeArgs) -> Result<(), NodeError> {
     } else {
         None
     };
+    let mut page_times = Vec::new();
+    let mut page_ok = true;
+    for _ in 0..a.reps {
+        let (t, sum) = sea_pages(&node, a.grid, a.steps)?;
+        page_times.push(t);
+        if let Some((_, want)) = seq_sea {
+            page_ok &= sum == want;
+        }
+    }
+    if me == 0 && !page_ok {
+        return Err(NodeError::Check(
+            "sea on page-based memory: wrong answer".into(),
+        ));
+    }
     for engine in ENGINES {
         let mut times = Vec::new();
         let mut xtimes = Vec::new();
@@ -363,7 +417,8 @@ pub fn run(a: ObjectsNodeArgs) -> Result<(), NodeError> {
         let (ss, _) = seq_sea.unwrap_or((f64::NAN, 0));
         let (xs, _) = seq_x.unwrap_or((f64::NAN, 0));
         emit_result(
-            &json!({"micro": micro, "workloads": work, "sea_seq_s": ss, "xstate_seq_s": xs}),
+            &json!({"micro": micro, "workloads": work, "sea_seq_s": ss, "xstate_seq_s": xs,
+                    "sea_pages_s": page_times, "sea_pages_ok": page_ok}),
         );
     }
     node.finalize().map_err(dsm)
