@@ -1,7 +1,7 @@
 #!/bin/sh
 # Install Squall's C library, headers, SPLASH-2 macros and pkg-config files under PREFIX:
 #   PREFIX/lib/libsquall.so, libsquall.a
-#   PREFIX/include/squall.h, squall.hpp, crl.h, squall/pthread.h, squall/atomic.h
+#   PREFIX/include/squall.h, squall.hpp, crl.h, squall/pthread.h, squall/atomic.h, squall/dsmip.hpp
 #   PREFIX/share/squall/c.m4.squall, squall-globals.ld, squall-pthread.ld
 #   PREFIX/lib/pkgconfig/squall.pc, squall-pthread.pc, squall-openmp.pc, squall-crl.pc
 #   PREFIX/lib/squall-openmp/libgomp.so (a linker script naming libsquall.so: under
@@ -42,7 +42,7 @@ if [ -f "$libdir/libsquall.a" ]; then
     cp "$libdir/libsquall.a" "$prefix/lib/libsquall.a"
 fi
 cp "$here/include/squall.h" "$here/include/squall.hpp" "$here/include/crl.h" "$prefix/include/"
-cp "$here/include/squall/pthread.h" "$here/include/squall/atomic.h" "$prefix/include/squall/"
+cp "$here/include/squall/pthread.h" "$here/include/squall/atomic.h" "$here/include/squall/dsmip.hpp" "$prefix/include/squall/"
 cp "$here/c.m4.squall" "$here/squall-globals.ld" "$here/squall-pthread.ld" "$prefix/share/squall/"
 mkdir -p "$prefix/lib/squall-openmp"
 printf '/* squall-openmp: gcc -fopenmp links -lgomp; this makes it Squall'"'"'s OpenMP runtime */\nINPUT(%s)\n' \

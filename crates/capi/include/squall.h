@@ -152,6 +152,99 @@
  */
 #define SQUALL_ERR_INTERNAL -14
 
+/**
+ * Engine OU: a fixed owner per segment performs every access (sequential consistency).
+ */
+#define SQUALL_ENGINE_OU 0
+
+/**
+ * Engine NC: reads local, writes broadcast without acknowledgement (no consistency).
+ */
+#define SQUALL_ENGINE_NC 1
+
+/**
+ * Engine MSI: broadcast-based modified/shared/invalid (sequential consistency, caching).
+ */
+#define SQUALL_ENGINE_MSI 2
+
+/**
+ * Element type `int` (32-bit).
+ */
+#define SQUALL_ELEM_INT 0
+
+/**
+ * Element type `int64_t`.
+ */
+#define SQUALL_ELEM_LONG 1
+
+/**
+ * Element type `float`.
+ */
+#define SQUALL_ELEM_FLOAT 2
+
+/**
+ * Element type `double`.
+ */
+#define SQUALL_ELEM_DOUBLE 3
+
+/**
+ * Element type: a record of `record_size` bytes (1..65536), read and written whole.
+ */
+#define SQUALL_ELEM_RECORD 4
+
+/**
+ * Event counters of this node's shared objects (`squall_object_stats`).
+ */
+typedef struct {
+  /**
+   * Reads served from this node's copy.
+   */
+  uint64_t reads_local;
+  /**
+   * Reads that needed other nodes (OU: remote owner; MSI: read miss).
+   */
+  uint64_t reads_remote;
+  /**
+   * Writes done without messages (OU owner, MSI in M, NC).
+   */
+  uint64_t writes_local;
+  /**
+   * Writes that needed other nodes (OU: remote owner; MSI: write upgrade).
+   */
+  uint64_t writes_remote;
+  /**
+   * OU accesses this node served as owner.
+   */
+  uint64_t ou_served;
+  /**
+   * NC update notices sent and applied.
+   */
+  uint64_t nc_updates_sent;
+  uint64_t nc_updates_applied;
+  /**
+   * MSI upgrades this node asked for: to S, to M.
+   */
+  uint64_t msi_upgrades_s;
+  uint64_t msi_upgrades_m;
+  /**
+   * MSI copies invalidated here, downgraded M to S here.
+   */
+  uint64_t msi_invalidations;
+  uint64_t msi_downgrades;
+  /**
+   * MSI segment copies sent to requesters.
+   */
+  uint64_t msi_data_sent;
+  /**
+   * MSI sharer copies compared for agreement.
+   */
+  uint64_t msi_value_checks;
+  /**
+   * Figure 7: flagged writes a handler completed before permission left.
+   */
+  uint64_t flag_completions;
+} SquallObjectStats;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -465,6 +558,113 @@ uint64_t squall_atomic_op(void *addr, uint32_t width, uint32_t op, uint64_t valu
  * `Node::fence` for what it orders across nodes. Used by `squall/atomic.h`.
  */
 void squall_atomic_fence(int order);
+
+/**
+ * Create a shared object collectively: every node calls it with the same arguments in the
+ * same order and gets the same id. `kind`: `SQUALL_ELEM_*` (`record_size` bytes per element
+ * for `SQUALL_ELEM_RECORD`, ignored otherwise); `len` elements; `seg_elems` elements per
+ * coherence segment (0: about 256 bytes); `engine`: `SQUALL_ENGINE_*`. Returns the id (> 0)
+ * or a negative `SQUALL_ERR_*`.
+ */
+int64_t squall_object_create(int kind, uint32_t record_size, uint64_t len, uint32_t seg_elems, int engine);
+
+/**
+ * Create a shared object on this node alone under `name` (other nodes: `squall_object_lookup`).
+ * Returns the id (> 0) or a negative `SQUALL_ERR_*`.
+ *
+ * # Safety
+ * `name` must be a NUL-terminated string.
+ */
+int64_t squall_object_create_named(const char *name, int kind, uint32_t record_size, uint64_t len, uint32_t seg_elems, int engine);
+
+/**
+ * The id of the object another node created under `name`; waits until it is known here.
+ *
+ * # Safety
+ * `name` must be a NUL-terminated string.
+ */
+int64_t squall_object_lookup(const char *name);
+
+/**
+ * Number of elements of object `id` (or a negative `SQUALL_ERR_*`).
+ */
+int64_t squall_object_len(uint32_t id);
+
+/**
+ * `Read()` of element `idx` of object `id` into `out` (`size` bytes: the element size).
+ *
+ * # Safety
+ * `out` must point to `size` writable bytes.
+ */
+int squall_object_read(uint32_t id, uint64_t idx, void *out, size_t size);
+
+/**
+ * `Write()` of element `idx` of object `id` from `value` (`size` bytes: the element size).
+ *
+ * # Safety
+ * `value` must point to `size` readable bytes.
+ */
+int squall_object_write(uint32_t id, uint64_t idx, const void *value, size_t size);
+
+/**
+ * `Read()` of one element of a `SQUALL_ELEM_INT` object into `*out`.
+ *
+ * # Safety
+ * `out` must point to a writable element.
+ */
+int squall_object_read_int(uint32_t id, uint64_t idx, int32_t *out);
+
+/**
+ * `Write()` of one element of a `SQUALL_ELEM_INT` object.
+ */
+int squall_object_write_int(uint32_t id, uint64_t idx, int32_t value);
+
+/**
+ * `Read()` of one element of a `SQUALL_ELEM_LONG` object into `*out`.
+ *
+ * # Safety
+ * `out` must point to a writable element.
+ */
+int squall_object_read_long(uint32_t id, uint64_t idx, int64_t *out);
+
+/**
+ * `Write()` of one element of a `SQUALL_ELEM_LONG` object.
+ */
+int squall_object_write_long(uint32_t id, uint64_t idx, int64_t value);
+
+/**
+ * `Read()` of one element of a `SQUALL_ELEM_FLOAT` object into `*out`.
+ *
+ * # Safety
+ * `out` must point to a writable element.
+ */
+int squall_object_read_float(uint32_t id, uint64_t idx, float *out);
+
+/**
+ * `Write()` of one element of a `SQUALL_ELEM_FLOAT` object.
+ */
+int squall_object_write_float(uint32_t id, uint64_t idx, float value);
+
+/**
+ * `Read()` of one element of a `SQUALL_ELEM_DOUBLE` object into `*out`.
+ *
+ * # Safety
+ * `out` must point to a writable element.
+ */
+int squall_object_read_double(uint32_t id, uint64_t idx, double *out);
+
+/**
+ * `Write()` of one element of a `SQUALL_ELEM_DOUBLE` object.
+ */
+int squall_object_write_double(uint32_t id, uint64_t idx, double value);
+
+/**
+ * This node's shared-object event counters into `*out`.
+ *
+ * # Safety
+ * `out` must point to a writable `SquallObjectStats`.
+ */
+int squall_object_stats(SquallObjectStats *out);
 
 /**
  * The job-wide id of the object at `p` (as the pthreads layer names mutexes, conditions and

@@ -104,6 +104,7 @@ impl CapiError {
                 SquallError::OnServiceThread(_) => SQUALL_ERR_INVALID,
                 SquallError::ShuttingDown => SQUALL_ERR_SHUTDOWN,
                 SquallError::Remote(text) => remote_code(text),
+                SquallError::Object(_) => SQUALL_ERR_INVALID,
                 #[allow(unreachable_patterns)]
                 _ => SQUALL_ERR_INTERNAL,
             },

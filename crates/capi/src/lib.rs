@@ -15,6 +15,7 @@ pub mod crl;
 pub mod error;
 mod libatomic;
 mod modules;
+pub mod objects;
 /// The OpenMP runtime (GOMP_* and omp_* symbols, declared by gcc's <omp.h>, not squall.h).
 /// cbindgen:ignore
 pub mod omp;
@@ -29,6 +30,7 @@ mod stack;
 pub use api::*;
 pub use atomic::*;
 pub use error::*;
+pub use objects::*;
 pub use pthread::*;
 pub use pthread_mutex::*;
 pub use pthread_once_key::*;

@@ -39,6 +39,9 @@ pub enum SquallError {
     Remote(String),
     #[error("regions: {0}")]
     Region(#[from] squall_regions::RegionError),
+    /// A shared-object call failed (`squall::objects`).
+    #[error("shared object: {0}")]
+    Object(#[from] squall_objects::ObjError),
     /// A collective call failed on `node`: every node of the job gets this same error.
     #[error("{what} failed on {node}: {cause}")]
     Collective {

@@ -24,6 +24,7 @@ mod failure;
 mod fnptr;
 mod msg;
 mod node;
+pub mod objects;
 mod order;
 pub mod regions;
 mod service;

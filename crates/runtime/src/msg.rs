@@ -28,10 +28,12 @@ pub const ABORT: MsgType = MsgType(72);
 pub const DONE: MsgType = MsgType(73);
 /// CRL region protocol traffic (payload: `squall_regions::Msg`'s encoding; `crate::regions`).
 pub const REGION: MsgType = MsgType(74);
+/// DSM/IP shared objects (payload: `squall_objects::Msg`; `crate::objects`).
+pub const OBJECT: MsgType = MsgType(75);
 
 /// A readable name for a message type in statistics.
 pub fn name(ty: u16) -> String {
-    const NAMES: [(MsgType, &str); 11] = [
+    const NAMES: [(MsgType, &str); 12] = [
         (PROTO, "protocol"),
         (SYNC, "sync"),
         (COLLECTIVE, "collective"),
@@ -43,6 +45,7 @@ pub fn name(ty: u16) -> String {
         (ABORT, "abort"),
         (DONE, "done"),
         (REGION, "region"),
+        (OBJECT, "object"),
     ];
     match NAMES.iter().find(|(t, _)| t.0 == ty) {
         Some((_, n)) => (*n).into(),

@@ -170,7 +170,7 @@ fn main() {
     if launched_as_node() {
         node_exit(SCENARIOS, &args);
     }
-    run_matrix(SCENARIOS, &args, |label, _, spec| {
+    run_matrix(SCENARIOS, &args, false, |label, _, spec| {
         let mut udp = spec.clone();
         udp.extra_env
             .push(("SQUALL_TRANSPORT".into(), "udp".into()));

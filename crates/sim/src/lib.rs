@@ -11,6 +11,7 @@
 
 pub mod lossy;
 pub mod memory;
+pub mod objects;
 pub mod oracle;
 pub mod program;
 pub mod regions;

@@ -35,9 +35,13 @@ struct Args {
     /// Print the summed protocol statistics as JSON.
     #[arg(long)]
     stats: bool,
-    /// Simulate another sharing model instead of the page protocols: `regions` (CRL).
+    /// Simulate another sharing model instead of the page protocols: `regions` (CRL),
+    /// `objects` (the DSM/IP shared-object engines: OU, MSI, NC by seed).
     #[arg(long)]
     model: Option<String>,
+    /// With `--model objects`: force one engine (`ou`, `msi` or `nc`).
+    #[arg(long)]
+    engine: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -137,9 +141,13 @@ fn main() -> ExitCode {
 
 /// `--model`: the seeds of another sharing model's simulator.
 fn run_model(model: &str, args: &Args) -> ExitCode {
-    if model != "regions" {
-        eprintln!("squall-sim: unknown model {model} (known: regions)");
-        return ExitCode::from(2);
+    match model {
+        "regions" => {}
+        "objects" => return run_objects(args),
+        _ => {
+            eprintln!("squall-sim: unknown model {model} (known: regions, objects)");
+            return ExitCode::from(2);
+        }
     }
     let seeds: Vec<u64> = match args.seed {
         Some(s) => vec![s],
@@ -168,5 +176,57 @@ fn run_model(model: &str, args: &Args) -> ExitCode {
         seeds.len(),
         t0.elapsed().as_secs_f64()
     );
+    ExitCode::SUCCESS
+}
+
+/// `--model objects`: the shared-object engines against the sequential reference.
+fn run_objects(args: &Args) -> ExitCode {
+    let engine = match args
+        .engine
+        .as_deref()
+        .map(str::parse::<squall_objects::Engine>)
+    {
+        None => None,
+        Some(Ok(e)) => Some(e),
+        Some(Err(e)) => {
+            eprintln!("squall-sim: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let seeds: Vec<u64> = match args.seed {
+        Some(s) => vec![s],
+        None => (args.start..args.start + args.seeds).collect(),
+    };
+    let mut total = squall_objects::ObjectStats::default();
+    let t0 = std::time::Instant::now();
+    for &seed in &seeds {
+        match squall_sim::objects::run_objects_seed(seed, engine, args.trace) {
+            Ok(r) => {
+                total.merge(&r.stats);
+                if args.seed.is_some() {
+                    println!(
+                        "objects seed {seed}: ok ({}, {} ops, {} events)",
+                        r.engine, r.ops, r.events
+                    );
+                }
+            }
+            Err(e) => {
+                eprintln!("objects seed {seed} FAILED: {e}");
+                eprintln!("replay: squall-sim --model objects --seed {seed} --trace");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    println!(
+        "objects: {} seeds ok, {:.1}s",
+        seeds.len(),
+        t0.elapsed().as_secs_f64()
+    );
+    if args.stats {
+        match serde_json::to_string_pretty(&total) {
+            Ok(j) => println!("{j}"),
+            Err(e) => eprintln!("squall-sim: cannot print statistics: {e}"),
+        }
+    }
     ExitCode::SUCCESS
 }

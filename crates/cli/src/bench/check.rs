@@ -123,6 +123,14 @@ pub fn check(cmd: &BenchCmd) -> Result<(), Bad> {
             count("--iters", a.iters as u64, MAX_ITERS, "200")?;
             count("--reps", a.reps as u64, MAX_REPS as u64, "5")
         }
+        BenchCmd::Objects(a) => {
+            node_counts("--nodes", &a.nodes)?;
+            count("--iters", a.iters as u64, MAX_ITERS, "200")?;
+            count("--reps", a.reps as u64, MAX_REPS as u64, "3")?;
+            count("--steps", a.steps as u64, MAX_ITERS, "10")?;
+            count("--grid", a.grid as u64, 4096, "64")?;
+            count("--range", a.range.max(0) as u64, 10_000, "120")
+        }
         BenchCmd::Apps(a) => {
             node_counts("--nodes", &a.nodes)?;
             count("--threads-per-node", a.threads_per_node as u64, 1024, "1")?;

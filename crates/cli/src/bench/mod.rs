@@ -9,6 +9,7 @@ pub mod bandwidth;
 pub mod check;
 pub mod dsm;
 pub mod message;
+pub mod objects;
 pub mod pingpong;
 pub mod raw;
 pub mod regions;
@@ -60,6 +61,9 @@ pub enum BenchCmd {
     /// CRL region read miss (invalidated copy, S bytes back) beside a raw request/reply of
     /// the same size, p50 and p99.
     Regions(regions::RegionsArgs),
+    /// DSM/IP shared objects: Read()/Write() latency per engine (local, remote) beside a raw
+    /// request/reply, and the sea and xstate workloads per engine at 1, 2 and 4 nodes.
+    Objects(objects::ObjectsArgs),
 }
 
 pub fn main(cmd: BenchCmd) -> i32 {
@@ -80,6 +84,7 @@ pub fn main(cmd: BenchCmd) -> i32 {
         BenchCmd::Barrier(a) => dsm::barrier(a),
         BenchCmd::Thread(a) => dsm::thread(a),
         BenchCmd::Regions(a) => regions::main(a),
+        BenchCmd::Objects(a) => objects::main(a),
     };
     match result {
         Ok(()) => 0,

@@ -7,6 +7,7 @@ pub mod bench;
 pub mod demo;
 pub mod dsm;
 pub mod heat;
+pub mod objects;
 #[cfg(feature = "mpi")]
 pub mod rawmpi;
 pub mod regions;
@@ -62,6 +63,8 @@ pub enum NodeCmd {
     BenchThread(dsm::SyncNodeArgs),
     /// Node side of `squall bench regions`.
     BenchRegions(regions::RegionsNodeArgs),
+    /// Node side of `squall bench objects`.
+    BenchObjects(objects::ObjectsNodeArgs),
     /// The raw MPI ping-pong baseline (started by mpirun; feature `mpi`).
     #[cfg(feature = "mpi")]
     RawMpiPingpong(rawmpi::RawMpiArgs),
@@ -90,6 +93,7 @@ pub fn main(cmd: NodeCmd) -> i32 {
         NodeCmd::BenchBarrier(a) => dsm::barrier(a),
         NodeCmd::BenchThread(a) => dsm::thread(a),
         NodeCmd::BenchRegions(a) => regions::run(a),
+        NodeCmd::BenchObjects(a) => objects::run(a),
         #[cfg(feature = "mpi")]
         NodeCmd::RawMpiPingpong(a) => rawmpi::run(a),
     };

@@ -42,6 +42,7 @@ pub(super) fn register_handlers(ep: &Endpoint, svc: Arc<Mutex<Service>>, boxes: 
             ),
         }
     });
+    ep.register(msg::OBJECT, crate::objects::on_message);
     ep.register(msg::ABORT, move |ep, m| {
         failure::on_notice(ep, m.src, &m.payload)
     });
