@@ -36,6 +36,6 @@ pub use node::{init, init_ssi, init_ssi_with_regions, node, node_ref, parse_plac
 pub use order::MemOrder;
 pub use squall_core::{LockId, NodeId, PageId, Placement, ThreadId, PAGE_SIZE};
 pub use squall_memory::{Contents, Region};
-pub use squall_protocol::AtomicOp;
+pub use squall_protocol::{AtomicOp, Policy};
 pub use squall_sync::{BarrierCount, BarrierId, CondId, FlagId};
 pub use threads::{set_thread_end_hook, set_thread_runner, ThreadFn, ThreadRunner};

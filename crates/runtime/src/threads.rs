@@ -8,6 +8,7 @@ use crate::error::SquallError;
 use crate::fnptr::FnRef;
 use crate::service::{Reply, Service};
 use squall_core::{NodeId, ThreadId};
+use squall_protocol::Protocol;
 use squall_net::{Endpoint, Incoming};
 use squall_sync::Waiter;
 use std::collections::HashMap;
