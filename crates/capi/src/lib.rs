@@ -15,6 +15,7 @@ mod modules;
 /// The OpenMP runtime (GOMP_* and omp_* symbols, declared by gcc's <omp.h>, not squall.h).
 /// cbindgen:ignore
 pub mod omp;
+pub mod policy;
 pub mod pthread;
 pub mod pthread_mutex;
 pub mod pthread_once_key;
@@ -26,6 +27,7 @@ mod stack;
 pub use api::*;
 pub use atomic::*;
 pub use error::*;
+pub use policy::*;
 pub use pthread::*;
 pub use pthread_mutex::*;
 pub use pthread_once_key::*;

@@ -15,6 +15,7 @@ mod cases_atomics;
 mod cases_cmake;
 mod cases_globals;
 mod cases_openmp;
+mod cases_policy;
 mod cases_pthreads;
 mod cases_splash;
 
@@ -505,6 +506,7 @@ impl Cases {
 fn cases() -> Vec<(String, Case)> {
     let mut v = Cases::default();
     cases_api::add(&mut v);
+    cases_policy::add(&mut v);
     cases_cmake::add(&mut v);
     cases_pthreads::add(&mut v);
     cases_atomics::add(&mut v);

@@ -294,6 +294,16 @@ impl Node {
         Ok(v as usize as *mut u8)
     }
 
+    /// Collective [`Node::alloc_policy`]: every node calls this in the same order; rank 0
+    /// allocates under `policy` and every node gets the same address (as
+    /// [`Node::alloc_collective`] for failures).
+    pub fn alloc_collective_policy(&self, size: usize, policy: Policy) -> Result<*mut u8> {
+        let v = self.collective("collective allocation", || {
+            self.alloc_policy(size, policy).map(|p| p as u64)
+        })?;
+        Ok(v as usize as *mut u8)
+    }
+
     /// Allocate a shared array of `len` elements (zero if fresh; see [`Node::calloc`]).
     pub fn alloc_array<T: Pod>(&self, len: usize, placement: Placement) -> Result<SharedArray<T>> {
         let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
