@@ -15,8 +15,8 @@
 //!
 //! **Messages** carry the index of their core in front (the router's own: `0xff`).
 //! **Faults and atomics** go to the core of their page. **Synchronization hooks** reach
-//! every core engaged on this node (one that has had an allocation, fault, message or
-//! synchronization info): infos are framed one part per core (`wire`), a release completes
+//! every core engaged on this node (the default core always; another once it has had an
+//! allocation, fault, message or synchronization info here): infos are framed one part per core (`wire`), a release completes
 //! when every engaged core's has. A core not engaged here has no copies and no writes, so
 //! it has nothing to release or to learn; it is engaged by the first info that carries a
 //! part for it.
@@ -68,12 +68,15 @@ impl<P: ?Sized + Protocol> Router<P> {
                 why: format!("router cores {names:?}, expected {want:?}"),
             });
         }
-        let n = cores.len();
+        // The default core is engaged from the start on every node: pages follow it unless
+        // told otherwise, so it hears every hook as a lone core would.
+        let mut engaged = vec![false; cores.len()];
+        engaged[core_index(default.protocol)] = true;
         Ok(Router {
             me,
             layout,
             cores,
-            engaged: vec![false; n],
+            engaged,
             default,
             map: PolicyMap::default(),
             actions: VecDeque::new(),

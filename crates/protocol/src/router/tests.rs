@@ -137,9 +137,8 @@ fn faults_reach_the_core_of_their_page_and_sc_writes_cross_nodes() {
     let mut buf = vec![0; PAGE_SIZE];
     m0.read_page(PageId(1), &mut buf);
     assert_eq!(buf[0], 42);
-    // Only sc is engaged on node 1: its sync info says nothing (sc has nothing to say).
-    assert!(rs[1].acquire_info().is_empty());
-    assert!(rs[1].begin_release(5), "sc releases at once");
+    // Node 1's hlrc core (the default) has nothing to release; sc releases at once.
+    assert!(rs[1].begin_release(5));
     assert_eq!(rs[1].stats().sent.get("router.announce"), None);
     assert_eq!(
         rs[0].stats().sent.get("router.announce").map(|c| c.messages),
@@ -151,18 +150,21 @@ fn faults_reach_the_core_of_their_page_and_sc_writes_cross_nodes() {
 fn sync_info_carries_one_part_per_engaged_core() {
     let (mut r0, _) = router(0);
     let (mut r1, _) = router(1);
-    assert!(r0.acquire_info().is_empty(), "nothing engaged");
-    r0.register_allocation(AllocInfo {
-        first: PageId(0),
-        pages: 1,
-        placement: Placement::FirstTouch,
-    });
+    // Only the default core (hlrc) is engaged: one part.
     let info = r0.acquire_info();
     let parts = split_infos(&info, 2).expect("framed");
     assert_eq!(parts.len(), 1);
     assert_eq!(parts[0].0, 0, "the hlrc core");
-    // A grant engages the receiver's hlrc core.
-    let g = r0.grant_info(&[]);
+    // An sc allocation engages node 0's sc core, which has nothing to say: still one part.
+    let sc = Policy::new(ProtocolKind::Sc, false, Placement::FirstTouch);
+    let a = AllocInfo {
+        first: PageId(0),
+        pages: 1,
+        placement: sc.placement,
+    };
+    assert_eq!(r0.register_with(a, &sc, 1), Ok(false));
+    let g = r0.grant_info(&r1.acquire_info());
+    assert_eq!(split_infos(&g, 2).map(|p| p.len()), Some(1));
     r1.apply_grant(&g);
     assert_eq!(split_infos(&r1.barrier_info(), 2).map(|p| p.len()), Some(1));
     // Garbage is counted, not applied.
