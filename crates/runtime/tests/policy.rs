@@ -54,9 +54,10 @@ fn mixed_policies(node: &Node) -> Result<(), String> {
     for p in policies {
         let a = shared(node, (n * MP_WORDS + 1) * 8, p)?;
         let got = node.policy_of(a as *const u8).map_err(err)?;
-        check(got.protocol == p.protocol && got.updates == p.updates, || {
-            format!("node {me} sees {got:?} for an allocation made under {p:?}")
-        })?;
+        check(
+            got.protocol == p.protocol && got.updates == p.updates,
+            || format!("node {me} sees {got:?} for an allocation made under {p:?}"),
+        )?;
         arrays.push(a);
     }
     let value = |r: u64, k: usize, i: usize| (r + 1) * 1_000_000 + k as u64 * 100_000 + i as u64;
@@ -73,7 +74,10 @@ fn mixed_policies(node: &Node) -> Result<(), String> {
                 // SAFETY: inside allocation k; written before the barrier.
                 let v = unsafe { a.add(i).read_volatile() };
                 check(v == value(r, k, i), || {
-                    format!("round {r}: allocation {k} word {i} is {v}, expected {}", value(r, k, i))
+                    format!(
+                        "round {r}: allocation {k} word {i} is {v}, expected {}",
+                        value(r, k, i)
+                    )
                 })?;
             }
         }
@@ -93,7 +97,9 @@ fn mixed_policies(node: &Node) -> Result<(), String> {
         // SAFETY: the counter word, read after the barrier that followed every increment.
         let v = unsafe { counter(k).read_volatile() };
         let want = n as u64 * MP_INCS * (k as u64 + 1);
-        check(v == want, || format!("counter of allocation {k} is {v}, expected {want}"))?;
+        check(v == want, || {
+            format!("counter of allocation {k} is {v}, expected {want}")
+        })?;
     }
     Ok(())
 }
@@ -227,15 +233,18 @@ fn free_reuse(node: &Node) -> Result<(), String> {
         node.free(big).map_err(err)?;
         let small2 = node.alloc_policy(64, hl).map_err(err)?;
         let big2 = node.alloc_policy(4 * PAGE_SIZE, hl).map_err(err)?;
-        check(small2 as usize / PAGE_SIZE != small as usize / PAGE_SIZE, || {
-            "an hlrc object went into an sc page".into()
-        })?;
+        check(
+            small2 as usize / PAGE_SIZE != small as usize / PAGE_SIZE,
+            || "an hlrc object went into an sc page".into(),
+        )?;
         let (b, b2) = (big as usize, big2 as usize);
         check(b2 >= b + 4 * PAGE_SIZE || b2 + 4 * PAGE_SIZE <= b, || {
             "a freed sc page range was handed out again".into()
         })?;
         let small3 = node.alloc_policy(64, sc).map_err(err)?;
-        check(small3 == small, || "the freed sc object was not reused under sc".into())?;
+        check(small3 == small, || {
+            "the freed sc object was not reused under sc".into()
+        })?;
         ptrs = [small3 as u64, big as u64, small2 as u64, big2 as u64];
     }
     for p in &mut ptrs {
@@ -267,7 +276,11 @@ fn free_reuse(node: &Node) -> Result<(), String> {
 const SCENARIOS: &[(&str, Scenario, &[&str])] = &[
     ("mixed_policies", mixed_policies, &["hlrc", "sc"]),
     ("big_sc", big_sc, &["hlrc"]),
-    ("update_beside_invalidate", update_beside_invalidate, &["hlrc", "hlrc+push"]),
+    (
+        "update_beside_invalidate",
+        update_beside_invalidate,
+        &["hlrc", "hlrc+push"],
+    ),
     ("free_reuse", free_reuse, &["hlrc"]),
 ];
 

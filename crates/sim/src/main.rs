@@ -88,10 +88,7 @@ fn main() -> ExitCode {
                     if args.seed.is_some() {
                         println!(
                             "{} seed {seed}: ok ({}, {} events, virtual time {})",
-                            name,
-                            r.program_kind,
-                            r.events,
-                            r.end_time
+                            name, r.program_kind, r.events, r.end_time
                         );
                     }
                 }

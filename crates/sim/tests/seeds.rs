@@ -101,9 +101,15 @@ fn run_mixed_range(shape: Shape, n: u64) {
             }
         }
     }
-    assert!(failures.is_empty(), "failed mixed {shape:?} seeds: {failures:?}");
+    assert!(
+        failures.is_empty(),
+        "failed mixed {shape:?} seeds: {failures:?}"
+    );
     // The runs did mix: allocations announced, hlrc homes pushing, sc homes granting.
-    assert!(announced > 0 && pushed > 0 && sc_grants > 0, "{announced} {pushed} {sc_grants}");
+    assert!(
+        announced > 0 && pushed > 0 && sc_grants > 0,
+        "{announced} {pushed} {sc_grants}"
+    );
 }
 
 #[test]
@@ -165,7 +171,10 @@ fn a_seed_replays_identically() {
         let a = run_mixed_seed(Shape::Short, seed, false).map_err(|e| e.to_string());
         let b = run_mixed_seed(Shape::Short, seed, false).map_err(|e| e.to_string());
         let (a, b) = (a.expect("seed passes"), b.expect("seed passes"));
-        assert_eq!((a.events, a.end_time, a.stats), (b.events, b.end_time, b.stats));
+        assert_eq!(
+            (a.events, a.end_time, a.stats),
+            (b.events, b.end_time, b.stats)
+        );
     }
 }
 

@@ -162,9 +162,15 @@ mod tests {
             updates: true,
             ..Policy::new(ProtocolKind::Sc, false, Placement::FirstTouch)
         };
-        assert!(matches!(sc_updates.check(), Err(ProtoError::BadPolicy { .. })));
+        assert!(matches!(
+            sc_updates.check(),
+            Err(ProtoError::BadPolicy { .. })
+        ));
         for unit in [0, 3, 2] {
-            let q = Policy { unit_pages: unit, ..p };
+            let q = Policy {
+                unit_pages: unit,
+                ..p
+            };
             assert!(q.check().is_err(), "unit {unit}");
         }
         // The job default drops `updates` for sc.

@@ -107,7 +107,10 @@ fn an_allocation_under_another_policy_is_announced_before_it_completes() {
     assert_eq!(rs[0].register_with(a2, &h, 10), Ok(true));
     assert!(settle(&mut rs).is_empty());
     // A refused policy is an error, nothing is sent.
-    let bad = Policy { unit_pages: 3, ..sc };
+    let bad = Policy {
+        unit_pages: 3,
+        ..sc
+    };
     assert!(rs[0].register_with(a2, &bad, 11).is_err());
     assert!(rs[0].poll_action().is_none());
 }
@@ -128,7 +131,10 @@ fn faults_reach_the_core_of_their_page_and_sc_writes_cross_nodes() {
     // Node 1 writes page 1 under sc: it becomes the single writer.
     rs[1].handle_fault(PageId(1), true).expect("fault");
     let out = settle(&mut rs);
-    assert!(out.contains(&(1, Action::Resume { page: PageId(1) })), "{out:?}");
+    assert!(
+        out.contains(&(1, Action::Resume { page: PageId(1) })),
+        "{out:?}"
+    );
     assert_eq!(m1.access(PageId(1)), Access::ReadWrite);
     m1.write_bytes(PageId(1), 0, &[42]);
     // Node 0 reads it: sc hands the page over with no synchronization at all.
@@ -141,7 +147,11 @@ fn faults_reach_the_core_of_their_page_and_sc_writes_cross_nodes() {
     assert!(rs[1].begin_release(5));
     assert_eq!(rs[1].stats().sent.get("router.announce"), None);
     assert_eq!(
-        rs[0].stats().sent.get("router.announce").map(|c| c.messages),
+        rs[0]
+            .stats()
+            .sent
+            .get("router.announce")
+            .map(|c| c.messages),
         Some(1)
     );
 }

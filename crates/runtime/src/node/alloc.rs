@@ -243,11 +243,7 @@ impl Node {
         };
         if manager == self.rank() {
             match self.call("usable_size", move |s, _, w| {
-                let v = s
-                    .heap()
-                    .size_of(addr)
-                    .map(|n| n as u64)
-                    .unwrap_or(u64::MAX);
+                let v = s.heap().size_of(addr).map(|n| n as u64).unwrap_or(u64::MAX);
                 s.wake(w, Reply::Value(v))
             })? {
                 Reply::Value(v) if v != u64::MAX => Ok(v as usize),

@@ -6,8 +6,8 @@ use crate::error::{Result, SquallError};
 use crate::order::{self, MemOrder};
 use crate::service::{Reply, Service};
 use crossbeam_channel::bounded;
-use squall_net::Endpoint;
 use squall_core::Consistency;
+use squall_net::Endpoint;
 use squall_protocol::{AtomicCall, AtomicOp, Protocol};
 
 impl Node {
