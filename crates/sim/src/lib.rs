@@ -66,7 +66,7 @@ pub fn run_mixed_seed(shape: Shape, seed: u64, trace: bool) -> Result<SimReport,
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x3ed1_a11d_0000_0000);
     let mut prog = program::random_drf(&mut rng, shape);
     // The policies from their own stream (the program's draws keep their meaning).
-    let mut prng = ChaCha8Rng::seed_from_u64(seed ^ 0x9011_c7_0000_0000);
+    let mut prng = ChaCha8Rng::seed_from_u64(seed ^ 0x9011_c700_0000_0000);
     let default = if prng.gen_bool(0.5) {
         ProtocolKind::Hlrc
     } else {
