@@ -193,6 +193,37 @@
 #define SQUALL_ELEM_RECORD 4
 
 /**
+ * `squall_policy.protocol`: the job's default (`SQUALL_PROTOCOL`).
+ */
+#define SQUALL_PROTOCOL_DEFAULT 0
+
+/**
+ * `squall_policy.protocol`: home-based lazy release consistency, multiple writers.
+ */
+#define SQUALL_PROTOCOL_HLRC 1
+
+/**
+ * `squall_policy.protocol`: sequentially consistent single-writer invalidation.
+ */
+#define SQUALL_PROTOCOL_SC 2
+
+/**
+ * `squall_policy.updates`: the job's default (`SQUALL_PUSH_UPDATES`, for `hlrc`).
+ */
+#define SQUALL_UPDATES_DEFAULT 0
+
+/**
+ * `squall_policy.updates`: homes push the pages they wrote to the copies at barriers
+ * (`hlrc` only).
+ */
+#define SQUALL_UPDATES_ON 1
+
+/**
+ * `squall_policy.updates`: invalidation (copies are fetched again after a write).
+ */
+#define SQUALL_UPDATES_OFF 2
+
+/**
  * Event counters of this node's shared objects (`squall_object_stats`).
  */
 typedef struct {
@@ -244,6 +275,33 @@ typedef struct {
    */
   uint64_t flag_completions;
 } SquallObjectStats;
+
+/**
+ * How an allocation is kept coherent. A zeroed struct is the job's default policy.
+ */
+typedef struct {
+  /**
+   * A `SQUALL_PROTOCOL_*` value.
+   */
+  int protocol;
+  /**
+   * A `SQUALL_UPDATES_*` value.
+   */
+  int updates;
+  /**
+   * The coherence unit in pages: 0 or 1 (one page; larger units are refused for now).
+   */
+  uint32_t unit_pages;
+  /**
+   * A `SQUALL_PLACE_*` value.
+   */
+  int placement;
+  /**
+   * The placement's parameter (block pages for round-robin, the node for
+   * `SQUALL_PLACE_NODE`).
+   */
+  uint64_t placement_arg;
+} squall_policy;
 
 #ifdef __cplusplus
 extern "C" {
@@ -665,6 +723,27 @@ int squall_object_write_double(uint32_t id, uint64_t idx, double value);
  * `out` must point to a writable `SquallObjectStats`.
  */
 int squall_object_stats(SquallObjectStats *out);
+
+/**
+ * Allocate `size` bytes of shared memory kept coherent by `*policy` (null: the job's
+ * default), whatever the job's default protocol: e.g. `sc` for data threads share without
+ * locks, updates for data every node reads after each barrier. Allocations under different
+ * policies are synchronized by the same locks, barriers and atomics. Null on error (an
+ * unknown value or a policy that cannot be honoured: `squall_last_error()` says which).
+ *
+ * # Safety
+ * `policy` is null or points to a `squall_policy`.
+ */
+void *squall_malloc_with(size_t size, const squall_policy *policy);
+
+/**
+ * Collective (SPMD) `squall_malloc_with`: every node calls it in the same order and gets
+ * the same address, which rank 0 allocated under `*policy`. Null on error.
+ *
+ * # Safety
+ * `policy` is null or points to a `squall_policy`.
+ */
+void *squall_alloc_collective_with(size_t size, const squall_policy *policy);
 
 /**
  * The job-wide id of the object at `p` (as the pthreads layer names mutexes, conditions and

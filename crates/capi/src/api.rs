@@ -161,7 +161,11 @@ pub(crate) fn barrier_total(node: &Node, id: u64, total: u32) -> Result<bool, Ca
     Ok(node.barrier_with(BarrierId(id), BarrierCount::Total { total })?)
 }
 
-fn placement(call: &'static str, kind: c_int, arg: u64) -> Result<Option<Placement>, CapiError> {
+pub(crate) fn placement(
+    call: &'static str,
+    kind: c_int,
+    arg: u64,
+) -> Result<Option<Placement>, CapiError> {
     Ok(Some(match kind {
         SQUALL_PLACE_DEFAULT => return Ok(None),
         SQUALL_PLACE_FIRST_TOUCH => Placement::FirstTouch,

@@ -19,6 +19,7 @@ pub mod objects;
 /// The OpenMP runtime (GOMP_* and omp_* symbols, declared by gcc's <omp.h>, not squall.h).
 /// cbindgen:ignore
 pub mod omp;
+pub mod policy;
 pub mod pthread;
 pub mod pthread_mutex;
 pub mod pthread_once_key;
@@ -31,6 +32,7 @@ pub use api::*;
 pub use atomic::*;
 pub use error::*;
 pub use objects::*;
+pub use policy::*;
 pub use pthread::*;
 pub use pthread_mutex::*;
 pub use pthread_once_key::*;

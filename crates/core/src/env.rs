@@ -111,7 +111,7 @@ pub const ALL: &[EnvVar] = &[
     EnvVar {
         name: PROTOCOL,
         default: "hlrc",
-        meaning: "default coherence protocol: hlrc or sc",
+        meaning: "coherence protocol of allocations that name none: hlrc or sc (per allocation: Node::alloc_policy, squall_malloc_with)",
     },
     EnvVar {
         name: HEAP_SIZE,
@@ -181,7 +181,7 @@ pub const ALL: &[EnvVar] = &[
     EnvVar {
         name: PUSH_UPDATES,
         default: "0",
-        meaning: "hlrc: 1: at each barrier a home sends the pages it wrote since the last one to the nodes holding copies, which keep them up to date (an update protocol for producer/consumer sharing); 0: those copies are invalidated and fetched again",
+        meaning: "hlrc: the update policy of allocations that name none: 1: at each barrier a home sends the pages it wrote since the last one to the nodes holding copies, which keep them up to date (an update protocol for producer/consumer sharing); 0: those copies are invalidated and fetched again (per allocation: Policy::updates, squall_policy.updates)",
     },
     EnvVar {
         name: APPS_BIN,

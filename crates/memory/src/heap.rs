@@ -4,7 +4,9 @@
 //!
 //! Policy:
 //! * Objects smaller than half a page are packed into **size-class pages**, one pool per
-//!   (size class, placement); freed chunks are reused within their pool. A chunk is aligned to
+//!   (size class, placement, pool tag); freed chunks are reused within their pool. The caller
+//!   gives objects that must never share a page different tags (the runtime: one per
+//!   coherence policy, so a page follows one protocol). A chunk is aligned to
 //!   the largest power of two dividing its class size (at least 16); larger alignments go to the
 //!   page path. A reused chunk is not zero: [`Allocation::fresh`] tells the caller (for calloc).
 //! * Everything else gets whole pages, page aligned (or aligned to a larger power of two if
@@ -75,6 +77,7 @@ pub struct HeapStats {
 struct SmallPage {
     class: usize,
     placement: Placement,
+    tag: u32,
     /// One bit per slot: live.
     live: Vec<u64>,
     live_count: usize,
@@ -118,7 +121,7 @@ pub struct Heap {
     large: BTreeMap<usize, Large>,
     freed_large: BTreeSet<usize>,
     small: HashMap<usize, SmallPage>,
-    pools: HashMap<(usize, Placement), Vec<usize>>,
+    pools: HashMap<(usize, Placement, u32), Vec<usize>>,
     stats: HeapStats,
 }
 
@@ -202,6 +205,18 @@ impl Heap {
         align: usize,
         placement: Placement,
     ) -> Result<Allocation, AllocError> {
+        self.alloc_tagged(size, align, placement, 0)
+    }
+
+    /// [`Heap::alloc`] from the pools of `tag`: small objects of different tags never share
+    /// a page.
+    pub fn alloc_tagged(
+        &mut self,
+        size: usize,
+        align: usize,
+        placement: Placement,
+        tag: u32,
+    ) -> Result<Allocation, AllocError> {
         let align = if align == 0 { MIN_ALIGN } else { align };
         if !align.is_power_of_two() {
             return Err(AllocError::BadAlign { align });
@@ -211,7 +226,7 @@ impl Heap {
             .iter()
             .position(|&c| c >= size && class_align(c) >= align.max(MIN_ALIGN));
         match class {
-            Some(ci) => self.alloc_small(ci, placement),
+            Some(ci) => self.alloc_small(ci, placement, tag),
             None => self.alloc_pages(size, align, placement),
         }
     }
@@ -271,9 +286,14 @@ impl Heap {
         })
     }
 
-    fn alloc_small(&mut self, ci: usize, placement: Placement) -> Result<Allocation, AllocError> {
+    fn alloc_small(
+        &mut self,
+        ci: usize,
+        placement: Placement,
+        tag: u32,
+    ) -> Result<Allocation, AllocError> {
         let class = CLASSES[ci];
-        let key = (class, placement);
+        let key = (class, placement, tag);
         let mut new_pages = None;
         let page_addr = loop {
             match self.pools.get_mut(&key).and_then(|v| v.last().copied()) {
@@ -293,6 +313,7 @@ impl Heap {
                         SmallPage {
                             class,
                             placement,
+                            tag,
                             live: vec![0; slots.div_ceil(64)],
                             live_count: 0,
                             high_water: 0,
@@ -383,10 +404,10 @@ impl Heap {
         sp.live_count -= 1;
         let was_full = !sp.has_room();
         sp.free_slots.push(slot as u16);
-        let (class, placement) = (sp.class, sp.placement);
+        let (class, placement, tag) = (sp.class, sp.placement, sp.tag);
         if was_full {
             self.pools
-                .entry((class, placement))
+                .entry((class, placement, tag))
                 .or_default()
                 .push(page_addr);
         }
@@ -493,6 +514,21 @@ mod tests {
         assert!(b.new_pages.is_some());
         assert_ne!(a.addr / PAGE_SIZE, b.addr / PAGE_SIZE);
         assert_eq!(h.placement_of(b.addr + 3), Some(Placement::Node(NodeId(2))));
+    }
+
+    #[test]
+    fn tags_get_separate_pages_and_a_freed_chunk_stays_in_its_tag() {
+        let mut h = Heap::new(layout(), NodeId(0), BASE);
+        let a = h.alloc_tagged(64, 0, Placement::FirstTouch, 0).unwrap();
+        let b = h.alloc_tagged(64, 0, Placement::FirstTouch, 1).unwrap();
+        assert!(b.new_pages.is_some());
+        assert_ne!(a.addr / PAGE_SIZE, b.addr / PAGE_SIZE);
+        h.free(b.addr).unwrap();
+        // Tag 0 never gets tag 1's freed chunk (nor its page); tag 1 does.
+        let c = h.alloc_tagged(64, 0, Placement::FirstTouch, 0).unwrap();
+        assert_eq!(c.addr / PAGE_SIZE, a.addr / PAGE_SIZE);
+        let d = h.alloc_tagged(64, 0, Placement::FirstTouch, 1).unwrap();
+        assert_eq!(d.addr, b.addr);
     }
 
     #[test]

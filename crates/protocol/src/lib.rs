@@ -1,7 +1,8 @@
 //! Coherence protocols as replaceable policies: sans-IO cores that take faults, messages and
 //! synchronization events and emit sends, resumes and release completions.
 //!
-//! Owns: the protocol state machines (`hlrc`, `sc`), each with its own message encoding, and
+//! Owns: the protocol state machines (`hlrc`, `sc`), each with its own message encoding, the
+//! `router` that runs them side by side with a policy per allocation, and
 //! the helpers they share (`shared`: field codec, atomics, diffs, the page home directory).
 //! No protocol module imports another. Must not touch: sockets, clocks, threads,
 //! mmap/userfaultfd. Page contents and access rights are reached only through the
@@ -11,7 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod hlrc;
-pub mod mixed;
+pub mod router;
 pub mod sc;
 mod shared;
 pub mod stats;
@@ -22,7 +23,7 @@ use squall_core::{AllocInfo, Consistency, NodeId, PageId};
 
 pub use atomic::{AtomicCall, AtomicOp};
 pub use hlrc::{Hlrc, RunHandover};
-pub use mixed::{ArenaSplit, Mixed};
+pub use router::{Coherence, Policy, Router};
 pub use sc::Sc;
 pub use stats::{MsgCount, ProtoStats};
 
@@ -44,6 +45,9 @@ pub enum Action {
         old: u64,
         infos: Vec<Vec<u8>>,
     },
+    /// The allocation registered with `Router::register_with(.., token)` was announced to
+    /// every node: any node may touch it now.
+    Announced { token: u64 },
 }
 
 /// Errors a protocol core reports; they name the node and the page.
@@ -67,6 +71,8 @@ pub enum ProtoError {
         offset: usize,
         width: u8,
     },
+    #[error("allocation policy refused: {why}")]
+    BadPolicy { why: String },
     #[error("unknown protocol {name:?} (expected hlrc or sc)")]
     UnknownProtocol { name: String },
 }
@@ -115,6 +121,10 @@ pub trait Protocol: Consistency {
     /// `hlrc`'s barrier fetches), since a peer that has passed the last barrier may already
     /// have left the job. Default: nothing to stop.
     fn set_ending(&mut self, _ending: bool) {}
+    /// Pages `first .. first + pages` follow `coherence`, not this node's defaults (the
+    /// router tells every node about allocations made under a policy other than the job's
+    /// default). Default: nothing to adjust (a protocol with no per-page knobs).
+    fn apply_policy(&mut self, _first: PageId, _pages: u64, _coherence: Coherence) {}
 }
 
 /// The protocols Squall offers.
@@ -127,6 +137,9 @@ pub enum ProtocolKind {
 }
 
 impl ProtocolKind {
+    /// Every protocol, in the order of their cores in a [`Router`].
+    pub const ALL: [ProtocolKind; 2] = [ProtocolKind::Hlrc, ProtocolKind::Sc];
+
     pub fn name(self) -> &'static str {
         match self {
             ProtocolKind::Hlrc => "hlrc",

@@ -39,7 +39,7 @@ pub use order::MemOrder;
 pub use regions::RegionId;
 pub use squall_core::{LockId, NodeId, PageId, Placement, ThreadId, PAGE_SIZE};
 pub use squall_memory::{Contents, Region};
-pub use squall_protocol::AtomicOp;
+pub use squall_protocol::{AtomicOp, Policy};
 pub use squall_sync::{BarrierCount, BarrierId, CondId, FlagId};
 /// The decoders of the runtime's own messages (thread creation, thread results, collective
 /// values), for the fuzz targets in `fuzz/`: each takes the payload a peer sent and returns

@@ -11,10 +11,10 @@ use crate::msg;
 use crate::stats::ServiceTimes;
 use crate::threads::ThreadTable;
 use crossbeam_channel::Sender;
-use squall_core::{AllocInfo, NodeId, PageId};
+use squall_core::{AllocInfo, Consistency, NodeId, PageId};
 use squall_memory::{AddressSpace, Heap};
 use squall_net::Endpoint;
-use squall_protocol::{Action as PAction, ArenaSplit, AtomicCall, Protocol, ProtocolKind};
+use squall_protocol::{Action as PAction, AtomicCall, Protocol, Router};
 use squall_sync::{Action as SAction, Outcome, SyncCore, SyncError, Waiter};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -31,16 +31,18 @@ pub(crate) enum Reply {
     Failed(crate::error::SquallError),
 }
 
-/// The protocol core as the service thread holds it.
-pub(crate) type BoxedProtocol = Box<dyn Protocol + Send>;
+/// The protocol router (every protocol's core) as the service thread holds it.
+pub(crate) type BoxedProtocol = Box<Router<dyn Protocol + Send>>;
 
 pub(crate) struct Service {
     pub me: NodeId,
     pub protocol: BoxedProtocol,
     pub sync: SyncCore,
-    /// The heaps of this node's two half arenas: `hlrc` allocations, then `sc` ones.
-    heaps: [Heap; 2],
-    split: ArenaSplit,
+    /// The heap of this node's arena (allocations under every policy).
+    heap: Heap,
+    /// Allocations being announced to every node (`Router::register_with`): by waiter token,
+    /// the reply their caller gets once every node has recorded them.
+    announcing: HashMap<u64, Reply>,
     pub space: Arc<AddressSpace>,
     waiters: HashMap<u64, Sender<Reply>>,
     /// Faults not yet served, by page, with the time each arrived (for data-stall time).
@@ -127,8 +129,7 @@ impl Service {
         me: NodeId,
         protocol: BoxedProtocol,
         sync: SyncCore,
-        heaps: [Heap; 2],
-        split: ArenaSplit,
+        heap: Heap,
         space: Arc<AddressSpace>,
         fetch_spin: Option<Duration>,
     ) -> Self {
@@ -136,8 +137,8 @@ impl Service {
             me,
             protocol,
             sync,
-            heaps,
-            split,
+            heap,
+            announcing: HashMap::new(),
             space,
             waiters: HashMap::new(),
             pending_faults: HashMap::new(),
@@ -151,18 +152,15 @@ impl Service {
         }
     }
 
-    /// The heap allocations following `kind` come from.
-    pub fn heap_for(&mut self, kind: ProtocolKind) -> &mut Heap {
-        &mut self.heaps[usize::from(kind == ProtocolKind::Sc)]
+    /// The heap of this node's arena.
+    pub fn heap(&mut self) -> &mut Heap {
+        &mut self.heap
     }
 
-    /// The heap that handed out `addr` (by the half arena it lies in).
-    pub fn heap_of(&mut self, addr: usize) -> &mut Heap {
-        let kind = match self.space.page_of(addr) {
-            Some(p) => self.split.kind_of(p),
-            None => ProtocolKind::Hlrc,
-        };
-        self.heap_for(kind)
+    /// Wake `waiter` with `reply` once the allocation announced with its token is known to
+    /// every node (`PAction::Announced`).
+    pub fn wake_when_announced(&mut self, waiter: Waiter, reply: Reply) {
+        self.announcing.insert(waiter.0, reply);
     }
 
     /// Remember who to wake when `waiter`'s operation completes.
@@ -303,6 +301,11 @@ impl Service {
                             self.protocol.observe_atomic(page, offset, &value);
                         }
                         self.wake(Waiter(token), Reply::Value(old))
+                    }
+                    PAction::Announced { token } => {
+                        if let Some(r) = self.announcing.remove(&token) {
+                            self.wake(Waiter(token), r)
+                        }
                     }
                 }
             }

@@ -9,6 +9,7 @@ use crate::fnptr::FnRef;
 use crate::service::{Reply, Service};
 use squall_core::{NodeId, ThreadId};
 use squall_net::{Endpoint, Incoming};
+use squall_protocol::Protocol;
 use squall_sync::Waiter;
 use std::collections::HashMap;
 use std::ffi::c_void;

@@ -1,4 +1,5 @@
-//! A seeded deterministic simulator: N protocol cores over a virtual network with random
+//! A seeded deterministic simulator: N protocol routers (the runtime's, each over an `hlrc`
+//! and an `sc` core; programs with one protocol or mixing policies per allocation) over a virtual network with random
 //! delays and cross-pair reordering (per-pair FIFO kept, as the real transports guarantee),
 //! simulated application threads (several per node on some seeds), a lock/barrier oracle,
 //! checked against a sequential reference execution (data-race-free programs) or against the
@@ -57,6 +58,53 @@ pub fn run_shaped_seed(
 ) -> Result<SimReport, SimError> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5175_a11d_0000_0000);
     let prog = program_for(protocol, shape, &mut rng);
+    run_program(protocol, false, prog, rng, seed, trace)
+}
+
+/// Run one seed of a program mixing policies: a data-race-free program whose allocations
+/// each name their own (`hlrc`, `hlrc` with updates, or `sc`), the run's default one of the
+/// protocols, all through the same router the runtime ships.
+pub fn run_mixed_seed(shape: Shape, seed: u64, trace: bool) -> Result<SimReport, SimError> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x3ed1_a11d_0000_0000);
+    let mut prog = program::random_drf(&mut rng, shape);
+    // The policies from their own stream (the program's draws keep their meaning).
+    let mut prng = ChaCha8Rng::seed_from_u64(seed ^ 0x9011_c700_0000_0000);
+    let default = if prng.gen_bool(0.5) {
+        ProtocolKind::Hlrc
+    } else {
+        ProtocolKind::Sc
+    };
+    prog.policies = prog
+        .allocs
+        .iter()
+        .map(|(_, a)| {
+            let (protocol, updates) = match prng.gen_range(0..3) {
+                0 => (ProtocolKind::Hlrc, false),
+                1 => (ProtocolKind::Hlrc, true),
+                _ => (ProtocolKind::Sc, false),
+            };
+            Some(
+                squall_protocol::Policy {
+                    protocol,
+                    unit_pages: 1,
+                    updates,
+                    placement: a.placement,
+                }
+                .coherence(),
+            )
+        })
+        .collect();
+    run_program(default, true, prog, rng, seed, trace)
+}
+
+fn run_program(
+    protocol: ProtocolKind,
+    mixed: bool,
+    prog: program::Program,
+    mut rng: ChaCha8Rng,
+    seed: u64,
+    trace: bool,
+) -> Result<SimReport, SimError> {
     if trace {
         println!("program: {prog:#?}");
     }
@@ -64,6 +112,7 @@ pub fn run_shaped_seed(
     let mut brng = ChaCha8Rng::seed_from_u64(seed ^ 0xba6_0000_0000_0ba6);
     let cfg = SimConfig {
         protocol,
+        mixed,
         seed,
         trace,
         max_events: MAX_EVENTS,
@@ -82,14 +131,23 @@ pub fn run_shaped_seed(
         // Lock cache mode from its own stream too.
         lock_cache: ChaCha8Rng::seed_from_u64(seed ^ 0x10cc_ac4e_0000_0000).gen_bool(0.75),
     };
-    world::World::new(cfg, prog, rng).run()
+    world::World::new(cfg, prog, rng)?.run()
+}
+
+/// The command that replays one mixed-policy seed of the given shape.
+pub fn replay_mixed_command(shape: Shape, seed: u64) -> String {
+    replay_shaped_command_named("mixed", shape, seed)
 }
 
 /// The command that replays one seed of the given shape.
 pub fn replay_shaped_command(protocol: ProtocolKind, shape: Shape, seed: u64) -> String {
+    replay_shaped_command_named(protocol.name(), shape, seed)
+}
+
+fn replay_shaped_command_named(protocol: &str, shape: Shape, seed: u64) -> String {
     format!(
         "cargo run -p squall-sim --release -- --protocol {}{} --seed {seed} --trace",
-        protocol.name(),
+        protocol,
         match shape {
             Shape::Short => "",
             Shape::Long => " --long",

@@ -12,7 +12,8 @@ use std::process::ExitCode;
 #[derive(Parser, Debug)]
 #[command(about = "Squall's deterministic protocol simulator")]
 struct Args {
-    /// hlrc, sc or both
+    /// hlrc, sc, both, mixed (programs whose allocations each name a policy: hlrc, hlrc
+    /// with updates or sc, through one router per node) or all (the three)
     #[arg(long, default_value = "both")]
     protocol: String,
     /// Run this one seed.
@@ -49,10 +50,13 @@ fn main() -> ExitCode {
     if let Some(model) = args.model.as_deref() {
         return run_model(model, &args);
     }
-    let protocols: Vec<ProtocolKind> = match args.protocol.as_str() {
-        "both" => vec![ProtocolKind::Hlrc, ProtocolKind::Sc],
+    // `None`: mixed policies.
+    let protocols: Vec<Option<ProtocolKind>> = match args.protocol.as_str() {
+        "both" => vec![Some(ProtocolKind::Hlrc), Some(ProtocolKind::Sc)],
+        "mixed" => vec![None],
+        "all" => vec![Some(ProtocolKind::Hlrc), Some(ProtocolKind::Sc), None],
         p => match p.parse() {
-            Ok(k) => vec![k],
+            Ok(k) => vec![Some(k)],
             Err(e) => {
                 eprintln!("squall-sim: {e}");
                 return ExitCode::from(2);
@@ -71,6 +75,7 @@ fn main() -> ExitCode {
         squall_sim::Shape::Short
     };
     for p in protocols {
+        let name = p.map_or("mixed", |k| k.name());
         let mut total = ProtoStats::default();
         let mut events = 0u64;
         let mut resent = 0u64;
@@ -78,7 +83,11 @@ fn main() -> ExitCode {
         let mut paths = squall_sim::BarrierPaths::default();
         let t0 = std::time::Instant::now();
         for &seed in &seeds {
-            match squall_sim::run_shaped_seed(p, shape, seed, args.trace) {
+            let run = match p {
+                Some(k) => squall_sim::run_shaped_seed(k, shape, seed, args.trace),
+                None => squall_sim::run_mixed_seed(shape, seed, args.trace),
+            };
+            match run {
                 Ok(r) => {
                     events += r.events;
                     resent += r.retransmissions;
@@ -89,26 +98,24 @@ fn main() -> ExitCode {
                     if args.seed.is_some() {
                         println!(
                             "{} seed {seed}: ok ({}, {} events, virtual time {})",
-                            p.name(),
-                            r.program_kind,
-                            r.events,
-                            r.end_time
+                            name, r.program_kind, r.events, r.end_time
                         );
                     }
                 }
                 Err(e) => {
-                    eprintln!("{} seed {seed} FAILED: {e}", p.name());
-                    eprintln!(
-                        "replay: {}",
-                        squall_sim::replay_shaped_command(p, shape, seed)
-                    );
+                    eprintln!("{name} seed {seed} FAILED: {e}");
+                    let replay = match p {
+                        Some(k) => squall_sim::replay_shaped_command(k, shape, seed),
+                        None => squall_sim::replay_mixed_command(shape, seed),
+                    };
+                    eprintln!("replay: {replay}");
                     return ExitCode::FAILURE;
                 }
             }
         }
         println!(
             "{}: {} seeds ok, {events} events, {} messages, {resent} datagrams retransmitted, {:.1}s",
-            p.name(),
+            name,
             seeds.len(),
             total.messages(),
             t0.elapsed().as_secs_f64()
@@ -116,7 +123,7 @@ fn main() -> ExitCode {
         println!(
             "{}: total-count barriers in {} runs: {} episodes, {} eager infos, {} collects, \
              {} late threads, {} re-collects, {} threads carried",
-            p.name(),
+            name,
             paths.runs,
             paths.episodes,
             paths.eager,
@@ -127,7 +134,7 @@ fn main() -> ExitCode {
         );
         println!(
             "{}: sync-core lock acquires: {fast} from the node-local lock cache, {core} through the core",
-            p.name()
+            name
         );
         if args.stats {
             match serde_json::to_string_pretty(&total) {

@@ -9,6 +9,7 @@ use rand::seq::SliceRandom;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use squall_core::{AllocInfo, HeapLayout, NodeId, PageId, Placement};
+use squall_protocol::Coherence;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A shared word.
@@ -61,6 +62,8 @@ pub struct Program {
     pub layout: HeapLayout,
     /// `(manager, allocation)`: registered on the manager node.
     pub allocs: Vec<(NodeId, AllocInfo)>,
+    /// The coherence policy of each allocation (`None`: the run's default).
+    pub policies: Vec<Option<Coherence>>,
     pub vars: Vec<Var>,
     /// Node of each thread.
     pub threads: Vec<NodeId>,
@@ -314,6 +317,7 @@ pub fn random_drf(rng: &mut ChaCha8Rng, shape: Shape) -> Program {
     }
     Program {
         layout,
+        policies: vec![None; allocs.len()],
         allocs,
         vars,
         threads: tmap,
@@ -420,6 +424,7 @@ pub fn random_litmus(rng: &mut ChaCha8Rng) -> Program {
         .collect();
     Program {
         layout,
+        policies: vec![None; allocs.len()],
         allocs,
         vars,
         threads: tmap,

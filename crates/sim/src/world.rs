@@ -15,7 +15,7 @@ use squall_core::{Access, NodeId, PageId, PageMemory};
 use squall_core::{Consistency, LockId};
 use squall_protocol::hlrc::{DEFAULT_BARRIER_FETCH, DEFAULT_LOST_RUN};
 use squall_protocol::{
-    Action, AtomicOp, Hlrc, ProtoStats, Protocol, ProtocolKind, RunHandover, Sc,
+    Action, AtomicOp, Hlrc, Policy, ProtoStats, Protocol, ProtocolKind, Router, RunHandover, Sc,
 };
 use squall_sync::{BarrierCount, BarrierId, SyncCore, Waiter};
 use std::cmp::Reverse;
@@ -48,6 +48,8 @@ pub enum SimError {
     Deadlock(Vec<usize>),
     #[error("livelock: {0} events without finishing")]
     Livelock(u64),
+    #[error("setting up the allocations: {0}")]
+    Setup(String),
     #[error("protocol error on {node}: {err}")]
     Protocol {
         node: NodeId,
@@ -72,7 +74,11 @@ pub enum SimError {
 /// Settings of one run.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
+    /// The protocol of allocations the program gives no policy of their own.
     pub protocol: ProtocolKind,
+    /// The program mixes policies (its allocations name theirs): every `hlrc` core gets
+    /// random knobs even when the default is `sc`.
+    pub mixed: bool,
     pub seed: u64,
     pub trace: bool,
     pub max_events: u64,
@@ -123,6 +129,39 @@ impl BarrierPaths {
         self.late += o.late;
         self.recollects += o.recollects;
         self.carried += o.carried;
+    }
+}
+
+/// Deliver the routers' messages among themselves until they are quiet: the announcement of
+/// an allocation and its acks, before the run starts (as the runtime completes an allocation
+/// only once every node has recorded it).
+fn announce(routers: &mut [Router]) -> Result<(), SimError> {
+    loop {
+        let mut moved = false;
+        for i in 0..routers.len() {
+            while let Some(a) = routers[i].poll_action() {
+                moved = true;
+                match a {
+                    Action::Send { to, msg } => {
+                        let from = NodeId(i as u16);
+                        routers
+                            .get_mut(to.index())
+                            .ok_or_else(|| SimError::Setup(format!("a message to {to}")))?
+                            .handle_message(from, &msg)
+                            .map_err(|err| SimError::Protocol { node: to, err })?
+                    }
+                    Action::Announced { .. } => {}
+                    other => {
+                        return Err(SimError::Setup(format!(
+                            "node {i} acted before the run: {other:?}"
+                        )))
+                    }
+                }
+            }
+        }
+        if !moved {
+            return Ok(());
+        }
     }
 }
 
@@ -256,51 +295,75 @@ pub struct World {
 }
 
 impl World {
-    pub fn new(cfg: SimConfig, prog: Program, rng: ChaCha8Rng) -> Self {
+    pub fn new(cfg: SimConfig, prog: Program, rng: ChaCha8Rng) -> Result<Self, SimError> {
         let nodes = prog.layout.nodes;
         let mut mems = Vec::new();
-        let mut cores: Vec<Box<dyn Protocol>> = Vec::new();
+        let mut routers: Vec<Router> = Vec::new();
         let mut r2 = rng.clone();
+        let default = Policy::new(cfg.protocol, false, squall_core::Placement::FirstTouch);
         for n in 0..nodes {
             let mem = SimMemory::new(prog.layout.total_pages);
-            let core: Box<dyn Protocol> = match cfg.protocol {
-                ProtocolKind::Hlrc => {
-                    let mut h = Hlrc::new(mem.clone(), NodeId(n), prog.layout);
-                    h.set_migrate_after(r2.gen_range(0..=3));
-                    h.set_exclusive_mode(r2.gen_bool(0.7));
-                    h.set_read_ahead(r2.gen_bool(0.8));
-                    // Short caps now and then, so runs of lost copies get cut on both sides.
-                    h.set_lost_run(if r2.gen_bool(0.3) {
-                        r2.gen_range(0..=3)
-                    } else {
-                        DEFAULT_LOST_RUN
-                    });
-                    h.set_push_updates(r2.gen_bool(0.7));
-                    h.set_push_probe(r2.gen_range(0..=2));
-                    // Barrier fetches: off, a short cap (runs cut), or the default.
-                    h.set_barrier_fetch(match r2.gen_range(0..4) {
-                        0 => 0,
-                        1 => r2.gen_range(1..=3),
-                        _ => DEFAULT_BARRIER_FETCH,
-                    });
-                    h.set_run_handover(match r2.gen_range(0..4) {
-                        0 => RunHandover::Off,
-                        1 => RunHandover::Sequential,
-                        _ => RunHandover::Always,
-                    });
-                    if r2.gen_bool(0.3) {
-                        h.set_notice_budget(r2.gen_range(1..6));
-                    }
-                    Box::new(h)
+            let mut h = Hlrc::new(mem.clone(), NodeId(n), prog.layout);
+            if cfg.protocol == ProtocolKind::Hlrc || cfg.mixed {
+                h.set_migrate_after(r2.gen_range(0..=3));
+                h.set_exclusive_mode(r2.gen_bool(0.7));
+                h.set_read_ahead(r2.gen_bool(0.8));
+                // Short caps now and then, so runs of lost copies get cut on both sides.
+                h.set_lost_run(if r2.gen_bool(0.3) {
+                    r2.gen_range(0..=3)
+                } else {
+                    DEFAULT_LOST_RUN
+                });
+                h.set_push_updates(r2.gen_bool(0.7));
+                h.set_push_probe(r2.gen_range(0..=2));
+                // Barrier fetches: off, a short cap (runs cut), or the default.
+                h.set_barrier_fetch(match r2.gen_range(0..4) {
+                    0 => 0,
+                    1 => r2.gen_range(1..=3),
+                    _ => DEFAULT_BARRIER_FETCH,
+                });
+                h.set_run_handover(match r2.gen_range(0..4) {
+                    0 => RunHandover::Off,
+                    1 => RunHandover::Sequential,
+                    _ => RunHandover::Always,
+                });
+                if r2.gen_bool(0.3) {
+                    h.set_notice_budget(r2.gen_range(1..6));
                 }
-                ProtocolKind::Sc => Box::new(Sc::new(mem.clone(), NodeId(n), prog.layout)),
-            };
+            }
+            let cores: Vec<Box<dyn Protocol>> = vec![
+                Box::new(h),
+                Box::new(Sc::new(mem.clone(), NodeId(n), prog.layout)),
+            ];
+            let router = Router::new(NodeId(n), prog.layout, default.coherence(), cores)
+                .map_err(|e| SimError::Setup(e.to_string()))?;
             mems.push(mem);
-            cores.push(core);
+            routers.push(router);
         }
-        for (node, a) in &prog.allocs {
-            cores[node.index()].register_allocation(*a);
+        for (i, (node, a)) in prog.allocs.iter().enumerate() {
+            let c = prog
+                .policies
+                .get(i)
+                .copied()
+                .flatten()
+                .unwrap_or(default.coherence());
+            let policy = Policy {
+                protocol: c.protocol,
+                unit_pages: c.unit_pages,
+                updates: c.updates,
+                placement: a.placement,
+            };
+            let done = routers[node.index()]
+                .register_with(*a, &policy, i as u64)
+                .map_err(|e| SimError::Setup(e.to_string()))?;
+            if !done {
+                announce(&mut routers)?;
+            }
         }
+        let cores: Vec<Box<dyn Protocol>> = routers
+            .into_iter()
+            .map(|r| Box::new(r) as Box<dyn Protocol>)
+            .collect();
         let threads = prog.ops.len();
         let sync = cfg.sync_cores.then(|| {
             (0..nodes)
@@ -313,7 +376,7 @@ impl World {
                 .collect()
         });
         let lossy = cfg.lossy.map(|(loss, dup)| LossyNet::new(nodes, loss, dup));
-        World {
+        Ok(World {
             rng: r2,
             cores,
             sync,
@@ -341,7 +404,7 @@ impl World {
             events_run: 0,
             prog,
             cfg,
-        }
+        })
     }
 
     fn barrier_paths(&self) -> BarrierPaths {
@@ -630,10 +693,12 @@ impl World {
             } => {
                 self.last_progress = self.now;
                 self.trace(|| {
-                    let what = if sync || self.cfg.protocol != ProtocolKind::Hlrc {
-                        format!("tag {}", msg.first().copied().unwrap_or(0))
-                    } else {
-                        squall_protocol::hlrc::describe(from, self.prog.layout, &msg)
+                    // Protocol messages carry their core's index first (0: hlrc).
+                    let what = match msg.split_first() {
+                        Some((0, rest)) if !sync => {
+                            squall_protocol::hlrc::describe(from, self.prog.layout, rest)
+                        }
+                        _ => format!("tag {}", msg.first().copied().unwrap_or(0)),
                     };
                     format!(
                         "{from} -> {to}: {} {} bytes, {what}",
@@ -767,6 +832,8 @@ impl World {
     }
 
     /// Carry out the protocol core's actions; true if there were any.
+    ///
+    /// (`Action::Announced` never comes here: allocations are announced before the run.)
     fn drain_protocol(&mut self, node: NodeId) -> Result<bool, SimError> {
         let mut any = false;
         while let Some(a) = self.cores[node.index()].poll_action() {
@@ -804,6 +871,11 @@ impl World {
                         self.atomic_olds.entry(var).or_default().push(old);
                         self.resume(t);
                     }
+                }
+                Action::Announced { token } => {
+                    return Err(SimError::Setup(format!(
+                        "allocation {token} announced during the run"
+                    )))
                 }
             }
         }

@@ -1,10 +1,13 @@
 //! Runs `SQUALL_SIM_SEEDS` seeds (default 10,000) of each protocol through the simulator, and
 //! `SQUALL_SIM_LONG_SEEDS` seeds of long programs (default 20,000 for hlrc, 5,000 for sc) and
-//! of wide ones (5,000 for hlrc).
+//! of wide ones (5,000 for hlrc), and `SQUALL_SIM_SEEDS` seeds (and 2,000 long ones) of
+//! programs mixing policies per allocation (hlrc, hlrc with updates, sc) through the router.
 //! On failure the seed and the replay command are printed.
 
 use squall_protocol::ProtocolKind;
-use squall_sim::{replay_shaped_command, run_seed, run_shaped_seed, Shape};
+use squall_sim::{
+    replay_mixed_command, replay_shaped_command, run_mixed_seed, run_seed, run_shaped_seed, Shape,
+};
 
 fn seeds() -> u64 {
     std::env::var("SQUALL_SIM_SEEDS")
@@ -76,6 +79,53 @@ fn sc_long_seeds() {
     run_many_long(ProtocolKind::Sc, Shape::Long, 5_000);
 }
 
+/// `n` seeds of mixed-policy programs of `shape`; fails naming up to five failed seeds.
+fn run_mixed_range(shape: Shape, n: u64) {
+    let mut failures = Vec::new();
+    let (mut announced, mut pushed, mut sc_grants) = (0, 0, 0);
+    for seed in 0..n {
+        match run_mixed_seed(shape, seed, false) {
+            Ok(r) => {
+                let sent = |k: &str| r.stats.sent.get(k).map_or(0, |c| c.messages);
+                announced += sent("router.announce");
+                pushed += sent("push");
+                sc_grants += sent("grant");
+            }
+            Err(e) => {
+                eprintln!("mixed {shape:?} seed {seed} FAILED: {e}");
+                eprintln!("replay: {}", replay_mixed_command(shape, seed));
+                failures.push(seed);
+                if failures.len() >= 5 {
+                    break;
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "failed mixed {shape:?} seeds: {failures:?}"
+    );
+    // The runs did mix: allocations announced, hlrc homes pushing, sc homes granting.
+    assert!(
+        announced > 0 && pushed > 0 && sc_grants > 0,
+        "{announced} {pushed} {sc_grants}"
+    );
+}
+
+#[test]
+fn mixed_seeds() {
+    run_mixed_range(Shape::Short, seeds());
+}
+
+#[test]
+fn mixed_long_seeds() {
+    let n = std::env::var("SQUALL_SIM_LONG_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2_000);
+    run_mixed_range(Shape::Long, n);
+}
+
 /// Seeds beyond the default ranges that once failed (each comment says what broke).
 #[test]
 fn hlrc_regression_seeds() {
@@ -116,6 +166,15 @@ fn a_seed_replays_identically() {
             assert_eq!(a.end_time, b.end_time);
             assert_eq!(a.stats, b.stats);
         }
+    }
+    for seed in [7, 1234] {
+        let a = run_mixed_seed(Shape::Short, seed, false).map_err(|e| e.to_string());
+        let b = run_mixed_seed(Shape::Short, seed, false).map_err(|e| e.to_string());
+        let (a, b) = (a.expect("seed passes"), b.expect("seed passes"));
+        assert_eq!(
+            (a.events, a.end_time, a.stats),
+            (b.events, b.end_time, b.stats)
+        );
     }
 }
 

@@ -17,6 +17,7 @@ mod cases_crl;
 mod cases_globals;
 mod cases_objects;
 mod cases_openmp;
+mod cases_policy;
 mod cases_pthreads;
 mod cases_splash;
 
@@ -507,6 +508,7 @@ impl Cases {
 fn cases() -> Vec<(String, Case)> {
     let mut v = Cases::default();
     cases_api::add(&mut v);
+    cases_policy::add(&mut v);
     cases_cmake::add(&mut v);
     cases_pthreads::add(&mut v);
     cases_atomics::add(&mut v);

@@ -7,7 +7,7 @@
 use super::msg::{decode_page_run, Kind, Msg};
 use super::Hlrc;
 use crate::shared::atomic::check_atomic;
-use crate::{Action, AtomicCall, ProtoError, ProtoStats, Protocol};
+use crate::{Action, AtomicCall, Coherence, ProtoError, ProtoStats, Protocol};
 use squall_core::{AllocInfo, Consistency, NodeId, PageId, PageMemory};
 
 impl<M: PageMemory> Hlrc<M> {
@@ -151,5 +151,9 @@ impl<M: PageMemory> Protocol for Hlrc<M> {
 
     fn set_ending(&mut self, ending: bool) {
         self.ending = ending;
+    }
+
+    fn apply_policy(&mut self, first: PageId, pages: u64, coherence: Coherence) {
+        self.set_page_policy(first, pages, coherence)
     }
 }

@@ -79,6 +79,9 @@ pub struct Hlrc<M: PageMemory> {
     wn: NoticeLog,
     /// The knobs (`set_*`); read through `tuning_for(page)` for page-scoped ones.
     tuning: Tuning,
+    /// Allocations under a policy of their own (`Protocol::apply_policy`): first page →
+    /// (one past the last, their knobs); `tuning_for` looks pages up here first.
+    page_tuning: BTreeMap<u64, (u64, Tuning)>,
     /// Pages written in the current interval (`release` closes it; writers anywhere add).
     dirty: BTreeSet<PageId>,
     /// Dirty pages whose writes were already sent to the home by an early flush in this
@@ -125,6 +128,7 @@ impl<M: PageMemory> Hlrc<M> {
             diffs: DiffLog::default(),
             wn: NoticeLog::new(layout.nodes),
             tuning: Tuning::default(),
+            page_tuning: BTreeMap::new(),
             dirty: BTreeSet::new(),
             flushed: BTreeSet::new(),
             resolving: BTreeMap::new(),

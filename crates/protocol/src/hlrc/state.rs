@@ -8,7 +8,7 @@
 use super::msg::Msg;
 use super::Hlrc;
 use crate::shared::home::HomeRef;
-use crate::AtomicCall;
+use crate::{AtomicCall, Coherence};
 use squall_core::{NodeId, PageId, PageMemory};
 use std::collections::BTreeSet;
 
@@ -245,10 +245,25 @@ impl Default for Tuning {
 }
 
 impl<M: PageMemory> Hlrc<M> {
-    /// The knobs that apply to `page` (see [`Tuning`]): the node's, until allocations carry
-    /// policies of their own.
-    pub(super) fn tuning_for(&self, _page: PageId) -> &Tuning {
-        &self.tuning
+    /// The knobs that apply to `page` (see [`Tuning`]): its allocation's if it was made under
+    /// a policy of its own (`Protocol::apply_policy`), else the node's.
+    pub(super) fn tuning_for(&self, page: PageId) -> &Tuning {
+        self.page_tuning
+            .range(..=page.0)
+            .next_back()
+            .filter(|(_, (end, _))| page.0 < *end)
+            .map_or(&self.tuning, |(_, (_, t))| t)
+    }
+
+    /// Pages `first .. first + pages` follow `coherence`: the node's knobs with the
+    /// allocation's choice of updates or invalidation.
+    pub(super) fn set_page_policy(&mut self, first: PageId, pages: u64, coherence: Coherence) {
+        let t = Tuning {
+            push_updates: coherence.updates,
+            ..self.tuning.clone()
+        };
+        self.page_tuning
+            .insert(first.0, (first.0.saturating_add(pages), t));
     }
 
     /// This core's knobs.

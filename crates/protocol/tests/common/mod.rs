@@ -154,6 +154,9 @@ impl Cluster {
                     self.atomics.push((n, token, old));
                     self.atomic_infos.push((n, token, infos));
                 }
+                Action::Announced { token } => {
+                    panic!("node {n}: announcement {token} from a lone core")
+                }
             }
         }
     }

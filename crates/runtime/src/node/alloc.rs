@@ -9,7 +9,7 @@ use crate::msg;
 use crate::service::{Reply, Service};
 use squall_core::{NodeId, PageId, Placement};
 use squall_memory::Region;
-use squall_protocol::{ArenaSplit, ProtocolKind};
+use squall_protocol::{Coherence, Policy, ProtocolKind};
 
 impl Node {
     /// Collective, at start-up (before any application thread touches the range and before
@@ -17,8 +17,8 @@ impl Node {
     /// pages: under the pthreads layer its `squall_data` and `squall_bss` sections) coherent
     /// shared memory, with node 0 as the home of every page (CableS' GLOBAL: the primary copy
     /// is on the first node, which holds the initial values). Every node adopts the regions
-    /// into its address space; their pages are numbered at the top of node 0's `hlrc` half
-    /// arena (node 0's heap gives them up) and follow `hlrc`. Zero pages cost no memory until
+    /// into its address space; their pages are numbered at the top of node 0's arena (node
+    /// 0's heap gives them up) and follow the job's default policy. Zero pages cost no memory until
     /// touched ([`squall_memory::Contents`]). Rank 0 broadcasts its regions: a node where they
     /// lie elsewhere fails with an error (address randomisation must be off: see
     /// `squall_memory::fixed_layout`). No regions on rank 0 does nothing. Returns the first
@@ -55,8 +55,7 @@ impl Node {
         }
         let len: usize = regions.iter().map(|r| r.len).sum();
         let pages = (len / squall_core::PAGE_SIZE) as u64;
-        let split = ArenaSplit::new(self.inner.layout);
-        let first = split.halves().adopted_first(pages).ok_or_else(|| {
+        let first = self.inner.layout.adopted_first(pages).ok_or_else(|| {
             SquallError::Config(format!(
                 "the program's shared data ({len} bytes) is larger than node 0's arena"
             ))
@@ -64,7 +63,7 @@ impl Node {
         if zero {
             let mut s = self.inner.svc.lock();
             let got = s
-                .heap_for(ProtocolKind::Hlrc)
+                .heap()
                 .reserve_top(pages)
                 .map_err(|e| SquallError::Alloc {
                     node: me,
@@ -92,10 +91,14 @@ impl Node {
     }
 
     /// Allocate `size` bytes of shared memory aligned to `align` (0: 16) with this placement
-    /// for its pages, kept coherent by the run's protocol (`SQUALL_PROTOCOL`). Any thread, any
-    /// node, any time.
+    /// for its pages, kept coherent by the job's default policy (`SQUALL_PROTOCOL`,
+    /// `SQUALL_PUSH_UPDATES`). Any thread, any node, any time.
     pub fn alloc_with(&self, size: usize, align: usize, placement: Placement) -> Result<*mut u8> {
-        self.alloc_in(size, align, placement, self.inner.cfg.protocol)
+        let policy = Policy {
+            placement,
+            ..self.default_policy()
+        };
+        self.alloc_fresh(size, align, policy).map(|(p, _)| p)
     }
 
     /// Allocate as [`Node::alloc_with`], kept coherent by `protocol` whatever the run's default
@@ -107,28 +110,49 @@ impl Node {
         placement: Placement,
         protocol: ProtocolKind,
     ) -> Result<*mut u8> {
-        self.alloc_fresh(size, align, placement, protocol)
-            .map(|(p, _)| p)
+        let policy = Policy {
+            placement,
+            ..self.policy(protocol)
+        };
+        self.alloc_fresh(size, align, policy).map(|(p, _)| p)
     }
 
-    /// [`Node::alloc_in`], also telling whether the memory was never handed out before (and so
-    /// is zero on every node without anyone writing it).
+    /// Allocate `size` bytes kept coherent by `policy`: its protocol, coherence unit, updates
+    /// or invalidation, and home placement, whatever the job's default. Allocations under
+    /// different policies live side by side anywhere in the node's arena (one can be as large
+    /// as the free space) and are synchronized by the same locks, barriers and atomics. Every
+    /// node knows the policy before it can see the address (an allocation under a policy
+    /// other than the default is announced to every node before this returns).
+    pub fn alloc_policy(&self, size: usize, policy: Policy) -> Result<*mut u8> {
+        self.alloc_fresh(size, 0, policy).map(|(p, _)| p)
+    }
+
+    /// [`Node::alloc_policy`] with an alignment, also telling whether the memory was never
+    /// handed out before (and so is zero on every node without anyone writing it).
     pub(super) fn alloc_fresh(
         &self,
         size: usize,
         align: usize,
-        placement: Placement,
-        protocol: ProtocolKind,
+        policy: Policy,
     ) -> Result<(*mut u8, bool)> {
         let me = self.rank();
+        policy
+            .check()
+            .map_err(|e| SquallError::Config(e.to_string()))?;
+        let tag = pool_tag(policy.coherence());
         let r = self.call("alloc", move |s, _, w| {
-            match s.heap_for(protocol).alloc(size, align, placement) {
+            match s.heap().alloc_tagged(size, align, policy.placement, tag) {
                 Ok(a) => {
-                    if let Some(info) = a.new_pages {
-                        s.register(info);
-                    }
                     // Addresses are at least 16-aligned: bit 0 carries `fresh`.
-                    s.wake(w, Reply::Value(a.addr as u64 | u64::from(a.fresh)))
+                    let reply = Reply::Value(a.addr as u64 | u64::from(a.fresh));
+                    let Some(info) = a.new_pages else {
+                        return s.wake(w, reply);
+                    };
+                    match s.protocol.register_with(info, &policy, w.0) {
+                        Ok(true) => s.wake(w, reply),
+                        Ok(false) => s.wake_when_announced(w, reply),
+                        Err(e) => s.wake(w, Reply::Failed(SquallError::Config(e.to_string()))),
+                    }
                 }
                 Err(e) => s.wake(
                     w,
@@ -146,6 +170,19 @@ impl Node {
         }
     }
 
+    /// The coherence policy the memory at `ptr` follows (as every node knows it), with the
+    /// default placement.
+    pub fn policy_of(&self, ptr: *const u8) -> Result<Policy> {
+        let page = self.page_of(ptr as usize)?;
+        let c = self.inner.svc.lock().protocol.coherence_of(page);
+        Ok(Policy {
+            protocol: c.protocol,
+            unit_pages: c.unit_pages,
+            updates: c.updates,
+            placement: self.default_placement(),
+        })
+    }
+
     /// Allocate with the default placement (`SQUALL_PLACEMENT`, first touch unless set).
     pub fn alloc(&self, size: usize) -> Result<*mut u8> {
         self.alloc_with(size, 0, self.default_placement())
@@ -156,8 +193,7 @@ impl Node {
         let bytes = count
             .checked_mul(size)
             .ok_or_else(|| SquallError::Config(format!("calloc({count}, {size}) overflows")))?;
-        let (p, fresh) =
-            self.alloc_fresh(bytes, 0, self.default_placement(), self.inner.cfg.protocol)?;
+        let (p, fresh) = self.alloc_fresh(bytes, 0, self.default_policy())?;
         // Memory never handed out is zero on every node: writing it would make this node the
         // first toucher (and home) of every page of it. A reused chunk is not zero: zero it
         // through the application view (an ordinary write, coherent like any other).
@@ -207,11 +243,7 @@ impl Node {
         };
         if manager == self.rank() {
             match self.call("usable_size", move |s, _, w| {
-                let v = s
-                    .heap_of(addr)
-                    .size_of(addr)
-                    .map(|n| n as u64)
-                    .unwrap_or(u64::MAX);
+                let v = s.heap().size_of(addr).map(|n| n as u64).unwrap_or(u64::MAX);
                 s.wake(w, Reply::Value(v))
             })? {
                 Reply::Value(v) if v != u64::MAX => Ok(v as usize),
@@ -229,7 +261,8 @@ impl Node {
         }
     }
 
-    /// Resize an allocation (the contents up to the smaller size are kept).
+    /// Resize an allocation (the contents up to the smaller size are kept; a moved one keeps
+    /// its coherence policy).
     pub fn realloc(&self, ptr: *mut u8, size: usize) -> Result<*mut u8> {
         if ptr.is_null() {
             return self.alloc(size);
@@ -239,7 +272,7 @@ impl Node {
             return Ok(ptr);
         }
         let src = ptr as usize;
-        let new = self.alloc(size)?;
+        let new = self.alloc_policy(size, self.policy_of(ptr)?)?;
         // SAFETY: `usable_size` just confirmed `src` is the start of a live squall allocation of
         // `old` bytes; `new` is a fresh one of at least `size > old` bytes; they are disjoint.
         unsafe { std::ptr::copy_nonoverlapping(src as *const u8, new, old) };
@@ -253,6 +286,16 @@ impl Node {
     pub fn alloc_collective(&self, size: usize, placement: Placement) -> Result<*mut u8> {
         let v = self.collective("collective allocation", || {
             self.alloc_with(size, 0, placement).map(|p| p as u64)
+        })?;
+        Ok(v as usize as *mut u8)
+    }
+
+    /// Collective [`Node::alloc_policy`]: every node calls this in the same order; rank 0
+    /// allocates under `policy` and every node gets the same address (as
+    /// [`Node::alloc_collective`] for failures).
+    pub fn alloc_collective_policy(&self, size: usize, policy: Policy) -> Result<*mut u8> {
+        let v = self.collective("collective allocation", || {
+            self.alloc_policy(size, policy).map(|p| p as u64)
         })?;
         Ok(v as usize as *mut u8)
     }
@@ -286,8 +329,18 @@ impl Node {
     }
 }
 
+/// The heap pool of allocations under `c`: objects of different policies never share a page
+/// (a page follows one protocol).
+fn pool_tag(c: Coherence) -> u32 {
+    let protocol = ProtocolKind::ALL
+        .iter()
+        .position(|&k| k == c.protocol)
+        .unwrap_or(0) as u32;
+    protocol | u32::from(c.updates) << 4 | c.unit_pages.trailing_zeros() << 8
+}
+
 pub(super) fn free_local(s: &mut Service, addr: usize) -> Reply {
-    match s.heap_of(addr).free(addr) {
+    match s.heap().free(addr) {
         Ok(rec) => {
             if let Some(info) = rec.released {
                 if let Err(e) = s.space.release_pages(info.first, info.pages) {

@@ -6,8 +6,9 @@ use crate::error::{Result, SquallError};
 use crate::order::{self, MemOrder};
 use crate::service::{Reply, Service};
 use crossbeam_channel::bounded;
+use squall_core::Consistency;
 use squall_net::Endpoint;
-use squall_protocol::{AtomicCall, AtomicOp};
+use squall_protocol::{AtomicCall, AtomicOp, Protocol};
 
 impl Node {
     /// Execute `op` on the `u64` at `addr` at its home and return the old value. Ordering: a

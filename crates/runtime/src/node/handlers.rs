@@ -103,7 +103,7 @@ pub(super) fn register_handlers(ep: &Endpoint, svc: Arc<Mutex<Service>>, boxes: 
                     _ => Vec::new(),
                 },
                 _ => g
-                    .heap_of(addr)
+                    .heap()
                     .size_of(addr)
                     .map(|n| n as u64)
                     .unwrap_or(u64::MAX)

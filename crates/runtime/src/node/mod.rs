@@ -20,7 +20,7 @@ use parking_lot::{Condvar, Mutex};
 use squall_core::{HeapLayout, NodeId, PageId, Placement};
 use squall_memory::{AddressSpace, Heap, Region, SpaceConfig};
 use squall_net::{bootstrap, Endpoint, NetConfig};
-use squall_protocol::{ArenaSplit, Mixed, ProtocolKind};
+use squall_protocol::{Hlrc, Policy, Protocol, ProtocolKind, Router, Sc};
 use squall_sync::{FastLocks, Outcome, SyncCore, Waiter};
 use statistics::Live;
 use std::cell::Cell;
@@ -216,30 +216,23 @@ impl Node {
         let me = net.rank;
         let nodes = net.size;
         let space = AddressSpace::reserve(&SpaceConfig::from_env()?)?;
-        // Whole half arenas per node (see `ArenaSplit`): round the page count down.
-        let unit = 2 * u64::from(nodes.max(1));
+        // Whole arenas per node: round the page count down.
+        let unit = u64::from(nodes.max(1));
         let layout = HeapLayout {
             nodes,
             total_pages: space.total_pages() / unit * unit,
         };
-        let split = ArenaSplit::new(layout);
-        let heaps = [
-            Heap::new(
-                split.halves(),
-                ArenaSplit::half(me, ProtocolKind::Hlrc),
-                space.base(),
-            ),
-            Heap::new(
-                split.halves(),
-                ArenaSplit::half(me, ProtocolKind::Sc),
-                space.base(),
-            ),
-        ];
-        let mut mixed = Mixed::new(space.clone(), me, layout);
-        let hlrc = mixed.hlrc_mut();
+        let heap = Heap::new(layout, me, space.base());
+        let mut hlrc = Hlrc::new(space.clone(), me, layout);
         hlrc.set_barrier_fetch(cfg.barrier_fetch);
         hlrc.set_push_updates(cfg.push_updates);
-        let protocol: BoxedProtocol = Box::new(mixed);
+        let cores: Vec<Box<dyn Protocol + Send>> =
+            vec![Box::new(hlrc), Box::new(Sc::new(space.clone(), me, layout))];
+        let default = Policy::new(cfg.protocol, cfg.push_updates, Placement::FirstTouch);
+        let protocol: BoxedProtocol = Box::new(
+            Router::new(me, layout, default.coherence(), cores)
+                .map_err(|e| SquallError::Config(e.to_string()))?,
+        );
         let mut sync = SyncCore::new(me, nodes);
         sync.set_barrier_eager_cap((!cfg.barrier_eager).then_some(0));
         sync.set_lock_cache(cfg.lock_cache);
@@ -248,8 +241,7 @@ impl Node {
             me,
             protocol,
             sync,
-            heaps,
-            split,
+            heap,
             space.clone(),
             cfg.fetch_spin,
         )));
@@ -319,9 +311,28 @@ impl Node {
         &self.inner.ep
     }
 
-    /// The protocol this run uses.
+    /// The protocol allocations follow unless they name another (`SQUALL_PROTOCOL`).
     pub fn protocol(&self) -> ProtocolKind {
         self.inner.cfg.protocol
+    }
+
+    /// The policy of allocations that do not name one: `SQUALL_PROTOCOL`, one-page units,
+    /// updates if `SQUALL_PUSH_UPDATES` (under `hlrc`), `SQUALL_PLACEMENT`.
+    pub fn default_policy(&self) -> Policy {
+        Policy::new(
+            self.inner.cfg.protocol,
+            self.inner.cfg.push_updates,
+            self.default_placement(),
+        )
+    }
+
+    /// The default policy under `protocol` (updates as the default says, under `hlrc`).
+    pub fn policy(&self, protocol: ProtocolKind) -> Policy {
+        Policy::new(
+            protocol,
+            self.inner.cfg.push_updates,
+            self.default_placement(),
+        )
     }
 
     /// The global address range `(base, size)`: the same on every node.

@@ -9,7 +9,7 @@ use crate::fnptr;
 use crate::msg;
 use crate::service::{Reply, Service};
 use crate::threads::{self, Joiner, SpawnMsg, ThreadFn};
-use squall_core::{NodeId, ThreadId};
+use squall_core::{Consistency, NodeId, ThreadId};
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;

@@ -9,6 +9,7 @@ use crate::stats::{self, Breakdown, NodeStats};
 use serde_json::{Map, Value};
 use squall_core::NodeId;
 use squall_net::Endpoint;
+use squall_protocol::Protocol;
 use std::sync::atomic::{AtomicU64, Ordering};
 /// Timed activities in progress (running threads, waiting sync calls): how many, and the sum of
 /// their start times in ns since the node started, so their time so far is `count * now - sum`

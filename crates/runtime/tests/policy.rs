@@ -1,0 +1,293 @@
+//! Multi-node tests of per-allocation policies (the protocol router): allocations under
+//! `hlrc`, `sc` and the update policy in one program, synchronized by the same locks and
+//! barriers; an `sc` allocation larger than half of a node's share of the space; updates on
+//! one allocation beside invalidation on another; freed memory reused under another policy.
+//! Each runs as 2- and 4-node jobs under each default protocol its table names.
+//!
+//! Run: `cargo test -p squall --test policy` (add `-- NAME` to filter by case label).
+use squall::{LockId, Node, Placement, Policy, ProtocolKind, PAGE_SIZE};
+
+mod common;
+use common::{check, launched_as_node, node_exit, run_case, run_matrix, Scenario};
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// Node 0 allocates `bytes` under `policy`; every node gets the address.
+fn shared(node: &Node, bytes: usize, policy: Policy) -> Result<*mut u64, String> {
+    let mine = if node.rank().0 == 0 {
+        Some(node.alloc_policy(bytes, policy).map_err(err)? as u64)
+    } else {
+        None
+    };
+    Ok(node.broadcast(mine).map_err(err)? as usize as *mut u64)
+}
+
+fn protocol_count(node: &Node, name: &str) -> u64 {
+    node.stats()
+        .counts
+        .get("protocol")
+        .and_then(|p| p.get(name))
+        .and_then(|v| v.as_u64())
+        .unwrap_or(0)
+}
+
+/// Words per node in each allocation of `mixed_policies`, and its rounds.
+const MP_WORDS: usize = 3 * PAGE_SIZE / 8;
+const MP_ROUNDS: u64 = 4;
+const MP_INCS: u64 = 25;
+
+/// Three allocations, one under each of `hlrc` (invalidation), `hlrc` with updates and `sc`,
+/// whatever the run's default. Each round every node writes its block of all three and
+/// meets the others at a barrier, then checks every block; then every node adds to one
+/// counter in each allocation under one lock. The counts and every value must be exact.
+fn mixed_policies(node: &Node) -> Result<(), String> {
+    let (me, n) = (node.rank().0 as usize, node.size() as usize);
+    let place = Placement::RoundRobin { block_pages: 1 };
+    let policies = [
+        Policy::new(ProtocolKind::Hlrc, false, place),
+        Policy::new(ProtocolKind::Hlrc, true, place),
+        Policy::new(ProtocolKind::Sc, false, place),
+    ];
+    let mut arrays = Vec::new();
+    for p in policies {
+        let a = shared(node, (n * MP_WORDS + 1) * 8, p)?;
+        let got = node.policy_of(a as *const u8).map_err(err)?;
+        check(
+            got.protocol == p.protocol && got.updates == p.updates,
+            || format!("node {me} sees {got:?} for an allocation made under {p:?}"),
+        )?;
+        arrays.push(a);
+    }
+    let value = |r: u64, k: usize, i: usize| (r + 1) * 1_000_000 + k as u64 * 100_000 + i as u64;
+    for r in 0..MP_ROUNDS {
+        for (k, a) in arrays.iter().enumerate() {
+            for i in me * MP_WORDS..(me + 1) * MP_WORDS {
+                // SAFETY: this node's block of allocation k (n * MP_WORDS + 1 words).
+                unsafe { a.add(i).write_volatile(value(r, k, i)) };
+            }
+        }
+        node.barrier().map_err(err)?;
+        for (k, a) in arrays.iter().enumerate() {
+            for i in (0..n * MP_WORDS).step_by(61) {
+                // SAFETY: inside allocation k; written before the barrier.
+                let v = unsafe { a.add(i).read_volatile() };
+                check(v == value(r, k, i), || {
+                    format!(
+                        "round {r}: allocation {k} word {i} is {v}, expected {}",
+                        value(r, k, i)
+                    )
+                })?;
+            }
+        }
+        node.barrier().map_err(err)?;
+    }
+    let counter = |k: usize| arrays[k].wrapping_add(n * MP_WORDS);
+    for _ in 0..MP_INCS {
+        node.lock(LockId(7)).map_err(err)?;
+        for k in 0..arrays.len() {
+            // SAFETY: the counter word of allocation k, only touched under lock 7.
+            unsafe { counter(k).write_volatile(counter(k).read_volatile() + k as u64 + 1) };
+        }
+        node.unlock(LockId(7)).map_err(err)?;
+    }
+    node.barrier().map_err(err)?;
+    for k in 0..arrays.len() {
+        // SAFETY: the counter word, read after the barrier that followed every increment.
+        let v = unsafe { counter(k).read_volatile() };
+        let want = n as u64 * MP_INCS * (k as u64 + 1);
+        check(v == want, || {
+            format!("counter of allocation {k} is {v}, expected {want}")
+        })?;
+    }
+    Ok(())
+}
+
+/// An `sc` allocation of three quarters of node 0's share of the global range (more than
+/// the half a protocol got when the space was split in halves): every node writes one word
+/// in every 64th page of its stripe, including the last page, then every node checks a
+/// sample of all of them; a racy flag handoff in its last page works without any lock.
+fn big_sc(node: &Node) -> Result<(), String> {
+    let (me, n) = (node.rank().0 as usize, node.size() as usize);
+    let share = node.range().1 / n;
+    let bytes = share / 4 * 3;
+    let a = shared(
+        node,
+        bytes,
+        Policy::new(ProtocolKind::Sc, false, Placement::FirstTouch),
+    )?;
+    let pages = bytes / PAGE_SIZE;
+    let words = PAGE_SIZE / 8;
+    let touched: Vec<usize> = (0..pages)
+        .step_by(64)
+        .chain(std::iter::once(pages - 2))
+        .collect();
+    for (j, &p) in touched.iter().enumerate() {
+        if j % n == me {
+            // SAFETY: page p < pages of the allocation.
+            unsafe { a.add(p * words + 1).write_volatile(p as u64 * 3 + 1) };
+        }
+    }
+    node.barrier().map_err(err)?;
+    for (j, &p) in touched.iter().enumerate() {
+        if j % 7 == me % 7 || p == pages - 2 {
+            // SAFETY: as above.
+            let v = unsafe { a.add(p * words + 1).read_volatile() };
+            check(v == p as u64 * 3 + 1, || {
+                format!("page {p} of {pages} holds {v}")
+            })?;
+        }
+    }
+    // sc: node 0 hands a value to everyone through a flag in the last page, no lock.
+    let last = (pages - 1) * words;
+    node.barrier().map_err(err)?;
+    if me == 0 {
+        // SAFETY: the last page of the allocation.
+        unsafe {
+            a.add(last + 8).write_volatile(4242);
+            a.add(last).write_volatile(1);
+        }
+    } else {
+        let t = std::time::Instant::now();
+        // SAFETY: as above.
+        while unsafe { a.add(last).read_volatile() } == 0 {
+            check(t.elapsed().as_secs() < 20, || "the flag never came".into())?;
+            std::hint::spin_loop();
+        }
+        // SAFETY: as above.
+        let v = unsafe { a.add(last + 8).read_volatile() };
+        check(v == 4242, || format!("flag seen, data {v}"))?;
+    }
+    node.barrier().map_err(err)
+}
+
+/// Pages per node of each allocation of `update_beside_invalidate`, and its rounds.
+const UI_UPD: usize = 2;
+const UI_INV: usize = 6;
+const UI_ROUNDS: u64 = 10;
+
+/// Producer/consumer sharing in two allocations, each node the home of its block and its
+/// only writer: one under the update policy (homes push their pages to the copies at
+/// barriers), one under invalidation, whatever the run's default. Every value read must be
+/// the round's; pushes must have updated copies, and no more of them than the update
+/// allocation's pages can account for (the invalidation allocation is never pushed).
+fn update_beside_invalidate(node: &Node) -> Result<(), String> {
+    let (me, n) = (node.rank().0 as usize, node.size() as usize);
+    let words = PAGE_SIZE / 8;
+    let upd = shared(
+        node,
+        n * UI_UPD * PAGE_SIZE,
+        Policy::new(ProtocolKind::Hlrc, true, Placement::Blocked),
+    )?;
+    let inv = shared(
+        node,
+        n * UI_INV * PAGE_SIZE,
+        Policy::new(ProtocolKind::Hlrc, false, Placement::Blocked),
+    )?;
+    let before = protocol_count(node, "pushes_taken");
+    let value = |r: u64, k: u64, p: usize| r * 10_000 + k * 1000 + p as u64;
+    for r in 0..UI_ROUNDS {
+        for (k, a, per) in [(0, upd, UI_UPD), (1, inv, UI_INV)] {
+            for p in me * per..(me + 1) * per {
+                for w in [0, words / 2, words - 1] {
+                    // SAFETY: page p of the block this node is home of.
+                    unsafe { a.add(p * words + w).write_volatile(value(r, k, p)) };
+                }
+            }
+        }
+        node.barrier().map_err(err)?;
+        for (k, a, per) in [(0, upd, UI_UPD), (1, inv, UI_INV)] {
+            for p in 0..n * per {
+                for w in [0, words / 2, words - 1] {
+                    // SAFETY: inside the allocation, read after the barrier.
+                    let v = unsafe { a.add(p * words + w).read_volatile() };
+                    check(v == value(r, k, p), || {
+                        format!("round {r}: allocation {k} page {p} word {w} is {v}")
+                    })?;
+                }
+            }
+        }
+        node.barrier().map_err(err)?;
+    }
+    let taken = protocol_count(node, "pushes_taken") - before;
+    let most = UI_ROUNDS * ((n - 1) * UI_UPD) as u64;
+    check(taken > 0, || "no push updated a copy on this node".into())?;
+    check(taken <= most, || {
+        format!("{taken} pushes taken, but the update allocation accounts for at most {most}")
+    })
+}
+
+/// Memory freed under one policy and allocated again under another: a small `sc` object's
+/// page never takes `hlrc` objects (a page follows one protocol), a freed `sc` page range is
+/// never handed out again, and every node sees each allocation's own policy.
+fn free_reuse(node: &Node) -> Result<(), String> {
+    let me = node.rank().0;
+    let sc = Policy::new(ProtocolKind::Sc, false, Placement::FirstTouch);
+    let hl = Policy::new(ProtocolKind::Hlrc, false, Placement::FirstTouch);
+    let mut ptrs = [0u64; 4];
+    if me == 0 {
+        let small = node.alloc_policy(64, sc).map_err(err)?;
+        let big = node.alloc_policy(4 * PAGE_SIZE, sc).map_err(err)?;
+        node.free(small).map_err(err)?;
+        node.free(big).map_err(err)?;
+        let small2 = node.alloc_policy(64, hl).map_err(err)?;
+        let big2 = node.alloc_policy(4 * PAGE_SIZE, hl).map_err(err)?;
+        check(
+            small2 as usize / PAGE_SIZE != small as usize / PAGE_SIZE,
+            || "an hlrc object went into an sc page".into(),
+        )?;
+        let (b, b2) = (big as usize, big2 as usize);
+        check(b2 >= b + 4 * PAGE_SIZE || b2 + 4 * PAGE_SIZE <= b, || {
+            "a freed sc page range was handed out again".into()
+        })?;
+        let small3 = node.alloc_policy(64, sc).map_err(err)?;
+        check(small3 == small, || {
+            "the freed sc object was not reused under sc".into()
+        })?;
+        ptrs = [small3 as u64, big as u64, small2 as u64, big2 as u64];
+    }
+    for p in &mut ptrs {
+        *p = node.broadcast((me == 0).then_some(*p)).map_err(err)?;
+    }
+    for (i, want) in [sc, sc, hl, hl].iter().enumerate() {
+        let got = node.policy_of(ptrs[i] as *const u8).map_err(err)?;
+        check(got.protocol == want.protocol, || {
+            format!("pointer {i}: node {me} sees {:?}", got.protocol)
+        })?;
+    }
+    // The reused objects work under their policies on every node.
+    node.lock(LockId(3)).map_err(err)?;
+    for &p in &[ptrs[0], ptrs[2]] {
+        let w = p as usize as *mut u64;
+        // SAFETY: a live 64-byte allocation, touched only under lock 3.
+        unsafe { w.write_volatile(w.read_volatile() + 1) };
+    }
+    node.unlock(LockId(3)).map_err(err)?;
+    node.barrier().map_err(err)?;
+    for &p in &[ptrs[0], ptrs[2]] {
+        // SAFETY: as above, after the barrier.
+        let v = unsafe { (p as usize as *const u64).read_volatile() };
+        check(v == u64::from(node.size()), || format!("count {v}"))?;
+    }
+    Ok(())
+}
+
+const SCENARIOS: &[(&str, Scenario, &[&str])] = &[
+    ("mixed_policies", mixed_policies, &["hlrc", "sc"]),
+    ("big_sc", big_sc, &["hlrc"]),
+    (
+        "update_beside_invalidate",
+        update_beside_invalidate,
+        &["hlrc", "hlrc+push"],
+    ),
+    ("free_reuse", free_reuse, &["hlrc"]),
+];
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if launched_as_node() {
+        node_exit(SCENARIOS, &args);
+    }
+    run_matrix(SCENARIOS, &args, true, |label, _, spec| run_case(label, &spec))
+}
