@@ -327,7 +327,7 @@ impl Engine {
         b: u64,
     ) -> Result<OpId, GptrError> {
         self.check_node(to)?;
-        if addr % width.bytes() != 0 {
+        if !addr.is_multiple_of(width.bytes()) {
             return Err(GptrError::Invalid(format!(
                 "remote atomic at {addr:#x} on {to}: not aligned to its {} bytes",
                 width.bytes()
@@ -483,7 +483,7 @@ impl Engine {
                 b,
             } => {
                 self.stats.served_atomics += 1;
-                let reply = if addr % width.bytes() != 0 {
+                let reply = if !addr.is_multiple_of(width.bytes()) {
                     self.refused_msg(op, addr, width.bytes(), "not aligned to the word")
                 } else {
                     match mem.atomic(addr, width, kind, a, b) {

@@ -111,7 +111,7 @@ impl SymmetricSpace {
 
     /// Atomic `op` on the `width`-byte (4 or 8) aligned word at `addr`; the old value.
     pub fn atomic(&self, addr: usize, width: usize, op: WordOp) -> Result<u64, MemoryError> {
-        if width != 4 && width != 8 || addr % width != 0 {
+        if width != 4 && width != 8 || !addr.is_multiple_of(width) {
             return Err(MemoryError::NotSymmetric {
                 addr,
                 len: width,

@@ -37,6 +37,9 @@ pub enum SquallError {
     Thread { what: String, why: String },
     #[error("{0}")]
     Remote(String),
+    /// A one-sided operation failed (e.g. the target refused its address).
+    #[error("{0}")]
+    Gptr(#[from] squall_gptr::GptrError),
     /// A collective call failed on `node`: every node of the job gets this same error.
     #[error("{what} failed on {node}: {cause}")]
     Collective {

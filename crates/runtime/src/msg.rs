@@ -26,10 +26,13 @@ pub const ABORT: MsgType = MsgType(72);
 /// Departure: the sender passed the job's last barrier and sent everything that barrier made
 /// it send (empty payload; see `node::lifecycle`).
 pub const DONE: MsgType = MsgType(73);
+/// One-sided operations: Split-C global pointers and OpenSHMEM (payload: the `squall-gptr`
+/// engine's own encoding; see `crate::gptr`).
+pub const GPTR: MsgType = MsgType(76);
 
 /// A readable name for a message type in statistics.
 pub fn name(ty: u16) -> String {
-    const NAMES: [(MsgType, &str); 10] = [
+    const NAMES: [(MsgType, &str); 11] = [
         (PROTO, "protocol"),
         (SYNC, "sync"),
         (COLLECTIVE, "collective"),
@@ -40,6 +43,7 @@ pub fn name(ty: u16) -> String {
         (STATS_MARK, "stats_mark"),
         (ABORT, "abort"),
         (DONE, "done"),
+        (GPTR, "gptr"),
     ];
     match NAMES.iter().find(|(t, _)| t.0 == ty) {
         Some((_, n)) => (*n).into(),

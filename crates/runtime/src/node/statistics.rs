@@ -71,6 +71,9 @@ impl Node {
         );
         drop(s);
         counts.insert("net".into(), net_counts(&self.inner.ep));
+        if let Some(g) = crate::gptr::started() {
+            counts.insert("gptr".into(), g.stats_json());
+        }
         let sp = self.inner.space.stats();
         counts.insert(
             "memory".into(),
