@@ -21,6 +21,9 @@ pub mod pthread_once_key;
 pub mod pthread_rwlock;
 pub mod pthread_timed;
 pub mod semaphore;
+/// The OpenSHMEM layer (declared by the hand-written include/shmem.h, not squall.h).
+/// cbindgen:ignore
+pub mod shmem;
 mod stack;
 
 pub use api::*;

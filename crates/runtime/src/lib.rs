@@ -37,7 +37,7 @@ pub use gptr::{ActiveSet, Cmp, Elem, GlobalPtr, Gptr, Pending, ReduceOp, SpreadA
 pub use node::{init, init_ssi, init_ssi_with_regions, node, node_ref, parse_placement, Node};
 pub use order::MemOrder;
 pub use squall_core::{LockId, NodeId, PageId, Placement, ThreadId, PAGE_SIZE};
-pub use squall_gptr::{AtomicKind, Width};
+pub use squall_gptr::{AtomicKind, GptrError, Width};
 pub use squall_memory::{Contents, Region};
 pub use squall_protocol::AtomicOp;
 pub use squall_sync::{BarrierCount, BarrierId, CondId, FlagId};

@@ -260,6 +260,12 @@ impl Gptr {
         Ok(g)
     }
 
+    /// End the whole job because of `what` (a fatal error in a call that cannot return one,
+    /// such as OpenSHMEM's `void` functions): every node prints this node and the cause.
+    pub fn fail_job(&self, what: &str) -> ! {
+        crate::failure::end_job(Some(&self.ep), self.rank(), what)
+    }
+
     /// The node this runs on.
     pub fn node(&self) -> &Node {
         &self.node
@@ -640,6 +646,16 @@ impl Gptr {
             .heap
             .free(off as u64)
             .map_err(|e| SquallError::Remote(format!("free of {addr:#x}: {e}")))
+    }
+
+    /// The length of the live symmetric allocation starting at `addr`.
+    pub fn block_len(&self, addr: usize) -> Option<usize> {
+        let off = addr.checked_sub(self.space.base())?;
+        self.state
+            .lock()
+            .heap
+            .block_len(off as u64)
+            .map(|n| n as usize)
     }
 
     /// Whether `[addr, addr+len)` is symmetric memory of this node (the reason if not).
