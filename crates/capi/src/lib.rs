@@ -10,6 +10,7 @@
 pub mod api;
 pub mod atomic;
 pub mod error;
+pub mod gptr;
 mod libatomic;
 mod modules;
 /// The OpenMP runtime (GOMP_* and omp_* symbols, declared by gcc's <omp.h>, not squall.h).
@@ -29,6 +30,7 @@ mod stack;
 pub use api::*;
 pub use atomic::*;
 pub use error::*;
+pub use gptr::*;
 pub use pthread::*;
 pub use pthread_mutex::*;
 pub use pthread_once_key::*;
