@@ -528,6 +528,7 @@ pub extern "C" fn shmem_barrier(
 
 // ----- collectives ----------------------------------------------------------------------------
 
+#[allow(clippy::too_many_arguments)]
 fn broadcast(
     call: &'static str,
     elem: usize,
