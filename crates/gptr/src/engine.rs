@@ -9,7 +9,9 @@
 //! * a store is one-way: no per-store answer. The target counts the bytes that arrived
 //!   (`take_stored`: Split-C's `store_sync(bytes)`) and, per sender and all-store-sync epoch,
 //!   the stores; `all_store_sync` sends every peer the number of stores it sent it in the
-//!   epoch and completes when every peer's count has arrived and matched. A store the target
+//!   epoch; when every peer's count has arrived and matched, the node tells every peer that
+//!   its stores are in (`StoresIn`), and the all-store-sync completes when every node said
+//!   so: on return every store of the epoch, to any node, has arrived. A store the target
 //!   refuses comes back as a refusal reported at the next sync.
 //! * operations on this node's own memory are executed at once (and complete at once).
 //!
@@ -20,7 +22,7 @@ use crate::atomic::{AtomicKind, Width};
 use crate::msg::{decode, Kind, Msg};
 use crate::GptrError;
 use squall_core::NodeId;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
 /// An operation's id, unique per issuing node, increasing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -113,6 +115,10 @@ pub struct Engine {
     /// Bytes that arrived by store per (sender, epoch), this node's own stores included:
     /// an all-store-sync counts them off `stored` when it completes the epoch.
     recv_bytes: HashMap<(u16, u64), u64>,
+    /// Epochs this node started whose stores to it have not all arrived yet.
+    open: BTreeSet<u64>,
+    /// `StoresIn` notices per (peer, epoch).
+    stores_in: HashSet<(u16, u64)>,
     /// Bytes that arrived by store and were not yet taken by `take_stored`.
     stored: u64,
     /// Refusals of one-way stores, reported at the next sync.
@@ -133,6 +139,8 @@ impl Engine {
             recv: HashMap::new(),
             announced: HashMap::new(),
             recv_bytes: HashMap::new(),
+            open: BTreeSet::new(),
+            stores_in: HashSet::new(),
             stored: 0,
             errors: Vec::new(),
             actions: VecDeque::new(),
@@ -391,6 +399,7 @@ impl Engine {
         let e = self.epoch;
         self.epoch += 1;
         self.stats.all_store_syncs += 1;
+        self.open.insert(e);
         for p in 0..self.nodes {
             if p == self.me.0 {
                 continue;
@@ -402,25 +411,57 @@ impl Engine {
                 bytes,
             });
         }
+        self.advance_epochs();
         e
     }
 
-    /// Every peer reached all-store-sync `epoch` and every store it sent this node in that
-    /// epoch arrived. Forgets the epoch's counts once true, and counts the epoch's bytes off
-    /// what `take_stored` sees (an all-store-sync completes those stores: a later
-    /// `store_sync(bytes)` waits for stores after it).
+    /// Open epochs whose stores to this node all arrived: count their bytes off what
+    /// `take_stored` sees (the all-store-sync completes those stores: a later
+    /// `store_sync(bytes)` waits for stores after it) and tell every peer.
+    fn advance_epochs(&mut self) {
+        let ready: Vec<u64> = self
+            .open
+            .iter()
+            .copied()
+            .filter(|&e| {
+                (0..self.nodes).filter(|&p| p != self.me.0).all(|p| {
+                    self.announced
+                        .get(&(p, e))
+                        .is_some_and(|&c| self.recv.get(&(p, e)).copied().unwrap_or(0) == c)
+                })
+            })
+            .collect();
+        for e in ready {
+            self.open.remove(&e);
+            for p in 0..self.nodes {
+                self.announced.remove(&(p, e));
+                self.recv.remove(&(p, e));
+                let b = self.recv_bytes.remove(&(p, e)).unwrap_or(0);
+                self.stored = self.stored.saturating_sub(b);
+            }
+            for p in (0..self.nodes).filter(|&p| p != self.me.0) {
+                let bytes = Msg::StoresIn { epoch: e }.encode();
+                self.actions.push_back(Action::Send {
+                    to: NodeId(p),
+                    bytes,
+                });
+            }
+            self.actions.push_back(Action::StoresChanged);
+        }
+    }
+
+    /// All-store-sync `epoch` is complete: every node reached it and every store sent in it,
+    /// to any node, arrived. Forgets the epoch once true.
     pub fn all_store_done(&mut self, epoch: u64) -> bool {
-        let ok = (0..self.nodes).filter(|&p| p != self.me.0).all(|p| {
-            self.announced
-                .get(&(p, epoch))
-                .is_some_and(|&c| self.recv.get(&(p, epoch)).copied().unwrap_or(0) == c)
-        });
+        if self.open.contains(&epoch) || epoch >= self.epoch {
+            return false;
+        }
+        let ok = (0..self.nodes)
+            .filter(|&p| p != self.me.0)
+            .all(|p| self.stores_in.contains(&(p, epoch)));
         if ok {
             for p in 0..self.nodes {
-                self.announced.remove(&(p, epoch));
-                self.recv.remove(&(p, epoch));
-                let b = self.recv_bytes.remove(&(p, epoch)).unwrap_or(0);
-                self.stored = self.stored.saturating_sub(b);
+                self.stores_in.remove(&(p, epoch));
             }
         }
         ok
@@ -484,6 +525,7 @@ impl Engine {
                         self.actions.push_back(Action::Send { to: from, bytes });
                     }
                 }
+                self.advance_epochs();
                 self.actions.push_back(Action::StoresChanged);
             }
             Msg::Atomic {
@@ -510,6 +552,11 @@ impl Engine {
             }
             Msg::StoreDone { epoch, count } => {
                 self.announced.insert((from.0, epoch), count);
+                self.advance_epochs();
+                self.actions.push_back(Action::StoresChanged);
+            }
+            Msg::StoresIn { epoch } => {
+                self.stores_in.insert((from.0, epoch));
                 self.actions.push_back(Action::StoresChanged);
             }
             Msg::GetReply { op, data } => {

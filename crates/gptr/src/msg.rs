@@ -29,10 +29,12 @@ pub enum Kind {
     Refused = 8,
     /// The sender reached all-store-sync `epoch` having sent `count` stores to the receiver in it.
     StoreDone = 9,
+    /// Every store sent to the sender in all-store-sync `epoch` arrived there.
+    StoresIn = 10,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Get,
         Kind::GetReply,
         Kind::Put,
@@ -42,6 +44,7 @@ impl Kind {
         Kind::AtomicReply,
         Kind::Refused,
         Kind::StoreDone,
+        Kind::StoresIn,
     ];
 
     pub fn from_u8(v: u8) -> Option<Kind> {
@@ -60,6 +63,7 @@ impl Kind {
             Kind::AtomicReply => "atomic_reply",
             Kind::Refused => "refused",
             Kind::StoreDone => "store_done",
+            Kind::StoresIn => "stores_in",
         }
     }
 }
@@ -111,6 +115,9 @@ pub enum Msg<'a> {
         epoch: u64,
         count: u64,
     },
+    StoresIn {
+        epoch: u64,
+    },
 }
 
 impl Msg<'_> {
@@ -125,6 +132,7 @@ impl Msg<'_> {
             Msg::AtomicReply { .. } => Kind::AtomicReply,
             Msg::Refused { .. } => Kind::Refused,
             Msg::StoreDone { .. } => Kind::StoreDone,
+            Msg::StoresIn { .. } => Kind::StoresIn,
         }
     }
 
@@ -183,6 +191,7 @@ impl Msg<'_> {
                 u64(&mut w, epoch);
                 u64(&mut w, count);
             }
+            Msg::StoresIn { epoch } => u64(&mut w, epoch),
         }
         w
     }
@@ -304,6 +313,9 @@ pub fn decode(from: NodeId, buf: &[u8]) -> Result<Msg<'_>, GptrError> {
         Kind::StoreDone => Msg::StoreDone {
             epoch: r.u64("epoch")?,
             count: r.u64("count")?,
+        },
+        Kind::StoresIn => Msg::StoresIn {
+            epoch: r.u64("epoch")?,
         },
     };
     r.end(kind)?;
