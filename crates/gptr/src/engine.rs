@@ -24,6 +24,9 @@ use crate::GptrError;
 use squall_core::NodeId;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
+/// Bytes before a `GetReply`'s data (kind and operation id).
+pub const GET_REPLY_HEADER: usize = 9;
+
 /// An operation's id, unique per issuing node, increasing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct OpId(pub u64);
@@ -35,6 +38,13 @@ pub trait SymMemory {
     fn check(&mut self, addr: u64, len: u64) -> Result<(), String>;
     fn read(&mut self, addr: u64, out: &mut [u8]) -> Result<(), String>;
     fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), String>;
+    /// Append the `len` bytes at `addr` to `out` (a get's reply is built this way: memories
+    /// that can copy straight from their mapping override it and save a zero-fill).
+    fn read_append(&mut self, addr: u64, len: usize, out: &mut Vec<u8>) -> Result<(), String> {
+        let at = out.len();
+        out.resize(at + len, 0);
+        self.read(addr, &mut out[at..])
+    }
     /// Execute `kind` on the `width`-byte word at `addr` (aligned); the old value.
     fn atomic(
         &mut self,
@@ -486,11 +496,10 @@ impl Engine {
                 let reply = match checked {
                     Err(why) => self.refused_msg(op, addr, len, &why),
                     Ok(n) => {
-                        let mut buf = Vec::with_capacity(9 + n);
+                        let mut buf = Vec::with_capacity(GET_REPLY_HEADER + n);
                         buf.push(Kind::GetReply as u8);
                         buf.extend_from_slice(&op.to_le_bytes());
-                        buf.resize(9 + n, 0);
-                        match mem.read(addr, &mut buf[9..]) {
+                        match mem.read_append(addr, n, &mut buf) {
                             Ok(()) => buf,
                             Err(why) => self.refused_msg(op, addr, len, &why),
                         }
@@ -590,6 +599,30 @@ impl Engine {
                 self.pending.remove(&op);
                 self.complete(OpId(op), outcome);
                 Ok(())
+            }
+            _ => Err(GptrError::UnknownOp { from, op }),
+        }
+    }
+
+    /// A get's answer without copying its data: if `bytes` is a `GetReply` for an outstanding
+    /// get of `from`, the get completes (no `Complete` action) and its id is returned; the
+    /// data are `bytes[GET_REPLY_HEADER..]`. `None` for any other message (pass it to
+    /// [`Engine::on_message`]).
+    pub fn take_get_reply(
+        &mut self,
+        from: NodeId,
+        bytes: &[u8],
+    ) -> Result<Option<OpId>, GptrError> {
+        if bytes.first() != Some(&(Kind::GetReply as u8)) {
+            return Ok(None);
+        }
+        let Msg::GetReply { op, .. } = decode(from, bytes)? else {
+            return Ok(None);
+        };
+        match self.pending.get(&op) {
+            Some(p) if p.target == from => {
+                self.pending.remove(&op);
+                Ok(Some(OpId(op)))
             }
             _ => Err(GptrError::UnknownOp { from, op }),
         }

@@ -102,6 +102,18 @@ impl SymmetricSpace {
         Ok(())
     }
 
+    /// Append the `len` bytes at `addr` to `out`.
+    pub fn read_append(
+        &self,
+        addr: usize,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), MemoryError> {
+        self.check(addr, len)?;
+        sys::append_from_mapping(addr, len, out);
+        Ok(())
+    }
+
     /// Copy `data` to `addr`.
     pub fn write(&self, addr: usize, data: &[u8]) -> Result<(), MemoryError> {
         self.check(addr, data.len())?;

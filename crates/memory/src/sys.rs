@@ -448,6 +448,14 @@ pub fn copy_from_mapping(src: usize, out: &mut [u8]) {
     unsafe { std::ptr::copy_nonoverlapping(src as *const u8, out.as_mut_ptr(), out.len()) }
 }
 
+/// Append the `len` bytes at mapped address `src` to `out` (same contract as
+/// [`copy_from_mapping`]): one pass, no zero-fill of the destination first.
+pub fn append_from_mapping(src: usize, len: usize, out: &mut Vec<u8>) {
+    // SAFETY: per the contract the source range is mapped and readable for `len` bytes and is
+    // not Rust-owned memory, so the temporary slice aliases no Rust reference.
+    out.extend_from_slice(unsafe { std::slice::from_raw_parts(src as *const u8, len) })
+}
+
 /// Whether the `data.len()` bytes at mapped address `src` equal `data` (same contract as
 /// [`copy_from_mapping`]).
 pub fn mapping_equals(src: usize, data: &[u8]) -> bool {

@@ -8,6 +8,7 @@ pub mod auth;
 pub mod bandwidth;
 pub mod check;
 pub mod dsm;
+pub mod gptr;
 pub mod message;
 pub mod pingpong;
 pub mod raw;
@@ -56,6 +57,9 @@ pub enum BenchCmd {
     Barrier(dsm::DsmBenchArgs),
     /// Remote and local thread create + join.
     Thread(dsm::DsmBenchArgs),
+    /// One-sided operations (global pointers, OpenSHMEM): 8 B get latency, 1 MiB put/get
+    /// bandwidth and the 8 B store rate, each beside raw messages in the same run.
+    Gptr(dsm::DsmBenchArgs),
 }
 
 pub fn main(cmd: BenchCmd) -> i32 {
@@ -75,6 +79,7 @@ pub fn main(cmd: BenchCmd) -> i32 {
         BenchCmd::Lock(a) => dsm::lock(a),
         BenchCmd::Barrier(a) => dsm::barrier(a),
         BenchCmd::Thread(a) => dsm::thread(a),
+        BenchCmd::Gptr(a) => gptr::main(a),
     };
     match result {
         Ok(()) => 0,

@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod demo;
 pub mod dsm;
+pub mod gptr;
 pub mod heat;
 #[cfg(feature = "mpi")]
 pub mod rawmpi;
@@ -59,6 +60,8 @@ pub enum NodeCmd {
     BenchBarrier(dsm::SyncNodeArgs),
     /// Node side of `squall bench thread`.
     BenchThread(dsm::SyncNodeArgs),
+    /// Node side of `squall bench gptr`.
+    BenchGptr(dsm::SyncNodeArgs),
     /// The raw MPI ping-pong baseline (started by mpirun; feature `mpi`).
     #[cfg(feature = "mpi")]
     RawMpiPingpong(rawmpi::RawMpiArgs),
@@ -86,6 +89,7 @@ pub fn main(cmd: NodeCmd) -> i32 {
         NodeCmd::BenchLock(a) => dsm::lock(a),
         NodeCmd::BenchBarrier(a) => dsm::barrier(a),
         NodeCmd::BenchThread(a) => dsm::thread(a),
+        NodeCmd::BenchGptr(a) => gptr::bench(a),
         #[cfg(feature = "mpi")]
         NodeCmd::RawMpiPingpong(a) => rawmpi::run(a),
     };

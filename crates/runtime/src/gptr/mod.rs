@@ -27,8 +27,10 @@ use parking_lot::{Condvar, Mutex};
 use squall_core::NodeId;
 use squall_gptr::{
     Action, AtomicKind, Engine, GptrError, OpId, Outcome, SymHeap, SymMemory, Width,
+    GET_REPLY_HEADER,
 };
 use squall_memory::{SymmetricSpace, WordOp, SYMMETRIC_BASE};
+use squall_net::Bytes;
 use squall_net::Endpoint;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -56,11 +58,18 @@ enum Sink {
     Deliver(Deliver),
 }
 
+/// A completed operation a thread waits for: the engine's outcome, or a get's reply as it
+/// arrived (its data after `GET_REPLY_HEADER`, not copied until the waiter takes it).
+enum Done {
+    Outcome(Outcome),
+    Reply(Bytes),
+}
+
 struct State {
     engine: Engine,
     heap: SymHeap,
     sinks: HashMap<u64, Sink>,
-    done: HashMap<u64, Outcome>,
+    done: HashMap<u64, Done>,
     /// Failures of split-phase operations and refused stores, reported by the next sync.
     failures: Vec<GptrError>,
 }
@@ -130,6 +139,17 @@ impl SymMemory for Mem<'_> {
     fn read(&mut self, addr: u64, out: &mut [u8]) -> std::result::Result<(), String> {
         let a = self.checked(addr, out.len() as u64)?;
         self.space.read(a, out).map_err(|e| e.to_string())
+    }
+    fn read_append(
+        &mut self,
+        addr: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> std::result::Result<(), String> {
+        let a = self.checked(addr, len as u64)?;
+        self.space
+            .read_append(a, len, out)
+            .map_err(|e| e.to_string())
     }
     fn write(&mut self, addr: u64, data: &[u8]) -> std::result::Result<(), String> {
         let a = self.checked(addr, data.len() as u64)?;
@@ -253,7 +273,7 @@ impl Gptr {
         });
         let h = g.clone();
         node.endpoint().register(msg::GPTR, move |ep, m| {
-            if let Err(e) = h.on_message(m.src, &m.payload) {
+            if let Err(e) = h.on_message(m.src, m.payload) {
                 eprintln!("squall: {}: {e}", ep.rank());
             }
         });
@@ -333,7 +353,7 @@ impl Gptr {
                     wake = true;
                     match (st.sinks.remove(&op.0), outcome) {
                         (Some(Sink::Wait), o) => {
-                            st.done.insert(op.0, o);
+                            st.done.insert(op.0, Done::Outcome(o));
                         }
                         (_, Outcome::Failed(e)) => st.failures.push(e),
                         (Some(Sink::Deliver(f)), Outcome::Data(d)) => deliver.push((f, d)),
@@ -357,8 +377,24 @@ impl Gptr {
         Ok(())
     }
 
-    fn on_message(&self, from: NodeId, payload: &[u8]) -> Result<()> {
+    fn on_message(&self, from: NodeId, payload: Bytes) -> Result<()> {
         let mut st = self.state.lock();
+        // A get's data go to their waiter or sink without a copy into an outcome.
+        if let Some(op) = st.engine.take_get_reply(from, &payload).map_err(gerr)? {
+            match st.sinks.remove(&op.0) {
+                Some(Sink::Deliver(f)) => {
+                    drop(st);
+                    f(&payload[GET_REPLY_HEADER..]);
+                }
+                Some(Sink::Wait) => {
+                    st.done.insert(op.0, Done::Reply(payload));
+                    drop(st);
+                }
+                _ => drop(st),
+            }
+            self.cv.notify_all();
+            return Ok(());
+        }
         let State { engine, heap, .. } = &mut *st;
         let mut mem = Mem {
             space: &self.space,
@@ -366,7 +402,7 @@ impl Gptr {
             data_ok: self.data_ok.load(Ordering::Relaxed),
             me: self.node.rank(),
         };
-        let r = engine.on_message(&mut mem, from, payload);
+        let r = engine.on_message(&mut mem, from, &payload);
         self.finish(st)?;
         // Served writes change memory someone may wait on (`wait_until`).
         self.cv.notify_all();
@@ -382,16 +418,23 @@ impl Gptr {
         }
     }
 
-    fn wait_op(&self, op: OpId) -> Result<Outcome> {
+    fn wait_done(&self, op: OpId) -> Result<Done> {
         let mut out = None;
         self.wait_for(|st| {
             out = st.done.remove(&op.0);
             out.is_some()
         });
         match out {
-            Some(Outcome::Failed(e)) => Err(gerr(e)),
-            Some(o) => Ok(o),
+            Some(Done::Outcome(Outcome::Failed(e))) => Err(gerr(e)),
+            Some(d) => Ok(d),
             None => Err(SquallError::ShuttingDown),
+        }
+    }
+
+    fn wait_op(&self, op: OpId) -> Result<Outcome> {
+        match self.wait_done(op)? {
+            Done::Outcome(o) => Ok(o),
+            Done::Reply(b) => Ok(Outcome::Data(b[GET_REPLY_HEADER..].to_vec())),
         }
     }
 
@@ -405,15 +448,24 @@ impl Gptr {
             |e, m| e.get(m, node, addr as u64, len),
             |op| Some((op.0, Sink::Wait)),
         )?;
-        match self.wait_op(op)? {
-            Outcome::Data(d) if d.len() == out.len() => {
-                out.copy_from_slice(&d);
-                Ok(())
+        let d = match self.wait_done(op)? {
+            Done::Reply(b) => b.slice(GET_REPLY_HEADER.min(b.len())..),
+            Done::Outcome(Outcome::Data(d)) => Bytes::from(d),
+            Done::Outcome(o) => {
+                return Err(SquallError::Remote(format!(
+                    "get from {node}: unexpected answer {o:?}"
+                )))
             }
-            o => Err(SquallError::Remote(format!(
-                "get from {node}: unexpected answer {o:?}"
-            ))),
+        };
+        if d.len() != out.len() {
+            return Err(SquallError::Remote(format!(
+                "get from {node}: {} bytes came back for {}",
+                d.len(),
+                out.len()
+            )));
         }
+        out.copy_from_slice(&d);
+        Ok(())
     }
 
     /// Split-phase get: `deliver` receives the bytes when they arrive (on the thread that
