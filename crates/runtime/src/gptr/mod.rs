@@ -38,7 +38,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// Environment variable of the arena's size (OpenSHMEM's name; `k`, `m`, `g` suffixes).
-pub const SYMMETRIC_SIZE_VAR: &str = "SHMEM_SYMMETRIC_SIZE";
+pub const SYMMETRIC_SIZE_VAR: &str = squall_core::env::SHMEM_SYMMETRIC_SIZE;
 /// Default arena size: address space only until touched.
 pub const DEFAULT_SYMMETRIC_SIZE: usize = 1 << 30;
 
