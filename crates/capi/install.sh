@@ -1,9 +1,9 @@
 #!/bin/sh
 # Install Squall's C library, headers, SPLASH-2 macros and pkg-config files under PREFIX:
 #   PREFIX/lib/libsquall.so, libsquall.a
-#   PREFIX/include/squall.h, squall.hpp, crl.h, squall/pthread.h, squall/atomic.h, squall/dsmip.hpp
+#   PREFIX/include/squall.h, squall.hpp, crl.h, shmem.h, squall/pthread.h, squall/atomic.h, squall/dsmip.hpp
 #   PREFIX/share/squall/c.m4.squall, squall-globals.ld, squall-pthread.ld
-#   PREFIX/lib/pkgconfig/squall.pc, squall-pthread.pc, squall-openmp.pc, squall-crl.pc
+#   PREFIX/lib/pkgconfig/squall.pc, squall-pthread.pc, squall-openmp.pc, squall-crl.pc, squall-shmem.pc
 #   PREFIX/lib/squall-openmp/libgomp.so (a linker script naming libsquall.so: under
 #   squall-openmp, gcc -fopenmp's -lgomp finds Squall's OpenMP runtime, not the system's)
 #
@@ -41,13 +41,13 @@ cp "$libdir/libsquall.so" "$prefix/lib/.libsquall.so.tmp" && mv -f "$prefix/lib/
 if [ -f "$libdir/libsquall.a" ]; then
     cp "$libdir/libsquall.a" "$prefix/lib/libsquall.a"
 fi
-cp "$here/include/squall.h" "$here/include/squall.hpp" "$here/include/crl.h" "$prefix/include/"
+cp "$here/include/squall.h" "$here/include/squall.hpp" "$here/include/crl.h" "$here/include/shmem.h" "$prefix/include/"
 cp "$here/include/squall/pthread.h" "$here/include/squall/atomic.h" "$here/include/squall/dsmip.hpp" "$prefix/include/squall/"
 cp "$here/c.m4.squall" "$here/squall-globals.ld" "$here/squall-pthread.ld" "$prefix/share/squall/"
 mkdir -p "$prefix/lib/squall-openmp"
 printf '/* squall-openmp: gcc -fopenmp links -lgomp; this makes it Squall'"'"'s OpenMP runtime */\nINPUT(%s)\n' \
     "$prefix/lib/libsquall.so" > "$prefix/lib/squall-openmp/libgomp.so"
-for pc in squall squall-pthread squall-openmp squall-crl; do
+for pc in squall squall-pthread squall-openmp squall-crl squall-shmem; do
     sed -e "s|@PREFIX@|$prefix|g" -e "s|@VERSION@|$version|g" "$here/$pc.pc.in" > "$prefix/lib/pkgconfig/$pc.pc"
 done
 

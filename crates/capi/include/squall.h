@@ -153,6 +153,40 @@
 #define SQUALL_ERR_INTERNAL -14
 
 /**
+ * Atomic operation codes of `squall_gptr_atomic` (the old value is always returned).
+ */
+#define SQUALL_GPTR_FETCH 0
+
+/**
+ * Write `value`.
+ */
+#define SQUALL_GPTR_SET 1
+
+/**
+ * Add `value` (wrapping).
+ */
+#define SQUALL_GPTR_ADD 2
+
+/**
+ * Write `value` (returns the old word).
+ */
+#define SQUALL_GPTR_SWAP 3
+
+/**
+ * Write `value` if the word equals `cond`.
+ */
+#define SQUALL_GPTR_COMPARE_SWAP 4
+
+/**
+ * Bitwise and, or, xor with `value`.
+ */
+#define SQUALL_GPTR_AND 5
+
+#define SQUALL_GPTR_OR 6
+
+#define SQUALL_GPTR_XOR 7
+
+/**
  * Engine OU: a fixed owner per segment performs every access (sequential consistency).
  */
 #define SQUALL_ENGINE_OU 0
@@ -222,6 +256,27 @@
  * `squall_policy.updates`: invalidation (copies are fetched again after a write).
  */
 #define SQUALL_UPDATES_OFF 2
+
+/**
+ * A spread array: `len` elements of `elem_size` bytes dealt to the `nodes` nodes
+ * `block` elements at a time (block b on node b mod nodes). `base` is the same on every node.
+ */
+typedef struct {
+  void *base;
+  size_t len;
+  size_t elem_size;
+  size_t block;
+  uint32_t nodes;
+} SquallSpread;
+
+/**
+ * A global pointer: an address in the symmetric memory of `node` (a block of
+ * `squall_all_alloc`, a spread array, or a global variable of a non-PIE program).
+ */
+typedef struct {
+  uint32_t node;
+  void *addr;
+} SquallGptr;
 
 /**
  * Event counters of this node's shared objects (`squall_object_stats`).
@@ -616,6 +671,91 @@ uint64_t squall_atomic_op(void *addr, uint32_t width, uint32_t op, uint64_t valu
  * `Node::fence` for what it orders across nodes. Used by `squall/atomic.h`.
  */
 void squall_atomic_fence(int order);
+
+/**
+ * Collective (after `squall_init`): start the one-sided operations on every node. Global
+ * variables become targets when the program's data is at the same address on every node
+ * (link with `-no-pie`); returns 1 then, 0 if only the symmetric heap is.
+ */
+int squall_gptr_start(void);
+
+/**
+ * Collective: `size` bytes of symmetric memory (the same address on every node, each node
+ * its own copy). NULL on failure.
+ */
+void *squall_all_alloc(size_t size);
+
+/**
+ * Collective: free a block of `squall_all_alloc`.
+ */
+int squall_all_free(void *ptr);
+
+/**
+ * Collective: allocate a spread array into `*out`.
+ */
+int squall_spread_alloc(size_t len, size_t elem_size, size_t block, SquallSpread *out);
+
+/**
+ * Collective: free a spread array.
+ */
+int squall_spread_free(const SquallSpread *a);
+
+/**
+ * The global pointer of element `i` of a spread array (`node` = u32::MAX if out of bounds).
+ */
+SquallGptr squall_spread_ptr(const SquallSpread *a, size_t i);
+
+/**
+ * Blocking read of `n` bytes (any size) at `from` into local `to`.
+ */
+int squall_gptr_read(void *to, SquallGptr from, size_t n);
+
+/**
+ * Blocking write of `n` bytes from local `from` to `to`: returns when applied there.
+ */
+int squall_gptr_write(SquallGptr to, const void *from, size_t n);
+
+/**
+ * Split-phase get (Split-C `:=` / `bulk_get`): local `to` holds the data after
+ * `squall_gptr_sync()` and must not be touched before.
+ */
+int squall_gptr_get(void *to, SquallGptr from, size_t n);
+
+/**
+ * Split-phase put (Split-C `:=` / `bulk_put`): `from` may be reused at once; applied at the
+ * target by the next `squall_gptr_sync()`.
+ */
+int squall_gptr_put(SquallGptr to, const void *from, size_t n);
+
+/**
+ * One-way store (Split-C `:-` / `bulk_store`): no answer; the target counts the bytes
+ * (`squall_store_sync`), `squall_all_store_sync` completes every store of the job.
+ */
+int squall_gptr_store(SquallGptr to, const void *from, size_t n);
+
+/**
+ * Split-C `sync()`: wait until every get and put this node issued before completed; reports
+ * the first failure of one (a refused address) since the last sync.
+ */
+int squall_gptr_sync(void);
+
+/**
+ * Split-C `store_sync(bytes)`: wait until `bytes` bytes have been stored into this node (by
+ * any node) since they were last counted, and count them off.
+ */
+int squall_store_sync(size_t bytes);
+
+/**
+ * Split-C `all_store_sync()`: a barrier of every node that also completes every store sent
+ * before it, to anyone.
+ */
+int squall_all_store_sync(void);
+
+/**
+ * A remote atomic on the 4- or 8-byte word at `at`, executed at its node: `op` one of
+ * `SQUALL_GPTR_*`; the old value in `*old` (if not null).
+ */
+int squall_gptr_atomic(SquallGptr at, size_t width, int op, uint64_t value, uint64_t cond, uint64_t *old);
 
 /**
  * Create a shared object collectively: every node calls it with the same arguments in the

@@ -105,11 +105,22 @@ impl CapiError {
                 SquallError::ShuttingDown => SQUALL_ERR_SHUTDOWN,
                 SquallError::Remote(text) => remote_code(text),
                 SquallError::Object(_) => SQUALL_ERR_INVALID,
+                SquallError::Gptr(g) => match g {
+                    squall_gptr_errors::GptrError::Refused { .. } => SQUALL_ERR_NOT_SQUALL,
+                    squall_gptr_errors::GptrError::NoSuchNode { .. }
+                    | squall_gptr_errors::GptrError::Invalid(_) => SQUALL_ERR_INVALID,
+                    _ => SQUALL_ERR_NETWORK,
+                },
                 #[allow(unreachable_patterns)]
                 _ => SQUALL_ERR_INTERNAL,
             },
         }
     }
+}
+
+/// The one-sided engine's errors, as the runtime passes them through.
+mod squall_gptr_errors {
+    pub use squall::GptrError;
 }
 
 /// Codes for the synchronization errors the runtime passes through.

@@ -13,6 +13,7 @@ pub mod atomic;
 /// cbindgen:ignore
 pub mod crl;
 pub mod error;
+pub mod gptr;
 mod libatomic;
 mod modules;
 pub mod objects;
@@ -26,11 +27,15 @@ pub mod pthread_once_key;
 pub mod pthread_rwlock;
 pub mod pthread_timed;
 pub mod semaphore;
+/// The OpenSHMEM layer (declared by the hand-written include/shmem.h, not squall.h).
+/// cbindgen:ignore
+pub mod shmem;
 mod stack;
 
 pub use api::*;
 pub use atomic::*;
 pub use error::*;
+pub use gptr::*;
 pub use objects::*;
 pub use policy::*;
 pub use pthread::*;

@@ -40,6 +40,8 @@ pub const LOCK_CACHE: &str = "SQUALL_LOCK_CACHE";
 pub const AUTH: &str = "SQUALL_AUTH";
 pub const AUTH_KEY: &str = "SQUALL_AUTH_KEY";
 pub const AUTH_KEY_FILE: &str = "SQUALL_AUTH_KEY_FILE";
+/// OpenSHMEM's own name (read when one-sided operations start: `shmem_init`, `Node::gptr`).
+pub const SHMEM_SYMMETRIC_SIZE: &str = "SHMEM_SYMMETRIC_SIZE";
 
 /// Every variable, with its default and meaning.
 pub const ALL: &[EnvVar] = &[
@@ -187,6 +189,11 @@ pub const ALL: &[EnvVar] = &[
         name: APPS_BIN,
         default: "apps/bin (in the current directory, else above the squall binary)",
         meaning: "squall bench apps: folder of the built seed apps (<app>_seq, <app>_native, <app>_squall); --bin-dir overrides it",
+    },
+    EnvVar {
+        name: SHMEM_SYMMETRIC_SIZE,
+        default: "1G",
+        meaning: "size of each node's symmetric arena for one-sided operations (shmem_malloc, squall_all_alloc, spread arrays; OpenSHMEM's name; k/M/G suffixes): address space only until touched, at 0x5800_0000_0000 on every node",
     },
     EnvVar {
         name: PLOT_FONT,

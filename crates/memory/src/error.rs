@@ -63,6 +63,21 @@ pub enum MemoryError {
     FaultThreadRunning,
     #[error("cannot start the fault thread: {0}")]
     Spawn(io::Error),
+    #[error(
+        "cannot reserve the symmetric arena at {base:#x} ({size} bytes): {source}; lower \
+         SHMEM_SYMMETRIC_SIZE"
+    )]
+    SymmetricReserve {
+        base: usize,
+        size: usize,
+        source: io::Error,
+    },
+    #[error("{len} bytes at {addr:#x} are not symmetric memory of this node: {why}")]
+    NotSymmetric {
+        addr: usize,
+        len: usize,
+        why: String,
+    },
 }
 
 /// Failures of the shared-heap allocator; each names the address involved.

@@ -11,6 +11,7 @@ pub mod error;
 pub mod exec;
 pub mod heap;
 pub mod space;
+pub mod symmetric;
 mod sys;
 mod table;
 
@@ -21,3 +22,4 @@ pub use space::{
     parse_addr, parse_size, AddressSpace, Contents, Fault, FaultSource, FaultThread, Region,
     SpaceConfig, SpaceStats, DEFAULT_BASE, DEFAULT_SIZE,
 };
+pub use symmetric::{SymmetricSpace, WordOp, SYMMETRIC_BASE};

@@ -448,6 +448,14 @@ pub fn copy_from_mapping(src: usize, out: &mut [u8]) {
     unsafe { std::ptr::copy_nonoverlapping(src as *const u8, out.as_mut_ptr(), out.len()) }
 }
 
+/// Append the `len` bytes at mapped address `src` to `out` (same contract as
+/// [`copy_from_mapping`]): one pass, no zero-fill of the destination first.
+pub fn append_from_mapping(src: usize, len: usize, out: &mut Vec<u8>) {
+    // SAFETY: per the contract the source range is mapped and readable for `len` bytes and is
+    // not Rust-owned memory, so the temporary slice aliases no Rust reference.
+    out.extend_from_slice(unsafe { std::slice::from_raw_parts(src as *const u8, len) })
+}
+
 /// Whether the `data.len()` bytes at mapped address `src` equal `data` (same contract as
 /// [`copy_from_mapping`]).
 pub fn mapping_equals(src: usize, data: &[u8]) -> bool {
@@ -509,4 +517,150 @@ pub fn host_page_size() -> usize {
     } else {
         r as usize
     }
+}
+
+// ---- the symmetric arena (one-sided operations, `crate::symmetric`) ----
+
+/// Private anonymous read/write mapping at exactly `addr` (`MAP_FIXED_NOREPLACE`,
+/// `MAP_NORESERVE`: address space only until touched). Never replaces an existing mapping.
+pub fn map_private_fixed(addr: usize, len: usize) -> io::Result<()> {
+    let flags =
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED_NOREPLACE;
+    // SAFETY: MAP_FIXED_NOREPLACE fails with EEXIST instead of replacing a mapping, so no live
+    // Rust memory can be clobbered.
+    let p = unsafe {
+        libc::mmap(
+            addr as *mut libc::c_void,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    if p as usize != addr {
+        unmap(p as usize, len);
+        return Err(io::Error::from_raw_os_error(libc::EEXIST));
+    }
+    Ok(())
+}
+
+/// An atomic read-modify-write of one aligned word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WordOp {
+    Load,
+    Store(u64),
+    Add(u64),
+    Swap(u64),
+    CompareSwap { current: u64, new: u64 },
+    And(u64),
+    Or(u64),
+    Xor(u64),
+}
+
+macro_rules! word_op {
+    ($a:expr, $op:expr, $t:ty) => {{
+        use std::sync::atomic::Ordering::SeqCst;
+        let a = $a;
+        match $op {
+            WordOp::Load => a.load(SeqCst),
+            WordOp::Store(v) => a.swap(v as $t, SeqCst),
+            WordOp::Swap(v) => a.swap(v as $t, SeqCst),
+            WordOp::Add(v) => a.fetch_add(v as $t, SeqCst),
+            WordOp::And(v) => a.fetch_and(v as $t, SeqCst),
+            WordOp::Or(v) => a.fetch_or(v as $t, SeqCst),
+            WordOp::Xor(v) => a.fetch_xor(v as $t, SeqCst),
+            WordOp::CompareSwap { current, new } => {
+                match a.compare_exchange(current as $t, new as $t, SeqCst, SeqCst) {
+                    Ok(v) | Err(v) => v,
+                }
+            }
+        }
+    }};
+}
+
+/// Execute `op` on the 4- or 8-byte word at `addr` with a hardware atomic; the old value.
+///
+/// The caller guarantees `addr..addr+width` lies inside a live read/write mapping that is not
+/// Rust-owned memory (the symmetric arena or the program's writable data), and that `addr` is
+/// aligned to `width`.
+pub fn word_atomic(addr: usize, width: usize, op: WordOp) -> u64 {
+    if width == 4 {
+        // SAFETY: per the contract the word is mapped, writable and aligned; other accesses to
+        // it (remote atomics, the program's own atomics) are atomic too or the program's race.
+        let a = unsafe { std::sync::atomic::AtomicU32::from_ptr(addr as *mut u32) };
+        u64::from(word_op!(a, op, u32))
+    } else {
+        // SAFETY: as above, for an 8-byte word.
+        let a = unsafe { std::sync::atomic::AtomicU64::from_ptr(addr as *mut u64) };
+        word_op!(a, op, u64)
+    }
+}
+
+/// The main program's writable data (`[start, end)`: its writable `PT_LOAD` segment with the
+/// RELRO part left out), from the dynamic loader's program headers.
+pub fn program_data_segment() -> Option<(usize, usize)> {
+    struct Found {
+        seen: bool,
+        range: Option<(usize, usize)>,
+    }
+    unsafe extern "C" fn cb(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        data: *mut libc::c_void,
+    ) -> libc::c_int {
+        // SAFETY: the loader passes a valid `dl_phdr_info` for the duration of the call, and
+        // `data` is the `Found` passed to dl_iterate_phdr below.
+        let (info, found) = unsafe { (&*info, &mut *(data as *mut Found)) };
+        if found.seen {
+            return 1;
+        }
+        // The first object is the main program.
+        found.seen = true;
+        if info.dlpi_phdr.is_null() {
+            return 1;
+        }
+        // SAFETY: dlpi_phdr points at dlpi_phnum program headers.
+        let phdrs =
+            unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) };
+        let base = info.dlpi_addr as usize;
+        let mut data_seg = None;
+        let mut relro = None;
+        for p in phdrs {
+            let start = base + p.p_vaddr as usize;
+            let end = start + p.p_memsz as usize;
+            if p.p_type == libc::PT_LOAD && p.p_flags & libc::PF_W != 0 {
+                data_seg = Some((start, end));
+            } else if p.p_type == libc::PT_GNU_RELRO {
+                relro = Some((start, end));
+            }
+        }
+        if let Some((mut s, e)) = data_seg {
+            if let Some((rs, re)) = relro {
+                if rs <= s && re > s {
+                    s = re;
+                }
+            }
+            // Whole pages of the segment only past RELRO's end (mprotect works on pages).
+            let page = host_page_size();
+            if let Some((_, re)) = relro {
+                s = s.max(re.div_ceil(page) * page);
+            }
+            if s < e {
+                found.range = Some((s, e));
+            }
+        }
+        1
+    }
+    let mut found = Found {
+        seen: false,
+        range: None,
+    };
+    // SAFETY: the callback only reads the loader's headers and writes `found`, which outlives
+    // the call.
+    unsafe { libc::dl_iterate_phdr(Some(cb), (&mut found as *mut Found).cast()) };
+    found.range
 }

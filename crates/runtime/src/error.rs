@@ -42,6 +42,9 @@ pub enum SquallError {
     /// A shared-object call failed (`squall::objects`).
     #[error("shared object: {0}")]
     Object(#[from] squall_objects::ObjError),
+    /// A one-sided operation failed (e.g. the target refused its address).
+    #[error("{0}")]
+    Gptr(#[from] squall_gptr::GptrError),
     /// A collective call failed on `node`: every node of the job gets this same error.
     #[error("{what} failed on {node}: {cause}")]
     Collective {

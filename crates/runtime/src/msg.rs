@@ -31,9 +31,13 @@ pub const REGION: MsgType = MsgType(74);
 /// DSM/IP shared objects (payload: `squall_objects::Msg`; `crate::objects`).
 pub const OBJECT: MsgType = MsgType(75);
 
+/// One-sided operations: Split-C global pointers and OpenSHMEM (payload: the `squall-gptr`
+/// engine's own encoding; see `crate::gptr`).
+pub const GPTR: MsgType = MsgType(76);
+
 /// A readable name for a message type in statistics.
 pub fn name(ty: u16) -> String {
-    const NAMES: [(MsgType, &str); 12] = [
+    const NAMES: [(MsgType, &str); 13] = [
         (PROTO, "protocol"),
         (SYNC, "sync"),
         (COLLECTIVE, "collective"),
@@ -46,6 +50,7 @@ pub fn name(ty: u16) -> String {
         (DONE, "done"),
         (REGION, "region"),
         (OBJECT, "object"),
+        (GPTR, "gptr"),
     ];
     match NAMES.iter().find(|(t, _)| t.0 == ty) {
         Some((_, n)) => (*n).into(),

@@ -289,5 +289,7 @@ fn main() {
     if launched_as_node() {
         node_exit(SCENARIOS, &args);
     }
-    run_matrix(SCENARIOS, &args, true, |label, _, spec| run_case(label, &spec))
+    run_matrix(SCENARIOS, &args, true, |label, _, spec| {
+        run_case(label, &spec)
+    })
 }

@@ -10,6 +10,7 @@
 //! `world` (the event loop and checks). Must not touch: real I/O.
 #![forbid(unsafe_code)]
 
+pub mod gptr;
 pub mod lossy;
 pub mod memory;
 pub mod objects;

@@ -37,7 +37,8 @@ struct Args {
     #[arg(long)]
     stats: bool,
     /// Simulate another sharing model instead of the page protocols: `regions` (CRL),
-    /// `objects` (the DSM/IP shared-object engines: OU, MSI, NC by seed).
+    /// `objects` (the DSM/IP shared-object engines: OU, MSI, NC by seed), `gptr` (the
+    /// one-sided engine of Split-C global pointers and OpenSHMEM).
     #[arg(long)]
     model: Option<String>,
     /// With `--model objects`: force one engine (`ou`, `msi` or `nc`).
@@ -151,8 +152,9 @@ fn run_model(model: &str, args: &Args) -> ExitCode {
     match model {
         "regions" => {}
         "objects" => return run_objects(args),
+        "gptr" => return gptr(args),
         _ => {
-            eprintln!("squall-sim: unknown model {model} (known: regions, objects)");
+            eprintln!("squall-sim: unknown model {model} (known: regions, objects, gptr)");
             return ExitCode::from(2);
         }
     }
@@ -235,5 +237,43 @@ fn run_objects(args: &Args) -> ExitCode {
             Err(e) => eprintln!("squall-sim: cannot print statistics: {e}"),
         }
     }
+    ExitCode::SUCCESS
+}
+
+/// `--model gptr`: the one-sided engine's seeds.
+fn gptr(args: &Args) -> ExitCode {
+    let seeds: Vec<u64> = match args.seed {
+        Some(s) => vec![s],
+        None => (args.start..args.start + args.seeds).collect(),
+    };
+    let t0 = std::time::Instant::now();
+    let (mut ops, mut events, mut refused, mut resent) = (0u64, 0u64, 0u64, 0u64);
+    for &seed in &seeds {
+        match squall_sim::gptr::run_gptr_seed(seed, args.trace) {
+            Ok(r) => {
+                ops += r.ops;
+                events += r.events;
+                refused += r.refused;
+                resent += r.retransmissions;
+                if args.seed.is_some() {
+                    println!(
+                        "gptr seed {seed}: ok ({} nodes, {} ops, {} events)",
+                        r.nodes, r.ops, r.events
+                    );
+                }
+            }
+            Err(e) => {
+                eprintln!("gptr seed {seed} FAILED: {e}");
+                eprintln!("replay: {}", squall_sim::gptr::replay_command(seed));
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    println!(
+        "gptr: {} seeds ok, {ops} operations ({refused} refused as expected), {events} events, \
+         {resent} datagrams retransmitted, {:.1}s",
+        seeds.len(),
+        t0.elapsed().as_secs_f64()
+    );
     ExitCode::SUCCESS
 }

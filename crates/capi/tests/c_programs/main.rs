@@ -15,6 +15,7 @@ mod cases_atomics;
 mod cases_cmake;
 mod cases_crl;
 mod cases_globals;
+mod cases_gptr;
 mod cases_objects;
 mod cases_openmp;
 mod cases_policy;
@@ -518,6 +519,7 @@ fn cases() -> Vec<(String, Case)> {
     cases_apps::add(&mut v);
     cases_openmp::add(&mut v);
     cases_objects::add(&mut v);
+    cases_gptr::add(&mut v);
     v.0
 }
 

@@ -109,7 +109,11 @@ pub fn check(cmd: &BenchCmd) -> Result<(), Bad> {
             }
             Ok(())
         }
-        BenchCmd::Fault(a) | BenchCmd::Lock(a) | BenchCmd::Barrier(a) | BenchCmd::Thread(a) => {
+        BenchCmd::Fault(a)
+        | BenchCmd::Lock(a)
+        | BenchCmd::Barrier(a)
+        | BenchCmd::Thread(a)
+        | BenchCmd::Gptr(a) => {
             transport("--transport", &a.transport)?;
             if let Some(i) = a.iters {
                 count("--iters", i as u64, MAX_ITERS, "200")?;

@@ -8,6 +8,7 @@ pub mod auth;
 pub mod bandwidth;
 pub mod check;
 pub mod dsm;
+pub mod gptr;
 pub mod message;
 pub mod objects;
 pub mod pingpong;
@@ -64,6 +65,9 @@ pub enum BenchCmd {
     /// DSM/IP shared objects: Read()/Write() latency per engine (local, remote) beside a raw
     /// request/reply, and the sea and xstate workloads per engine at 1, 2 and 4 nodes.
     Objects(objects::ObjectsArgs),
+    /// One-sided operations (global pointers, OpenSHMEM): 8 B get latency, 1 MiB put/get
+    /// bandwidth and the 8 B store rate, each beside raw messages in the same run.
+    Gptr(dsm::DsmBenchArgs),
 }
 
 pub fn main(cmd: BenchCmd) -> i32 {
@@ -85,6 +89,7 @@ pub fn main(cmd: BenchCmd) -> i32 {
         BenchCmd::Thread(a) => dsm::thread(a),
         BenchCmd::Regions(a) => regions::main(a),
         BenchCmd::Objects(a) => objects::main(a),
+        BenchCmd::Gptr(a) => gptr::main(a),
     };
     match result {
         Ok(()) => 0,

@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod demo;
 pub mod dsm;
+pub mod gptr;
 pub mod heat;
 pub mod objects;
 #[cfg(feature = "mpi")]
@@ -65,6 +66,8 @@ pub enum NodeCmd {
     BenchRegions(regions::RegionsNodeArgs),
     /// Node side of `squall bench objects`.
     BenchObjects(objects::ObjectsNodeArgs),
+    /// Node side of `squall bench gptr`.
+    BenchGptr(dsm::SyncNodeArgs),
     /// The raw MPI ping-pong baseline (started by mpirun; feature `mpi`).
     #[cfg(feature = "mpi")]
     RawMpiPingpong(rawmpi::RawMpiArgs),
@@ -94,6 +97,7 @@ pub fn main(cmd: NodeCmd) -> i32 {
         NodeCmd::BenchThread(a) => dsm::thread(a),
         NodeCmd::BenchRegions(a) => regions::run(a),
         NodeCmd::BenchObjects(a) => objects::run(a),
+        NodeCmd::BenchGptr(a) => gptr::bench(a),
         #[cfg(feature = "mpi")]
         NodeCmd::RawMpiPingpong(a) => rawmpi::run(a),
     };

@@ -76,6 +76,9 @@ impl Node {
             serde_json::to_value(self.inner.regions.stats()).unwrap_or(Value::Null),
         );
         counts.insert("net".into(), net_counts(&self.inner.ep));
+        if let Some(g) = crate::gptr::started() {
+            counts.insert("gptr".into(), g.stats_json());
+        }
         let sp = self.inner.space.stats();
         counts.insert(
             "memory".into(),

@@ -41,6 +41,8 @@ impl Node {
     /// any node: it ends the job, every node printing this node and the cause
     /// (`crate::failure`), instead of leaving the other participants waiting.
     pub fn barrier_with(&self, id: BarrierId, count: BarrierCount) -> Result<bool> {
+        // One-sided operations this node issued complete before the barrier (memory-model.md).
+        crate::gptr::quiet_before_barrier()?;
         let r = self.sync_call("barrier", move |s, _, w| {
             s.sync.barrier(&mut *s.protocol, id, w, count)
         });
