@@ -12,6 +12,7 @@
 
 pub mod hlrc;
 pub mod mixed;
+pub mod profile;
 pub mod sc;
 mod shared;
 pub mod stats;
@@ -23,6 +24,7 @@ use squall_core::{AllocInfo, Consistency, NodeId, PageId};
 pub use atomic::{AtomicCall, AtomicOp};
 pub use hlrc::{Hlrc, RunHandover};
 pub use mixed::{ArenaSplit, Mixed};
+pub use profile::SharingProfile;
 pub use sc::Sc;
 pub use stats::{MsgCount, ProtoStats};
 
@@ -115,6 +117,14 @@ pub trait Protocol: Consistency {
     /// `hlrc`'s barrier fetches), since a peer that has passed the last barrier may already
     /// have left the job. Default: nothing to stop.
     fn set_ending(&mut self, _ending: bool) {}
+    /// Start recording the sharing profile (`squall run --profile`). Default: the protocol
+    /// keeps none.
+    fn set_profiling(&mut self) {}
+    /// The sharing profile recorded so far (`None`: profiling off or not kept by this
+    /// protocol).
+    fn sharing_profile(&self) -> Option<SharingProfile> {
+        None
+    }
 }
 
 /// The protocols Squall offers.

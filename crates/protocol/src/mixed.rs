@@ -170,6 +170,12 @@ impl<M: PageMemory> Protocol for Mixed<M> {
         self.hlrc.set_ending(ending);
         self.sc.set_ending(ending);
     }
+    fn set_profiling(&mut self) {
+        self.hlrc.set_profiling();
+    }
+    fn sharing_profile(&self) -> Option<crate::SharingProfile> {
+        self.hlrc.sharing_profile()
+    }
 }
 
 #[cfg(test)]
