@@ -25,6 +25,7 @@ mod fnptr;
 mod msg;
 mod node;
 mod order;
+pub mod profile;
 mod service;
 pub mod stats;
 mod threads;

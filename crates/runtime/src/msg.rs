@@ -26,10 +26,13 @@ pub const ABORT: MsgType = MsgType(72);
 /// Departure: the sender passed the job's last barrier and sent everything that barrier made
 /// it send (empty payload; see `node::lifecycle`).
 pub const DONE: MsgType = MsgType(73);
+/// The sharing profile of one node sent to rank 0 at finalize (payload: JSON,
+/// `profile::NodeProfile`).
+pub const PROFILE: MsgType = MsgType(74);
 
 /// A readable name for a message type in statistics.
 pub fn name(ty: u16) -> String {
-    const NAMES: [(MsgType, &str); 10] = [
+    const NAMES: [(MsgType, &str); 11] = [
         (PROTO, "protocol"),
         (SYNC, "sync"),
         (COLLECTIVE, "collective"),
@@ -38,6 +41,7 @@ pub fn name(ty: u16) -> String {
         (SPAWN, "spawn"),
         (JOIN, "join"),
         (STATS_MARK, "stats_mark"),
+        (PROFILE, "profile"),
         (ABORT, "abort"),
         (DONE, "done"),
     ];

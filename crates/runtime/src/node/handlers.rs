@@ -8,6 +8,7 @@ use super::{collective, node, Mailboxes};
 use crate::failure;
 use crate::msg;
 use crate::service::{fatal, Reply, Service};
+use crate::profile::NodeProfile;
 use crate::stats::NodeReport;
 use crate::threads::{self, Joiner, SpawnMsg};
 use parking_lot::Mutex;
@@ -19,6 +20,7 @@ pub(super) fn register_handlers(ep: &Endpoint, svc: Arc<Mutex<Service>>, boxes: 
     let Mailboxes {
         coll,
         stats_in,
+        profile_in,
         done,
     } = boxes;
     let s = svc.clone();
@@ -46,6 +48,12 @@ pub(super) fn register_handlers(ep: &Endpoint, svc: Arc<Mutex<Service>>, boxes: 
         match serde_json::from_slice::<NodeReport>(&m.payload) {
             Ok(st) => stats_in.put(u64::from(m.src.0), st),
             Err(e) => eprintln!("squall: {}: bad statistics from {}: {e}", ep.rank(), m.src),
+        }
+    });
+    ep.register(msg::PROFILE, move |ep, m| {
+        match serde_json::from_slice::<NodeProfile>(&m.payload) {
+            Ok(p) => profile_in.put(u64::from(m.src.0), p),
+            Err(e) => eprintln!("squall: {}: bad profile from {}: {e}", ep.rank(), m.src),
         }
     });
     ep.register(msg::STATS_MARK, move |ep, m| match node() {
