@@ -130,9 +130,8 @@ impl Node {
         protocol: ProtocolKind,
     ) -> Result<(*mut u8, bool)> {
         let me = self.rank();
-        let site = self
-            .profiling()
-            .then(|| Site::current(std::panic::Location::caller()));
+        let caller = std::panic::Location::caller();
+        let site = self.profiling().then(|| Site::current(caller));
         let r = self.call("alloc", move |s, _, w| {
             match s.heap_for(protocol).alloc(size, align, placement) {
                 Ok(a) => {

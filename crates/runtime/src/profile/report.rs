@@ -133,6 +133,54 @@ fn owner(ranges: &[Range], page: u64) -> Option<usize> {
     best.map(|(_, i)| i)
 }
 
+/// The globals on the page at `page`: `global a, b, c (+N)` (one page is one unit of
+/// coherence, so the variables sharing it are reported together).
+fn globals_label(ranges: &[Range], page: u64) -> String {
+    let hi = page + PAGE_SIZE as u64;
+    let names: Vec<&str> = ranges
+        .iter()
+        .filter(|r| r.3 == "global" && r.0 < hi && r.1 > page)
+        .map(|r| r.2.as_str())
+        .collect();
+    let shown = names.iter().take(4).copied().collect::<Vec<_>>().join(", ");
+    match names.len() {
+        0..=4 => format!("global {shown}"),
+        n => format!("global {shown} (+{} more)", n - 4),
+    }
+}
+
+/// The inverse of the pthreads layer's object-id mix (`squall-capi` `pthread::mix`, the
+/// splitmix64 finalizer): a mutex or barrier id back to the object's address.
+pub fn unmix(mut z: u64) -> u64 {
+    z ^= (z >> 31) ^ (z >> 62);
+    z = z.wrapping_mul(0x3196_42b2_d24d_8ec3);
+    z ^= (z >> 27) ^ (z >> 54);
+    z = z.wrapping_mul(0x96de_1b17_3f11_9089);
+    z ^= (z >> 30) ^ (z >> 60);
+    z
+}
+
+/// The name of a lock or barrier id: the allocation or variable holding the object (its id
+/// is its address, or the pthreads layer's mix of it), else the id.
+fn sync_name(ranges: &[Range], id: u64, what: &str) -> String {
+    for addr in [id, unmix(id)] {
+        let i = ranges.partition_point(|x| x.1 <= addr);
+        if let Some(x) = ranges.get(i).filter(|x| x.0 <= addr) {
+            let name = if x.3 == "global" {
+                format!("global {}", x.2)
+            } else {
+                x.2.clone()
+            };
+            return if addr == x.0 {
+                name
+            } else {
+                format!("{name}+{:#x}", addr - x.0)
+            };
+        }
+    }
+    format!("{what} {id:#x}")
+}
+
 /// Put the nodes' profiles together.
 pub fn build(profiles: &[NodeProfile]) -> JobProfile {
     let nodes = profiles.iter().map(|p| p.node + 1).max().unwrap_or(0);
@@ -179,13 +227,14 @@ pub fn build(profiles: &[NodeProfile]) -> JobProfile {
     let mut by_site: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     let mut site_nodes: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
     for (page, (c, _, wrote)) in &pages {
-        let label = match owner(&ranges, *page) {
-            Some(i) => ranges[i].2.clone(),
-            None => "(unattributed pages)".to_string(),
+        let (label, kind) = match owner(&ranges, *page) {
+            Some(i) if ranges[i].3 == "global" => (globals_label(&ranges, *page), "global"),
+            Some(i) => (ranges[i].2.clone(), "heap"),
+            None => ("(unattributed pages)".to_string(), "heap"),
         };
         let s = sites.entry(label.clone()).or_insert_with(|| SiteReport {
             site: label.clone(),
-            kind: "heap".into(),
+            kind: kind.into(),
             ..SiteReport::default()
         });
         s.pages += 1;
@@ -247,7 +296,7 @@ pub fn build(profiles: &[NodeProfile]) -> JobProfile {
         nodes,
         sites: list,
         locks: locks(profiles, &ranges),
-        barriers: barriers(profiles),
+        barriers: barriers(profiles, &ranges),
         bucket_ms: BUCKET_MS,
         faults_over_time: profiles.iter().map(|p| p.faults_over_time.clone()).collect(),
         breakdown: profiles.iter().map(|p| p.breakdown.clone()).collect(),
@@ -341,21 +390,14 @@ fn locks(profiles: &[NodeProfile], ranges: &[Range]) -> Vec<SyncReport> {
     let mut out: Vec<SyncReport> = all
         .iter()
         .map(|(id, r)| {
-            // A lock named by its address (pthread mutexes, SPLASH LOCKs) is named by the
-            // allocation or variable holding it.
-            let i = ranges.partition_point(|x| x.1 <= *id);
-            let name = match ranges.get(i) {
-                Some(x) if x.0 <= *id => format!("{}+{:#x}", x.2, id - x.0),
-                _ => format!("lock {id:#x}"),
-            };
-            to_report(name, *id, r)
+            to_report(sync_name(ranges, *id, "lock"), *id, r)
         })
         .collect();
     out.sort_by(|a, b| b.total_wait_ms.total_cmp(&a.total_wait_ms));
     out
 }
 
-fn barriers(profiles: &[NodeProfile]) -> Vec<SyncReport> {
+fn barriers(profiles: &[NodeProfile], ranges: &[Range]) -> Vec<SyncReport> {
     let mut all: BTreeMap<u64, SyncRec> = BTreeMap::new();
     for p in profiles {
         for (id, r) in &p.barriers {
@@ -364,7 +406,7 @@ fn barriers(profiles: &[NodeProfile]) -> Vec<SyncReport> {
     }
     let mut out: Vec<SyncReport> = all
         .iter()
-        .map(|(id, r)| to_report(format!("barrier {id}"), *id, r))
+        .map(|(id, r)| to_report(sync_name(ranges, *id, "barrier"), *id, r))
         .collect();
     out.sort_by(|a, b| b.total_wait_ms.total_cmp(&a.total_wait_ms));
     out
@@ -421,4 +463,33 @@ pub fn text(job: &JobProfile, file: &str) -> String {
         }
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mix(mut z: u64) -> u64 {
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    #[test]
+    fn unmix_inverts_the_object_id_mix() {
+        for a in [0u64, 8, 0x7f00_1234_5678, u64::MAX, 0x5555_5555_8040] {
+            assert_eq!(unmix(mix(a)), a);
+        }
+    }
+
+    #[test]
+    fn locks_are_named_by_the_allocation_holding_them() {
+        let ranges: Vec<Range> = vec![
+            (0x1000, 0x1040, "hot".into(), "global"),
+            (0x2000, 0x3000, "a.c:7 (main)".into(), "heap"),
+        ];
+        assert_eq!(sync_name(&ranges, mix(0x1000), "lock"), "global hot");
+        assert_eq!(sync_name(&ranges, 0x2010, "lock"), "a.c:7 (main)+0x10");
+        assert_eq!(sync_name(&ranges, 0x9999, "lock"), "lock 0x9999");
+    }
 }
