@@ -15,6 +15,7 @@ mod cases_atomics;
 mod cases_cmake;
 mod cases_globals;
 mod cases_openmp;
+mod cases_profile;
 mod cases_pthreads;
 mod cases_splash;
 
@@ -512,6 +513,7 @@ fn cases() -> Vec<(String, Case)> {
     cases_splash::add(&mut v);
     cases_apps::add(&mut v);
     cases_openmp::add(&mut v);
+    cases_profile::add(&mut v);
     v.0
 }
 
