@@ -285,17 +285,19 @@ pub extern "C" fn squall_malloc(size: usize) -> *mut c_void {
 /// Null on error.
 #[no_mangle]
 pub extern "C" fn squall_malloc_aligned(size: usize, align: usize) -> *mut c_void {
-    sited(squall_malloc_aligned as *const () as usize, || pointer("squall_malloc_aligned", || {
-        if align != 0 && !align.is_power_of_two() {
-            return Err(CapiError::Invalid {
-                call: "squall_malloc_aligned",
-                why: format!("alignment {align} is not a power of two"),
-            });
-        }
-        let n = node()?;
-        Ok(n.alloc_with(size.max(1), align, n.default_placement())?
-            .cast())
-    }))
+    sited(squall_malloc_aligned as *const () as usize, || {
+        pointer("squall_malloc_aligned", || {
+            if align != 0 && !align.is_power_of_two() {
+                return Err(CapiError::Invalid {
+                    call: "squall_malloc_aligned",
+                    why: format!("alignment {align} is not a power of two"),
+                });
+            }
+            let n = node()?;
+            Ok(n.alloc_with(size.max(1), align, n.default_placement())?
+                .cast())
+        })
+    })
 }
 
 /// Allocate zeroed shared memory for `count` items of `size` bytes. Null on error.
@@ -356,12 +358,14 @@ pub extern "C" fn squall_malloc_placed(
     placement_kind: c_int,
     arg: u64,
 ) -> *mut c_void {
-    sited(squall_malloc_placed as *const () as usize, || pointer("squall_malloc_placed", || {
-        let n = node()?;
-        let p = placement("squall_malloc_placed", placement_kind, arg)?
-            .unwrap_or_else(|| n.default_placement());
-        Ok(n.alloc_with(size.max(1), 0, p)?.cast())
-    }))
+    sited(squall_malloc_placed as *const () as usize, || {
+        pointer("squall_malloc_placed", || {
+            let n = node()?;
+            let p = placement("squall_malloc_placed", placement_kind, arg)?
+                .unwrap_or_else(|| n.default_placement());
+            Ok(n.alloc_with(size.max(1), 0, p)?.cast())
+        })
+    })
 }
 
 /// Collective (SPMD): every node calls it in the same order and gets the same address, which
@@ -372,12 +376,14 @@ pub extern "C" fn squall_alloc_collective(
     placement_kind: c_int,
     arg: u64,
 ) -> *mut c_void {
-    sited(squall_alloc_collective as *const () as usize, || pointer("squall_alloc_collective", || {
-        let n = node()?;
-        let p = placement("squall_alloc_collective", placement_kind, arg)?
-            .unwrap_or_else(|| n.default_placement());
-        Ok(n.alloc_collective(size.max(1), p)?.cast())
-    }))
+    sited(squall_alloc_collective as *const () as usize, || {
+        pointer("squall_alloc_collective", || {
+            let n = node()?;
+            let p = placement("squall_alloc_collective", placement_kind, arg)?
+                .unwrap_or_else(|| n.default_placement());
+            Ok(n.alloc_collective(size.max(1), p)?.cast())
+        })
+    })
 }
 
 /// Collective (SPMD): rank 0's `*value` is stored into every node's `*value`.

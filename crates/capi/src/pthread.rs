@@ -759,7 +759,9 @@ pub extern "C" fn squall_pt_malloc(size: usize) -> *mut c_void {
         // SAFETY: plain libc allocation.
         return unsafe { libc::malloc(size) };
     }
-    let p = api::sited(squall_pt_malloc as *const () as usize, || api::squall_malloc(size));
+    let p = api::sited(squall_pt_malloc as *const () as usize, || {
+        api::squall_malloc(size)
+    });
     if p.is_null() {
         set_errno(libc::ENOMEM);
     }
@@ -817,7 +819,9 @@ pub extern "C" fn squall_pt_calloc(count: usize, size: usize) -> *mut c_void {
         // SAFETY: plain libc allocation.
         return unsafe { libc::calloc(count, size) };
     }
-    let p = api::sited(squall_pt_calloc as *const () as usize, || api::squall_calloc(count, size));
+    let p = api::sited(squall_pt_calloc as *const () as usize, || {
+        api::squall_calloc(count, size)
+    });
     if p.is_null() {
         set_errno(libc::ENOMEM);
     }
@@ -840,7 +844,9 @@ pub unsafe extern "C" fn squall_pt_realloc(p: *mut c_void, size: usize) -> *mut 
         return unsafe { libc::realloc(p, size) };
     }
     // SAFETY: p is null or a squall allocation.
-    let q = api::sited(squall_pt_realloc as *const () as usize, || unsafe { api::squall_realloc(p, size) });
+    let q = api::sited(squall_pt_realloc as *const () as usize, || unsafe {
+        api::squall_realloc(p, size)
+    });
     if q.is_null() {
         set_errno(libc::ENOMEM);
     }

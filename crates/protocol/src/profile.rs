@@ -231,7 +231,12 @@ mod tests {
         p.home_write(PageId(11), b, 1, 8);
         p.home_write(PageId(11), b, 1, 8);
         let s = p.snapshot();
-        let get = |n: u64| s.pages.iter().find(|(q, _)| *q == n).map(|(_, c)| c.clone());
+        let get = |n: u64| {
+            s.pages
+                .iter()
+                .find(|(q, _)| *q == n)
+                .map(|(_, c)| c.clone())
+        };
         let f = get(7).expect("page 7");
         assert_eq!((f.false_sharing, f.true_sharing), (3, 0));
         assert_eq!(f.false_nodes, 0b11);

@@ -229,8 +229,7 @@ impl RuntimeConfig {
             get(env::PROFILE).unwrap_or_default().trim(),
             "1" | "true" | "yes" | "on"
         );
-        let profile_file =
-            get(env::PROFILE_FILE).unwrap_or_else(|| "squall-profile.json".into());
+        let profile_file = get(env::PROFILE_FILE).unwrap_or_else(|| "squall-profile.json".into());
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let fetch_spin = fetch_spin(&get, cpus)?;
         let barrier_eager = switch(

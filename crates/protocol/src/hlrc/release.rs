@@ -11,8 +11,8 @@
 use super::msg::{Handover, Msg};
 use super::state::{keep_limit, Held, HomeStatus};
 use super::Hlrc;
-use crate::shared::diff::{apply_diff, diff_payload, for_each_run, make_diff};
 use crate::profile;
+use crate::shared::diff::{apply_diff, diff_payload, for_each_run, make_diff};
 use crate::shared::home::HomeRef;
 use crate::{Action, ProtoError};
 use squall_core::{Access, NodeId, PageId, PageMemory};

@@ -198,8 +198,8 @@ impl Recorder {
 
     /// A fault of this node now (the faults-over-time series).
     pub(crate) fn fault(&self) {
-        let b = ((self.started.elapsed().as_millis() as u64 / BUCKET_MS) as usize)
-            .min(MAX_BUCKETS - 1);
+        let b =
+            ((self.started.elapsed().as_millis() as u64 / BUCKET_MS) as usize).min(MAX_BUCKETS - 1);
         let mut f = self.faults.lock();
         if f.len() <= b {
             f.resize(b + 1, 0);
@@ -290,8 +290,12 @@ impl Recorder {
         } else {
             Vec::new()
         };
-        let mut locks: Vec<(u64, SyncRec)> =
-            self.locks.lock().iter().map(|(k, v)| (*k, v.clone())).collect();
+        let mut locks: Vec<(u64, SyncRec)> = self
+            .locks
+            .lock()
+            .iter()
+            .map(|(k, v)| (*k, v.clone()))
+            .collect();
         locks.sort_by_key(|(k, _)| *k);
         let mut barriers: Vec<(u64, SyncRec)> = self
             .barriers

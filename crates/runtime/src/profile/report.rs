@@ -266,8 +266,7 @@ pub fn build(profiles: &[NodeProfile]) -> JobProfile {
         .into_values()
         .filter(|s| s.pages > 0)
         .map(|mut s| {
-            let (fnodes, tnodes, writers) =
-                site_nodes.get(&s.site).copied().unwrap_or_default();
+            let (fnodes, tnodes, writers) = site_nodes.get(&s.site).copied().unwrap_or_default();
             classify(&mut s, fnodes, tnodes, writers);
             s
         })
@@ -298,7 +297,10 @@ pub fn build(profiles: &[NodeProfile]) -> JobProfile {
         locks: locks(profiles, &ranges),
         barriers: barriers(profiles, &ranges),
         bucket_ms: BUCKET_MS,
-        faults_over_time: profiles.iter().map(|p| p.faults_over_time.clone()).collect(),
+        faults_over_time: profiles
+            .iter()
+            .map(|p| p.faults_over_time.clone())
+            .collect(),
         breakdown: profiles.iter().map(|p| p.breakdown.clone()).collect(),
         heat,
     }
@@ -389,9 +391,7 @@ fn locks(profiles: &[NodeProfile], ranges: &[Range]) -> Vec<SyncReport> {
     }
     let mut out: Vec<SyncReport> = all
         .iter()
-        .map(|(id, r)| {
-            to_report(sync_name(ranges, *id, "lock"), *id, r)
-        })
+        .map(|(id, r)| to_report(sync_name(ranges, *id, "lock"), *id, r))
         .collect();
     out.sort_by(|a, b| b.total_wait_ms.total_cmp(&a.total_wait_ms));
     out
@@ -424,11 +424,28 @@ pub fn text(job: &JobProfile, file: &str) -> String {
     ));
     o.push_str(&format!(
         "{:<44} {:>6} {:>8} {:>8} {:>7} {:>7} {:>6} {:>9} {:>5} {:>6}\n",
-        "site", "pages", "rfaults", "wfaults", "fetch", "inval", "diffs", "diffbytes", "migr", "bounce"
+        "site",
+        "pages",
+        "rfaults",
+        "wfaults",
+        "fetch",
+        "inval",
+        "diffs",
+        "diffbytes",
+        "migr",
+        "bounce"
     ));
     for s in job.sites.iter().take(WORST) {
         let name = if s.site.chars().count() > 44 {
-            let tail: String = s.site.chars().rev().take(43).collect::<Vec<_>>().into_iter().rev().collect();
+            let tail: String = s
+                .site
+                .chars()
+                .rev()
+                .take(43)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
             format!("…{tail}")
         } else {
             s.site.clone()
