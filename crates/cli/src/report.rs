@@ -317,3 +317,91 @@ fn breakdown_svg(job: &JobProfile) -> String {
     );
     o
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use squall::profile::report::build;
+    use squall::profile::{AllocRec, NodeProfile, SiteName, SyncRec};
+    use squall_protocol::profile::PageCounts;
+
+    fn site(file: &str, line: u32) -> SiteName {
+        SiteName {
+            file: Some(file.into()),
+            line: Some(line),
+            function: Some("main".into()),
+            raw: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_page_has_the_plots_and_both_sites() {
+        let false_page = PageCounts {
+            write_faults: 4,
+            diffs: 3,
+            diff_bytes: 300,
+            false_sharing: 2,
+            writers: 0b11,
+            false_nodes: 0b11,
+            ..PageCounts::default()
+        };
+        let true_page = PageCounts {
+            write_faults: 2,
+            diffs: 2,
+            diff_bytes: 16,
+            true_sharing: 1,
+            writers: 0b11,
+            true_nodes: 0b11,
+            ..PageCounts::default()
+        };
+        let nodes: Vec<NodeProfile> = (0..2u16)
+            .map(|n| NodeProfile {
+                node: n,
+                allocs: if n == 0 {
+                    vec![
+                        AllocRec {
+                            addr: 0x10000,
+                            len: 0x2000,
+                            site: site("/src/prog.c", 10),
+                        },
+                        AllocRec {
+                            addr: 0x20000,
+                            len: 0x1000,
+                            site: site("/src/prog.c", 11),
+                        },
+                    ]
+                } else {
+                    Vec::new()
+                },
+                pages: vec![
+                    (0x10000, false_page.clone()),
+                    (0x11000, false_page.clone()),
+                    (0x20000, true_page.clone()),
+                ],
+                locks: vec![(
+                    0x20008,
+                    SyncRec {
+                        acquires: 4,
+                        wait_ns: 5_000_000,
+                        ..SyncRec::default()
+                    },
+                )],
+                faults_over_time: vec![1, 5, 2, 0, 7],
+                ..NodeProfile::default()
+            })
+            .collect();
+        let job = build(&nodes);
+        assert_eq!(job.sites[0].class, "false sharing");
+        assert_eq!(job.sites[0].false_sharing_pages, 2);
+        let h = html(&job, "test.json");
+        assert_eq!(h.matches("<svg").count(), 3, "three plots");
+        assert!(h.contains("<polyline") && h.contains("<rect"));
+        assert!(h.contains("src/prog.c:10 (main)"), "false sharing site");
+        assert!(h.contains("src/prog.c:11 (main)"), "true sharing site");
+        assert!(
+            h.contains("src/prog.c:11 (main)+0x8"),
+            "the lock by its allocation"
+        );
+        assert!(h.contains("true sharing between nodes 0 and 1"));
+    }
+}

@@ -3,8 +3,10 @@
 //! a mutex; the JSON report must name both allocation sites by the file:line of their calls
 //! in the C source, classify each, carry the counts, and put the hot mutex first among the
 //! locks.
-use super::{job_output_env, Cases, Env};
+use super::{job_output_env, sh, Cases, Env};
 use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
 
 /// The line of `src` holding `marker` (1-based).
 fn line_of(src: &str, marker: &str) -> Result<usize, String> {
@@ -26,6 +28,41 @@ fn site<'a>(doc: &'a Value, at: &str) -> Result<&'a Value, String> {
 
 fn num(v: &Value, key: &str) -> u64 {
     v[key].as_u64().unwrap_or(0)
+}
+
+/// `squall report FILE`, when the `squall` binary was built beside this test (target/<profile>/):
+/// the page must exist and hold the three plots and every name in `names`.
+fn render_html(file: &Path, names: &[&str]) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let Some(squall) = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("squall"))
+        .filter(|p| p.exists())
+    else {
+        println!("  (no squall binary beside the test: HTML not rendered; build squall-cli)");
+        return Ok(());
+    };
+    let html = file.with_extension("html");
+    let _ = std::fs::remove_file(&html);
+    sh(
+        Command::new(&squall)
+            .arg("report")
+            .arg(file)
+            .arg("-o")
+            .arg(&html),
+        "squall report",
+    )?;
+    let page = std::fs::read_to_string(&html).map_err(|e| format!("{}: {e}", html.display()))?;
+    if page.matches("<svg").count() < 3 {
+        return Err(format!("{}: fewer than three plots", html.display()));
+    }
+    for n in names {
+        if !page.contains(n) {
+            return Err(format!("{}: no {n}", html.display()));
+        }
+    }
+    Ok(())
 }
 
 pub fn add(v: &mut Cases) {
@@ -94,6 +131,7 @@ pub fn add(v: &mut Cases) {
         if num(&doc["locks"][0], "acquires") != 2 * nodes as u64 * 8 {
             return Err(format!("hot: acquisitions: {}", doc["locks"][0]));
         }
+        render_html(&file, &[&false_at, &true_at])?;
         println!(
             "  {false_at}: {} false sharing pages; {true_at}: {} true sharing pages; hot waited {} ms",
             num(f, "false_sharing_pages"),

@@ -301,7 +301,7 @@ pub fn build(profiles: &[NodeProfile]) -> JobProfile {
             .iter()
             .map(|p| p.faults_over_time.clone())
             .collect(),
-        breakdown: profiles.iter().map(|p| p.breakdown.clone()).collect(),
+        breakdown: profiles.iter().map(|p| p.breakdown).collect(),
         heat,
     }
 }
