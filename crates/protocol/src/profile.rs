@@ -202,6 +202,31 @@ impl Profiler {
         c.true_nodes |= tnodes;
     }
 
+    /// This node sent a diff of `page` with these `blocks` to the page's home: remembered
+    /// (no event, no count: the home counts the diff) so that, should the home migrate here,
+    /// the next writers' diffs are compared with this node's writes too (migratory data
+    /// would otherwise show no sharing at all: the home's own writes are seen only through
+    /// its snapshot).
+    pub fn own_diff(&mut self, page: PageId, me: NodeId, blocks: u64) {
+        if blocks == 0 {
+            return;
+        }
+        let h = self.history.entry(page.0).or_default();
+        h.next += 1;
+        let seq = h.next;
+        match h.last.iter_mut().find(|w| w.node == me) {
+            Some(w) => {
+                w.blocks = blocks;
+                w.seq = seq;
+            }
+            None => h.last.push(Write {
+                node: me,
+                blocks,
+                seq,
+            }),
+        }
+    }
+
     /// The profile so far (pages in order).
     pub fn snapshot(&self) -> SharingProfile {
         let mut pages: Vec<(u64, PageCounts)> =

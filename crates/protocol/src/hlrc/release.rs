@@ -253,6 +253,9 @@ impl<M: PageMemory> Hlrc<M> {
         self.diffs.outstanding.insert(id);
         *self.diffs.per_page.entry(page).or_default() += 1;
         self.diffs.unacked.insert(id, (page, diff.clone()));
+        if let Some(p) = self.profile.as_deref_mut() {
+            p.own_diff(page, self.me, profile::diff_blocks(&diff));
+        }
         if !diff.is_empty() {
             self.stats.diffs_created += 1;
             self.stats.diff_bytes += diff_payload(&diff).unwrap_or(0) as u64;
