@@ -270,34 +270,47 @@ pub extern "C" fn squall_size() -> c_int {
 
 // ----- allocation ---------------------------------------------------------------------------
 
+/// Run an allocation of the C entry point `entry` (its own address): with profiling on
+/// (`SQUALL_PROFILE`), the allocation is attributed to the C code that called `entry`.
+#[inline]
+pub(crate) fn sited<R>(entry: usize, f: impl FnOnce() -> R) -> R {
+    squall::profile::with_c_caller(entry, f)
+}
+
 /// Allocate `size` bytes of shared memory (default placement), 16-byte aligned. Null on error.
 #[no_mangle]
 pub extern "C" fn squall_malloc(size: usize) -> *mut c_void {
-    pointer("squall_malloc", || Ok(node()?.alloc(size.max(1))?.cast()))
+    sited(squall_malloc as *const () as usize, || {
+        pointer("squall_malloc", || Ok(node()?.alloc(size.max(1))?.cast()))
+    })
 }
 
 /// Allocate `size` bytes of shared memory aligned to `align` (a power of two; 0 means 16).
 /// Null on error.
 #[no_mangle]
 pub extern "C" fn squall_malloc_aligned(size: usize, align: usize) -> *mut c_void {
-    pointer("squall_malloc_aligned", || {
-        if align != 0 && !align.is_power_of_two() {
-            return Err(CapiError::Invalid {
-                call: "squall_malloc_aligned",
-                why: format!("alignment {align} is not a power of two"),
-            });
-        }
-        let n = node()?;
-        Ok(n.alloc_with(size.max(1), align, n.default_placement())?
-            .cast())
+    sited(squall_malloc_aligned as *const () as usize, || {
+        pointer("squall_malloc_aligned", || {
+            if align != 0 && !align.is_power_of_two() {
+                return Err(CapiError::Invalid {
+                    call: "squall_malloc_aligned",
+                    why: format!("alignment {align} is not a power of two"),
+                });
+            }
+            let n = node()?;
+            Ok(n.alloc_with(size.max(1), align, n.default_placement())?
+                .cast())
+        })
     })
 }
 
 /// Allocate zeroed shared memory for `count` items of `size` bytes. Null on error.
 #[no_mangle]
 pub extern "C" fn squall_calloc(count: usize, size: usize) -> *mut c_void {
-    pointer("squall_calloc", || {
-        Ok(node()?.calloc(count.max(1), size.max(1))?.cast())
+    sited(squall_calloc as *const () as usize, || {
+        pointer("squall_calloc", || {
+            Ok(node()?.calloc(count.max(1), size.max(1))?.cast())
+        })
     })
 }
 
@@ -307,8 +320,10 @@ pub extern "C" fn squall_calloc(count: usize, size: usize) -> *mut c_void {
 /// `ptr` is null or a live allocation of `squall_malloc`/`calloc`/`realloc`.
 #[no_mangle]
 pub unsafe extern "C" fn squall_realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
-    pointer("squall_realloc", || {
-        Ok(node()?.realloc(ptr.cast(), size.max(1))?.cast())
+    sited(squall_realloc as *const () as usize, || {
+        pointer("squall_realloc", || {
+            Ok(node()?.realloc(ptr.cast(), size.max(1))?.cast())
+        })
     })
 }
 
@@ -347,11 +362,13 @@ pub extern "C" fn squall_malloc_placed(
     placement_kind: c_int,
     arg: u64,
 ) -> *mut c_void {
-    pointer("squall_malloc_placed", || {
-        let n = node()?;
-        let p = placement("squall_malloc_placed", placement_kind, arg)?
-            .unwrap_or_else(|| n.default_placement());
-        Ok(n.alloc_with(size.max(1), 0, p)?.cast())
+    sited(squall_malloc_placed as *const () as usize, || {
+        pointer("squall_malloc_placed", || {
+            let n = node()?;
+            let p = placement("squall_malloc_placed", placement_kind, arg)?
+                .unwrap_or_else(|| n.default_placement());
+            Ok(n.alloc_with(size.max(1), 0, p)?.cast())
+        })
     })
 }
 
@@ -363,11 +380,13 @@ pub extern "C" fn squall_alloc_collective(
     placement_kind: c_int,
     arg: u64,
 ) -> *mut c_void {
-    pointer("squall_alloc_collective", || {
-        let n = node()?;
-        let p = placement("squall_alloc_collective", placement_kind, arg)?
-            .unwrap_or_else(|| n.default_placement());
-        Ok(n.alloc_collective(size.max(1), p)?.cast())
+    sited(squall_alloc_collective as *const () as usize, || {
+        pointer("squall_alloc_collective", || {
+            let n = node()?;
+            let p = placement("squall_alloc_collective", placement_kind, arg)?
+                .unwrap_or_else(|| n.default_placement());
+            Ok(n.alloc_collective(size.max(1), p)?.cast())
+        })
     })
 }
 

@@ -759,7 +759,9 @@ pub extern "C" fn squall_pt_malloc(size: usize) -> *mut c_void {
         // SAFETY: plain libc allocation.
         return unsafe { libc::malloc(size) };
     }
-    let p = api::squall_malloc(size);
+    let p = api::sited(squall_pt_malloc as *const () as usize, || {
+        api::squall_malloc(size)
+    });
     if p.is_null() {
         set_errno(libc::ENOMEM);
     }
@@ -773,7 +775,9 @@ pub extern "C" fn squall_pt_aligned_alloc(align: usize, size: usize) -> *mut c_v
         // SAFETY: plain libc allocation.
         return unsafe { libc::aligned_alloc(align, size) };
     }
-    let p = api::squall_malloc_aligned(size, align);
+    let p = api::sited(squall_pt_aligned_alloc as *const () as usize, || {
+        api::squall_malloc_aligned(size, align)
+    });
     if p.is_null() {
         set_errno(libc::ENOMEM);
     }
@@ -797,7 +801,9 @@ pub unsafe extern "C" fn squall_pt_posix_memalign(
         // SAFETY: plain libc allocation into a valid out pointer.
         return unsafe { libc::posix_memalign(out, align, size) };
     }
-    let p = api::squall_malloc_aligned(size, align);
+    let p = api::sited(squall_pt_posix_memalign as *const () as usize, || {
+        api::squall_malloc_aligned(size, align)
+    });
     if p.is_null() {
         return libc::ENOMEM;
     }
@@ -813,7 +819,9 @@ pub extern "C" fn squall_pt_calloc(count: usize, size: usize) -> *mut c_void {
         // SAFETY: plain libc allocation.
         return unsafe { libc::calloc(count, size) };
     }
-    let p = api::squall_calloc(count, size);
+    let p = api::sited(squall_pt_calloc as *const () as usize, || {
+        api::squall_calloc(count, size)
+    });
     if p.is_null() {
         set_errno(libc::ENOMEM);
     }
@@ -836,7 +844,9 @@ pub unsafe extern "C" fn squall_pt_realloc(p: *mut c_void, size: usize) -> *mut 
         return unsafe { libc::realloc(p, size) };
     }
     // SAFETY: p is null or a squall allocation.
-    let q = unsafe { api::squall_realloc(p, size) };
+    let q = api::sited(squall_pt_realloc as *const () as usize, || unsafe {
+        api::squall_realloc(p, size)
+    });
     if q.is_null() {
         set_errno(libc::ENOMEM);
     }

@@ -11,6 +11,7 @@ mod demo;
 mod doctor;
 mod envtable;
 mod node;
+mod report;
 mod run;
 mod settings;
 
@@ -48,6 +49,8 @@ enum Cmd {
         #[arg(long)]
         markdown: bool,
     },
+    /// Render a sharing profile (`squall run --profile`) as one self-contained HTML page.
+    Report(report::ReportArgs),
     /// A node program run by the launcher on behalf of `bench`, `demo` and the tests.
     #[command(name = "__node", hide = true, subcommand)]
     Node(node::NodeCmd),
@@ -73,6 +76,7 @@ fn main() {
             }
             0
         }
+        Cmd::Report(args) => report::main(args),
         Cmd::Node(n) => node::main(n),
     };
     std::process::exit(code);

@@ -63,6 +63,12 @@ pub struct RunArgs {
     /// Print per-node and total statistics at exit (sets SQUALL_STATS=1).
     #[arg(long)]
     pub stats: bool,
+    /// Record the sharing profile (per allocation site, global, lock and barrier) and print the
+    /// worst sites at exit; its JSON goes to FILE (default squall-profile.json; sets
+    /// SQUALL_PROFILE=1 and SQUALL_PROFILE_FILE). Render it with `squall report FILE`.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true,
+          default_missing_value = "squall-profile.json")]
+    pub profile: Option<String>,
     /// Authenticate every packet (tcp, udp) with a key made for this job. Default
     /// (SQUALL_AUTH=auto): on when nodes run through the remote shell (--hosts), off otherwise.
     #[arg(long, conflicts_with = "no_auth")]
@@ -237,6 +243,12 @@ fn build_spec(args: RunArgs) -> Result<JobSpec, Bad> {
     }
     spec.net_faults = args.net_faults;
     spec.stats = args.stats;
+    if let Some(file) = &args.profile {
+        spec.extra_env
+            .push((squall_core::env::PROFILE.to_string(), "1".to_string()));
+        spec.extra_env
+            .push((squall_core::env::PROFILE_FILE.to_string(), file.clone()));
+    }
     spec.prefix = !args.no_prefix;
     spec.auth = if args.encrypt {
         AuthSetting::Encrypt

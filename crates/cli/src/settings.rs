@@ -374,7 +374,13 @@ fn extra_check(
                 format!("give {n}=1 (print statistics at exit) or {n}=0"),
             )
         }),
-        n if n == env::STATS_FILE => {
+        n if n == env::PROFILE => (!is_switch(value)).then(|| {
+            (
+                format!("{value:?} is neither on nor off"),
+                format!("give {n}=1 (sharing profile at exit) or {n}=0"),
+            )
+        }),
+        n if n == env::STATS_FILE || n == env::PROFILE_FILE => {
             if !job.local {
                 return None; // a remote node's path: its own machine's business
             }
@@ -521,7 +527,7 @@ mod tests {
             if LAUNCHER_SET.contains(&v.name) || BENCH_ONLY.contains(&v.name) {
                 continue;
             }
-            let value = if v.name == env::STATS_FILE {
+            let value = if v.name == env::STATS_FILE || v.name == env::PROFILE_FILE {
                 "/no/such/dir/x"
             } else {
                 "\u{1}bogus"

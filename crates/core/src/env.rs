@@ -19,6 +19,8 @@ pub const BIND_ADDR: &str = "SQUALL_BIND_ADDR";
 pub const PEER_TIMEOUT_MS: &str = "SQUALL_PEER_TIMEOUT_MS";
 pub const STATS: &str = "SQUALL_STATS";
 pub const STATS_FILE: &str = "SQUALL_STATS_FILE";
+pub const PROFILE: &str = "SQUALL_PROFILE";
+pub const PROFILE_FILE: &str = "SQUALL_PROFILE_FILE";
 pub const PROTOCOL: &str = "SQUALL_PROTOCOL";
 pub const HEAP_SIZE: &str = "SQUALL_HEAP_SIZE";
 pub const HEAP_BASE: &str = "SQUALL_HEAP_BASE";
@@ -109,6 +111,16 @@ pub const ALL: &[EnvVar] = &[
         name: STATS_FILE,
         default: "squall-stats.json",
         meaning: "where the statistics JSON is written when STATS=1",
+    },
+    EnvVar {
+        name: PROFILE,
+        default: "0",
+        meaning: "1: record the sharing profile (per allocation site and global: faults, fetches, invalidations, diffs, false/true sharing; locks and barriers) and print the worst sites at exit",
+    },
+    EnvVar {
+        name: PROFILE_FILE,
+        default: "squall-profile.json",
+        meaning: "where the profile JSON is written when PROFILE=1 (render it with `squall report FILE`)",
     },
     EnvVar {
         name: PROTOCOL,

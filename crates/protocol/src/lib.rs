@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod hlrc;
+pub mod profile;
 pub mod router;
 pub mod sc;
 mod shared;
@@ -23,6 +24,7 @@ use squall_core::{AllocInfo, Consistency, NodeId, PageId};
 
 pub use atomic::{AtomicCall, AtomicOp};
 pub use hlrc::{Hlrc, RunHandover};
+pub use profile::SharingProfile;
 pub use router::{Coherence, Policy, Router};
 pub use sc::Sc;
 pub use stats::{MsgCount, ProtoStats};
@@ -125,6 +127,14 @@ pub trait Protocol: Consistency {
     /// router tells every node about allocations made under a policy other than the job's
     /// default). Default: nothing to adjust (a protocol with no per-page knobs).
     fn apply_policy(&mut self, _first: PageId, _pages: u64, _coherence: Coherence) {}
+    /// Start recording the sharing profile (`squall run --profile`). Default: the protocol
+    /// keeps none.
+    fn set_profiling(&mut self) {}
+    /// The sharing profile recorded so far (`None`: profiling off or not kept by this
+    /// protocol).
+    fn sharing_profile(&self) -> Option<SharingProfile> {
+        None
+    }
 }
 
 /// The protocols Squall offers.

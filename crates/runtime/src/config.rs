@@ -133,6 +133,10 @@ pub struct RuntimeConfig {
     pub thread_placement: ThreadPlacement,
     pub stats: bool,
     pub stats_file: String,
+    /// Record the sharing profile (`SQUALL_PROFILE`) and where rank 0 writes its JSON
+    /// (`SQUALL_PROFILE_FILE`).
+    pub profile: bool,
+    pub profile_file: String,
     /// How long the service thread busy-waits for a page reply after a fault (`None`: never).
     pub fetch_spin: Option<Duration>,
     /// Total-count barriers report eagerly when a node's predicted threads arrived
@@ -221,6 +225,11 @@ impl RuntimeConfig {
             "1" | "true" | "yes" | "on"
         );
         let stats_file = get(env::STATS_FILE).unwrap_or_else(|| "squall-stats.json".into());
+        let profile = matches!(
+            get(env::PROFILE).unwrap_or_default().trim(),
+            "1" | "true" | "yes" | "on"
+        );
+        let profile_file = get(env::PROFILE_FILE).unwrap_or_else(|| "squall-profile.json".into());
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let fetch_spin = fetch_spin(&get, cpus)?;
         let barrier_eager = switch(
@@ -260,6 +269,8 @@ impl RuntimeConfig {
             thread_placement,
             stats,
             stats_file,
+            profile,
+            profile_file,
             fetch_spin,
             barrier_eager,
             barrier_fetch,

@@ -27,6 +27,7 @@ mod msg;
 mod node;
 pub mod objects;
 mod order;
+pub mod profile;
 pub mod regions;
 mod service;
 pub mod stats;

@@ -35,9 +35,13 @@ pub const OBJECT: MsgType = MsgType(75);
 /// engine's own encoding; see `crate::gptr`).
 pub const GPTR: MsgType = MsgType(76);
 
+/// The sharing profile of one node sent to rank 0 at finalize (payload: JSON,
+/// `profile::NodeProfile`).
+pub const PROFILE: MsgType = MsgType(77);
+
 /// A readable name for a message type in statistics.
 pub fn name(ty: u16) -> String {
-    const NAMES: [(MsgType, &str); 13] = [
+    const NAMES: [(MsgType, &str); 14] = [
         (PROTO, "protocol"),
         (SYNC, "sync"),
         (COLLECTIVE, "collective"),
@@ -46,6 +50,7 @@ pub fn name(ty: u16) -> String {
         (SPAWN, "spawn"),
         (JOIN, "join"),
         (STATS_MARK, "stats_mark"),
+        (PROFILE, "profile"),
         (ABORT, "abort"),
         (DONE, "done"),
         (REGION, "region"),

@@ -61,6 +61,8 @@ pub(crate) struct Service {
     /// This node has passed the job's last barrier and told every peer so (the departure
     /// round of `finalize`): a peer that has said goodbye since needs nothing more from it.
     pub(crate) departing: bool,
+    /// The sharing profile recorder, when profiling is on (faults over time).
+    pub profile: Option<Arc<crate::profile::Recorder>>,
 }
 
 /// Most faults a run of missed spins makes the service thread skip spinning for.
@@ -149,6 +151,7 @@ impl Service {
             next_release: 0,
             spin: SpinPolicy::new(fetch_spin),
             departing: false,
+            profile: None,
         }
     }
 
@@ -184,6 +187,9 @@ impl Service {
             .entry(page)
             .or_default()
             .push(Instant::now());
+        if let Some(p) = &self.profile {
+            p.fault();
+        }
         let t = Instant::now();
         let r = self.protocol.handle_fault(page, write);
         self.times.protocol_ns += t.elapsed().as_nanos() as u64;

@@ -156,6 +156,11 @@ impl SyncCore {
     }
 
     /// Counters so far, with the fast acquires of the lock cache counted in.
+    /// Lock acquisitions so far whose token came from another node (the profile's transfers).
+    pub fn remote_acquires(&self) -> u64 {
+        self.stats.lock_acquires_remote
+    }
+
     pub fn stats_now(&self) -> SyncStats {
         let mut s = self.stats.clone();
         s.lock_acquires_local_fast = self.fast.fast_acquires();

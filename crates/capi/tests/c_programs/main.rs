@@ -19,6 +19,7 @@ mod cases_gptr;
 mod cases_objects;
 mod cases_openmp;
 mod cases_policy;
+mod cases_profile;
 mod cases_pthreads;
 mod cases_splash;
 
@@ -520,6 +521,7 @@ fn cases() -> Vec<(String, Case)> {
     cases_openmp::add(&mut v);
     cases_objects::add(&mut v);
     cases_gptr::add(&mut v);
+    cases_profile::add(&mut v);
     v.0
 }
 

@@ -104,9 +104,22 @@ impl<M: PageMemory> Protocol for Hlrc<M> {
         "hlrc"
     }
 
+    fn set_profiling(&mut self) {
+        if self.profile.is_none() {
+            self.profile = Some(Box::default());
+        }
+    }
+
+    fn sharing_profile(&self) -> Option<crate::SharingProfile> {
+        self.profile.as_ref().map(|p| p.snapshot())
+    }
+
     fn handle_fault(&mut self, page: PageId, write: bool) -> Result<(), ProtoError> {
         self.check_page(page)?;
         self.stats.count_fault(write);
+        if let Some(p) = self.prof() {
+            p.fault(page, write);
+        }
         self.fault(page, write)
     }
 

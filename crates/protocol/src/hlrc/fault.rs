@@ -248,6 +248,9 @@ impl<M: PageMemory> Hlrc<M> {
                 barrier: None,
             });
             self.stats.page_fetches += 1;
+            if let Some(p) = self.prof() {
+                p.fetch(page);
+            }
             self.send_fetch(page);
         }
         Ok(())

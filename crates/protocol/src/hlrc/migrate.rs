@@ -99,6 +99,9 @@ impl<M: PageMemory> Hlrc<M> {
         st.forward = Some(new);
         st.streak = None;
         self.stats.home_migrations += 1;
+        if let Some(p) = self.prof() {
+            p.migrate(page);
+        }
         let mgr = self.dir.manager_of(page);
         if mgr == self.me {
             self.dir.manager_moved(page, new);
@@ -128,6 +131,9 @@ impl<M: PageMemory> Hlrc<M> {
         if self.mem.access(page) != Access::None {
             self.mem.set_access(page, Access::None);
             self.stats.invalidations += 1;
+            if let Some(p) = self.prof() {
+                p.invalidate(page);
+            }
         }
         Handover {
             epoch: new.epoch,

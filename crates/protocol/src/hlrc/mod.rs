@@ -55,6 +55,7 @@ use self::msg::Msg;
 use self::notices::NoticeLog;
 use self::release::DiffLog;
 use self::state::{Deferred, PageState};
+use crate::profile::Profiler;
 use crate::shared::atomic::AtomicInfos;
 use crate::shared::home::{check_page, HomeDirectory};
 use crate::{Action, AtomicCall, ProtoError, ProtoStats};
@@ -113,6 +114,8 @@ pub struct Hlrc<M: PageMemory> {
     /// The node is ending with no application thread (`Protocol::set_ending`): no barrier
     /// fetches, a peer past the last barrier may have left.
     ending: bool,
+    /// The sharing profile (`squall run --profile`), when on (`Protocol::set_profiling`).
+    profile: Option<Box<Profiler>>,
 }
 
 impl<M: PageMemory> Hlrc<M> {
@@ -141,6 +144,7 @@ impl<M: PageMemory> Hlrc<M> {
             barriers: 0,
             grants_since_barrier: 0,
             ending: false,
+            profile: None,
         }
     }
 
@@ -167,6 +171,11 @@ impl<M: PageMemory> Hlrc<M> {
         let mut buf = vec![0u8; PAGE_SIZE];
         self.mem.read_page(page, &mut buf);
         buf
+    }
+
+    /// The profiler, when profiling is on (one branch when it is off).
+    fn prof(&mut self) -> Option<&mut Profiler> {
+        self.profile.as_deref_mut()
     }
 
     fn check_page(&self, page: PageId) -> Result<(), ProtoError> {

@@ -210,9 +210,15 @@ impl<M: PageMemory> Hlrc<M> {
                 self.flushed.insert(page);
             }
             self.stats.invalidations += 1;
+            if let Some(p) = self.prof() {
+                p.invalidate(page);
+            }
         } else if self.mem.access(page) != Access::None {
             unmap.push(page);
             self.stats.invalidations += 1;
+            if let Some(p) = self.prof() {
+                p.invalidate(page);
+            }
         }
     }
 

@@ -11,6 +11,7 @@
 use super::msg::{Handover, Msg};
 use super::state::{keep_limit, Held, HomeStatus};
 use super::Hlrc;
+use crate::profile;
 use crate::shared::diff::{apply_diff, diff_payload, for_each_run, make_diff};
 use crate::shared::home::HomeRef;
 use crate::{Action, ProtoError};
@@ -77,6 +78,16 @@ impl<M: PageMemory> Hlrc<M> {
                 let (changed, cur) = match self.st(page).twin.take() {
                     Some(t) if !served && self.mem.page_equals(page, &t) => (false, t),
                     Some(mut t) => {
+                        if self.profile.is_some() {
+                            // The home's own writes of this interval: the snapshot holds
+                            // every other writer's diff, so what differs is the home's.
+                            let cur = self.read(page);
+                            let blocks = profile::changed_blocks(&t, &cur);
+                            let me = self.me;
+                            if let Some(p) = self.prof() {
+                                p.home_write(page, me, blocks, 0);
+                            }
+                        }
                         self.mem.read_page(page, &mut t);
                         (true, t)
                     }
@@ -242,6 +253,9 @@ impl<M: PageMemory> Hlrc<M> {
         self.diffs.outstanding.insert(id);
         *self.diffs.per_page.entry(page).or_default() += 1;
         self.diffs.unacked.insert(id, (page, diff.clone()));
+        if let Some(p) = self.profile.as_deref_mut() {
+            p.own_diff(page, self.me, profile::diff_blocks(&diff));
+        }
         if !diff.is_empty() {
             self.stats.diffs_created += 1;
             self.stats.diff_bytes += diff_payload(&diff).unwrap_or(0) as u64;
@@ -326,6 +340,10 @@ impl<M: PageMemory> Hlrc<M> {
                 },
             )?;
             self.stats.diffs_applied += 1;
+            if let Some(p) = self.profile.as_deref_mut() {
+                let bytes = diff_payload(diff).unwrap_or(0) as u64;
+                p.home_write(page, origin, profile::diff_blocks(diff), bytes);
+            }
             let st = self.st(page);
             if let Some(snapshot) = st.twin.as_mut() {
                 // The home's snapshot tells its own writes since the last release from the

@@ -386,6 +386,15 @@ impl<P: ?Sized + Protocol> Protocol for Router<P> {
             c.set_ending(ending);
         }
     }
+    fn set_profiling(&mut self) {
+        for c in &mut self.cores {
+            c.set_profiling();
+        }
+    }
+    /// The profile of the first core that keeps one (`hlrc`; `sc` keeps none).
+    fn sharing_profile(&self) -> Option<crate::SharingProfile> {
+        self.cores.iter().find_map(|c| c.sharing_profile())
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use super::Node;
 use crate::array::{Pod, SharedArray};
 use crate::error::{Result, SquallError};
 use crate::msg;
+use crate::profile::Site;
 use crate::service::{Reply, Service};
 use squall_core::{NodeId, PageId, Placement};
 use squall_memory::Region;
@@ -76,6 +77,11 @@ impl Node {
             }
         }
         self.inner.space.adopt_regions(regions, first)?;
+        if self.profiling() {
+            for r in regions {
+                self.inner.prof.adopted(r.start as u64, r.len as u64);
+            }
+        }
         if zero {
             let mut s = self.inner.svc.lock();
             s.register(squall_core::AllocInfo {
@@ -93,6 +99,7 @@ impl Node {
     /// Allocate `size` bytes of shared memory aligned to `align` (0: 16) with this placement
     /// for its pages, kept coherent by the job's default policy (`SQUALL_PROTOCOL`,
     /// `SQUALL_PUSH_UPDATES`). Any thread, any node, any time.
+    #[track_caller]
     pub fn alloc_with(&self, size: usize, align: usize, placement: Placement) -> Result<*mut u8> {
         let policy = Policy {
             placement,
@@ -103,6 +110,7 @@ impl Node {
 
     /// Allocate as [`Node::alloc_with`], kept coherent by `protocol` whatever the run's default
     /// (e.g. `sc` for data a program reads and writes without synchronization).
+    #[track_caller]
     pub fn alloc_in(
         &self,
         size: usize,
@@ -123,12 +131,14 @@ impl Node {
     /// as the free space) and are synchronized by the same locks, barriers and atomics. Every
     /// node knows the policy before it can see the address (an allocation under a policy
     /// other than the default is announced to every node before this returns).
+    #[track_caller]
     pub fn alloc_policy(&self, size: usize, policy: Policy) -> Result<*mut u8> {
         self.alloc_fresh(size, 0, policy).map(|(p, _)| p)
     }
 
     /// [`Node::alloc_policy`] with an alignment, also telling whether the memory was never
     /// handed out before (and so is zero on every node without anyone writing it).
+    #[track_caller]
     pub(super) fn alloc_fresh(
         &self,
         size: usize,
@@ -140,6 +150,8 @@ impl Node {
             .check()
             .map_err(|e| SquallError::Config(e.to_string()))?;
         let tag = pool_tag(policy.coherence());
+        let caller = std::panic::Location::caller();
+        let site = self.profiling().then(|| Site::current(caller));
         let r = self.call("alloc", move |s, _, w| {
             match s.heap().alloc_tagged(size, align, policy.placement, tag) {
                 Ok(a) => {
@@ -164,7 +176,12 @@ impl Node {
             }
         })?;
         match r {
-            Reply::Value(a) => Ok(((a & !1) as usize as *mut u8, a & 1 == 1)),
+            Reply::Value(a) => {
+                if let Some(site) = site {
+                    self.inner.prof.alloc(a & !1, size as u64, site);
+                }
+                Ok(((a & !1) as usize as *mut u8, a & 1 == 1))
+            }
             Reply::Failed(e) => Err(e),
             Reply::Sync(_) => Err(SquallError::Remote("unexpected reply to alloc".into())),
         }
@@ -184,11 +201,13 @@ impl Node {
     }
 
     /// Allocate with the default placement (`SQUALL_PLACEMENT`, first touch unless set).
+    #[track_caller]
     pub fn alloc(&self, size: usize) -> Result<*mut u8> {
         self.alloc_with(size, 0, self.default_placement())
     }
 
     /// Allocate zeroed memory.
+    #[track_caller]
     pub fn calloc(&self, count: usize, size: usize) -> Result<*mut u8> {
         let bytes = count
             .checked_mul(size)
@@ -263,6 +282,7 @@ impl Node {
 
     /// Resize an allocation (the contents up to the smaller size are kept; a moved one keeps
     /// its coherence policy).
+    #[track_caller]
     pub fn realloc(&self, ptr: *mut u8, size: usize) -> Result<*mut u8> {
         if ptr.is_null() {
             return self.alloc(size);
@@ -283,9 +303,13 @@ impl Node {
     /// Collective: every node calls this in the same order; rank 0 allocates and every node
     /// gets the same address. If rank 0's allocation fails, every node fails with the same
     /// [`SquallError::Collective`] naming node 0 and the cause.
+    #[track_caller]
     pub fn alloc_collective(&self, size: usize, placement: Placement) -> Result<*mut u8> {
+        let caller = std::panic::Location::caller();
         let v = self.collective("collective allocation", || {
-            self.alloc_with(size, 0, placement).map(|p| p as u64)
+            crate::profile::with_rust_caller(caller, || {
+                self.alloc_with(size, 0, placement).map(|p| p as u64)
+            })
         })?;
         Ok(v as usize as *mut u8)
     }
@@ -301,6 +325,7 @@ impl Node {
     }
 
     /// Allocate a shared array of `len` elements (zero if fresh; see [`Node::calloc`]).
+    #[track_caller]
     pub fn alloc_array<T: Pod>(&self, len: usize, placement: Placement) -> Result<SharedArray<T>> {
         let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
             SquallError::Config(format!(
@@ -313,6 +338,7 @@ impl Node {
     }
 
     /// Collective [`Node::alloc_array`]: rank 0 allocates, every node gets the same array.
+    #[track_caller]
     pub fn alloc_array_collective<T: Pod>(
         &self,
         len: usize,

@@ -7,6 +7,7 @@ use super::spawn::start_thread;
 use super::{collective, node, Mailboxes};
 use crate::failure;
 use crate::msg;
+use crate::profile::NodeProfile;
 use crate::service::{fatal, Reply, Service};
 use crate::stats::NodeReport;
 use crate::threads::{self, Joiner, SpawnMsg};
@@ -19,6 +20,7 @@ pub(super) fn register_handlers(ep: &Endpoint, svc: Arc<Mutex<Service>>, boxes: 
     let Mailboxes {
         coll,
         stats_in,
+        profile_in,
         done,
         regions,
     } = boxes;
@@ -51,6 +53,12 @@ pub(super) fn register_handlers(ep: &Endpoint, svc: Arc<Mutex<Service>>, boxes: 
         match serde_json::from_slice::<NodeReport>(&m.payload) {
             Ok(st) => stats_in.put(u64::from(m.src.0), st),
             Err(e) => eprintln!("squall: {}: bad statistics from {}: {e}", ep.rank(), m.src),
+        }
+    });
+    ep.register(msg::PROFILE, move |ep, m| {
+        match serde_json::from_slice::<NodeProfile>(&m.payload) {
+            Ok(p) => profile_in.put(u64::from(m.src.0), p),
+            Err(e) => eprintln!("squall: {}: bad profile from {}: {e}", ep.rank(), m.src),
         }
     });
     ep.register(msg::STATS_MARK, move |ep, m| match node() {

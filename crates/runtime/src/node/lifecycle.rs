@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 /// How long a node waits for the departure notices (and rank 0 for the statistics) of nodes
 /// that have all passed the last barrier: a backstop only, since a peer that dies or goes
 /// silent ends the job after the peer timeout anyway.
-fn departure_wait(peer_timeout: Duration) -> Duration {
+pub(super) fn departure_wait(peer_timeout: Duration) -> Duration {
     Duration::from_secs(10) + 2 * peer_timeout
 }
 
@@ -49,6 +49,7 @@ impl Node {
         // soon as no thread runs here either.
         self.inner.svc.lock().finalizing();
         self.end_barrier()?;
+        self.gather_profile()?;
         if self.inner.cfg.stats {
             let run = self.stats();
             let mine = NodeReport {

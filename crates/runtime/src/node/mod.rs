@@ -10,6 +10,7 @@
 
 use crate::config::{PlacementSpec, RuntimeConfig, ThreadPlacement};
 use crate::error::{Result, SquallError};
+use crate::profile::{NodeProfile, Recorder};
 use crate::regions::RegionService;
 use crate::service::{BoxedProtocol, Reply, Service};
 use crate::stats::{NodeReport, NodeStats};
@@ -36,6 +37,7 @@ pub use collective::decode as decode_collective;
 mod faults;
 mod handlers;
 mod lifecycle;
+mod profiling;
 mod spawn;
 mod statistics;
 mod sync;
@@ -115,6 +117,7 @@ type CollValue = std::result::Result<u64, String>;
 struct Mailboxes {
     coll: Arc<Mailbox<CollValue>>,
     stats_in: Arc<Mailbox<NodeReport>>,
+    profile_in: Arc<Mailbox<NodeProfile>>,
     done: Arc<Mailbox<()>>,
     regions: Arc<RegionService>,
 }
@@ -134,6 +137,10 @@ struct Inner {
     /// Rank 0's values of collective calls by sequence number, or its failure's text.
     coll: Arc<Mailbox<CollValue>>,
     stats_in: Arc<Mailbox<NodeReport>>,
+    /// The other nodes' sharing profiles (rank 0, `SQUALL_PROFILE`).
+    profile_in: Arc<Mailbox<NodeProfile>>,
+    /// The sharing profile recorder (`SQUALL_PROFILE`; off: every call site one branch).
+    prof: Arc<Recorder>,
     /// The departure notices (`msg::DONE`) received, by sender rank.
     done: Arc<Mailbox<()>>,
     started: Instant,
@@ -210,6 +217,12 @@ pub fn node_ref() -> Option<&'static Node> {
 }
 
 impl Node {
+    /// Whether this node records the sharing profile (`SQUALL_PROFILE`).
+    #[inline]
+    pub fn profiling(&self) -> bool {
+        self.inner.prof.on()
+    }
+
     /// Start a node with explicit settings (tests and embedders; `init` reads the environment).
     pub fn start(net: NetConfig, cfg: RuntimeConfig) -> Result<Node> {
         let thread_placement = cfg.thread_placement;
@@ -229,10 +242,15 @@ impl Node {
         let cores: Vec<Box<dyn Protocol + Send>> =
             vec![Box::new(hlrc), Box::new(Sc::new(space.clone(), me, layout))];
         let default = Policy::new(cfg.protocol, cfg.push_updates, Placement::FirstTouch);
-        let protocol: BoxedProtocol = Box::new(
+        let mut protocol: BoxedProtocol = Box::new(
             Router::new(me, layout, default.coherence(), cores)
                 .map_err(|e| SquallError::Config(e.to_string()))?,
         );
+        let started = Instant::now();
+        let prof = Arc::new(Recorder::new(cfg.profile, started));
+        if cfg.profile {
+            protocol.set_profiling();
+        }
         let mut sync = SyncCore::new(me, nodes);
         sync.set_barrier_eager_cap((!cfg.barrier_eager).then_some(0));
         sync.set_lock_cache(cfg.lock_cache);
@@ -245,13 +263,18 @@ impl Node {
             space.clone(),
             cfg.fetch_spin,
         )));
+        if prof.on() {
+            svc.lock().profile = Some(prof.clone());
+        }
         let coll: Arc<Mailbox<CollValue>> = Arc::default();
         let stats_in: Arc<Mailbox<NodeReport>> = Arc::default();
+        let profile_in: Arc<Mailbox<NodeProfile>> = Arc::default();
         let done: Arc<Mailbox<()>> = Arc::default();
         let regions = Arc::new(RegionService::new(me, nodes));
         let boxes = Mailboxes {
             coll: coll.clone(),
             stats_in: stats_in.clone(),
+            profile_in: profile_in.clone(),
             done: done.clone(),
             regions: regions.clone(),
         };
@@ -270,8 +293,10 @@ impl Node {
                 coll_seq: AtomicU64::new(0),
                 coll,
                 stats_in,
+                profile_in,
+                prof: prof.clone(),
                 done,
-                started: Instant::now(),
+                started,
                 sync_ns: AtomicU64::new(0),
                 thread_ns: AtomicU64::new(0),
                 live_threads: Live::default(),

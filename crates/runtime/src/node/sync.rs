@@ -43,9 +43,13 @@ impl Node {
     pub fn barrier_with(&self, id: BarrierId, count: BarrierCount) -> Result<bool> {
         // One-sided operations this node issued complete before the barrier (memory-model.md).
         crate::gptr::quiet_before_barrier()?;
+        let t0 = self.profiling().then(|| self.inner.prof.now_ns());
         let r = self.sync_call("barrier", move |s, _, w| {
             s.sync.barrier(&mut *s.protocol, id, w, count)
         });
+        if let Some(t0) = t0 {
+            self.inner.prof.barrier(id.0, t0);
+        }
         match r {
             Ok(o) => Ok(o == Outcome::Serial),
             Err(SquallError::Sync(e @ SyncError::BarrierMismatch { .. })) => failure::end_job(
@@ -74,22 +78,49 @@ impl Node {
     /// `false`: call [`Node::lock`].
     #[inline]
     pub fn lock_fast(&self, lock: LockId) -> bool {
-        self.inner.fast.try_lock(lock.0, my_waiter().0)
+        let ok = self.inner.fast.try_lock(lock.0, my_waiter().0);
+        if ok && self.profiling() {
+            let p = &self.inner.prof;
+            p.acquired(lock.0, p.now_ns(), false);
+        }
+        ok
     }
 
     /// Only the fast path of [`Node::unlock`]: put `lock`, taken through the lock cache by
     /// this thread, back when nobody waits for it; `false`: call [`Node::unlock`].
     #[inline]
     pub fn unlock_fast(&self, lock: LockId) -> bool {
-        self.inner.fast.try_unlock(lock.0, my_waiter().0)
+        let ok = self.inner.fast.try_unlock(lock.0, my_waiter().0);
+        if ok && self.profiling() {
+            self.inner.prof.released(lock.0);
+        }
+        ok
+    }
+
+    /// Profiling: when a slow lock call starts, and the node's remote acquisitions so far.
+    fn lock_probe(&self) -> Option<(u64, u64)> {
+        self.profiling().then(|| {
+            let remote = self.inner.svc.lock().sync.remote_acquires();
+            (self.inner.prof.now_ns(), remote)
+        })
+    }
+
+    /// Profiling: a slow lock call that started at `probe` acquired `lock`.
+    fn lock_acquired(&self, lock: LockId, probe: Option<(u64, u64)>) {
+        if let Some((t0, remote)) = probe {
+            let now_remote = self.inner.svc.lock().sync.remote_acquires();
+            self.inner.prof.acquired(lock.0, t0, now_remote > remote);
+        }
     }
 
     #[cold]
     pub(super) fn lock_slow(&self, lock: LockId) -> Result<()> {
+        let probe = self.lock_probe();
         self.sync_call("lock", move |s, _, w| {
             s.sync.lock(&mut *s.protocol, lock, w)
-        })
-        .map(|_| ())
+        })?;
+        self.lock_acquired(lock, probe);
+        Ok(())
     }
 
     /// Try to acquire a global lock without waiting; `true` if it is now held.
@@ -97,9 +128,13 @@ impl Node {
         if self.lock_fast(lock) {
             return Ok(true);
         }
+        let probe = self.lock_probe();
         let o = self.sync_call("trylock", move |s, _, w| {
             s.sync.trylock(&mut *s.protocol, lock, w)
         })?;
+        if o != Outcome::Busy {
+            self.lock_acquired(lock, probe);
+        }
         Ok(o != Outcome::Busy)
     }
 
@@ -117,8 +152,11 @@ impl Node {
     pub(super) fn unlock_slow(&self, lock: LockId) -> Result<()> {
         self.sync_call("unlock", move |s, _, w| {
             s.sync.unlock(&mut *s.protocol, lock, w)
-        })
-        .map(|_| ())
+        })?;
+        if self.profiling() {
+            self.inner.prof.released(lock.0);
+        }
+        Ok(())
     }
 
     /// Check that `lock` may be destroyed: no thread of this node holds it or waits for it
