@@ -5,7 +5,7 @@
 use squall::{ActiveSet, AtomicKind, Cmp, GlobalPtr, Node, NodeId, ReduceOp, SpreadArray, Width};
 
 mod common;
-use common::{check, job_spec, launched_as_node, node_exit, run_case, Scenario};
+use common::{check, launched_as_node, node_exit, run_transports, Scenario};
 
 fn e(x: squall::SquallError) -> String {
     x.to_string()
@@ -234,26 +234,5 @@ fn main() {
     if launched_as_node() {
         node_exit(SCENARIOS, &args);
     }
-    let filter = args.iter().skip(1).find(|a| !a.starts_with('-'));
-    let (mut passed, mut failed) = (0, 0);
-    for (name, _, _) in SCENARIOS {
-        for transport in ["tcp", "udp"] {
-            for nodes in [2usize, 4] {
-                let label = format!("{name}/{transport}/{nodes} nodes");
-                if filter.is_some_and(|f| !label.contains(f.as_str())) {
-                    continue;
-                }
-                let mut spec = job_spec(nodes, name);
-                spec.extra_env
-                    .push(("SQUALL_TRANSPORT".into(), transport.into()));
-                if run_case(&label, &spec) {
-                    passed += 1;
-                } else {
-                    failed += 1;
-                }
-            }
-        }
-    }
-    println!("{passed} passed, {failed} failed");
-    std::process::exit(i32::from(failed > 0));
+    run_transports(SCENARIOS, &args, "")
 }

@@ -151,6 +151,35 @@ pub fn run_matrix(
     std::process::exit(i32::from(failed > 0));
 }
 
+/// Run every scenario of `scenarios` as jobs of 2 and 4 nodes over tcp and over udp (only the
+/// cases whose label `{prefix}name/transport/N nodes` contains the first non-option argument of
+/// `args`, if any), print the totals and exit (1 if a case failed). For the sharing models
+/// whose operations do not depend on the page protocol (one-sided operations, shared objects).
+pub fn run_transports(scenarios: &[(&str, Scenario, &[&str])], args: &[String], prefix: &str) -> ! {
+    let filter = args.iter().skip(1).find(|a| !a.starts_with('-'));
+    let (mut passed, mut failed) = (0, 0);
+    for (name, _, _) in scenarios {
+        for transport in ["tcp", "udp"] {
+            for nodes in [2usize, 4] {
+                let label = format!("{prefix}{name}/{transport}/{nodes} nodes");
+                if filter.is_some_and(|f| !label.contains(f.as_str())) {
+                    continue;
+                }
+                let mut spec = job_spec(nodes, name);
+                spec.extra_env
+                    .push(("SQUALL_TRANSPORT".into(), transport.into()));
+                if run_case(&label, &spec) {
+                    passed += 1;
+                } else {
+                    failed += 1;
+                }
+            }
+        }
+    }
+    println!("{passed} passed, {failed} failed");
+    std::process::exit(i32::from(failed > 0));
+}
+
 /// Thread `gid` of `t` per node (of `n` nodes) writes `value(i)` to its words
 /// `gid, gid + n*t, ...` of the `words` u64 at `a`, meets every thread of the job at barrier 1,
 /// then checks every word; `what` names the round in the error.
