@@ -1,4 +1,5 @@
-//! Fuzz target: the page-protocol cores (`hlrc` in several tunings, `sc`) driven by a script
+//! Fuzz target: the page-protocol cores (`hlrc` in several tunings, `sc`, and the router that
+//! runs both side by side as the runtime does) driven by a script
 //! that mixes faults, releases, barriers, atomics and the delivery of real messages with
 //! corrupted, truncated and made-up ones. No input may panic a core, and a core never touches a
 //! page outside the job's range (the runtime's backdoor would fault there).
@@ -7,7 +8,9 @@ use libfuzzer_sys::fuzz_target;
 use squall_core::{
     Access, AllocInfo, HeapLayout, NodeId, PageId, PageMemory, Placement, PAGE_SIZE,
 };
-use squall_protocol::{Action, AtomicCall, AtomicOp, Hlrc, Protocol, Sc};
+use squall_protocol::{
+    Action, AtomicCall, AtomicOp, Coherence, Hlrc, Protocol, ProtocolKind, Router, Sc,
+};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
@@ -60,7 +63,27 @@ impl PageMemory for Mem {
 }
 
 fn core(kind: u8, mem: Mem, me: NodeId, layout: HeapLayout) -> Box<dyn Protocol> {
-    if kind % 6 == 5 {
+    if kind % 8 >= 6 {
+        // The router the runtime ships: hlrc and sc side by side, either one the default.
+        let cores: Vec<Box<dyn Protocol>> = vec![
+            Box::new(Hlrc::new(mem.clone(), me, layout)),
+            Box::new(Sc::new(mem, me, layout)),
+        ];
+        let default = Coherence {
+            protocol: if kind % 8 == 6 {
+                ProtocolKind::Hlrc
+            } else {
+                ProtocolKind::Sc
+            },
+            unit_pages: 1,
+            updates: false,
+        };
+        match Router::new(me, layout, default, cores) {
+            Ok(r) => return Box::new(r),
+            Err(e) => panic!("the router refused its own cores: {e}"),
+        }
+    }
+    if kind % 8 == 5 {
         return Box::new(Sc::new(mem, me, layout));
     }
     let mut h = Hlrc::new(mem, me, layout);
