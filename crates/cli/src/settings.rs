@@ -374,6 +374,14 @@ fn extra_check(
                 format!("give {n}=1 (print statistics at exit) or {n}=0"),
             )
         }),
+        n if n == env::SHMEM_SYMMETRIC_SIZE => {
+            squall_memory::parse_size(value).is_none().then(|| {
+                (
+                    format!("{value:?} is not a size"),
+                    format!("give {n} a size such as 512M or 2G (the default is 1G)"),
+                )
+            })
+        }
         n if n == env::PROFILE => (!is_switch(value)).then(|| {
             (
                 format!("{value:?} is neither on nor off"),
