@@ -820,15 +820,31 @@ impl Endpoint {
     }
 
     /// Queues `inc` until its type has a handler (service thread only).
+    ///
+    /// A registration can race with this: [`Endpoint::register`] publishes the handler, then
+    /// looks at the held queue under its lock; this thread found no handler, then queues under
+    /// that lock. If the registration looked first (and saw nothing held), its handler is
+    /// already published: the generation this thread's table was built from is stale, and the
+    /// queue is flushed here. Without it the message (and every later one of its type, which
+    /// queues behind it) would wait forever.
     fn hold(&self, inc: Incoming, front: bool) {
-        let mut held = self.shared.held.lock();
-        let q = held.entry(inc.ty.0).or_default();
-        if front {
-            q.push_front(inc);
-        } else {
-            q.push_back(inc);
+        let ty = inc.ty.0;
+        #[cfg(test)]
+        tests::widen_hold_race();
+        {
+            let mut held = self.shared.held.lock();
+            let q = held.entry(ty).or_default();
+            if front {
+                q.push_front(inc);
+            } else {
+                q.push_back(inc);
+            }
+            self.shared.held_len.fetch_add(1, Ordering::Release);
         }
-        self.shared.held_len.fetch_add(1, Ordering::Release);
+        let gen = self.shared.handlers_gen.load(Ordering::Acquire);
+        if SVC_HANDLERS.with(|t| t.borrow().gen != gen) {
+            self.post(move |ep| ep.flush_held(ty));
+        }
     }
 
     fn flush_held(&self, ty: u16) {
@@ -1293,6 +1309,55 @@ mod tests {
         let by_type = ep.stats().by_type;
         let c = by_type.get(&100).expect("counted");
         assert_eq!((c.sent, c.received), (7, 7));
+        ep.shutdown().expect("shutdown");
+    }
+
+    /// Microseconds `hold` sleeps before queueing (tests only): widens the window in which a
+    /// registration can slip between "no handler" and "held".
+    static HOLD_RACE_US: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+    pub(super) fn widen_hold_race() {
+        let us = HOLD_RACE_US.load(Ordering::Relaxed);
+        if us > 0 {
+            std::thread::sleep(Duration::from_micros(us));
+        }
+    }
+
+    #[test]
+    fn a_handler_registered_while_its_messages_arrive_gets_every_one() {
+        // Registration races with the service thread finding no handler and holding the
+        // message (a CI hang: a barrier request held forever behind a handler registered a
+        // moment too late). Many rounds, each a new type, registered mid-stream.
+        let ep = crate::bootstrap::start(crate::NetConfig::single()).expect("single node");
+        let me = ep.rank();
+        HOLD_RACE_US.store(300, Ordering::Relaxed);
+        for round in 0..60u16 {
+            let ty = MsgType(100 + round);
+            let sender = {
+                let ep = ep.clone();
+                std::thread::spawn(move || {
+                    for i in 0..40u8 {
+                        ep.send(me, ty, vec![i]).expect("send");
+                    }
+                })
+            };
+            // Register while the first messages are being found handler-less.
+            std::thread::sleep(Duration::from_micros(u64::from(round % 4) * 100));
+            let (tx, rx) = bounded::<u8>(64);
+            ep.register(ty, move |_, inc| {
+                let _ = tx.send(inc.payload[0]);
+            });
+            sender.join().expect("sender");
+            let got: Vec<u8> = (0..40)
+                .map(|_| {
+                    rx.recv_timeout(Duration::from_secs(5))
+                        .unwrap_or_else(|_| panic!("round {round}: a message was never delivered"))
+                })
+                .collect();
+            assert_eq!(got, (0..40).collect::<Vec<u8>>(), "round {round}: in order");
+            ep.unregister(ty);
+        }
+        HOLD_RACE_US.store(0, Ordering::Relaxed);
         ep.shutdown().expect("shutdown");
     }
 
