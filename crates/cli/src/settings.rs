@@ -250,24 +250,7 @@ fn is_switch(v: &str) -> bool {
 }
 
 /// `1.5G`-style byte counts (binary units).
-pub fn human(bytes: u64) -> String {
-    const UNITS: [(&str, u64); 4] = [
-        ("T", 1 << 40),
-        ("G", 1 << 30),
-        ("M", 1 << 20),
-        ("K", 1 << 10),
-    ];
-    for (u, m) in UNITS {
-        if bytes >= m {
-            return if bytes.is_multiple_of(m) {
-                format!("{}{u}", bytes / m)
-            } else {
-                format!("{:.1}{u}", bytes as f64 / m as f64)
-            };
-        }
-    }
-    format!("{bytes}")
-}
+pub use squall_core::human_bytes as human;
 
 /// The heap's base and size as the nodes will use them.
 pub fn heap(vars: &BTreeMap<String, String>) -> (u64, u64) {
@@ -321,12 +304,28 @@ fn extra_check(
                     ),
                 ));
             }
+            let room = squall_memory::max_range(base as usize) as u64;
+            if owner && (base as usize) < squall_memory::SYMMETRIC_BASE && size > room {
+                return Some((
+                    format!(
+                        "the global range {base:#x} + {} runs into the symmetric arena of \
+                         one-sided operations at {:#x}",
+                        human(size),
+                        squall_memory::SYMMETRIC_BASE
+                    ),
+                    format!(
+                        "lower {} to at most {} with this base",
+                        env::HEAP_SIZE,
+                        human(room & !0xfff)
+                    ),
+                ));
+            }
             if n == env::HEAP_SIZE {
-                let per_half = size / (job.nodes.max(1) as u64 * 2);
-                if per_half < squall_core::PAGE_SIZE as u64 {
+                let per_node = size / job.nodes.max(1) as u64;
+                if per_node < squall_core::PAGE_SIZE as u64 {
                     return Some((
                         format!(
-                            "{} over {} nodes leaves each node's arena half less than a page",
+                            "{} over {} nodes leaves each node's arena less than a page",
                             human(size),
                             job.nodes
                         ),
@@ -557,7 +556,13 @@ mod tests {
             va_bits: 56,
             rlimit_as: None,
         };
-        assert!(check_env(&vars, JOB, la57).is_empty(), "fits in 56 bits");
+        // Below the symmetric arena only 8T fit at the default base; above it, 56 bits hold 100T.
+        let bad = check_env(&vars, JOB, la57);
+        assert!(bad[0].problem.contains("symmetric arena"), "{bad:?}");
+        assert!(bad[0].fix.contains("8T"), "{bad:?}");
+        let mut above = vars.clone();
+        above.insert("SQUALL_HEAP_BASE".into(), "0x600000000000".into());
+        assert!(check_env(&above, JOB, la57).is_empty(), "fits in 56 bits");
         let bad = check_env(&vars, JOB, MACHINE);
         assert!(bad[0].fix.contains("48T"), "{bad:?}");
         let vars: BTreeMap<String, String> =

@@ -130,7 +130,7 @@ pub const ALL: &[EnvVar] = &[
     EnvVar {
         name: HEAP_SIZE,
         default: "64G",
-        meaning: "size of the reserved global address range (virtual; nothing committed up front)",
+        meaning: "size of the reserved global address range (virtual; nothing committed up front); split evenly into one arena per node, from which that node allocates (one allocation must fit in one arena); at most 8T at the default base (the symmetric arena follows)",
     },
     EnvVar {
         name: HEAP_BASE,

@@ -2,8 +2,7 @@
 //!
 //! Owns: the wording of every failure this crate reports (lowercase, naming addresses, pages
 //! and the environment variable to change). Must not touch: recovery policy (callers decide).
-
-use squall_core::PageId;
+use squall_core::{human_bytes, PageId};
 use std::io;
 
 /// Failures of reserving, controlling or watching the global range.
@@ -84,12 +83,31 @@ pub enum MemoryError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AllocError {
     #[error(
-        "out of shared memory: {size} bytes (align {align}) do not fit in the arena of node {node}"
+        "out of shared memory on node {node}: {} asked (align {align}), {} left in its arena \
+         (each node allocates from its own arena: the global range of {} split over {nodes} \
+         nodes, {} each); raise {} (e.g. {}={})",
+        human_bytes(*size as u64),
+        human_bytes(*left),
+        human_bytes(*range),
+        human_bytes(*arena),
+        squall_core::env::HEAP_SIZE,
+        squall_core::env::HEAP_SIZE,
+        suggest_range(*size as u64, *range, *nodes, *max_range)
     )]
     OutOfMemory {
         size: usize,
         align: usize,
         node: u16,
+        /// Bytes still free in the node's arena.
+        left: u64,
+        /// Bytes of the node's arena.
+        arena: u64,
+        /// Bytes of the whole global range, and the nodes it is split over.
+        range: u64,
+        nodes: u16,
+        /// The largest range this base allows (below the symmetric arena or the top of the
+        /// address space).
+        max_range: u64,
     },
     #[error("alignment {align} is not a power of two")]
     BadAlign { align: usize },
@@ -97,4 +115,15 @@ pub enum AllocError {
     DoubleFree { addr: usize },
     #[error("{addr:#x} is not the start of a live allocation of node {node}")]
     NotAllocated { addr: usize, node: u16 },
+}
+
+/// A global range in which `size` bytes fit in one node's arena (with room to spare): the
+/// next power of two of `2 * size * nodes`, at least twice the current one, at most `max`.
+fn suggest_range(size: u64, range: u64, nodes: u16, max: u64) -> String {
+    let want = size
+        .saturating_mul(2)
+        .saturating_mul(u64::from(nodes.max(1)))
+        .max(range.saturating_mul(2));
+    let want = want.checked_next_power_of_two().unwrap_or(want);
+    human_bytes(want.min(max) & !0xfff)
 }

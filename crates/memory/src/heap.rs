@@ -116,6 +116,11 @@ pub struct Heap {
     node: NodeId,
     base: usize,
     arena_start: u64,
+    /// Pages of the arena as made (before any [`Heap::reserve_top`]), of the whole range, and
+    /// the nodes it is split over: for the out-of-memory message.
+    arena_pages: u64,
+    range_pages: u64,
+    nodes: u16,
     next_page: u64,
     end_page: u64,
     large: BTreeMap<usize, Large>,
@@ -147,6 +152,9 @@ impl Heap {
             node,
             base,
             arena_start: start,
+            arena_pages: end.saturating_sub(start),
+            range_pages: layout.total_pages,
+            nodes: layout.nodes,
             next_page: start,
             end_page: end.max(start),
             large: BTreeMap::new(),
@@ -232,10 +240,16 @@ impl Heap {
     }
 
     fn oom(&self, size: usize, align: usize) -> AllocError {
+        let page = PAGE_SIZE as u64;
         AllocError::OutOfMemory {
             size,
             align,
             node: self.node.0,
+            left: self.end_page.saturating_sub(self.next_page) * page,
+            arena: self.arena_pages * page,
+            range: self.range_pages * page,
+            nodes: self.nodes,
+            max_range: crate::space::max_range(self.base) as u64,
         }
     }
 

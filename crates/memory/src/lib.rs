@@ -19,7 +19,7 @@ pub use error::{AllocError, MemoryError};
 pub use exec::{fixed_layout, layout_is_fixed};
 pub use heap::{AllocRecord, Allocation, Heap, HeapStats, MIN_ALIGN};
 pub use space::{
-    parse_addr, parse_size, AddressSpace, Contents, Fault, FaultSource, FaultThread, Region,
-    SpaceConfig, SpaceStats, DEFAULT_BASE, DEFAULT_SIZE,
+    max_range, parse_addr, parse_size, AddressSpace, Contents, Fault, FaultSource, FaultThread,
+    Region, SpaceConfig, SpaceStats, DEFAULT_BASE, DEFAULT_SIZE,
 };
 pub use symmetric::{SymmetricSpace, WordOp, SYMMETRIC_BASE};

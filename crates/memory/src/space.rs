@@ -44,6 +44,18 @@ pub const DEFAULT_BASE: usize = 0x5000_0000_0000;
 /// Default size of the global range (`SQUALL_HEAP_SIZE`): 64 GiB.
 pub const DEFAULT_SIZE: usize = 64 << 30;
 
+/// The largest global range at `base`: up to the symmetric arena
+/// ([`crate::SYMMETRIC_BASE`]) when it starts below it, else up to the top of a 47-bit user
+/// address space.
+pub fn max_range(base: usize) -> usize {
+    let top = if base < crate::SYMMETRIC_BASE {
+        crate::SYMMETRIC_BASE
+    } else {
+        1 << 47
+    };
+    top.saturating_sub(base)
+}
+
 /// Where and how big the global range is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SpaceConfig {

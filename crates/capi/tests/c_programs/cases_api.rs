@@ -1,5 +1,7 @@
 //! Cases for the C API (SPMD style, api_test.c and the basic-cost table) and the C++ wrappers.
-use super::{job, job_fails_everywhere, job_output, plain_expect, print_lines, Cases, Env};
+use super::{
+    job, job_fails_everywhere, job_output, job_output_env, plain_expect, print_lines, Cases, Env,
+};
 use std::time::Duration;
 
 pub fn add(v: &mut Cases) {
@@ -24,6 +26,20 @@ pub fn add(v: &mut Cases) {
             &["refused in", "collective allocation failed on node 0"],
             Duration::from_secs(10),
         )
+    });
+    // A 1 TiB global range: a collective array of hundreds of GiB with pages in scattered
+    // states on every node, then a refusal that says what was asked, what is left, the fix.
+    v.at_2_and_4("c_api/big_memory", |env: &Env, nodes| {
+        let exe = env.build_test("cc", "big_memory.c", "big_memory", Some("squall"))?;
+        let gib = if nodes == 2 { "384" } else { "200" };
+        job_output_env(
+            &exe,
+            &[gib, "1500"],
+            nodes,
+            "ok big memory",
+            &[("SQUALL_HEAP_SIZE", "1T")],
+        )
+        .map(|_| ())
     });
     v.add("c_api/before-init", |env: &Env| {
         let exe = env.build_test("cc", "api_test.c", "api_test", Some("squall"))?;
