@@ -56,6 +56,41 @@ fn spread(node: &Node) -> Result<(), String> {
     a.free(g).map_err(e)
 }
 
+/// Bulk gets issued two at a time from other nodes, each pair completed by `sync` and
+/// checked at once, while the other nodes do the same (a sync used to return while the data
+/// of the last reply were still being copied outside the lock: apps/mm/mm_splitc.c).
+fn get_pipeline(node: &Node) -> Result<(), String> {
+    let g = node.gptr().map_err(e)?;
+    let me = node.rank();
+    const BLOCK: usize = 1024;
+    const BLOCKS: usize = 64;
+    let a = SpreadArray::<u64>::alloc(g, BLOCK * BLOCKS, BLOCK).map_err(e)?;
+    let f = |i: usize| (i as u64) * 7 + 3;
+    for i in a.indices_of(me).collect::<Vec<_>>() {
+        a.ptr(i).write(g, f(i)).map_err(e)?;
+    }
+    node.barrier().map_err(e)?;
+    let remote: Vec<usize> = (0..BLOCKS)
+        .filter(|b| a.owner(b * BLOCK) != me)
+        .collect();
+    for round in 0..300 {
+        let (x, y) = (
+            remote[round % remote.len()],
+            remote[(round * 5 + 1) % remote.len()],
+        );
+        let px = a.ptr(x * BLOCK).get_bulk(g, BLOCK).map_err(e)?;
+        let py = a.ptr(y * BLOCK).get_bulk(g, BLOCK).map_err(e)?;
+        g.sync().map_err(e)?;
+        for (b, p) in [(x, px), (y, py)] {
+            let v = p.value().map_err(|err| format!("round {round}, block {b}: {err}"))?;
+            let want: Vec<u64> = (0..BLOCK).map(|k| f(b * BLOCK + k)).collect();
+            check(v == want, || format!("round {round}: block {b} has other data"))?;
+        }
+    }
+    node.barrier().map_err(e)?;
+    a.free(g).map_err(e)
+}
+
 /// One-way stores counted by `store_sync`, then bulk stores completed by `all_store_sync`.
 fn stores(node: &Node) -> Result<(), String> {
     let g = node.gptr().map_err(e)?;
@@ -223,6 +258,7 @@ fn refused(node: &Node) -> Result<(), String> {
 
 const SCENARIOS: &[(&str, Scenario, &[&str])] = &[
     ("spread", spread, &["hlrc"]),
+    ("get_pipeline", get_pipeline, &["hlrc"]),
     ("stores", stores, &["hlrc"]),
     ("atomics", atomics, &["hlrc"]),
     ("collectives", collectives, &["hlrc"]),
