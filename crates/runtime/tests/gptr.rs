@@ -70,9 +70,7 @@ fn get_pipeline(node: &Node) -> Result<(), String> {
         a.ptr(i).write(g, f(i)).map_err(e)?;
     }
     node.barrier().map_err(e)?;
-    let remote: Vec<usize> = (0..BLOCKS)
-        .filter(|b| a.owner(b * BLOCK) != me)
-        .collect();
+    let remote: Vec<usize> = (0..BLOCKS).filter(|b| a.owner(b * BLOCK) != me).collect();
     for round in 0..300 {
         let (x, y) = (
             remote[round % remote.len()],
@@ -82,9 +80,13 @@ fn get_pipeline(node: &Node) -> Result<(), String> {
         let py = a.ptr(y * BLOCK).get_bulk(g, BLOCK).map_err(e)?;
         g.sync().map_err(e)?;
         for (b, p) in [(x, px), (y, py)] {
-            let v = p.value().map_err(|err| format!("round {round}, block {b}: {err}"))?;
+            let v = p
+                .value()
+                .map_err(|err| format!("round {round}, block {b}: {err}"))?;
             let want: Vec<u64> = (0..BLOCK).map(|k| f(b * BLOCK + k)).collect();
-            check(v == want, || format!("round {round}: block {b} has other data"))?;
+            check(v == want, || {
+                format!("round {round}: block {b} has other data")
+            })?;
         }
     }
     node.barrier().map_err(e)?;

@@ -25,7 +25,11 @@ fn styled_apps(apps_dir: &std::path::Path) -> Vec<(String, &'static str, &'stati
     names.sort();
     for app in names {
         for (style, pkg) in [("crl", "squall-crl"), ("splitc", "squall-shmem")] {
-            if apps_dir.join(&app).join(format!("{app}_{style}.c")).is_file() {
+            if apps_dir
+                .join(&app)
+                .join(format!("{app}_{style}.c"))
+                .is_file()
+            {
                 out.push((app.clone(), style, pkg));
             }
         }
@@ -42,24 +46,34 @@ pub fn add(v: &mut Cases) {
             move |env: &Env| {
                 let exe = env.bin.join(format!("{app}_{style}"));
                 let mut cmd = Command::new("cc");
-                cmd.args(["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread"])
-                    .arg(format!("-DAPP_STYLE=\"{style}\""))
-                    .arg("-I")
-                    .arg(dir.join("common"))
-                    .arg("-I")
-                    .arg(dir.join(&app))
-                    .arg("-o")
-                    .arg(&exe)
-                    .arg(dir.join(&app).join(format!("{app}_{style}.c")))
-                    .args(env.pkg_config(&["--cflags", "--libs", pkg])?)
-                    .arg("-lm");
+                cmd.args([
+                    "-std=gnu11",
+                    "-O2",
+                    "-Wall",
+                    "-Wextra",
+                    "-Werror",
+                    "-pthread",
+                ])
+                .arg(format!("-DAPP_STYLE=\"{style}\""))
+                .arg("-I")
+                .arg(dir.join("common"))
+                .arg("-I")
+                .arg(dir.join(&app))
+                .arg("-o")
+                .arg(&exe)
+                .arg(dir.join(&app).join(format!("{app}_{style}.c")))
+                .args(env.pkg_config(&["--cflags", "--libs", pkg])?)
+                .arg("-lm");
                 sh(&mut cmd, &format!("compiling apps/{app}/{app}_{style}.c"))?;
                 let runs: [(usize, &[(&str, &str)]); 3] = [
                     (2, &[]),
                     (4, &[]),
                     (
                         2,
-                        &[("SQUALL_TRANSPORT", "udp"), ("SQUALL_NET_FAULTS", LOSSY_UDP)],
+                        &[
+                            ("SQUALL_TRANSPORT", "udp"),
+                            ("SQUALL_NET_FAULTS", LOSSY_UDP),
+                        ],
                     ),
                 ];
                 for (nodes, vars) in runs {
