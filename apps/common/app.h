@@ -53,6 +53,13 @@
 #elif defined(APP_SEQ)
 #define APP_GLOBAL
 #define APP_MODE "seq"
+#elif defined(APP_STYLE)
+/* SPMD builds of apps/<app>/<app>_<style>.c (CRL regions, Split-C global pointers): one
+ * process per node, no team; mode=<style> (apps/README.md, "Styles"). */
+#include <pthread.h>
+#include <squall.h>
+#define APP_GLOBAL
+#define APP_MODE APP_STYLE
 #else
 #include <pthread.h>
 #define APP_GLOBAL
@@ -213,7 +220,7 @@ static inline double app_now(void)
  * no-op in the seq and native builds. */
 static inline void app_stats_mark(void)
 {
-#ifdef APP_SQUALL
+#if defined(APP_SQUALL) || defined(APP_STYLE)
     if (squall_stats_mark() != SQUALL_OK)
         fprintf(stderr, "app_stats_mark failed: %s\n", squall_last_error());
 #endif

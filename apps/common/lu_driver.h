@@ -25,6 +25,7 @@
 #define LU_DRIVER_H
 #include "app.h"
 #include "lu_kernels.h"
+#include "lu_value.h"
 
 typedef struct {
     long n, b, nb;
@@ -49,16 +50,6 @@ static void lu_alloc_matrix(lu_shared *g);
 static inline int lu_owner(const lu_shared *g, long I, long J)
 {
     return (int)((I % g->pr) * g->pc + (J % g->pc));
-}
-
-/* Entry (i, j) of the original matrix: uniform in [-1, 1) plus n on the diagonal (diagonally
- * dominant, so no pivoting), a function of the position only. */
-static inline double lu_value(long i, long j, long n)
-{
-    app_rng r;
-    app_rng_seed(&r, 12345ULL * 0x9E3779B97F4A7C15ULL + (unsigned long long)(i + j * n));
-    double v = 2.0 * app_rng_double(&r) - 1.0;
-    return i == j ? v + (double)n : v;
 }
 
 static void *lu_worker(void *p)

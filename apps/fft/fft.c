@@ -28,10 +28,7 @@
  * same operations), so `check` (sum of re + im over X) is identical across runs.
  */
 #include "app.h"
-
-typedef struct {
-    double re, im;
-} cplx;
+#include "fft_kernel.h"
 
 typedef struct {
     long n, n1, n2;
@@ -45,40 +42,6 @@ typedef struct {
     fft_shared *g;
     int tid;
 } fft_arg;
-
-static inline cplx cmul(cplx a, cplx b)
-{
-    cplx r = {a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
-    return r;
-}
-
-/* In-place radix-2 DIT FFT of length len (power of two) with roots w[e * (n/len)] = w_len^e. */
-static void fft_row(cplx *a, long len, const cplx *w, long n)
-{
-    for (long i = 1, j = 0; i < len; i++) {
-        long bit = len >> 1;
-        for (; j & bit; bit >>= 1)
-            j ^= bit;
-        j ^= bit;
-        if (i < j) {
-            cplx tmp = a[i];
-            a[i] = a[j];
-            a[j] = tmp;
-        }
-    }
-    for (long half = 1; half < len; half <<= 1) {
-        long step = n / (half * 2);
-        for (long i = 0; i < len; i += 2 * half)
-            for (long k = 0; k < half; k++) {
-                cplx v = cmul(a[i + k + half], w[k * step]);
-                cplx u = a[i + k];
-                a[i + k].re = u.re + v.re;
-                a[i + k].im = u.im + v.im;
-                a[i + k + half].re = u.re - v.re;
-                a[i + k + half].im = u.im - v.im;
-            }
-    }
-}
 
 /* dst[r][c] = src[c][r] for destination rows [r0, r1): dst is rows x cols, src is cols x rows. */
 static void fft_transpose(cplx *dst, const cplx *src, long rows, long cols, long r0, long r1)

@@ -26,6 +26,7 @@
  * C) is bit-identical across runs.
  */
 #include "app.h"
+#include "mm_kernel.h"
 
 typedef struct {
     long n, b, nb;
@@ -62,56 +63,6 @@ static inline int mm_arow_owner(const mm_shared *g, long I)
 static inline int mm_bcol_owner(const mm_shared *g, long J)
 {
     return (int)(((J / g->pc) % g->pr) * g->pc + J % g->pc);
-}
-
-/* c += a * bm for B x B row-major blocks. Four C elements of a row at a time are summed in
- * registers over k and stored once (per element the additions keep the order k = 0..b-1, so
- * the result is bit-identical to the plain i-k-j loop). The plain loop `c[i][j] += a[i][k] *
- * b[k][j]` (two loads and a store per multiply-add) ran 1.6x slower or not depending only on
- * where the compiler happened to place its 32-byte inner loop relative to a 64-byte fetch
- * boundary (same code in the seq and native builds, different addresses): this form is as
- * fast at every loop alignment (apps/mm/README.md). */
-static void mm_kernel(double *restrict c, const double *restrict a, const double *restrict bm, long b)
-{
-    for (long i = 0; i < b; i++) {
-        const double *ai = a + i * b;
-        double *ci = c + i * b;
-        long j = 0;
-        for (; j + 4 <= b; j += 4) {
-            double s0 = ci[j], s1 = ci[j + 1], s2 = ci[j + 2], s3 = ci[j + 3];
-            const double *bk = bm + j;
-            for (long k = 0; k < b; k++, bk += b) {
-                double x = ai[k];
-                s0 += x * bk[0];
-                s1 += x * bk[1];
-                s2 += x * bk[2];
-                s3 += x * bk[3];
-            }
-            ci[j] = s0;
-            ci[j + 1] = s1;
-            ci[j + 2] = s2;
-            ci[j + 3] = s3;
-        }
-        for (; j < b; j++) {
-            double s = ci[j];
-            for (long k = 0; k < b; k++)
-                s += ai[k] * bm[k * b + j];
-            ci[j] = s;
-        }
-    }
-}
-
-/* A C block up to this many doubles (64 KiB, B <= 90) is summed in a buffer on the worker's
- * stack and stored into C once; bigger blocks are summed in place. */
-enum { MM_LOCAL_MAX = 8192 };
-
-/* Entry (i, j) of A (which 0) or B (which 1): uniform in [-1, 1), a function of the position
- * only, so the owner of a block can generate it. */
-static double mm_value(int which, long i, long j, long n)
-{
-    app_rng r;
-    app_rng_seed(&r, 777ULL + (unsigned long long)which * 0x9E3779B97F4A7C15ULL + (unsigned long long)(i * n + j));
-    return 2.0 * app_rng_double(&r) - 1.0;
 }
 
 static void *mm_worker(void *p)

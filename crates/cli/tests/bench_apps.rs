@@ -453,3 +453,95 @@ fn failed_and_unverified_runs_are_reported_not_hidden() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// mm's binaries in every style (seq, native, squall, crl, splitc), built by make if stale;
+/// `SQUALL_APPS_BIN` names a folder of prebuilt ones instead.
+fn mm_style_bins() -> PathBuf {
+    let names = ["seq", "native", "squall", "crl", "splitc"].map(|m| format!("mm_{m}"));
+    if let Some(dir) = std::env::var_os("SQUALL_APPS_BIN") {
+        let dir = PathBuf::from(dir);
+        for n in &names {
+            assert!(
+                dir.join(n).is_file(),
+                "SQUALL_APPS_BIN is set but {n} is missing"
+            );
+        }
+        return dir;
+    }
+    let mut args = vec!["SQUALL=1".to_string()];
+    let lib = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.ancestors().nth(3).map(|t| t.join("release")))
+        .filter(|d| d.join("libsquall.so").is_file());
+    if let Some(dir) = lib {
+        args.push(format!("SQUALL_LIBDIR={}", dir.display()));
+    }
+    args.extend(names.iter().map(|n| format!("bin/{n}")));
+    let out = make(&args);
+    assert!(
+        out.status.success(),
+        "`make -C apps {}` failed; build the C library first (`cargo build --release -p \
+         squall-capi`):\n{}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    repo().join("apps/bin")
+}
+
+#[test]
+fn mm_in_every_style_on_two_nodes_reports_time_and_messages_per_style() {
+    let bins = mm_style_bins();
+    let out_dir = scratch("styles");
+    let out = squall(&[
+        "--apps",
+        "mm",
+        "--style",
+        "pages,crl,splitc",
+        "--nodes",
+        "2",
+        "--size",
+        "tiny",
+        "--reps",
+        "1",
+        "--timeout",
+        "60",
+        "--json",
+        "--no-plots",
+        "--out",
+        out_dir.to_str().expect("utf-8 path"),
+        "--bin-dir",
+        bins.to_str().expect("utf-8 path"),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        stdout.contains("apps by sharing style: time and messages per style"),
+        "{stdout}"
+    );
+    let last = stdout.lines().last().expect("no stdout");
+    let v: Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {last}"));
+    let page_time = positive(&v["rows"][0], "squall_time_s");
+    let styles = v["styles"].as_array().expect("styles");
+    let which: Vec<&str> = styles
+        .iter()
+        .map(|s| s["style"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(which, ["crl", "splitc"], "{v}");
+    for s in styles {
+        assert_eq!(s["app"], "mm");
+        assert_eq!(s["nodes"], 2);
+        assert_eq!(s["verified"], true, "{s}");
+        let t = positive(s, "time_s");
+        assert_eq!(s["pages_time_s"].as_f64(), Some(page_time), "{s}");
+        let r = positive(s, "pages_ratio");
+        assert!((r - t / page_time).abs() / r < 0.01, "{s}");
+        // Two nodes exchange blocks in every style: the messages are counted.
+        assert!(s["stats"]["messages"].as_u64().unwrap_or(0) > 0, "{s}");
+        assert!(s["stats"]["bytes"].as_u64().unwrap_or(0) > 0, "{s}");
+    }
+    let csv = std::fs::read_to_string(out_dir.join("apps_styles.csv")).expect("apps_styles.csv");
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    let md = std::fs::read_to_string(out_dir.join("apps.md")).expect("apps.md");
+    assert!(md.contains("Sharing styles"), "{md}");
+}

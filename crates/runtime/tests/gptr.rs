@@ -56,6 +56,46 @@ fn spread(node: &Node) -> Result<(), String> {
     a.free(g).map_err(e)
 }
 
+/// Bulk gets issued four at a time from other nodes, each group completed by `sync` and
+/// checked at once, while the other nodes do the same (a sync used to return while the data
+/// of the last reply were still being copied outside the lock: apps/mm/mm_splitc.c).
+fn get_pipeline(node: &Node) -> Result<(), String> {
+    let g = node.gptr().map_err(e)?;
+    let me = node.rank();
+    const BLOCK: usize = 16 * 1024;
+    const BLOCKS: usize = 16;
+    const AT_ONCE: usize = 4;
+    let a = SpreadArray::<u64>::alloc(g, BLOCK * BLOCKS, BLOCK).map_err(e)?;
+    let f = |i: usize| (i as u64) * 7 + 3;
+    for i in a.indices_of(me).collect::<Vec<_>>() {
+        a.ptr(i).write(g, f(i)).map_err(e)?;
+    }
+    node.barrier().map_err(e)?;
+    let remote: Vec<usize> = (0..BLOCKS).filter(|b| a.owner(b * BLOCK) != me).collect();
+    for round in 0..100 {
+        let blocks: Vec<usize> = (0..AT_ONCE)
+            .map(|k| remote[(round * AT_ONCE + k) % remote.len()])
+            .collect();
+        let pending = blocks
+            .iter()
+            .map(|b| a.ptr(b * BLOCK).get_bulk(g, BLOCK))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(e)?;
+        g.sync().map_err(e)?;
+        for (b, p) in blocks.iter().zip(pending) {
+            let v = p
+                .value()
+                .map_err(|err| format!("round {round}, block {b}: {err}"))?;
+            check(
+                v.iter().enumerate().all(|(k, x)| *x == f(b * BLOCK + k)),
+                || format!("round {round}: block {b} has other data"),
+            )?;
+        }
+    }
+    node.barrier().map_err(e)?;
+    a.free(g).map_err(e)
+}
+
 /// One-way stores counted by `store_sync`, then bulk stores completed by `all_store_sync`.
 fn stores(node: &Node) -> Result<(), String> {
     let g = node.gptr().map_err(e)?;
@@ -223,6 +263,7 @@ fn refused(node: &Node) -> Result<(), String> {
 
 const SCENARIOS: &[(&str, Scenario, &[&str])] = &[
     ("spread", spread, &["hlrc"]),
+    ("get_pipeline", get_pipeline, &["hlrc"]),
     ("stores", stores, &["hlrc"]),
     ("atomics", atomics, &["hlrc"]),
     ("collectives", collectives, &["hlrc"]),

@@ -16,12 +16,14 @@ mod cases_cmake;
 mod cases_crl;
 mod cases_globals;
 mod cases_gptr;
+mod cases_models;
 mod cases_objects;
 mod cases_openmp;
 mod cases_policy;
 mod cases_profile;
 mod cases_pthreads;
 mod cases_splash;
+mod cases_styles;
 
 use squall_launch::{run_job, JobInput, JobReport, JobSpec, LineSink, Stream};
 use std::path::{Path, PathBuf};
@@ -518,9 +520,11 @@ fn cases() -> Vec<(String, Case)> {
     cases_globals::add(&mut v);
     cases_splash::add(&mut v);
     cases_apps::add(&mut v);
+    cases_styles::add(&mut v);
     cases_openmp::add(&mut v);
     cases_objects::add(&mut v);
     cases_gptr::add(&mut v);
+    cases_models::add(&mut v);
     cases_profile::add(&mut v);
     v.0
 }

@@ -72,6 +72,11 @@ struct State {
     done: HashMap<u64, Done>,
     /// Failures of split-phase operations and refused stores, reported by the next sync.
     failures: Vec<GptrError>,
+    /// Split-phase get replies being copied into their destinations outside the lock: the
+    /// engine counts such a get complete when the reply is taken, so `sync` also waits for
+    /// this to drop to zero (found by apps/mm/mm_splitc.c: a sync returned while the copy of
+    /// the last reply was still running, and the program read the previous block).
+    delivering: usize,
 }
 
 /// The node's symmetric memory as the engine checks it: a live allocation of the arena, or
@@ -267,6 +272,7 @@ impl Gptr {
                 sinks: HashMap::new(),
                 done: HashMap::new(),
                 failures: Vec::new(),
+                delivering: 0,
             }),
             space,
             cv: Condvar::new(),
@@ -313,7 +319,8 @@ impl Gptr {
     }
 
     fn has_outstanding(&self) -> bool {
-        self.state.lock().engine.outstanding() > 0
+        let st = self.state.lock();
+        st.engine.outstanding() > 0 || st.delivering > 0
     }
 
     /// Run `f` on the engine under the lock, take its actions, then send and deliver them
@@ -364,9 +371,15 @@ impl Gptr {
         }
         let errs = st.engine.take_errors();
         st.failures.extend(errs);
+        st.delivering += deliver.len();
         drop(st);
+        let delivered = deliver.len();
         for (f, d) in deliver {
             f(&d);
+        }
+        if delivered > 0 {
+            self.state.lock().delivering -= delivered;
+            wake = true;
         }
         if wake {
             self.cv.notify_all();
@@ -383,8 +396,10 @@ impl Gptr {
         if let Some(op) = st.engine.take_get_reply(from, &payload).map_err(gerr)? {
             match st.sinks.remove(&op.0) {
                 Some(Sink::Deliver(f)) => {
+                    st.delivering += 1;
                     drop(st);
                     f(&payload[GET_REPLY_HEADER..]);
+                    self.state.lock().delivering -= 1;
                 }
                 Some(Sink::Wait) => {
                     st.done.insert(op.0, Done::Reply(payload));
@@ -553,7 +568,7 @@ impl Gptr {
     /// of a split-phase operation or refused store since the last sync.
     pub fn sync(&self) -> Result<()> {
         let w = self.state.lock().engine.watermark();
-        self.wait_for(|st| st.engine.sync_ready(w));
+        self.wait_for(|st| st.engine.sync_ready(w) && st.delivering == 0);
         self.take_failure()
     }
 

@@ -19,7 +19,7 @@ pub mod writers;
 use super::report::emit_json;
 use clap::Args;
 use error::AppsError;
-use model::{AppRow, AppsReport, Baseline, Reps};
+use model::{AppRow, AppsReport, Baseline, Reps, StyleRow};
 use runner::{absolute, BinDir, Mode, RunSpec};
 use stats::StatsSummary;
 use std::collections::BTreeMap;
@@ -39,6 +39,12 @@ pub struct AppsArgs {
     /// pthreads runs use the same totals).
     #[arg(long, default_value_t = 1)]
     pub threads_per_node: usize,
+    /// Sharing styles, comma-separated: `pages` (the pthreads build on page-based shared
+    /// memory), `crl` (`<app>_crl`: CRL regions), `splitc` (`<app>_splitc`: Split-C global
+    /// pointers). The non-page styles are SPMD programs, one process per node; apps without
+    /// a version in a style are skipped for it.
+    #[arg(long, value_delimiter = ',', default_value = "pages", value_parser = ["pages", "crl", "splitc"])]
+    pub style: Vec<String>,
     /// Problem size passed to every app (`-s`).
     #[arg(long, default_value = "small", value_parser = ["tiny", "small", "medium", "large"])]
     pub size: String,
@@ -106,6 +112,9 @@ fn run(a: AppsArgs) -> Result<(), AppsError> {
         write_results_doc(&report, doc, &a.out, !a.no_plots)?;
     }
     writers::text_table(&report).print();
+    if let Some(t) = writers::style_table(&report) {
+        t.print();
+    }
     eprintln!(
         "squall bench apps: wrote {}",
         a.out.join("apps.{csv,json,md}").display()
@@ -129,6 +138,13 @@ fn run(a: AppsArgs) -> Result<(), AppsError> {
                     .iter()
                     .filter(|b| !b.verified)
                     .map(|b| format!("{} {} -t {}", b.app, b.mode, b.threads)),
+            )
+            .chain(
+                report
+                    .styles
+                    .iter()
+                    .filter(|s| !s.verified)
+                    .map(|s| format!("{} {} on {} node(s)", s.app, s.style, s.nodes)),
             )
             .collect();
         return Err(AppsError::NotVerified {
@@ -167,10 +183,16 @@ fn dedup<T: PartialEq + Clone>(v: &[T]) -> Vec<T> {
 }
 
 /// Every run, in order: per app and per rep, the sequential run, the native runs per thread
-/// count, then the Squall runs per node count. The kinds alternate rep by rep, so a machine that
+/// count, then the Squall runs per node count (per style: `styled` lists the apps that have
+/// each non-page style's binary). The kinds alternate rep by rep, so a machine that
 /// drifts (a noisy neighbour, a VM slowing down) weighs on every kind alike instead of on
 /// whichever ran during the slow minutes.
-fn plan(a: &AppsArgs, apps: &[String], stats_dir: &Path) -> Vec<Planned> {
+fn plan(
+    a: &AppsArgs,
+    apps: &[String],
+    styled: &[(String, Mode)],
+    stats_dir: &Path,
+) -> Vec<Planned> {
     let nodes = dedup(&a.nodes);
     let tpn = a.threads_per_node;
     // Native at every thread count a Squall run uses, and always at one node's worth.
@@ -196,8 +218,12 @@ fn plan(a: &AppsArgs, apps: &[String], stats_dir: &Path) -> Vec<Planned> {
     for app in apps {
         for rep in 1..=a.reps {
             let mut push = |mode: Mode, n: usize, t: usize| {
-                let stats_file = (mode == Mode::Squall).then(|| {
-                    stats_dir.join(format!("{app}-{}-n{n}-t{t}-rep{rep}.json", a.protocol))
+                let stats_file = mode.on_squall().then(|| {
+                    let tag = match mode {
+                        Mode::Squall => a.protocol.clone(),
+                        m => m.name().to_string(),
+                    };
+                    stats_dir.join(format!("{app}-{tag}-n{n}-t{t}-rep{rep}.json"))
                 });
                 out.push(Planned {
                     key: (app.clone(), mode, n, t),
@@ -209,8 +235,14 @@ fn plan(a: &AppsArgs, apps: &[String], stats_dir: &Path) -> Vec<Planned> {
             for &t in &thread_counts {
                 push(Mode::Native, 1, t);
             }
+            let pages = a.style.iter().any(|s| s == "pages");
             for &n in &nodes {
-                push(Mode::Squall, n, n * tpn);
+                if pages {
+                    push(Mode::Squall, n, n * tpn);
+                }
+                for (_, m) in styled.iter().filter(|(x, _)| x == app) {
+                    push(*m, n, n);
+                }
             }
         }
     }
@@ -234,10 +266,16 @@ fn measure(a: &AppsArgs) -> Result<AppsReport, AppsError> {
     if apps.is_empty() {
         return Err(AppsError::Usage("--apps is empty".into()));
     }
-    bins.check(&apps, &[Mode::Seq, Mode::Native, Mode::Squall])?;
+    let pages = a.style.iter().any(|s| s == "pages");
+    let mut must = vec![Mode::Seq, Mode::Native];
+    if pages {
+        must.push(Mode::Squall);
+    }
+    bins.check(&apps, &must)?;
+    let styled = styled_apps(a, &bins, &apps)?;
     let stats_dir = absolute(&a.out.join("stats"));
     std::fs::create_dir_all(&stats_dir).map_err(|e| AppsError::io("create", &stats_dir, e))?;
-    let planned = plan(a, &apps, &stats_dir);
+    let planned = plan(a, &apps, &styled, &stats_dir);
     let total = planned.len();
     let mut results: BTreeMap<Key, Reps> = BTreeMap::new();
     for (i, p) in planned.iter().enumerate() {
@@ -246,6 +284,7 @@ fn measure(a: &AppsArgs) -> Result<AppsReport, AppsError> {
             Mode::Seq => format!("{app} seq"),
             Mode::Native => format!("{app} native t={t}"),
             Mode::Squall => format!("{app} squall n={n} t={t}"),
+            m => format!("{app} {} n={n}", m.name()),
         };
         progress(&format!(
             "[{}/{total}] {what} rep {}/{} ... ",
@@ -282,6 +321,43 @@ fn measure(a: &AppsArgs) -> Result<AppsReport, AppsError> {
     Ok(report_from(a, &apps, &results))
 }
 
+/// Every (app, mode) of a non-page style asked for whose binary exists; the others are skipped
+/// with a note. A style no app has is an error naming the make command.
+fn styled_apps(
+    a: &AppsArgs,
+    bins: &BinDir,
+    apps: &[String],
+) -> Result<Vec<(String, Mode)>, AppsError> {
+    let mut out = Vec::new();
+    for style in dedup(&a.style) {
+        let mode = match Mode::of_style(&style) {
+            Some(Mode::Squall) | None => continue,
+            Some(m) => m,
+        };
+        let have: Vec<&String> = apps
+            .iter()
+            .filter(|app| bins.binary(app, mode).is_file())
+            .collect();
+        if have.is_empty() {
+            return bins.check(&apps[..1], &[mode]).map(|_| Vec::new());
+        }
+        let missing: Vec<&str> = apps
+            .iter()
+            .filter(|x| !have.contains(x))
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() {
+            eprintln!(
+                "squall bench apps: no {style} version of {} (no {}); skipped in that style",
+                missing.join(", "),
+                bins.binary(missing[0], mode).display()
+            );
+        }
+        out.extend(have.into_iter().map(|app| (app.clone(), mode)));
+    }
+    Ok(out)
+}
+
 fn progress(text: &str) {
     let mut err = std::io::stderr().lock();
     let _ = err.write_all(text.as_bytes());
@@ -298,7 +374,7 @@ fn report_from(a: &AppsArgs, apps: &[String], results: &BTreeMap<Key, Reps>) -> 
     };
     let mut baselines = Vec::new();
     for ((app, mode, _, t), reps) in results {
-        if *mode != Mode::Squall {
+        if !mode.on_squall() {
             baselines.push(Baseline::from_reps(app, mode.name(), *t, reps));
         }
     }
@@ -311,19 +387,24 @@ fn report_from(a: &AppsArgs, apps: &[String], results: &BTreeMap<Key, Reps>) -> 
         )
     });
     let mut rows = Vec::new();
+    let mut styles = Vec::new();
+    let pages = a.style.iter().any(|s| s == "pages");
     for app in apps {
         let seq = get(app, Mode::Seq, 1, 1).median();
         for n in dedup(&a.nodes) {
             let t = n * a.threads_per_node;
             let native = get(app, Mode::Native, 1, t).median();
-            rows.push(AppRow::build(
-                app,
-                n,
-                t,
-                get(app, Mode::Squall, n, t),
-                seq,
-                native,
-            ));
+            let paged = get(app, Mode::Squall, n, t);
+            if pages {
+                rows.push(AppRow::build(app, n, t, paged, seq, native));
+            }
+            for mode in [Mode::Crl, Mode::Splitc] {
+                if let (Some(reps), Some(style)) =
+                    (results.get(&(app.to_string(), mode, n, n)), mode.style())
+                {
+                    styles.push(StyleRow::build(app, style, n, reps, paged.median(), seq));
+                }
+            }
         }
     }
     AppsReport {
@@ -340,6 +421,7 @@ fn report_from(a: &AppsArgs, apps: &[String], results: &BTreeMap<Key, Reps>) -> 
         machine: Some(results_doc::Machine::this()),
         rows,
         baselines,
+        styles,
     }
 }
 
@@ -429,7 +511,7 @@ mod tests {
             "--threads-per-node",
             "2",
         ]);
-        let p = plan(&a, &["sor".into(), "clu".into()], Path::new("/s"));
+        let p = plan(&a, &["sor".into(), "clu".into()], &[], Path::new("/s"));
         let sor: Vec<&Planned> = p.iter().filter(|x| x.key.0 == "sor").collect();
         // seq 2 + native {2,4,8} x 2 + squall {1,2,4} x 2
         assert_eq!(sor.len(), 2 + 6 + 6);
@@ -460,6 +542,72 @@ mod tests {
         assert!(sor
             .iter()
             .all(|x| x.key.1 == Mode::Squall || x.spec.stats_file.is_none()));
+    }
+
+    #[test]
+    fn styles_run_one_process_per_node_beside_pages() {
+        let a = args(&[
+            "--apps",
+            "mm",
+            "--nodes",
+            "2,4",
+            "--reps",
+            "1",
+            "--style",
+            "pages,crl,splitc",
+        ]);
+        let styled = [
+            ("mm".to_string(), Mode::Crl),
+            ("mm".to_string(), Mode::Splitc),
+        ];
+        let p = plan(&a, &["mm".into()], &styled, Path::new("/s"));
+        let runs: Vec<(Mode, usize, usize)> = p
+            .iter()
+            .filter(|x| x.key.1.on_squall())
+            .map(|x| (x.key.1, x.key.2, x.key.3))
+            .collect();
+        assert_eq!(
+            runs,
+            [
+                (Mode::Squall, 2, 2),
+                (Mode::Crl, 2, 2),
+                (Mode::Splitc, 2, 2),
+                (Mode::Squall, 4, 4),
+                (Mode::Crl, 4, 4),
+                (Mode::Splitc, 4, 4)
+            ]
+        );
+        let crl = p.iter().find(|x| x.key.1 == Mode::Crl).expect("crl run");
+        assert_eq!(crl.spec.args(), ["-s", "small"]);
+        assert_eq!(
+            crl.spec.stats_file,
+            Some(PathBuf::from("/s/mm-crl-n2-t2-rep1.json"))
+        );
+        // Only the styles asked for: no page-based runs without `pages`.
+        let a = args(&["--apps", "mm", "--nodes", "2", "--style", "crl"]);
+        let p = plan(&a, &["mm".into()], &styled[..1], Path::new("/s"));
+        assert!(p.iter().all(|x| x.key.1 != Mode::Squall));
+        assert_eq!(p.iter().filter(|x| x.key.1 == Mode::Crl).count(), 3);
+
+        let mut results = BTreeMap::new();
+        let reps = |t: f64| {
+            let mut r = Reps::new();
+            r.push(Some(t), true, None);
+            r
+        };
+        results.insert(("mm".to_string(), Mode::Seq, 1, 1), reps(1.0));
+        results.insert(("mm".to_string(), Mode::Squall, 2, 2), reps(2.0));
+        results.insert(("mm".to_string(), Mode::Crl, 2, 2), reps(1.0));
+        let a = args(&["--apps", "mm", "--nodes", "2", "--style", "pages,crl"]);
+        let r = report_from(&a, &["mm".into()], &results);
+        assert_eq!(r.rows.len(), 1);
+        assert_eq!(r.styles.len(), 1);
+        assert_eq!(r.styles[0].style, "crl");
+        assert_eq!(r.styles[0].pages_ratio, Some(0.5));
+        assert_eq!(r.styles[0].speedup, Some(1.0));
+        assert!(r.all_verified());
+        let table = writers::style_table(&r).expect("a styles table").render();
+        assert!(table.contains("pages") && table.contains("crl"), "{table}");
     }
 
     #[test]

@@ -124,6 +124,63 @@ pub struct AppsReport {
     pub rows: Vec<AppRow>,
     /// Sequential and native medians the rows compare against.
     pub baselines: Vec<Baseline>,
+    /// The apps in other sharing styles (`--style crl,splitc`), beside the page-based rows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub styles: Vec<StyleRow>,
+}
+
+/// One app in one non-page sharing style (an SPMD program, one process per node) on one node
+/// count, beside the page-based row of the same app and node count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StyleRow {
+    pub app: String,
+    /// `crl` or `splitc`.
+    pub style: String,
+    pub nodes: usize,
+    /// Median parallel-phase time.
+    pub time_s: Option<f64>,
+    pub times_s: Vec<f64>,
+    /// Median time of the page-based version on the same nodes (null when not run).
+    pub pages_time_s: Option<f64>,
+    /// time / pages time.
+    pub pages_ratio: Option<f64>,
+    /// Median time of the sequential build.
+    pub seq_time_s: Option<f64>,
+    /// seq / time.
+    pub speedup: Option<f64>,
+    /// Every repetition printed verified=1 and exited 0.
+    pub verified: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+    /// Statistics of the median repetition (messages and bytes of every model are counted).
+    pub stats: Option<StatsSummary>,
+}
+
+impl StyleRow {
+    pub fn build(
+        app: &str,
+        style: &str,
+        nodes: usize,
+        reps: &Reps,
+        pages: Option<f64>,
+        seq: Option<f64>,
+    ) -> StyleRow {
+        let t = reps.median();
+        StyleRow {
+            app: app.to_string(),
+            style: style.to_string(),
+            nodes,
+            time_s: t,
+            times_s: reps.times.clone(),
+            pages_time_s: pages,
+            pages_ratio: ratio(t, pages),
+            seq_time_s: seq,
+            speedup: ratio(seq, t),
+            verified: reps.verified,
+            problems: reps.problems.clone(),
+            stats: reps.median_stats(),
+        }
+    }
 }
 
 fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
@@ -189,7 +246,9 @@ impl AppsReport {
 
     /// Every row and baseline verified.
     pub fn all_verified(&self) -> bool {
-        self.rows.iter().all(|r| r.verified) && self.baselines.iter().all(|b| b.verified)
+        self.rows.iter().all(|r| r.verified)
+            && self.baselines.iter().all(|b| b.verified)
+            && self.styles.iter().all(|s| s.verified)
     }
 }
 

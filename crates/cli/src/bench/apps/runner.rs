@@ -14,15 +14,19 @@ use std::time::Duration;
 /// How many trailing stderr lines of a failed run are shown.
 const STDERR_TAIL: usize = 20;
 
-/// The three builds of every app.
+/// The three builds of every app, and its versions in other sharing styles.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Mode {
     /// Sequential reference (`-DAPP_SEQ`).
     Seq,
     /// Native pthreads.
     Native,
-    /// Linked with Squall's pthreads layer, run on N nodes.
+    /// Linked with Squall's pthreads layer, run on N nodes (style `pages`).
     Squall,
+    /// `<app>/<app>_crl.c`: an SPMD program over CRL regions, one process per node.
+    Crl,
+    /// `<app>/<app>_splitc.c`: an SPMD program over Split-C global pointers.
+    Splitc,
 }
 
 impl Mode {
@@ -31,14 +35,41 @@ impl Mode {
             Mode::Seq => "seq",
             Mode::Native => "native",
             Mode::Squall => "squall",
+            Mode::Crl => "crl",
+            Mode::Splitc => "splitc",
         }
+    }
+
+    /// The mode that runs `style` (`pages`, `crl`, `splitc`) on Squall.
+    pub fn of_style(style: &str) -> Option<Mode> {
+        match style {
+            "pages" => Some(Mode::Squall),
+            "crl" => Some(Mode::Crl),
+            "splitc" => Some(Mode::Splitc),
+            _ => None,
+        }
+    }
+
+    /// The sharing style of a Squall mode (`None` for seq and native).
+    pub fn style(self) -> Option<&'static str> {
+        match self {
+            Mode::Squall => Some("pages"),
+            Mode::Crl => Some("crl"),
+            Mode::Splitc => Some("splitc"),
+            Mode::Seq | Mode::Native => None,
+        }
+    }
+
+    /// Runs as a Squall job (statistics, the protocol).
+    pub fn on_squall(self) -> bool {
+        self.style().is_some()
     }
 
     /// The command that builds this mode's binaries.
     fn build_hint(self) -> &'static str {
         match self {
             Mode::Seq | Mode::Native => "make -C apps",
-            Mode::Squall => "make -C apps SQUALL=1` (it links the squall-capi library: build it first with `cargo build --release -p squall-capi",
+            Mode::Squall | Mode::Crl | Mode::Splitc => "make -C apps SQUALL=1` (it links the squall-capi library: build it first with `cargo build --release -p squall-capi",
         }
     }
 }
@@ -183,10 +214,11 @@ impl LineSink for Capture {
 }
 
 impl RunSpec {
-    /// The program's arguments: `-t T -s SIZE` (no `-t` for the sequential build).
+    /// The program's arguments: `-t T -s SIZE` (no `-t` for the sequential build and the
+    /// SPMD styles, whose threads are the nodes).
     pub fn args(&self) -> Vec<String> {
         let mut a = Vec::new();
-        if self.mode != Mode::Seq {
+        if matches!(self.mode, Mode::Native | Mode::Squall) {
             a.push("-t".to_string());
             a.push(self.threads.to_string());
         }
@@ -205,7 +237,7 @@ impl RunSpec {
         );
         spec.timeout = Some(self.timeout);
         spec.transport = self.transport.clone();
-        if self.mode == Mode::Squall {
+        if self.mode.on_squall() {
             spec.stats = true;
             spec.extra_env
                 .push((env::PROTOCOL.to_string(), self.protocol.clone()));

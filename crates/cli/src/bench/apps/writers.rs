@@ -1,7 +1,7 @@
 //! Writing an [`AppsReport`]: `apps.csv`, `apps.json`, `apps.md` and the text table on
 //! stdout. Owns the formats; must not run or measure anything (plots are in `plots`).
 use super::error::AppsError;
-use super::model::{AppRow, AppsReport};
+use super::model::{AppRow, AppsReport, StyleRow};
 use crate::bench::report::Table;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -276,6 +276,23 @@ pub fn markdown_body(report: &AppsReport, heading: &str) -> String {
          native pthreads per thread count (`NO`: a repetition was not verified).\n"
     );
     s.push_str(&baseline_table(report));
+    if !report.styles.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n{heading} Sharing styles\n\nThe same apps written against CRL regions (`crl`) and \
+             Split-C global pointers (`splitc`), SPMD programs with one process per node, beside \
+             the page-based build (`pages`, {} thread(s) per node). `vs pages` is the style's \
+             time over the page-based time on the same nodes; messages and bytes are every \
+             node's, of every model, in the timed phase.\n",
+            report.threads_per_node
+        );
+        s.push_str(&md_table(STYLE_HEADER, &style_rows(report)));
+        for r in report.styles.iter().filter(|r| !r.problems.is_empty()) {
+            for p in &r.problems {
+                let _ = writeln!(s, "- {} {} on {} node(s): {}", r.app, r.style, r.nodes, p);
+            }
+        }
+    }
     let failed: Vec<&AppRow> = report
         .rows
         .iter()
@@ -317,6 +334,123 @@ pub fn text_table(report: &AppsReport) -> Table {
     t
 }
 
+/// Header of the sharing-styles table.
+const STYLE_HEADER: &[&str] = &[
+    "app",
+    "nodes",
+    "style",
+    "time (s)",
+    "vs pages",
+    "speedup vs seq",
+    "verified",
+    "messages",
+    "bytes",
+];
+
+/// The styles table's rows: per app and node count the page-based row, then each style.
+fn style_rows(report: &AppsReport) -> Vec<Vec<String>> {
+    let stat = |st: &Option<super::stats::StatsSummary>| match st {
+        Some(s) => [human(s.messages), human_bytes(s.bytes)],
+        None => ["-".to_string(), "-".to_string()],
+    };
+    let mut out = Vec::new();
+    let mut keys: Vec<(String, usize)> = Vec::new();
+    for r in &report.styles {
+        if !keys.contains(&(r.app.clone(), r.nodes)) {
+            keys.push((r.app.clone(), r.nodes));
+        }
+    }
+    for (app, nodes) in keys {
+        if let Some(p) = report
+            .rows
+            .iter()
+            .find(|r| r.app == app && r.nodes == nodes)
+        {
+            let mut c = vec![
+                app.clone(),
+                nodes.to_string(),
+                "pages".to_string(),
+                secs(p.squall_time_s),
+                "1.00".to_string(),
+                times(p.speedup),
+                if p.verified { "yes" } else { "NO" }.to_string(),
+            ];
+            c.extend(stat(&p.stats));
+            out.push(c);
+        }
+        for r in report
+            .styles
+            .iter()
+            .filter(|r| r.app == app && r.nodes == nodes)
+        {
+            out.push(style_cells(r, &stat(&r.stats)));
+        }
+    }
+    out
+}
+
+fn style_cells(r: &StyleRow, stat: &[String; 2]) -> Vec<String> {
+    let mut c = vec![
+        r.app.clone(),
+        r.nodes.to_string(),
+        r.style.clone(),
+        secs(r.time_s),
+        times(r.pages_ratio),
+        times(r.speedup),
+        if r.verified { "yes" } else { "NO" }.to_string(),
+    ];
+    c.extend(stat.iter().cloned());
+    c
+}
+
+/// The sharing-styles table printed on stdout (None when no other style ran).
+pub fn style_table(report: &AppsReport) -> Option<Table> {
+    if report.styles.is_empty() {
+        return None;
+    }
+    let mut t = Table::new(
+        format!(
+            "apps by sharing style: time and messages per style ({})",
+            settings(report).replace('`', "")
+        ),
+        STYLE_HEADER,
+    );
+    for r in style_rows(report) {
+        t.row(r);
+    }
+    Some(t)
+}
+
+/// apps_styles.csv: one line per style row.
+pub fn styles_csv(report: &AppsReport) -> String {
+    let mut out = String::from(
+        "app,style,nodes,time_s,pages_time_s,pages_ratio,seq_time_s,speedup,verified,messages,bytes\n",
+    );
+    for r in &report.styles {
+        let (m, b) = r
+            .stats
+            .as_ref()
+            .map(|s| (s.messages.to_string(), s.bytes.to_string()))
+            .unwrap_or_default();
+        let cells = [
+            field(&r.app),
+            field(&r.style),
+            r.nodes.to_string(),
+            opt(r.time_s),
+            opt(r.pages_time_s),
+            opt(r.pages_ratio),
+            opt(r.seq_time_s),
+            opt(r.speedup),
+            r.verified.to_string(),
+            m,
+            b,
+        ];
+        out.push_str(&cells.join(","));
+        out.push('\n');
+    }
+    out
+}
+
 /// Write `text` to `path`.
 pub fn write(path: &Path, text: &str) -> Result<(), AppsError> {
     std::fs::write(path, text).map_err(|e| AppsError::io("write", path, e))
@@ -330,6 +464,9 @@ pub fn write_all(report: &AppsReport, dir: &Path, plots: bool) -> Result<(), App
         why: e.to_string(),
     })?;
     write(&dir.join("apps.json"), &(json + "\n"))?;
+    if !report.styles.is_empty() {
+        write(&dir.join("apps_styles.csv"), &styles_csv(report))?;
+    }
     write(&dir.join("apps.md"), &markdown(report, plots))
 }
 
@@ -374,6 +511,7 @@ pub(crate) mod tests {
             }),
         };
         AppsReport {
+            styles: vec![],
             bench: "apps".into(),
             size: "tiny".into(),
             protocol: "hlrc".into(),
