@@ -1,16 +1,19 @@
 //! Multi-node tests of user-written protocols: the two examples of `examples/protocols`
 //! (migratory, write-update), registered through `squall::protocol::register` before the
 //! node starts, each keeping an allocation coherent beside allocations under the job's
-//! default (`hlrc`), synchronized by the same locks and barriers. Each runs as 2- and 4-node
-//! jobs over tcp and over lossy udp.
+//! default (`hlrc`), synchronized by the same locks and barriers, and under 4 threads per
+//! node. Each runs as 2- and 4-node jobs over tcp and over lossy udp.
 //!
 //! Run: `cargo test -p squall --test user_protocols` (add `-- NAME` to filter by case label).
 use squall::protocol::{self, ProtocolKind};
-use squall::{AtomicOp, LockId, Node, Placement, Policy, PAGE_SIZE};
+use squall::{AtomicOp, BarrierCount, BarrierId, LockId, Node, Placement, Policy, PAGE_SIZE};
 use squall_example_protocols::{Migratory, WriteUpdate};
 
 mod common;
-use common::{check, launched_as_node, node_exit, run_case, run_matrix, Scenario};
+use common::{
+    check, launched_as_node, node_exit, on_threads, run_case, run_matrix, write_meet_check,
+    Scenario,
+};
 
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
@@ -187,7 +190,48 @@ fn update_producer_consumer(node: &Node) -> Result<(), String> {
     })
 }
 
+/// Threads per node in `user_threads`.
+const T: usize = 4;
+
+/// 4 threads per node share the node's copies: under each user protocol in turn, all threads
+/// of all nodes write disjoint words of shared pages (every page has writers on every node),
+/// meet at a barrier and check every word; two rounds each. Concurrent faults on one page,
+/// and (write-update) one thread's release carrying another's writes.
+fn user_threads(node: &Node) -> Result<(), String> {
+    let (mig, upd) = register()?;
+    let (me, n) = (node.rank().0 as usize, node.size() as usize);
+    let words = PAGE_SIZE / 8 * n;
+    for (k, kind) in [mig, upd].into_iter().enumerate() {
+        let policy = Policy::new(kind, false, Placement::RoundRobin { block_pages: 1 });
+        let a = node
+            .alloc_collective_policy(words * 8, policy)
+            .map_err(err)? as usize;
+        on_threads(node, T, move |node, t| {
+            let gid = me * T + t;
+            for round in 0..2u64 {
+                // SAFETY: `a` points to `words` u64 of shared memory; each thread writes only
+                // its own words between the barriers.
+                unsafe {
+                    write_meet_check(
+                        &node,
+                        a as *mut u64,
+                        words,
+                        (gid, T, n),
+                        |i| (k as u64 + 1) * 1000 + round * 7 + i as u64,
+                        &format!(" protocol {k} round {round}"),
+                    )?
+                };
+                node.barrier_with(BarrierId(1), BarrierCount::PerNode { local: T as u32 })
+                    .map_err(err)?;
+            }
+            Ok(())
+        })?;
+    }
+    Ok(())
+}
+
 const SCENARIOS: &[(&str, Scenario, &[&str])] = &[
+    ("user_threads", user_threads, &["hlrc"]),
     ("migratory_records", migratory_records, &["hlrc"]),
     (
         "update_producer_consumer",
