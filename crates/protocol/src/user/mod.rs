@@ -414,3 +414,6 @@ impl<'a> MsgReader<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
