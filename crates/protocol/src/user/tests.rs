@@ -8,8 +8,11 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
+/// Page number → (contents, access).
+type Pages = HashMap<u64, (Vec<u8>, Access)>;
+
 #[derive(Clone, Default)]
-struct Mem(Rc<RefCell<HashMap<u64, (Vec<u8>, Access)>>>);
+struct Mem(Rc<RefCell<Pages>>);
 
 impl PageMemory for Mem {
     fn read_page(&self, page: PageId, out: &mut [u8]) {
