@@ -185,7 +185,8 @@ impl Mechanisms<'_> {
         Ok(())
     }
 
-    /// Send `msg` to this protocol's instance on node `to` (may be this node).
+    /// Send `msg` to this protocol's instance on node `to`, another node (work for this
+    /// node itself is done directly, not by a message to itself).
     pub fn send(&mut self, to: NodeId, msg: Vec<u8>) {
         self.stats.count_send(self.name, msg.len());
         self.actions.push_back(Action::Send { to, msg });
