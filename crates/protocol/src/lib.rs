@@ -17,6 +17,7 @@ pub mod router;
 pub mod sc;
 mod shared;
 pub mod stats;
+pub mod user;
 
 pub use shared::{atomic, diff, home};
 
@@ -28,6 +29,7 @@ pub use profile::SharingProfile;
 pub use router::{Coherence, Policy, Router};
 pub use sc::Sc;
 pub use stats::{MsgCount, ProtoStats};
+pub use user::{Mechanisms, MsgReader, MsgWriter, UserCore, UserFactory, UserProtocol};
 
 /// What a protocol core asks its driver (the runtime or the simulator) to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,6 +79,11 @@ pub enum ProtoError {
     BadPolicy { why: String },
     #[error("unknown protocol {name:?} (expected hlrc or sc)")]
     UnknownProtocol { name: String },
+    #[error("protocol {protocol} does not offer {what}")]
+    Unsupported {
+        protocol: &'static str,
+        what: String,
+    },
 }
 
 /// A coherence protocol core. Every method runs on the node's service thread and never blocks.
@@ -144,16 +151,21 @@ pub enum ProtocolKind {
     Hlrc,
     /// Sequentially consistent single-writer invalidation with a home directory.
     Sc,
+    /// The user-written protocol registered with this number (see [`user`]): the runtime's
+    /// `squall::protocol::register`, the order of registration on every node.
+    User(u8),
 }
 
 impl ProtocolKind {
-    /// Every protocol, in the order of their cores in a [`Router`].
+    /// Every built-in protocol, in the order of their cores in a [`Router`] (user protocols'
+    /// cores follow them, in registration order).
     pub const ALL: [ProtocolKind; 2] = [ProtocolKind::Hlrc, ProtocolKind::Sc];
 
     pub fn name(self) -> &'static str {
         match self {
             ProtocolKind::Hlrc => "hlrc",
             ProtocolKind::Sc => "sc",
+            ProtocolKind::User(_) => "user",
         }
     }
 }

@@ -28,6 +28,7 @@ mod node;
 pub mod objects;
 mod order;
 pub mod profile;
+pub mod protocol;
 pub mod regions;
 mod service;
 pub mod stats;

@@ -32,7 +32,8 @@ pub const MAX_EVENTS: u64 = 2_000_000;
 /// or a racy litmus program.
 pub fn program_for(protocol: ProtocolKind, shape: Shape, rng: &mut ChaCha8Rng) -> program::Program {
     match protocol {
-        ProtocolKind::Hlrc => program::random_drf(rng, shape),
+        // A user protocol cannot be the default (`run_user_seed` mixes them in).
+        ProtocolKind::Hlrc | ProtocolKind::User(_) => program::random_drf(rng, shape),
         ProtocolKind::Sc => {
             if rng.gen_bool(0.5) {
                 program::random_drf(rng, shape)
@@ -96,6 +97,70 @@ pub fn run_mixed_seed(shape: Shape, seed: u64, trace: bool) -> Result<SimReport,
         })
         .collect();
     run_program(default, true, prog, rng, seed, trace)
+}
+
+/// The user protocols of the simulated nodes, in registration order:
+/// `ProtocolKind::User(0)` is the example migratory protocol, `User(1)` the write-update one.
+pub const USER_PROTOCOLS: [&str; 2] = ["migratory", "write-update"];
+
+/// Run one seed of a data-race-free program whose allocations name their policies among the
+/// built-in ones and the two example user protocols (`squall_example_protocols`), all in one
+/// router per node. An allocation holding a var the program uses atomically keeps a
+/// built-in protocol (user protocols refuse atomics).
+pub fn run_user_seed(shape: Shape, seed: u64, trace: bool) -> Result<SimReport, SimError> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x05e2_a11d_0000_0000);
+    let mut prog = program::random_drf(&mut rng, shape);
+    let mut prng = ChaCha8Rng::seed_from_u64(seed ^ 0x05e2_c700_0000_0000);
+    let default = if prng.gen_bool(0.5) {
+        ProtocolKind::Hlrc
+    } else {
+        ProtocolKind::Sc
+    };
+    let atomic_pages: std::collections::BTreeSet<u64> = prog
+        .ops
+        .iter()
+        .flatten()
+        .filter_map(|op| match op {
+            program::Op::FetchAdd(v) => Some(prog.vars[*v].page.0),
+            _ => None,
+        })
+        .collect();
+    prog.policies = prog
+        .allocs
+        .iter()
+        .map(|(_, a)| {
+            let atomic = atomic_pages
+                .iter()
+                .any(|&p| p >= a.first.0 && p < a.first.0 + a.pages);
+            let (protocol, updates) = match prng.gen_range(0..5) {
+                0 if !atomic => (ProtocolKind::User(0), false),
+                1 if !atomic => (ProtocolKind::User(1), false),
+                0 | 1 => (ProtocolKind::Hlrc, false),
+                2 => (ProtocolKind::Hlrc, true),
+                3 => (ProtocolKind::Sc, false),
+                _ => (ProtocolKind::User(prng.gen_range(0..2)), false),
+            };
+            let protocol = match protocol {
+                ProtocolKind::User(_) if atomic => default,
+                p => p,
+            };
+            Some(
+                squall_protocol::Policy {
+                    protocol,
+                    unit_pages: 1,
+                    updates: updates && protocol == ProtocolKind::Hlrc,
+                    placement: a.placement,
+                }
+                .coherence(),
+            )
+        })
+        .collect();
+    run_program(default, true, prog, rng, seed, trace)
+}
+
+/// The command that replays one user-protocol seed of the given shape.
+pub fn replay_user_command(shape: Shape, seed: u64) -> String {
+    replay_shaped_command_named("user", shape, seed)
 }
 
 fn run_program(

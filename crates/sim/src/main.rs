@@ -13,7 +13,8 @@ use std::process::ExitCode;
 #[command(about = "Squall's deterministic protocol simulator")]
 struct Args {
     /// hlrc, sc, both, mixed (programs whose allocations each name a policy: hlrc, hlrc
-    /// with updates or sc, through one router per node) or all (the three)
+    /// with updates or sc, through one router per node), user (mixed with the two example
+    /// user protocols, migratory and write-update, as well) or all (the four)
     #[arg(long, default_value = "both")]
     protocol: String,
     /// Run this one seed.
@@ -46,18 +47,34 @@ struct Args {
     engine: Option<String>,
 }
 
+/// What the seeds of one pass run.
+#[derive(Clone, Copy)]
+enum Mode {
+    /// One protocol for the whole program.
+    One(ProtocolKind),
+    /// Built-in policies mixed per allocation.
+    Mixed,
+    /// Built-in policies and the example user protocols mixed per allocation.
+    User,
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     if let Some(model) = args.model.as_deref() {
         return run_model(model, &args);
     }
-    // `None`: mixed policies.
-    let protocols: Vec<Option<ProtocolKind>> = match args.protocol.as_str() {
-        "both" => vec![Some(ProtocolKind::Hlrc), Some(ProtocolKind::Sc)],
-        "mixed" => vec![None],
-        "all" => vec![Some(ProtocolKind::Hlrc), Some(ProtocolKind::Sc), None],
+    let protocols: Vec<Mode> = match args.protocol.as_str() {
+        "both" => vec![Mode::One(ProtocolKind::Hlrc), Mode::One(ProtocolKind::Sc)],
+        "mixed" => vec![Mode::Mixed],
+        "user" => vec![Mode::User],
+        "all" => vec![
+            Mode::One(ProtocolKind::Hlrc),
+            Mode::One(ProtocolKind::Sc),
+            Mode::Mixed,
+            Mode::User,
+        ],
         p => match p.parse() {
-            Ok(k) => vec![Some(k)],
+            Ok(k) => vec![Mode::One(k)],
             Err(e) => {
                 eprintln!("squall-sim: {e}");
                 return ExitCode::from(2);
@@ -76,7 +93,11 @@ fn main() -> ExitCode {
         squall_sim::Shape::Short
     };
     for p in protocols {
-        let name = p.map_or("mixed", |k| k.name());
+        let name = match p {
+            Mode::One(k) => k.name(),
+            Mode::Mixed => "mixed",
+            Mode::User => "user",
+        };
         let mut total = ProtoStats::default();
         let mut events = 0u64;
         let mut resent = 0u64;
@@ -85,8 +106,9 @@ fn main() -> ExitCode {
         let t0 = std::time::Instant::now();
         for &seed in &seeds {
             let run = match p {
-                Some(k) => squall_sim::run_shaped_seed(k, shape, seed, args.trace),
-                None => squall_sim::run_mixed_seed(shape, seed, args.trace),
+                Mode::One(k) => squall_sim::run_shaped_seed(k, shape, seed, args.trace),
+                Mode::Mixed => squall_sim::run_mixed_seed(shape, seed, args.trace),
+                Mode::User => squall_sim::run_user_seed(shape, seed, args.trace),
             };
             match run {
                 Ok(r) => {
@@ -106,8 +128,9 @@ fn main() -> ExitCode {
                 Err(e) => {
                     eprintln!("{name} seed {seed} FAILED: {e}");
                     let replay = match p {
-                        Some(k) => squall_sim::replay_shaped_command(k, shape, seed),
-                        None => squall_sim::replay_mixed_command(shape, seed),
+                        Mode::One(k) => squall_sim::replay_shaped_command(k, shape, seed),
+                        Mode::Mixed => squall_sim::replay_mixed_command(shape, seed),
+                        Mode::User => squall_sim::replay_user_command(shape, seed),
                     };
                     eprintln!("replay: {replay}");
                     return ExitCode::FAILURE;

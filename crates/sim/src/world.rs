@@ -13,9 +13,11 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use squall_core::{Access, NodeId, PageId, PageMemory};
 use squall_core::{Consistency, LockId};
+use squall_example_protocols::{Migratory, WriteUpdate};
 use squall_protocol::hlrc::{DEFAULT_BARRIER_FETCH, DEFAULT_LOST_RUN};
 use squall_protocol::{
     Action, AtomicOp, Hlrc, Policy, ProtoStats, Protocol, ProtocolKind, Router, RunHandover, Sc,
+    UserCore,
 };
 use squall_sync::{BarrierCount, BarrierId, SyncCore, Waiter};
 use std::cmp::Reverse;
@@ -331,9 +333,23 @@ impl World {
                     h.set_notice_budget(r2.gen_range(1..6));
                 }
             }
+            // The two example user protocols after the built-in cores, as
+            // `ProtocolKind::User(0)` and `User(1)` (a program registers them in this order).
             let cores: Vec<Box<dyn Protocol>> = vec![
                 Box::new(h),
                 Box::new(Sc::new(mem.clone(), NodeId(n), prog.layout)),
+                Box::new(UserCore::new(
+                    mem.clone(),
+                    NodeId(n),
+                    prog.layout,
+                    Box::new(Migratory::new()),
+                )),
+                Box::new(UserCore::new(
+                    mem.clone(),
+                    NodeId(n),
+                    prog.layout,
+                    Box::new(WriteUpdate::new()),
+                )),
             ];
             let router = Router::new(NodeId(n), prog.layout, default.coherence(), cores)
                 .map_err(|e| SimError::Setup(e.to_string()))?;

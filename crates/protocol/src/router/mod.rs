@@ -61,11 +61,17 @@ impl<P: ?Sized + Protocol> Router<P> {
         cores: Vec<Box<P>>,
     ) -> Result<Self, ProtoError> {
         default.check()?;
+        // The built-in cores first; user protocols' cores (`ProtocolKind::User`) after them.
         let names: Vec<&str> = cores.iter().map(|c| c.name()).collect();
         let want: Vec<&str> = ProtocolKind::ALL.iter().map(|k| k.name()).collect();
-        if names != want {
+        if names.get(..want.len()) != Some(&want[..]) || cores.len() >= usize::from(ROUTER_TAG) {
             return Err(ProtoError::BadPolicy {
-                why: format!("router cores {names:?}, expected {want:?}"),
+                why: format!("router cores {names:?}, expected {want:?} and then user protocols"),
+            });
+        }
+        if let ProtocolKind::User(_) = default.protocol {
+            return Err(ProtoError::BadPolicy {
+                why: "a user protocol cannot be the job's default".into(),
             });
         }
         // The default core is engaged from the start on every node: pages follow it unless
@@ -125,6 +131,11 @@ impl<P: ?Sized + Protocol> Router<P> {
         policy.check()?;
         let c = policy.coherence();
         let i = core_index(c.protocol);
+        if i >= self.cores.len() {
+            return Err(ProtoError::BadPolicy {
+                why: format!("{:?}: no such protocol is registered", c.protocol),
+            });
+        }
         self.engaged[i] = true;
         self.cores[i].register_allocation(AllocInfo {
             placement: policy.placement,
@@ -172,8 +183,18 @@ impl<P: ?Sized + Protocol> Router<P> {
                         why: "an announcement of pages outside the sender's arena".into(),
                     });
                 }
-                self.map.insert(first, pages, coherence);
                 let i = core_index(coherence.protocol);
+                if i >= self.cores.len() {
+                    return Err(ProtoError::Unexpected {
+                        from,
+                        page: first,
+                        why: format!(
+                            "an allocation under {:?}, not registered here",
+                            coherence.protocol
+                        ),
+                    });
+                }
+                self.map.insert(first, pages, coherence);
                 self.engaged[i] = true;
                 self.cores[i].apply_policy(first, pages, coherence);
                 self.send(from, RouterMsg::Ack { token });

@@ -21,6 +21,7 @@ pub(crate) fn core_index(kind: ProtocolKind) -> usize {
     match kind {
         ProtocolKind::Hlrc => 0,
         ProtocolKind::Sc => 1,
+        ProtocolKind::User(i) => 2 + usize::from(i),
     }
 }
 
@@ -89,6 +90,7 @@ impl RouterMsg {
                 let protocol = match r.u8()? {
                     0 => ProtocolKind::Hlrc,
                     1 => ProtocolKind::Sc,
+                    c if c < ROUTER_TAG => ProtocolKind::User(c - 2),
                     c => return Err(r.err(format!("announced protocol core {c} unknown"))),
                 };
                 let coherence = Coherence {

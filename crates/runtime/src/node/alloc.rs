@@ -358,10 +358,12 @@ impl Node {
 /// The heap pool of allocations under `c`: objects of different policies never share a page
 /// (a page follows one protocol).
 fn pool_tag(c: Coherence) -> u32 {
-    let protocol = ProtocolKind::ALL
-        .iter()
-        .position(|&k| k == c.protocol)
-        .unwrap_or(0) as u32;
+    // The built-in protocols by their place in `ALL`, user protocols after them (at most
+    // `MAX_USER_PROTOCOLS`, so the index fits its four bits).
+    let protocol = match c.protocol {
+        ProtocolKind::User(i) => ProtocolKind::ALL.len() as u32 + u32::from(i),
+        k => ProtocolKind::ALL.iter().position(|&b| b == k).unwrap_or(0) as u32,
+    };
     protocol | u32::from(c.updates) << 4 | c.unit_pages.trailing_zeros() << 8
 }
 

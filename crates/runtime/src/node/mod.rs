@@ -21,7 +21,7 @@ use parking_lot::{Condvar, Mutex};
 use squall_core::{HeapLayout, NodeId, PageId, Placement};
 use squall_memory::{AddressSpace, Heap, Region, SpaceConfig};
 use squall_net::{bootstrap, Endpoint, NetConfig};
-use squall_protocol::{Hlrc, Policy, Protocol, ProtocolKind, Router, Sc};
+use squall_protocol::{Hlrc, Policy, Protocol, ProtocolKind, Router, Sc, UserCore};
 use squall_sync::{FastLocks, Outcome, SyncCore, Waiter};
 use statistics::Live;
 use std::cell::Cell;
@@ -239,8 +239,17 @@ impl Node {
         let mut hlrc = Hlrc::new(space.clone(), me, layout);
         hlrc.set_barrier_fetch(cfg.barrier_fetch);
         hlrc.set_push_updates(cfg.push_updates);
-        let cores: Vec<Box<dyn Protocol + Send>> =
+        let mut cores: Vec<Box<dyn Protocol + Send>> =
             vec![Box::new(hlrc), Box::new(Sc::new(space.clone(), me, layout))];
+        // User protocols after the built-in cores, as `ProtocolKind::User(i)`.
+        for (_, make) in crate::protocol::take_registered() {
+            cores.push(Box::new(UserCore::new(
+                space.clone(),
+                me,
+                layout,
+                make(me, layout),
+            )));
+        }
         let default = Policy::new(cfg.protocol, cfg.push_updates, Placement::FirstTouch);
         let mut protocol: BoxedProtocol = Box::new(
             Router::new(me, layout, default.coherence(), cores)
