@@ -5,7 +5,7 @@
 //! Modules, one concern each: `icv` (internal control variables, the environment, the
 //! `omp_*` getters and setters, the calling thread's team frames), `team` (parallel regions:
 //! team creation over the nodes, barriers), `pool` (the thread pool of main's outermost
-//! regions), `loops` (iteration hand-out, sections, ordered), `loop_abi` (the loop entry points),
+//! regions), `loops` (iteration hand-out, sections, ordered), `chunks` (dynamic chunks per node first), `loop_abi` (the loop entry points),
 //! `sync` (critical, atomic, single/copyprivate, locks), `tasks` (tasks, taskgroups,
 //! taskloops, cancellation).
 //!
@@ -18,6 +18,7 @@
 //! consistency comes from Squall barriers, locks and thread create/join.
 //!
 //! Owns: the OpenMP semantics. Must not touch: the runtime's internals (public `squall` API only).
+pub mod chunks;
 pub mod icv;
 pub mod loop_abi;
 pub mod loops;
