@@ -468,7 +468,7 @@ fn summarize(
     } else {
         "us"
     };
-    let digits = if unit == "s" { 4 } else { 2 };
+    let digits = if unit == "s" { 6 } else { 3 };
     let (sp50, np50) = (median(&sq), median(&nat));
     let mut row = json!({
         "nodes": nodes,
@@ -521,7 +521,9 @@ mod tests {
         let r = parse_lines(good, "t").expect("parses");
         assert_eq!(r.get("region").expect("region")["us"][0], 1.5);
         let short = "@omp {\"op\":\"barrier\",\"count\":3,\"expect\":4,\"ok\":1,\"us\":[]}";
-        assert!(parse_lines(short, "t").unwrap_err().contains("3 of 4"));
+        assert!(parse_lines(short, "t")
+            .expect_err("short count")
+            .contains("3 of 4"));
         let wrong = "@omp {\"op\":\"matmul\",\"count\":4,\"expect\":4,\"ok\":0,\"s\":1}";
         assert!(parse_lines(wrong, "t").is_err());
         assert!(parse_lines("nothing", "t").is_err());
