@@ -7,7 +7,7 @@
 //! team creation over the nodes, barriers), `pool` (the thread pool of main's outermost
 //! regions), `loops` (iteration hand-out, sections, ordered), `chunks` (dynamic chunks per node first), `loop_abi` (the loop entry points),
 //! `sync` (critical, atomic, single/copyprivate, locks), `tasks` (tasks, taskgroups,
-//! taskloops, cancellation).
+//! taskloops, cancellation), `task_red` (task reductions).
 //!
 //! What makes it work across nodes is the pthreads layer's single system image: the program's
 //! globals and every thread's stack are Squall memory, so the `data` pointer gcc passes to the
@@ -24,6 +24,7 @@ pub mod loop_abi;
 pub mod loops;
 pub mod pool;
 pub mod sync;
+pub mod task_red;
 pub mod tasks;
 pub mod team;
 
