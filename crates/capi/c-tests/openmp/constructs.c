@@ -440,7 +440,33 @@ static void group_tasks(int vla_n)
         cancelled += 0;
     }
     check(cancelled == 0, "tasks: cancellation point");
+    /* task reductions: a taskgroup's task_reduction with in_reduction tasks, a taskloop's
+     * reduction */
+    long tr = 0, tlr = 0, want_tr = 0, want_tlr = 0;
+    double tprod = 1.0;
+    for (int i = 0; i < 200; i++) want_tr += i * 3 + 1;
+    for (int i = 0; i < 1000; i++) want_tlr += (long)i * i % 7;
+    #pragma omp parallel
+    {
+        #pragma omp single
+        {
+            #pragma omp taskgroup task_reduction(+:tr) task_reduction(*:tprod)
+            {
+                for (int i = 0; i < 200; i++) {
+                    #pragma omp task in_reduction(+:tr) in_reduction(*:tprod) firstprivate(i)
+                    {
+                        tr += i * 3 + 1;
+                        if (i % 50 == 0) tprod *= 2.0;
+                    }
+                }
+            }
+            #pragma omp taskloop reduction(+:tlr) grainsize(100)
+            for (int i = 0; i < 1000; i++) tlr += (long)i * i % 7;
+        }
+    }
+    check(tr == want_tr && tprod == 16.0 && tlr == want_tlr, "tasks: task reductions");
     printf("ok tasks fib=%ld vla=%ld taskloop=%ld\n", f, results[15], tl);
+    printf("ok task reductions sum=%ld product=%g taskloop=%ld\n", tr, tprod, tlr);
 }
 
 static void group_api(void)

@@ -6,7 +6,9 @@
 //! shared state: each thread computes its chunks from its number (one block per thread without
 //! a chunk size, as libgomp divides them, else chunks dealt round-robin). `dynamic` and
 //! `guided` hand out chunks through the `next` word of the construct's slot (see `team`):
-//! one home-executed fetch-and-add per chunk (a compare-and-swap for guided). Sections are a
+//! `dynamic` per node first (`chunks`: one home-executed fetch-and-add per block of chunks, one
+//! chunk per thread of the node; ordered loops one per chunk), `guided` one compare-and-swap
+//! per chunk. Sections are a
 //! dynamic loop over the section numbers.
 //!
 //! `ordered`: chunks pass the right to run ordered regions in iteration order. The slot's
@@ -226,6 +228,7 @@ fn next_chunk() -> Result<Option<(u64, u64)>, CapiError> {
             lp.trip = hi;
             (lo < n).then_some((lo, hi))
         }
+        (SCHED_DYNAMIC, _, Some(ws)) if !lp.ordered => super::chunks::next(team, ws, n, lp.chunk)?,
         (SCHED_DYNAMIC, _, Some(ws)) => {
             let lo = word(slot_word(team, ws, 1), AtomicOp::FetchAdd(lp.chunk))?;
             (lo < n).then(|| (lo, lo.saturating_add(lp.chunk).min(n)))
@@ -276,6 +279,9 @@ pub(super) fn finish(call: &'static str, nowait: bool) {
                 ordered_pass(team, &mut lp)?;
             }
             if let Some(ws) = lp.slot {
+                if lp.kind == SCHED_DYNAMIC && !lp.ordered {
+                    super::chunks::leave(team, ws)?;
+                }
                 team::ws_leave(team, ws, 2, nth)?;
             }
         }

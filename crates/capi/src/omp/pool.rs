@@ -12,12 +12,12 @@
 //! the opener joins them (also from `atexit` for main's pool, before the node finalizes).
 //!
 //! Owns: pool threads and the pool block. Must not touch: region semantics (`team`).
-use super::team::{alloc_desc, free_desc, member, place};
+use super::team::{alloc_desc, barrier_count, free_desc, member, place};
 use super::{icv, run};
 use crate::api::{self, node_ref};
 use crate::error::CapiError;
 use crate::pthread::object_id;
-use squall::{BarrierCount, BarrierId, NodeId};
+use squall::{BarrierId, NodeId};
 use std::cell::Cell;
 use std::ffi::c_void;
 
@@ -26,6 +26,9 @@ use std::ffi::c_void;
 struct Block {
     desc: usize,
     n: usize,
+    /// The opener's node and the placement (how the pool's barriers count arrivals).
+    opener: u32,
+    bind: u32,
 }
 
 #[repr(C)]
@@ -73,8 +76,18 @@ fn end_id(block: usize) -> BarrierId {
     BarrierId(object_id(block + 2))
 }
 
-fn wait(id: BarrierId, n: u32) -> Result<(), CapiError> {
-    node_ref()?.barrier_with(id, BarrierCount::Total { total: n })?;
+/// The pool's start or end barrier of block `block` (its `n` threads; one arrival per node
+/// when the pool has a thread on every node, see `team::barrier_count`).
+fn wait(block: usize, id: BarrierId, n: u32) -> Result<(), CapiError> {
+    // SAFETY: the block header, written before any pool thread was created.
+    let (opener, bind) = unsafe {
+        (
+            (*(block as *const Block)).opener,
+            (*(block as *const Block)).bind,
+        )
+    };
+    let count = barrier_count(opener as u16, n, bind)?;
+    node_ref()?.barrier_with(id, count)?;
     Ok(())
 }
 
@@ -97,12 +110,12 @@ pub fn start_region(block: usize, n: u32) -> Result<(), CapiError> {
     let team = with_pool(|p| p.map_or(0, |p| p.team));
     // SAFETY: the live pool block; the threads read it only after the start barrier.
     unsafe { (*(block as *mut Block)).desc = team };
-    wait(start_id(block), n)
+    wait(block, start_id(block), n)
 }
 
 /// The end of a region: every thread of the pool arrives.
 pub fn end_region(block: usize, n: u32) -> Result<(), CapiError> {
-    wait(end_id(block), n)
+    wait(block, end_id(block), n)
 }
 
 fn create(n: u32, bind: u32) -> Result<Pool, CapiError> {
@@ -111,7 +124,12 @@ fn create(n: u32, bind: u32) -> Result<Pool, CapiError> {
     let block = node.calloc(1, bytes)? as usize;
     let team = alloc_desc()?;
     // SAFETY: the block was just allocated with room for the header and n records.
-    unsafe { (*(block as *mut Block)).n = n as usize };
+    unsafe {
+        let b = &mut *(block as *mut Block);
+        b.n = n as usize;
+        b.opener = u32::from(node.rank().0);
+        b.bind = bind;
+    }
     let records = (block + std::mem::size_of::<Block>()) as *mut Record;
     let stack = icv::defaults().stack;
     let mut threads = Vec::with_capacity(n as usize - 1);
@@ -147,7 +165,7 @@ fn shutdown() -> Result<(), CapiError> {
     };
     // SAFETY: the live pool block.
     unsafe { (*(pool.block as *mut Block)).desc = 0 };
-    wait(start_id(pool.block), pool.n)?;
+    wait(pool.block, start_id(pool.block), pool.n)?;
     for t in pool.threads {
         api::join(t)?;
     }
@@ -177,7 +195,7 @@ extern "C" fn pool_thread(arg: *mut c_void) -> *mut c_void {
     });
     loop {
         let team = run("OpenMP pool thread", || {
-            wait(start_id(block), n)?;
+            wait(block, start_id(block), n)?;
             // SAFETY: the descriptor word, written before the start barrier.
             Ok(unsafe { std::ptr::read_volatile(&(*(block as *const Block)).desc) })
         });
@@ -185,6 +203,6 @@ extern "C" fn pool_thread(arg: *mut c_void) -> *mut c_void {
             return std::ptr::null_mut();
         }
         member(team, tid);
-        run("OpenMP pool thread", || wait(end_id(block), n));
+        run("OpenMP pool thread", || wait(block, end_id(block), n));
     }
 }

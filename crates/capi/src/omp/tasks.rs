@@ -24,6 +24,7 @@ type TaskFn = unsafe extern "C" fn(*mut c_void);
 type CopyFn = unsafe extern "C" fn(*mut c_void, *mut c_void);
 
 const FLAG_FINAL: c_uint = 1 << 1;
+const FLAG_NOGROUP: c_uint = 1 << 11;
 const FLAG_REDUCTION: c_uint = 1 << 12;
 const FLAG_DETACH: c_uint = 1 << 13;
 
@@ -142,10 +143,27 @@ unsafe fn taskloop<T: Copy>(
     start: T,
     end: T,
 ) {
-    if flags & FLAG_REDUCTION != 0 {
-        refuse(call, "a taskloop with a reduction clause");
+    let group = flags & FLAG_NOGROUP == 0;
+    if group {
+        super::task_red::group_start();
+        if flags & FLAG_REDUCTION != 0 {
+            // SAFETY: with a reduction, gcc's taskloop data is {start, end, reduction array}.
+            let reds = unsafe {
+                data.cast::<T>()
+                    .add(2)
+                    .cast::<*mut usize>()
+                    .read_unaligned()
+            };
+            // SAFETY: gcc's reduction array.
+            unsafe { super::task_red::GOMP_taskgroup_reduction_register(reds) };
+        }
     }
-    let Some(func) = func else { return };
+    let Some(func) = func else {
+        if group {
+            super::task_red::group_end();
+        }
+        return;
+    };
     let (size, align) = (arg_size.max(0) as usize, arg_align.max(1) as usize);
     let set = |buf: *mut c_void| {
         let b = buf.cast::<T>();
@@ -167,6 +185,9 @@ unsafe fn taskloop<T: Copy>(
             flags & FLAG_FINAL != 0,
             set,
         )
+    }
+    if group {
+        super::task_red::group_end();
     }
 }
 
@@ -219,11 +240,17 @@ pub extern "C" fn GOMP_taskwait_depend(_depend: *mut *mut c_void) {}
 #[no_mangle]
 pub extern "C" fn GOMP_taskyield() {}
 
+/// `#pragma omp taskgroup`: its tasks complete before its end (they run at once); it keeps
+/// the task reductions registered in it (`task_red`).
 #[no_mangle]
-pub extern "C" fn GOMP_taskgroup_start() {}
+pub extern "C" fn GOMP_taskgroup_start() {
+    super::task_red::group_start();
+}
 
 #[no_mangle]
-pub extern "C" fn GOMP_taskgroup_end() {}
+pub extern "C" fn GOMP_taskgroup_end() {
+    super::task_red::group_end();
+}
 
 /// `#pragma omp cancellation point`: not cancelled.
 #[no_mangle]

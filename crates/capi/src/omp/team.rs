@@ -72,6 +72,10 @@ pub struct Desc {
     icv_sched_chunk: u64,
     ancestors: [[u32; 2]; MAX_LEVELS],
     ws0: Ws0,
+    /// The node that opened the region and the placement of its threads (`place`): how the
+    /// team's barriers count arrivals ([`barrier_count`]).
+    pub opener: u32,
+    pub bind: u32,
     /// The worksharing slot block.
     pub slots: usize,
     /// The number of the first worksharing construct of the region (a pooled team's
@@ -171,6 +175,7 @@ pub fn begin(
                 // counting from the last region's.
                 let (block, team) = super::pool::prepare(n, bind)?;
                 fill_desc(team, &frame, func, data, icv, ws0)?;
+                set_placement(team, bind)?;
                 frame.team = team;
                 frame.pool = block;
                 frame.ws = desc(team).ws_base;
@@ -178,6 +183,7 @@ pub fn begin(
             } else {
                 let team = alloc_desc()?;
                 fill_desc(team, &frame, func, data, icv, ws0)?;
+                set_placement(team, bind)?;
                 frame.team = team;
                 frame.workers = start_threads(team, n, bind)?;
             }
@@ -188,6 +194,49 @@ pub fn begin(
         }
         Ok(())
     })
+}
+
+/// Record in the descriptor that the calling node opens the team and `bind` places it.
+fn set_placement(team: usize, bind: u32) -> Result<(), CapiError> {
+    let d = desc(team);
+    d.opener = u32::from(node_ref()?.rank().0);
+    d.bind = bind;
+    Ok(())
+}
+
+/// How a barrier of the `n` threads of a team opened on node `opener` and placed by `bind`
+/// counts arrivals. When the team has a thread on every node of the job: one arrival per node
+/// (`PerNode`: the node's threads of the team gather locally, then the node sends one message;
+/// the manager's departure is one message per node). Otherwise every thread is counted
+/// (`Total`), since a node without a thread of the team cannot arrive for it.
+pub fn barrier_count(opener: u16, n: u32, bind: u32) -> Result<BarrierCount, CapiError> {
+    let node = node_ref()?;
+    let (nodes, me) = (node.size(), node.rank().0);
+    if n < u32::from(nodes) {
+        return Ok(BarrierCount::Total { total: n });
+    }
+    let mut hosts = vec![false; usize::from(nodes)];
+    let mut local = 0;
+    for t in 0..n {
+        let on = place(opener, nodes, t, n, bind);
+        hosts[usize::from(on)] = true;
+        local += u32::from(on == me);
+    }
+    Ok(if hosts.iter().all(|&h| h) {
+        BarrierCount::PerNode { local }
+    } else {
+        BarrierCount::Total { total: n }
+    })
+}
+
+/// How many threads of team `team` run on the calling node.
+pub fn local_threads(team: usize) -> Result<u32, CapiError> {
+    let node = node_ref()?;
+    let (nodes, me) = (node.size(), node.rank().0);
+    let d = desc(team);
+    Ok((0..d.nthreads)
+        .filter(|&t| place(d.opener as u16, nodes, t, d.nthreads, d.bind) == me)
+        .count() as u32)
 }
 
 /// A zeroed team descriptor and its worksharing slots in the shared heap.
@@ -380,10 +429,9 @@ pub fn barrier(call: &'static str) {
         return;
     }
     run(call, || {
-        node_ref()?.barrier_with(
-            BarrierId(object_id(team + 1)),
-            BarrierCount::Total { total: n },
-        )?;
+        let d = desc(team);
+        let count = barrier_count(d.opener as u16, n, d.bind)?;
+        node_ref()?.barrier_with(BarrierId(object_id(team + 1)), count)?;
         Ok(())
     })
 }

@@ -33,10 +33,15 @@ fn build(env: &Env, file: &str, squall: bool) -> Result<PathBuf, String> {
 }
 
 /// The "ok" lines of the native (libgomp) run of `file` with `args`.
-fn native_ok_lines(env: &Env, file: &str, args: &[&str]) -> Result<Vec<String>, String> {
+fn native_ok_lines(
+    env: &Env,
+    file: &str,
+    args: &[&str],
+    threads: &str,
+) -> Result<Vec<String>, String> {
     let exe = build(env, file, false)?;
     let mut cmd = Command::new(&exe);
-    cmd.args(args).env("OMP_NUM_THREADS", THREADS);
+    cmd.args(args).env("OMP_NUM_THREADS", threads);
     let out = sh(
         &mut cmd,
         &format!("native {} {}", exe.display(), args.join(" ")),
@@ -55,9 +60,20 @@ fn native_ok_lines(env: &Env, file: &str, args: &[&str]) -> Result<Vec<String>, 
 /// Run `file args` natively and as a Squall job of `nodes`; rank 0 must print every "ok"
 /// line the native run printed.
 fn same_as_libgomp(env: &Env, file: &str, args: &[&str], nodes: usize) -> Result<(), String> {
-    let want = native_ok_lines(env, file, args)?;
+    same_as_libgomp_with(env, file, args, nodes, THREADS)
+}
+
+/// [`same_as_libgomp`] with `threads` threads in every team (native and Squall alike).
+fn same_as_libgomp_with(
+    env: &Env,
+    file: &str,
+    args: &[&str],
+    nodes: usize,
+    threads: &str,
+) -> Result<(), String> {
+    let want = native_ok_lines(env, file, args, threads)?;
     let exe = build(env, file, true)?;
-    let vars = [("OMP_NUM_THREADS", THREADS)];
+    let vars = [("OMP_NUM_THREADS", threads)];
     let got = job_output_env(&exe, args, nodes, &want[0], &vars)?;
     for line in &want {
         if !got.iter().any(|g| g == line) {
@@ -108,6 +124,15 @@ pub fn add(v: &mut Cases) {
     // Every group in one job: teams, slots and locks reused region after region.
     v.at_2_and_4("openmp/constructs/all", |env: &Env, nodes| {
         same_as_libgomp(env, "constructs.c", &["all"], nodes)
+    });
+    // 8 threads: 4 (2 nodes) or 2 (4 nodes) per node, so team barriers gather several threads
+    // per node before the node's one arrival, and dynamic chunks are dealt from blocks a node
+    // takes for its threads.
+    v.at_2_and_4("openmp/constructs/all/8 threads", |env: &Env, nodes| {
+        same_as_libgomp_with(env, "constructs.c", &["all"], nodes, "8")
+    });
+    v.at_2_and_4("openmp/apps/irregular/8 threads", |env: &Env, nodes| {
+        same_as_libgomp_with(env, "apps.c", &["irregular"], nodes, "8")
     });
     // What a region, a barrier, a dynamic chunk and a critical section cost (printed).
     v.at_2_and_4("openmp/costs", |env: &Env, nodes| {

@@ -135,6 +135,26 @@ pub fn check(cmd: &BenchCmd) -> Result<(), Bad> {
             count("--grid", a.grid as u64, 4096, "64")?;
             count("--range", a.range.max(0) as u64, 10_000, "120")
         }
+        BenchCmd::Omp(a) => {
+            node_counts("--nodes", &a.nodes)?;
+            count("--threads-per-node", a.threads_per_node as u64, 256, "1")?;
+            count("--ops", a.ops as u64, 1_000_000, "200")?;
+            count("--reps", a.reps as u64, MAX_REPS as u64, "3")?;
+            count("--stencil-n", a.stencil_n as u64, 1 << 15, "1024")?;
+            count("--stencil-iters", a.stencil_iters as u64, MAX_ITERS, "40")?;
+            count("--matmul-n", a.matmul_n as u64, 1 << 14, "512")?;
+            count("--timeout", a.timeout, 7 * 24 * 3600, "600")?;
+            if let Some(p) = &a.prefix {
+                if !p.join("lib/pkgconfig/squall-openmp.pc").is_file() {
+                    return Err(Bad::new(
+                        "--prefix",
+                        format!("{} holds no lib/pkgconfig/squall-openmp.pc", p.display()),
+                        "give the PREFIX of crates/capi/install.sh PREFIX",
+                    ));
+                }
+            }
+            Ok(())
+        }
         BenchCmd::Apps(a) => {
             node_counts("--nodes", &a.nodes)?;
             count("--threads-per-node", a.threads_per_node as u64, 1024, "1")?;

@@ -11,6 +11,7 @@ pub mod dsm;
 pub mod gptr;
 pub mod message;
 pub mod objects;
+pub mod omp;
 pub mod pingpong;
 pub mod raw;
 pub mod regions;
@@ -68,6 +69,10 @@ pub enum BenchCmd {
     /// One-sided operations (global pointers, OpenSHMEM): 8 B get latency, 1 MiB put/get
     /// bandwidth and the 8 B store rate, each beside raw messages in the same run.
     Gptr(dsm::DsmBenchArgs),
+    /// OpenMP on Squall beside native libgomp (same thread count): parallel region start and
+    /// join, team barrier, dynamic-schedule chunk (p50/p99), and the stencil and matrix
+    /// multiply kernels; needs gcc and an installed squall-openmp (`--prefix`).
+    Omp(omp::OmpArgs),
 }
 
 pub fn main(cmd: BenchCmd) -> i32 {
@@ -90,6 +95,7 @@ pub fn main(cmd: BenchCmd) -> i32 {
         BenchCmd::Regions(a) => regions::main(a),
         BenchCmd::Objects(a) => objects::main(a),
         BenchCmd::Gptr(a) => gptr::main(a),
+        BenchCmd::Omp(a) => omp::main(a),
     };
     match result {
         Ok(()) => 0,
