@@ -187,6 +187,9 @@ impl Consistency for Cons<'_> {
     fn apply_barrier(&mut self, all: &[Vec<u8>]) {
         self.0.apply_barrier(all)
     }
+    fn merge_barrier_infos(&mut self, infos: &[Vec<u8>]) -> Option<Vec<u8>> {
+        self.0.merge_barrier_infos(infos)
+    }
 }
 
 /// What a finished run reports.
