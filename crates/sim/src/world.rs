@@ -206,6 +206,8 @@ pub struct SimReport {
     /// Lock acquires by the sync cores: through the lock cache, and through the core.
     pub lock_acquires_fast: u64,
     pub lock_acquires_core: u64,
+    /// Each node's sync core statistics (empty without `sync_cores`).
+    pub sync_stats: Vec<squall_sync::SyncStats>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -566,6 +568,12 @@ impl World {
             stats,
             retransmissions: self.lossy.as_ref().map_or(0, |n| n.retransmissions()),
             barrier_paths: self.barrier_paths(),
+            sync_stats: self
+                .sync
+                .iter()
+                .flatten()
+                .map(|c| c.stats().clone())
+                .collect(),
             lock_acquires_fast: self
                 .sync
                 .iter()

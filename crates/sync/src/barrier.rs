@@ -817,9 +817,16 @@ impl SyncCore {
                 );
             }
         }
-        if let Err(e) =
-            self.on_barrier_depart(cons, me, barrier, epoch, serial, counted_of(me), hops, infos)
-        {
+        if let Err(e) = self.on_barrier_depart(
+            cons,
+            me,
+            barrier,
+            epoch,
+            serial,
+            counted_of(me),
+            hops,
+            infos,
+        ) {
             self.internal_error(e);
         }
         // The next episode may be full already (overflow): collect it.

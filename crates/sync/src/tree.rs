@@ -57,15 +57,25 @@ pub fn children(me: NodeId, root: NodeId, nodes: u16) -> Vec<NodeId> {
     out
 }
 
-/// Depth of the tree of `nodes` nodes: ⌈log2 nodes⌉ (the one-way hops of the arrivals).
+/// Depth of the tree of `nodes` nodes (the one-way hops of the longest chain of arrivals):
+/// the most bits set in a relative rank below `nodes`, at most ⌈log2 nodes⌉ (exactly that
+/// when `nodes` is a power of two).
 pub fn depth(nodes: u16) -> u32 {
-    u32::from(nodes.max(1)).next_power_of_two().trailing_zeros()
+    (0..u32::from(nodes.max(1)))
+        .map(u32::count_ones)
+        .max()
+        .unwrap_or(0)
 }
 
 impl SyncCore {
     /// Per-node mode: this node's release completed and `info` is its barrier info; it goes
     /// up with its children's arrivals once they are all here.
-    pub(crate) fn tree_own_info(&mut self, cons: &mut dyn Consistency, barrier: u64, info: Vec<u8>) {
+    pub(crate) fn tree_own_info(
+        &mut self,
+        cons: &mut dyn Consistency,
+        barrier: u64,
+        info: Vec<u8>,
+    ) {
         let b = self.barriers.entry(barrier).or_default();
         b.phase = Phase::Sent;
         b.own = Some(info);
@@ -135,8 +145,9 @@ impl SyncCore {
         }
         let mut parts = vec![(me.0, b.own.take().unwrap_or_default())];
         let mut hops = 0u8;
-        let (mine, later): (Vec<UpArrival>, Vec<UpArrival>) =
-            std::mem::take(&mut b.up).into_iter().partition(|u| u.epoch == epoch);
+        let (mine, later): (Vec<UpArrival>, Vec<UpArrival>) = std::mem::take(&mut b.up)
+            .into_iter()
+            .partition(|u| u.epoch == epoch);
         b.up = later;
         for u in mine {
             hops = hops.max(u.hops);
@@ -226,6 +237,118 @@ fn combine(cons: &mut dyn Consistency, parts: Vec<(u16, Vec<u8>)>) -> Vec<(u16, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Action, Waiter};
+
+    /// Infos are sets of node numbers (one byte each); merging is their union.
+    struct SetCons {
+        me: u8,
+        merges: bool,
+        applied: Vec<Vec<Vec<u8>>>,
+    }
+
+    impl Consistency for SetCons {
+        fn acquire_info(&mut self) -> Vec<u8> {
+            Vec::new()
+        }
+        fn grant_info(&mut self, _: &[u8]) -> Vec<u8> {
+            Vec::new()
+        }
+        fn apply_grant(&mut self, _: &[u8]) {}
+        fn begin_release(&mut self, _: u64) -> bool {
+            true
+        }
+        fn barrier_info(&mut self) -> Vec<u8> {
+            vec![self.me]
+        }
+        fn apply_barrier(&mut self, all: &[Vec<u8>]) {
+            self.applied.push(all.to_vec());
+        }
+        fn merge_barrier_infos(&mut self, infos: &[Vec<u8>]) -> Option<Vec<u8>> {
+            let mut u: Vec<u8> = infos.concat();
+            u.sort_unstable();
+            u.dedup();
+            self.merges.then_some(u)
+        }
+    }
+
+    /// One per-node episode over `nodes` cores, messages delivered in rounds; returns the
+    /// cores, their protocols and (messages, largest departure's infos).
+    fn episode(nodes: u16, merges: bool) -> (Vec<SyncCore>, Vec<SetCons>, usize, usize) {
+        let mut cores: Vec<SyncCore> = (0..nodes)
+            .map(|n| SyncCore::new(NodeId(n), nodes))
+            .collect();
+        let mut cons: Vec<SetCons> = (0..nodes)
+            .map(|n| SetCons {
+                me: n as u8,
+                merges,
+                applied: Vec::new(),
+            })
+            .collect();
+        // Barrier 3: its root (manager) is node 3 % nodes.
+        for (n, c) in cores.iter_mut().enumerate() {
+            c.barrier(
+                &mut cons[n],
+                BarrierId(3),
+                Waiter(n as u64),
+                BarrierCount::PerNode { local: 1 },
+            );
+        }
+        let (mut msgs, mut widest, mut woken) = (0, 0, 0);
+        loop {
+            let mut sends = Vec::new();
+            for (i, core) in cores.iter_mut().enumerate() {
+                while let Some(a) = core.poll_action() {
+                    match a {
+                        Action::Send { to, msg } => sends.push((NodeId(i as u16), to, msg)),
+                        Action::Wake { result, .. } => {
+                            assert!(result.is_ok());
+                            woken += 1;
+                        }
+                        Action::ProtocolError { error } => panic!("{error}"),
+                    }
+                }
+            }
+            if sends.is_empty() {
+                break;
+            }
+            for (from, to, msg) in sends {
+                msgs += 1;
+                if let Ok(Msg::BarrierDepart { infos, .. }) = Msg::decode(from, &msg) {
+                    widest = widest.max(infos.len());
+                }
+                let t = to.index();
+                cores[t]
+                    .handle_message(&mut cons[t], from, &msg)
+                    .expect("valid");
+            }
+        }
+        assert_eq!(woken, usize::from(nodes));
+        (cores, cons, msgs, widest)
+    }
+
+    #[test]
+    fn eight_nodes_take_log_hops_and_merged_infos() {
+        for nodes in [2u16, 3, 4, 5, 8] {
+            let (cores, cons, msgs, widest) = episode(nodes, true);
+            assert_eq!(msgs, 2 * (usize::from(nodes) - 1), "{nodes} nodes");
+            assert_eq!(widest, 1, "one merged info per departure at {nodes} nodes");
+            let all: Vec<u8> = (0..nodes as u8).collect();
+            for (c, p) in cores.iter().zip(&cons) {
+                assert_eq!(c.stats().barrier_hops, u64::from(depth(nodes)) + 1);
+                assert_eq!(p.applied, vec![vec![all.clone()]]);
+            }
+        }
+    }
+
+    #[test]
+    fn without_merging_every_node_gets_every_info_in_rank_order() {
+        let (_, cons, msgs, widest) = episode(8, false);
+        assert_eq!((msgs, widest), (14, 8));
+        let ranked: Vec<Vec<u8>> = (0..8u8).map(|n| vec![n]).collect();
+        for p in &cons {
+            assert_eq!(p.applied, vec![ranked.clone()]);
+        }
+    }
 
     #[test]
     fn every_node_reaches_the_root_in_at_most_depth_hops() {
@@ -247,6 +370,8 @@ mod tests {
                     }
                     assert_eq!(at, root);
                     assert!(hops <= depth(nodes), "{nodes} nodes, {me}: {hops} hops");
+                    let log2 = u32::from(nodes).next_power_of_two().trailing_zeros();
+                    assert!(depth(nodes) <= log2);
                 }
                 assert_eq!(kids_total, nodes - 1, "a tree of {nodes} nodes");
             }

@@ -83,16 +83,16 @@ fn arb_msg() -> impl Strategy<Value = Msg> {
             1u8..5,
             proptest::collection::vec(bytes.clone(), 0..5)
         )
-            .prop_map(
-                |(barrier, epoch, serial, counted, hops, infos)| Msg::BarrierDepart {
+            .prop_map(|(barrier, epoch, serial, counted, hops, infos)| {
+                Msg::BarrierDepart {
                     barrier,
                     epoch,
                     serial,
                     counted,
                     hops,
-                    infos
+                    infos,
                 }
-            ),
+            }),
         (id.clone(), bytes.clone()).prop_map(|(flag, info)| Msg::FlagSet { flag, info }),
         id.clone().prop_map(|flag| Msg::FlagClear { flag }),
         id.clone().prop_map(|flag| Msg::FlagWait { flag }),
