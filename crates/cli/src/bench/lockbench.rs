@@ -1,6 +1,7 @@
 //! Driver of `squall bench lock --contended`: one lock taken in a loop by one thread on every
 //! node (`--nodes`, default 2,4), a counter under it; per acquire: time (p50/p99 over the
-//! repetitions of each node's loop), lock messages and page fetches from every node's
+//! repetitions of each node's loop; hand-off: the job's time over its remote acquires), lock
+//! messages and page fetches from every node's
 //! statistics; with 3 nodes or more, the acquire of a lock last held by a third node (time,
 //! messages). Node sides are in `node::lockbench`. Owns this driver only.
 use super::dsm::{p50_p99, DsmBenchArgs};
@@ -32,6 +33,7 @@ pub fn contended(a: DsmBenchArgs) -> Result<(), String> {
             "nodes",
             "acquire_us_p50",
             "acquire_us_p99",
+            "handoff_us",
             "lock_msgs_per_acquire",
             "remote_share",
             "page_fetches_per_acquire",
@@ -69,6 +71,17 @@ pub fn contended(a: DsmBenchArgs) -> Result<(), String> {
         let msgs = total(&results, "lock_msgs") as f64 / remote as f64;
         let fetches = total(&results, "page_fetches") as f64 / acquires as f64;
         let (p50, p99) = p50_p99(&per);
+        // Hand-off: the job's time (each rep's slowest loop) over its remote acquires.
+        let loops: Vec<Vec<f64>> = results.iter().map(|(_, v)| nums(v, "loop_us")).collect();
+        let job_us: f64 = (0..a.reps)
+            .map(|r| {
+                loops
+                    .iter()
+                    .filter_map(|l| l.get(r).copied())
+                    .fold(0.0, f64::max)
+            })
+            .sum();
+        let handoff = job_us / remote as f64;
         let third: Vec<f64> = results
             .iter()
             .flat_map(|(_, v)| nums(v, "third_us"))
@@ -87,13 +100,14 @@ pub fn contended(a: DsmBenchArgs) -> Result<(), String> {
             n.to_string(),
             format!("{p50:.1}"),
             format!("{p99:.1}"),
+            format!("{handoff:.1}"),
             format!("{msgs:.2}"),
             format!("{:.2}", remote as f64 / acquires as f64),
             format!("{fetches:.2}"),
             t50,
             tmsgs,
         ]);
-        rows.push(json!({"nodes": n, "acquire_us_p50": round(p50, 2), "acquire_us_p99": round(p99, 2),
+        rows.push(json!({"nodes": n, "acquire_us_p50": round(p50, 2), "acquire_us_p99": round(p99, 2), "handoff_us": round(handoff, 2),
             "lock_messages_per_remote_acquire": round(msgs, 3), "acquires": acquires,
             "remote_acquires": remote, "page_fetches_per_acquire": round(fetches, 3),
             "third_node_acquire_us": if third_acq > 0 { json!(round(median(&third), 2)) } else { Value::Null },
