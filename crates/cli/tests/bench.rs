@@ -288,3 +288,44 @@ fn regions_json_reports_misses_checked_by_the_statistics() {
         }
     }
 }
+
+#[test]
+fn barrier_json_reports_tree_hops_and_messages_from_the_statistics() {
+    let v = bench_json(&["barrier", "--nodes", "2,4", "--iters", "20", "--reps", "1"]);
+    assert_eq!(v["bench"], "barrier");
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2);
+    // A binomial tree rooted at the manager: ⌈log2 N⌉ hops up, one down; 2(N−1) messages.
+    for (row, nodes, hops) in [(&rows[0], 2.0, 2.0), (&rows[1], 4.0, 3.0)] {
+        assert_eq!(row["nodes"].as_f64(), Some(nodes));
+        assert_eq!(row["hops_per_barrier"].as_f64(), Some(hops), "{row}");
+        assert_eq!(
+            row["messages_per_barrier"].as_f64(),
+            Some(2.0 * (nodes - 1.0)),
+            "{row}"
+        );
+    }
+}
+
+#[test]
+fn contended_lock_json_counts_hand_offs_and_the_third_node_acquire() {
+    let v = bench_json(&[
+        "lock",
+        "--contended",
+        "--nodes",
+        "3",
+        "--iters",
+        "20",
+        "--reps",
+        "1",
+    ]);
+    assert_eq!(v["bench"], "lock_contended");
+    let row = &v["rows"][0];
+    // Every node's 20 increments under the lock (node 0 checks the counter).
+    assert_eq!(row["acquires"].as_u64(), Some(60), "{row}");
+    assert!(row["remote_acquires"].as_u64().unwrap_or(0) > 0, "{row}");
+    let per = positive(row, "lock_messages_per_remote_acquire");
+    assert!(per <= 3.0, "request, forward, grant at most: {row}");
+    let third = positive(row, "third_node_messages");
+    assert!(third <= 3.0, "{row}");
+}

@@ -13,8 +13,10 @@
 //! 4. on B: `apply_grant(info)` before B's thread is resumed (invalidations happen here).
 //!
 //! For a barrier: every node does `begin_release`, then sends `barrier_info()` with its arrival;
-//! the manager gathers the arrivals' bytes and every node calls `apply_barrier(&all)` before its
-//! threads leave the barrier.
+//! the arrivals' bytes are gathered (up a tree of nodes, see `squall-sync`), and every node calls
+//! `apply_barrier(&all)` before its threads leave the barrier. On the way, a node may combine
+//! several nodes' bytes into one with `merge_barrier_infos` (so a departure need not carry N
+//! infos to each of N nodes); a protocol that does not merge gets every node's bytes.
 
 /// Hooks a coherence protocol offers to synchronization. Implementations must not block.
 pub trait Consistency {
@@ -29,8 +31,18 @@ pub trait Consistency {
     fn begin_release(&mut self, token: u64) -> bool;
     /// Bytes a node sends with its barrier arrival (after its release completed).
     fn barrier_info(&mut self) -> Vec<u8>;
-    /// At every node when a barrier completes: the arrivals' bytes of all nodes, in rank order.
+    /// At every node when a barrier completes: the arrivals' bytes of all nodes, in rank order
+    /// — or, where `merge_barrier_infos` merged some of them, the merged bytes in their place
+    /// (then in no particular order).
     fn apply_barrier(&mut self, all: &[Vec<u8>]);
+    /// Combine several nodes' `barrier_info` bytes (or earlier merges of them) into one, such
+    /// that `apply_barrier` of the result does what applying all of `infos` would (it may do
+    /// more that is harmless, e.g. invalidate a superset). Must be a pure function of `infos`:
+    /// any node may merge any other nodes' bytes. `None` (the default): this protocol does not
+    /// merge; the barrier then carries every node's bytes separately.
+    fn merge_barrier_infos(&mut self, _infos: &[Vec<u8>]) -> Option<Vec<u8>> {
+        None
+    }
 }
 
 /// A protocol that does nothing at synchronization points (for sync-only tests and for

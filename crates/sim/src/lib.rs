@@ -7,7 +7,8 @@
 //!
 //! Owns: `memory` (in-memory `PageMemory`), `program` (generation and the SC oracle),
 //! `oracle` (synchronization), `lossy` (the reliable-datagram layer over a lossy network),
-//! `world` (the event loop and checks). Must not touch: real I/O.
+//! `world` (the event loop and checks), `scale` (costs per operation at large node counts).
+//! Must not touch: real I/O.
 #![forbid(unsafe_code)]
 
 pub mod gptr;
@@ -17,6 +18,7 @@ pub mod objects;
 pub mod oracle;
 pub mod program;
 pub mod regions;
+pub mod scale;
 pub mod world;
 
 pub use program::Shape;

@@ -3,7 +3,8 @@
 //! Examples: `squall-sim --protocol hlrc --seed 1234 --trace` (replay one seed with a trace),
 //! `squall-sim --protocol both --seeds 1000000` (a million seeds per protocol),
 //! `squall-sim --protocol hlrc --long --seeds 100000` (longer programs; `--wide`: over runs of
-//! consecutive pages).
+//! consecutive pages), `squall-sim --scale 64,256,1024` (messages per read fault, lock acquire
+//! and barrier, and the barrier's depth, at those node counts: a Markdown table, then JSON).
 
 use clap::Parser;
 use squall_protocol::{ProtoStats, ProtocolKind};
@@ -45,6 +46,10 @@ struct Args {
     /// With `--model objects`: force one engine (`ou`, `msi` or `nc`).
     #[arg(long)]
     engine: Option<String>,
+    /// Print the costs per operation at these node counts (see `squall_sim::scale`), seeded
+    /// by `--seed` (default 1).
+    #[arg(long, value_delimiter = ',')]
+    scale: Option<Vec<u16>>,
 }
 
 /// What the seeds of one pass run.
@@ -60,6 +65,9 @@ enum Mode {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(nodes) = &args.scale {
+        return scale(nodes, args.seed.unwrap_or(1));
+    }
     if let Some(model) = args.model.as_deref() {
         return run_model(model, &args);
     }
@@ -298,5 +306,31 @@ fn gptr(args: &Args) -> ExitCode {
         seeds.len(),
         t0.elapsed().as_secs_f64()
     );
+    ExitCode::SUCCESS
+}
+
+/// `--scale`: the table of costs per operation, then its JSON.
+fn scale(nodes: &[u16], seed: u64) -> ExitCode {
+    let mut rows = Vec::new();
+    for &n in nodes {
+        if n < 2 {
+            eprintln!("squall-sim: --scale needs node counts of at least 2");
+            return ExitCode::from(2);
+        }
+        let t0 = std::time::Instant::now();
+        match squall_sim::scale::measure(n, seed) {
+            Ok(r) => {
+                eprintln!("{n} nodes: {:.1}s", t0.elapsed().as_secs_f64());
+                rows.push(r);
+            }
+            Err(e) => {
+                eprintln!("squall-sim: scale at {n} nodes FAILED: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let (table, json) = squall_sim::scale::render(&rows);
+    print!("{table}");
+    println!("{json}");
     ExitCode::SUCCESS
 }

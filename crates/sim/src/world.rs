@@ -189,6 +189,9 @@ impl Consistency for Cons<'_> {
     fn apply_barrier(&mut self, all: &[Vec<u8>]) {
         self.0.apply_barrier(all)
     }
+    fn merge_barrier_infos(&mut self, infos: &[Vec<u8>]) -> Option<Vec<u8>> {
+        self.0.merge_barrier_infos(infos)
+    }
 }
 
 /// What a finished run reports.
@@ -205,6 +208,8 @@ pub struct SimReport {
     /// Lock acquires by the sync cores: through the lock cache, and through the core.
     pub lock_acquires_fast: u64,
     pub lock_acquires_core: u64,
+    /// Each node's sync core statistics (empty without `sync_cores`).
+    pub sync_stats: Vec<squall_sync::SyncStats>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -579,6 +584,12 @@ impl World {
             stats,
             retransmissions: self.lossy.as_ref().map_or(0, |n| n.retransmissions()),
             barrier_paths: self.barrier_paths(),
+            sync_stats: self
+                .sync
+                .iter()
+                .flatten()
+                .map(|c| c.stats().clone())
+                .collect(),
             lock_acquires_fast: self
                 .sync
                 .iter()

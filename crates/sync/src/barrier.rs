@@ -2,14 +2,17 @@
 //! departure per node carrying everyone's consistency information.
 //!
 //! Owns: `barrier` and the barrier messages; the node's episode state and, on the manager
-//! (`barrier % nodes`), the episode's arrivals. Must not touch: locks, conditions, flags.
+//! (`barrier % nodes`), the total-count episode's arrivals. Must not touch: locks, conditions,
+//! flags; the tree of per-node episodes (`tree.rs`).
 //!
 //! Per-node mode (`BarrierCount::PerNode`): when this node's `local` threads have arrived, the
-//! node calls `begin_release`, then `barrier_info()`, and sends one arrival to the manager.
-//! When all N nodes arrived, the manager sends one departure with all infos (rank order) to
-//! every other node: 2(N−1) messages per episode. Every node calls `apply_barrier(&all)` before
-//! waking its threads. In both modes exactly one thread of the job is woken with
-//! `Outcome::Serial`.
+//! node calls `begin_release`, then `barrier_info()`, and its info goes up a binomial tree
+//! rooted at the manager (`tree.rs`), merged on the way when the protocol merges; the root
+//! sends one departure with the (merged) infos to every other node: 2(N−1) messages and
+//! ⌈log2 N⌉+1 one-way hops per episode. Every node calls `apply_barrier(&all)` before waking
+//! its threads. In both modes exactly one thread of the job is woken with `Outcome::Serial`.
+//! Total mode stays flat (2 hops in the steady state, 4 with a collect round); its departure
+//! carries the infos merged into one when the protocol merges.
 //!
 //! Total mode (`BarrierCount::Total`), message sequence. Each node predicts its participants
 //! in an episode: the number of its threads the previous departure counted (`predict`; 0 in
@@ -61,11 +64,12 @@ use crate::core::{PendingRelease, SyncCore};
 use crate::error::SyncError;
 use crate::ids::{BarrierId, Waiter};
 use crate::message::Msg;
+use crate::tree::UpArrival;
 use crate::{BarrierCount, Outcome};
 use squall_core::{Consistency, NodeId};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-enum Phase {
+pub(crate) enum Phase {
     /// Threads arrive; nothing sent for the episode's release yet.
     #[default]
     Gathering,
@@ -86,9 +90,9 @@ enum Phase {
 #[derive(Debug, Default)]
 pub(crate) struct NodeBarrier {
     /// Episodes completed on this node.
-    epoch: u64,
+    pub(crate) epoch: u64,
     /// The count the current episode's local threads passed.
-    mode: Option<BarrierCount>,
+    pub(crate) mode: Option<BarrierCount>,
     /// The current episode's threads in arrival order. Total mode: in the order they were
     /// reported to the manager; threads a departure did not count stay at the front.
     waiters: Vec<Waiter>,
@@ -105,12 +109,16 @@ pub(crate) struct NodeBarrier {
     collected: bool,
     /// Arrivals for the next episode, in arrival order.
     next: Vec<(Waiter, BarrierCount)>,
-    phase: Phase,
+    pub(crate) phase: Phase,
+    /// Per-node mode: this node's info, taken when its release completed, waiting for the
+    /// arrivals of its children in the tree.
+    pub(crate) own: Option<Vec<u8>>,
+    /// Per-node mode: arrivals from this node's children (this episode's or the next one's).
+    pub(crate) up: Vec<UpArrival>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum MgrMode {
-    PerNode,
     Total(u32),
 }
 
@@ -133,6 +141,9 @@ pub(crate) struct MgrBarrier {
     arrived: u32,
     /// Total mode: `total` threads counted; collects sent to the nodes without a fresh info.
     collecting: bool,
+    /// Total mode: a collect went to another node (the episode's longest chain is then count,
+    /// collect, info, departure: 4 hops instead of 2).
+    collected_remote: bool,
 }
 
 impl MgrBarrier {
@@ -148,6 +159,7 @@ impl MgrBarrier {
             overflow: vec![0; n],
             arrived: 0,
             collecting: false,
+            collected_remote: false,
         }
     }
 
@@ -382,36 +394,20 @@ impl SyncCore {
         let epoch = b.epoch;
         let info = cons.barrier_info();
         if per_node {
-            self.send_info(cons, barrier, epoch, info, true);
+            self.tree_own_info(cons, barrier, info);
         } else {
-            self.send_info(cons, barrier, epoch, info, false);
+            self.send_info(cons, barrier, epoch, info);
         }
     }
 
-    /// Per-node arrival (`per_node`) or total-mode collect answer, to the manager.
-    fn send_info(
-        &mut self,
-        cons: &mut dyn Consistency,
-        barrier: u64,
-        epoch: u64,
-        info: Vec<u8>,
-        per_node: bool,
-    ) {
+    /// Total-mode collect answer, to the manager.
+    fn send_info(&mut self, cons: &mut dyn Consistency, barrier: u64, epoch: u64, info: Vec<u8>) {
         let mgr = self.manager(barrier);
         if mgr == self.me {
             let me = self.me;
-            if let Err(e) = self.mgr_barrier_info(cons, me, barrier, epoch, info, per_node) {
+            if let Err(e) = self.mgr_barrier_info(cons, me, barrier, epoch, info) {
                 self.internal_error(e);
             }
-        } else if per_node {
-            self.send(
-                mgr,
-                Msg::BarrierArrive {
-                    barrier,
-                    epoch,
-                    info,
-                },
-            );
         } else {
             self.send(
                 mgr,
@@ -472,7 +468,7 @@ impl SyncCore {
             if let Some(b) = self.barriers.get_mut(&barrier) {
                 if b.epoch == epoch && b.phase == Phase::EagerSent {
                     b.phase = Phase::Sent;
-                    self.send_info(cons, barrier, epoch, info, false);
+                    self.send_info(cons, barrier, epoch, info);
                 }
             }
         }
@@ -682,6 +678,9 @@ impl SyncCore {
             return Ok(());
         }
         self.stats.barrier_collects += collect.len() as u64;
+        if collect.iter().any(|n| *n != me) {
+            self.mgr_state(barrier).collected_remote = true;
+        }
         let mut local = false;
         for n in collect {
             if n == me {
@@ -733,8 +732,7 @@ impl SyncCore {
         Ok(())
     }
 
-    /// Manager: `from`'s info for the episode (its arrival in per-node mode, its collect
-    /// answer in total mode).
+    /// Manager (total mode): `from`'s info for the episode, answering its collect.
     pub(crate) fn mgr_barrier_info(
         &mut self,
         cons: &mut dyn Consistency,
@@ -742,37 +740,20 @@ impl SyncCore {
         barrier: u64,
         epoch: u64,
         info: Vec<u8>,
-        per_node: bool,
     ) -> Result<(), SyncError> {
-        let nodes = u32::from(self.nodes);
-        if !per_node {
-            let mode = match self.barrier_mgr.get(&barrier) {
-                Some(m) if m.collecting && m.awaiting[from.index()] => m.mode,
-                _ => None,
-            };
-            let Some(mode) = mode else {
-                let why = "barrier info without a collect".to_string();
-                return Err(self.unexpected(from, BarrierId(barrier).to_string(), why));
-            };
-            self.check_episode(from, barrier, epoch, mode)?;
-            let m = self.mgr_state(barrier);
-            m.fresh_info(from, info);
-            m.awaiting[from.index()] = false;
-            return self.mgr_progress(cons, barrier);
-        }
-        self.check_episode(from, barrier, epoch, MgrMode::PerNode)?;
-        let m = self.mgr_state(barrier);
-        if m.infos[from.index()].is_some() {
-            let why = format!("second arrival from the same node in episode {epoch}");
+        let mode = match self.barrier_mgr.get(&barrier) {
+            Some(m) if m.collecting && m.awaiting[from.index()] => m.mode,
+            _ => None,
+        };
+        let Some(mode) = mode else {
+            let why = "barrier info without a collect".to_string();
             return Err(self.unexpected(from, BarrierId(barrier).to_string(), why));
-        }
-        m.mode = Some(MgrMode::PerNode);
-        m.infos[from.index()] = Some(info);
-        m.arrived += 1;
-        if m.infos.iter().filter(|i| i.is_some()).count() as u32 == nodes {
-            self.mgr_depart(cons, barrier);
-        }
-        Ok(())
+        };
+        self.check_episode(from, barrier, epoch, mode)?;
+        let m = self.mgr_state(barrier);
+        m.fresh_info(from, info);
+        m.awaiting[from.index()] = false;
+        self.mgr_progress(cons, barrier)
     }
 
     /// Manager: everyone arrived; send the departures and start the next episode (total
@@ -793,7 +774,8 @@ impl SyncCore {
         };
         let counted = std::mem::take(&mut m.counts);
         let overflow = std::mem::take(&mut m.overflow);
-        let infos: Vec<Vec<u8>> = m
+        let hops = if m.collected_remote { 4 } else { 2 };
+        let mut infos: Vec<Vec<u8>> = m
             .infos
             .iter_mut()
             .map(|i| i.take().unwrap_or_default())
@@ -810,6 +792,11 @@ impl SyncCore {
                 }
             }
         }
+        // One merged info instead of N when the protocol merges (no O(N²) bytes).
+        if let Some(one) = cons.merge_barrier_infos(&infos) {
+            infos = vec![one];
+        }
+        let hops = if nodes > 1 { hops } else { 0 };
         let counted_of = |n: NodeId| match mode {
             Some(MgrMode::Total(_)) => counted.get(n.index()).copied().unwrap_or(0),
             _ => 0,
@@ -824,14 +811,22 @@ impl SyncCore {
                         epoch,
                         serial,
                         counted: counted_of(n),
+                        hops,
                         infos: infos.clone(),
                     },
                 );
             }
         }
-        if let Err(e) =
-            self.on_barrier_depart(cons, me, barrier, epoch, serial, counted_of(me), infos)
-        {
+        if let Err(e) = self.on_barrier_depart(
+            cons,
+            me,
+            barrier,
+            epoch,
+            serial,
+            counted_of(me),
+            hops,
+            infos,
+        ) {
             self.internal_error(e);
         }
         // The next episode may be full already (overflow): collect it.
@@ -852,6 +847,7 @@ impl SyncCore {
         epoch: u64,
         serial: NodeId,
         counted: u32,
+        hops: u8,
         infos: Vec<Vec<u8>>,
     ) -> Result<(), SyncError> {
         let nodes = usize::from(self.nodes);
@@ -864,7 +860,7 @@ impl SyncCore {
             ))
         } else if !matches!(b.phase, Phase::Sent | Phase::EagerSent) {
             Some("departure before this node arrived".to_string())
-        } else if infos.len() != nodes {
+        } else if infos.is_empty() || infos.len() > nodes {
             Some(format!(
                 "departure with {} infos for {nodes} nodes",
                 infos.len()
@@ -913,6 +909,7 @@ impl SyncCore {
         b.waiters = carry;
         cons.apply_barrier(&infos);
         self.stats.barrier_episodes += 1;
+        self.stats.barrier_hops += u64::from(hops);
         for (i, w) in waiters.into_iter().enumerate() {
             let outcome = if i == 0 && serial == self.me {
                 Outcome::Serial

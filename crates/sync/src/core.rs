@@ -218,11 +218,9 @@ impl SyncCore {
             Msg::BarrierArrive {
                 barrier,
                 epoch,
-                info,
-            } => {
-                self.expect_manager(from, barrier, "barrier")?;
-                self.mgr_barrier_info(cons, from, barrier, epoch, info, true)
-            }
+                hops,
+                infos,
+            } => self.on_tree_arrive(cons, from, barrier, epoch, hops, infos),
             Msg::BarrierCount {
                 barrier,
                 epoch,
@@ -256,15 +254,16 @@ impl SyncCore {
                 info,
             } => {
                 self.expect_manager(from, barrier, "barrier")?;
-                self.mgr_barrier_info(cons, from, barrier, epoch, info, false)
+                self.mgr_barrier_info(cons, from, barrier, epoch, info)
             }
             Msg::BarrierDepart {
                 barrier,
                 epoch,
                 serial,
                 counted,
+                hops,
                 infos,
-            } => self.on_barrier_depart(cons, from, barrier, epoch, serial, counted, infos),
+            } => self.on_barrier_depart(cons, from, barrier, epoch, serial, counted, hops, infos),
             Msg::FlagSet { flag, info } => {
                 self.expect_manager(from, flag, "flag")?;
                 self.mgr_flag_set(cons, flag, from, info);

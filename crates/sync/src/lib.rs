@@ -47,7 +47,8 @@
 //! Message costs (N nodes): remote lock acquire ≤ 3 (request, forward, grant; 2 when the
 //! manager holds the token, 0 when this node does or when its token came lent along with
 //! another lock's grant — lock read-ahead, 2-node jobs: the requester's learned lock order or,
-//! where it knows none, the holder's; see `lock.rs`), unlock 0; per-node barrier 2(N−1);
+//! where it knows none, the holder's; see `lock.rs`), unlock 0; per-node barrier 2(N−1)
+//! (a combining tree: ⌈log2 N⌉+1 one-way hops, `tree.rs`);
 //! total-count barrier, steady SPMD: (p−1) counts + 1 eager per remote node with p threads,
 //! a collect and an info per remote node without threads, N−1 departures;
 //! condition wait 2 (register, ack) + 1 wake, signal 1; flag set 1 + 1 per waiting node,
@@ -76,6 +77,7 @@ pub mod ids;
 mod lock;
 pub mod message;
 pub mod stats;
+pub mod tree;
 
 pub use crate::core::SyncCore;
 pub use error::SyncError;

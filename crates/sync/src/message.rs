@@ -41,11 +41,15 @@ pub enum Msg {
     CondSignal { cond: u64, all: bool },
     /// Condition manager → waiting node: wake your `count` oldest waiters.
     CondWake { cond: u64, count: u32 },
-    /// Node → barrier manager (per-node mode): all my local participants arrived; my info.
+    /// Node → its parent in the barrier's tree (per-node mode; the root is the manager): all
+    /// local participants of my subtree arrived. `infos`: their infos, each tagged with its
+    /// node, or with `MERGED` where a node merged several (`Consistency::merge_barrier_infos`).
+    /// `hops`: the longest chain of arrivals that led to this one, this one included.
     BarrierArrive {
         barrier: u64,
         epoch: u64,
-        info: Vec<u8>,
+        hops: u8,
+        infos: Vec<(u16, Vec<u8>)>,
     },
     /// Node → barrier manager (total mode): `count` more of my threads arrived. `late`: they
     /// arrived after this node sent its `BarrierEager` for `epoch` (they count in `epoch` if it
@@ -65,14 +69,16 @@ pub enum Msg {
         epoch: u64,
         info: Vec<u8>,
     },
-    /// Barrier manager → node: the episode is over; everyone's info in rank order. Total mode:
-    /// `counted` of the receiver's reported threads (its oldest) took part in `epoch`; per-node
-    /// mode: 0 (unused).
+    /// Barrier manager → node: the episode is over; everyone's info in rank order, or merged
+    /// (fewer entries). Total mode: `counted` of the receiver's reported threads (its oldest)
+    /// took part in `epoch`; per-node mode: 0 (unused). `hops`: one-way messages on the
+    /// longest causal chain of the episode, this departure included.
     BarrierDepart {
         barrier: u64,
         epoch: u64,
         serial: NodeId,
         counted: u32,
+        hops: u8,
         infos: Vec<Vec<u8>>,
     },
     /// Setting node → flag manager: the flag is set; the setter's `grant_info(&[])`.
@@ -98,6 +104,9 @@ pub enum Msg {
         info: Vec<u8>,
     },
 }
+
+/// The node tag of an entry of `Msg::BarrierArrive` that merges several nodes' infos.
+pub const MERGED: u16 = u16::MAX;
 
 /// Lock read-ahead wishes of a lock request (2-node jobs; see `lock.rs`): which tokens the
 /// holder may lend along with its grant. Travels unchanged from `LockRequest` to `LockForward`.
@@ -228,9 +237,19 @@ impl Msg {
             Msg::BarrierArrive {
                 barrier,
                 epoch,
-                info,
+                hops,
+                infos,
+            } => {
+                w.u64(*barrier);
+                w.u64(*epoch);
+                w.u8(*hops);
+                w.u32(infos.len() as u32);
+                for (node, i) in infos {
+                    w.u16(*node);
+                    w.bytes(i);
+                }
             }
-            | Msg::BarrierInfo {
+            Msg::BarrierInfo {
                 barrier,
                 epoch,
                 info,
@@ -274,12 +293,14 @@ impl Msg {
                 epoch,
                 serial,
                 counted,
+                hops,
                 infos,
             } => {
                 w.u64(*barrier);
                 w.u64(*epoch);
                 w.u16(serial.0);
                 w.u32(*counted);
+                w.u8(*hops);
                 w.u32(infos.len() as u32);
                 for i in infos {
                     w.bytes(i);
@@ -331,11 +352,26 @@ impl Msg {
                 cond: r.u64()?,
                 count: r.u32()?,
             },
-            8 => Msg::BarrierArrive {
-                barrier: r.u64()?,
-                epoch: r.u64()?,
-                info: r.bytes()?,
-            },
+            8 => {
+                let barrier = r.u64()?;
+                let epoch = r.u64()?;
+                let hops = r.u8()?;
+                let n = r.u32()? as usize;
+                // Each entry needs at least its node and 4-byte length: bound n first.
+                if n > r.remaining() / 6 {
+                    return Err(r.bad(format!("barrier arrival claims {n} entries")));
+                }
+                let mut infos = Vec::with_capacity(n);
+                for _ in 0..n {
+                    infos.push((r.u16()?, r.bytes()?));
+                }
+                Msg::BarrierArrive {
+                    barrier,
+                    epoch,
+                    hops,
+                    infos,
+                }
+            }
             9 => Msg::BarrierCount {
                 barrier: r.u64()?,
                 epoch: r.u64()?,
@@ -357,6 +393,7 @@ impl Msg {
                 let epoch = r.u64()?;
                 let serial = NodeId(r.u16()?);
                 let counted = r.u32()?;
+                let hops = r.u8()?;
                 let n = r.u32()? as usize;
                 // Each entry needs at least its 4-byte length: bound n before allocating.
                 if n > r.remaining() / 4 {
@@ -371,6 +408,7 @@ impl Msg {
                     epoch,
                     serial,
                     counted,
+                    hops,
                     infos,
                 }
             }
@@ -536,7 +574,8 @@ mod tests {
             Msg::BarrierArrive {
                 barrier: 1,
                 epoch: 2,
-                info: vec![3],
+                hops: 2,
+                infos: vec![(3, vec![3]), (MERGED, vec![])],
             },
             Msg::BarrierCount {
                 barrier: 1,
@@ -559,6 +598,7 @@ mod tests {
                 epoch: 2,
                 serial: NodeId(0),
                 counted: 3,
+                hops: 3,
                 infos: vec![vec![], vec![1, 2, 3]],
             },
             Msg::FlagSet {

@@ -39,6 +39,11 @@ pub struct SyncStats {
     pub trylock_busy: u64,
     /// Barrier episodes this node took part in (completed).
     pub barrier_episodes: u64,
+    /// One-way hops on the longest causal chain of each barrier episode this node completed,
+    /// summed (per-node mode: ⌈log2 N⌉+1, the tree's depth plus the departure; total mode: 2,
+    /// or 4 with a collect round). Divided by `barrier_episodes`: hops per barrier.
+    #[serde(default)]
+    pub barrier_hops: u64,
     /// Total-count barriers: eager releases this node started (its predicted participants
     /// arrived; their count goes with its info in one message).
     #[serde(default)]

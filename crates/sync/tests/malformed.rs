@@ -43,13 +43,14 @@ fn arb_msg() -> impl Strategy<Value = Msg> {
         id.clone().prop_map(|cond| Msg::CondRegistered { cond }),
         (id.clone(), any::<bool>()).prop_map(|(cond, all)| Msg::CondSignal { cond, all }),
         (id.clone(), 0u32..4).prop_map(|(cond, count)| Msg::CondWake { cond, count }),
-        (id.clone(), 0u64..3, bytes.clone()).prop_map(|(barrier, epoch, info)| {
-            Msg::BarrierArrive {
+        (id.clone(), 0u64..3, 1u8..4, node.clone(), bytes.clone()).prop_map(
+            |(barrier, epoch, hops, from, info)| Msg::BarrierArrive {
                 barrier,
                 epoch,
-                info,
+                hops,
+                infos: vec![(from.0, info)],
             }
-        }),
+        ),
         (id.clone(), 0u64..3, 0u32..4, 0u32..4, any::<bool>()).prop_map(
             |(barrier, epoch, total, count, late)| Msg::BarrierCount {
                 barrier,
@@ -79,17 +80,19 @@ fn arb_msg() -> impl Strategy<Value = Msg> {
             0u64..3,
             node.clone(),
             0u32..4,
+            1u8..5,
             proptest::collection::vec(bytes.clone(), 0..5)
         )
-            .prop_map(
-                |(barrier, epoch, serial, counted, infos)| Msg::BarrierDepart {
+            .prop_map(|(barrier, epoch, serial, counted, hops, infos)| {
+                Msg::BarrierDepart {
                     barrier,
                     epoch,
                     serial,
                     counted,
-                    infos
+                    hops,
+                    infos,
                 }
-            ),
+            }),
         (id.clone(), bytes.clone()).prop_map(|(flag, info)| Msg::FlagSet { flag, info }),
         id.clone().prop_map(|flag| Msg::FlagClear { flag }),
         id.clone().prop_map(|flag| Msg::FlagWait { flag }),

@@ -20,9 +20,13 @@ pub struct DsmBenchArgs {
     /// Repetitions; medians over them are reported.
     #[arg(long, default_value_t = 5)]
     pub reps: usize,
-    /// Node counts (`barrier` only).
+    /// Node counts (`barrier` and `lock --contended` only).
     #[arg(long, value_delimiter = ',', default_value = "2,4")]
     pub nodes: Vec<usize>,
+    /// `lock` only: one lock taken in a loop by every node (hand-offs under contention, and
+    /// the third-node acquire at 3 nodes or more) instead of the uncontended costs.
+    #[arg(long)]
+    pub contended: bool,
     /// End the table with one JSON line.
     #[arg(long)]
     pub json: bool,
@@ -141,7 +145,7 @@ fn load_avg() -> Option<f64> {
         .ok()
 }
 
-fn p50_p99(v: &[f64]) -> (f64, f64) {
+pub(super) fn p50_p99(v: &[f64]) -> (f64, f64) {
     (quantile(v, 0.5), quantile(v, 0.99))
 }
 
@@ -172,6 +176,7 @@ pub fn fault(a: DsmBenchArgs) -> Result<(), String> {
             iters: Some(pages),
             reps: 1,
             nodes: a.nodes.clone(),
+            contended: false,
             json: a.json,
         };
         let v = job(2, &one, "bench-fault", pages)?;
@@ -336,6 +341,9 @@ pub fn fault(a: DsmBenchArgs) -> Result<(), String> {
 }
 
 pub fn lock(a: DsmBenchArgs) -> Result<(), String> {
+    if a.contended {
+        return super::lockbench::contended(a);
+    }
     let v = job(2, &a, "bench-lock", 500)?;
     let remote_all = nums(&v, "remote_acquire_us");
     let (remote, remote99) = p50_p99(&remote_all);
@@ -447,6 +455,8 @@ pub fn barrier(a: DsmBenchArgs) -> Result<(), String> {
             "barrier_us_p99",
             "rtt_us",
             "round_trips_p50",
+            "msgs_per_barrier",
+            "hops_per_barrier",
         ],
     );
     let mut rows = Vec::new();
@@ -454,8 +464,29 @@ pub fn barrier(a: DsmBenchArgs) -> Result<(), String> {
         if n < 2 {
             return Err("barrier bench needs at least 2 nodes per row".into());
         }
-        let v = job(n, &a, "bench-barrier", 1000)?;
+        let args = vec![
+            "bench-barrier".to_string(),
+            "--iters".into(),
+            a.iters.unwrap_or(1000).to_string(),
+            "--reps".into(),
+            a.reps.to_string(),
+        ];
+        let results = run_nodes(n, &a.transport, None, args, Duration::from_secs(600))?;
+        let v = node0(&results)?;
         let all = nums(&v, "barrier_us");
+        // Statistics of every node: barrier messages sent, and hops (each node counts every
+        // episode's hops; node 0's are the job's).
+        let total_msgs: u64 = results
+            .iter()
+            .filter_map(|(_, r)| r.get("barrier_msgs").and_then(Value::as_u64))
+            .sum();
+        let hops = v.get("barrier_hops").and_then(Value::as_u64).unwrap_or(0);
+        if results.len() != n || total_msgs == 0 {
+            return Err(format!(
+                "barrier at {n} nodes: {} nodes reported, {total_msgs} barrier messages counted",
+                results.len()
+            ));
+        }
         let checked = v
             .get("episodes_checked")
             .and_then(Value::as_u64)
@@ -468,14 +499,19 @@ pub fn barrier(a: DsmBenchArgs) -> Result<(), String> {
         }
         let (b, b99) = p50_p99(&all);
         let rtt = median(&nums(&v, "rtt_us"));
+        let per_msgs = total_msgs as f64 / checked as f64;
+        let per_hops = hops as f64 / checked as f64;
         table.row(vec![
             n.to_string(),
             format!("{b:.1}"),
             format!("{b99:.1}"),
             format!("{rtt:.1}"),
             format!("{:.2}", b / rtt),
+            format!("{per_msgs:.2}"),
+            format!("{per_hops:.2}"),
         ]);
-        rows.push(json!({"nodes": n, "squall_us": round(b, 2), "squall_p99_us": round(b99, 2), "rtt_us": round(rtt, 2), "ratio": round(b / rtt, 3)}));
+        rows.push(json!({"nodes": n, "squall_us": round(b, 2), "squall_p99_us": round(b99, 2), "rtt_us": round(rtt, 2), "ratio": round(b / rtt, 3),
+                         "messages_per_barrier": round(per_msgs, 3), "hops_per_barrier": round(per_hops, 3)}));
     }
     finish(
         &a,

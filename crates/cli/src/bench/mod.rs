@@ -9,6 +9,7 @@ pub mod bandwidth;
 pub mod check;
 pub mod dsm;
 pub mod gptr;
+pub mod lockbench;
 pub mod message;
 pub mod objects;
 pub mod omp;
@@ -54,9 +55,10 @@ pub enum BenchCmd {
     /// Remote 4 KiB read fault beside a raw 4 KiB request/reply; write faults; diff throughput.
     Fault(dsm::DsmBenchArgs),
     /// Uncontended remote lock acquire (time, messages, round trips) and the local
-    /// uncontended lock+unlock (the node's lock cache) beside a futex mutex.
+    /// uncontended lock+unlock (the node's lock cache) beside a futex mutex; `--contended`:
+    /// one lock handed between `--nodes` nodes, and the third-node acquire.
     Lock(dsm::DsmBenchArgs),
-    /// Barrier time at each node count, in round trips.
+    /// Barrier time at each node count, in round trips; messages and hops per barrier.
     Barrier(dsm::DsmBenchArgs),
     /// Remote and local thread create + join.
     Thread(dsm::DsmBenchArgs),

@@ -14,7 +14,7 @@ use std::time::Instant;
 /// Raw request/reply of one page on the same transport (the fault bench's baseline).
 const FETCH: MsgType = MsgType(0xF010);
 
-fn dsm(e: squall::SquallError) -> NodeError {
+pub(super) fn dsm(e: squall::SquallError) -> NodeError {
     NodeError::Check(e.to_string())
 }
 
@@ -403,16 +403,39 @@ fn lock_messages(node: &Node) -> u64 {
     sent.map_or(0, |a| a.iter().take(3).filter_map(Value::as_u64).sum())
 }
 
+/// Barrier messages (arrive, count, collect, info, depart, eager) this node's core sent.
+fn barrier_messages(node: &Node) -> u64 {
+    let st = node.stats();
+    let sent = st
+        .counts
+        .get("sync")
+        .and_then(|p| p.get("messages_sent"))
+        .and_then(Value::as_array);
+    // `squall_sync::message::KIND_NAMES`: barrier_arrive..barrier_depart are 7..=11,
+    // barrier_eager is 16.
+    sent.map_or(0, |a| {
+        a.iter()
+            .enumerate()
+            .filter(|(i, _)| (7..=11).contains(i) || *i == 16)
+            .filter_map(|(_, v)| v.as_u64())
+            .sum()
+    })
+}
+
 /// Barriers: time of each episode across all nodes (one thread per node), checked against
-/// the episodes the statistics counted.
+/// the episodes the statistics counted; every node reports the barrier messages it sent and
+/// the hops its episodes took (statistics), over the timed barriers only.
 pub fn barrier(a: SyncNodeArgs) -> Result<(), NodeError> {
     let node = squall::init().map_err(dsm)?;
     serve_fetch(&node);
     node.barrier().map_err(dsm)?;
     let (mut per, mut rtt) = (Vec::new(), Vec::new());
     let mut episodes = 0u64;
+    let (mut msgs, mut hops) = (0u64, 0u64);
     for _ in 0..a.reps {
         let e0 = sync_count(&node, "barrier_episodes");
+        let m0 = barrier_messages(&node);
+        let h0 = sync_count(&node, "barrier_hops");
         for _ in 0..a.iters {
             let t = Instant::now();
             node.barrier_with(BarrierId(7), BarrierCount::PerNode { local: 1 })
@@ -420,6 +443,8 @@ pub fn barrier(a: SyncNodeArgs) -> Result<(), NodeError> {
             per.push(us(t));
         }
         let took = sync_count(&node, "barrier_episodes") - e0;
+        msgs += barrier_messages(&node) - m0;
+        hops += sync_count(&node, "barrier_hops") - h0;
         if took < a.iters as u64 {
             return Err(NodeError::Check(format!(
                 "{took} barrier episodes counted for {} timed barriers",
@@ -433,7 +458,13 @@ pub fn barrier(a: SyncNodeArgs) -> Result<(), NodeError> {
         node.barrier().map_err(dsm)?;
     }
     if node.rank() == NodeId(0) {
-        emit_result(&json!({"barrier_us": per, "rtt_us": rtt, "episodes_checked": episodes}));
+        emit_result(
+            &json!({"barrier_us": per, "rtt_us": rtt, "episodes_checked": episodes,
+                            "barrier_msgs": msgs, "barrier_hops": hops}),
+        );
+    } else {
+        emit_result(&json!({"episodes_checked": episodes, "barrier_msgs": msgs,
+                            "barrier_hops": hops}));
     }
     node.finalize().map_err(dsm)
 }

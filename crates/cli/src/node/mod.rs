@@ -8,6 +8,7 @@ pub mod demo;
 pub mod dsm;
 pub mod gptr;
 pub mod heat;
+pub mod lockbench;
 pub mod objects;
 #[cfg(feature = "mpi")]
 pub mod rawmpi;
@@ -58,6 +59,8 @@ pub enum NodeCmd {
     BenchFault(dsm::FaultNodeArgs),
     /// Node side of `squall bench lock`.
     BenchLock(dsm::SyncNodeArgs),
+    /// Node side of `squall bench lock --contended`.
+    BenchLockContended(dsm::SyncNodeArgs),
     /// Node side of `squall bench barrier`.
     BenchBarrier(dsm::SyncNodeArgs),
     /// Node side of `squall bench thread`.
@@ -93,6 +96,7 @@ pub fn main(cmd: NodeCmd) -> i32 {
         NodeCmd::Heat(a) => heat::run(a),
         NodeCmd::BenchFault(a) => dsm::fault(a),
         NodeCmd::BenchLock(a) => dsm::lock(a),
+        NodeCmd::BenchLockContended(a) => lockbench::contended(a),
         NodeCmd::BenchBarrier(a) => dsm::barrier(a),
         NodeCmd::BenchThread(a) => dsm::thread(a),
         NodeCmd::BenchRegions(a) => regions::run(a),

@@ -97,6 +97,10 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
     fn apply_barrier(&mut self, all: &[Vec<u8>]) {
         self.apply_barrier_notices(all)
     }
+
+    fn merge_barrier_infos(&mut self, infos: &[Vec<u8>]) -> Option<Vec<u8>> {
+        self.merge_barrier_notices(infos)
+    }
 }
 
 impl<M: PageMemory> Protocol for Hlrc<M> {

@@ -83,6 +83,32 @@ impl<M: PageMemory> Hlrc<M> {
         encode_sync(&self.wn.vt, &all)
     }
 
+    /// `Consistency::merge_barrier_infos`: one info saying what all of `infos` say: the
+    /// element-wise maximum of their vector times and the union of their notices (a notice
+    /// named by several infos keeps the union of their pages: after compaction two nodes may
+    /// key different page sets by the same interval; invalidating the union is a superset, as
+    /// compaction already allows). `None` if any info is malformed (then nothing is merged).
+    pub(super) fn merge_barrier_notices(&self, infos: &[Vec<u8>]) -> Option<Vec<u8>> {
+        let nodes = self.layout.nodes;
+        let mut vt = vec![0u32; usize::from(nodes)];
+        let mut all: BTreeMap<(u16, u32), BTreeSet<PageId>> = BTreeMap::new();
+        for info in infos {
+            let (theirs, notices) = decode_sync(self.me, nodes, info)?;
+            for (m, t) in vt.iter_mut().zip(theirs) {
+                *m = (*m).max(t);
+            }
+            for (key, pages) in notices {
+                all.entry(key).or_default().extend(pages);
+            }
+        }
+        let lists: Vec<((u16, u32), Vec<PageId>)> = all
+            .into_iter()
+            .map(|(k, pages)| (k, pages.into_iter().collect()))
+            .collect();
+        let refs: Vec<_> = lists.iter().map(|(k, p)| (k, p)).collect();
+        Some(encode_sync(&vt, &refs))
+    }
+
     /// `Consistency::apply_grant`: apply a granter's notices and merge its vector time.
     pub(super) fn apply_grant_notices(&mut self, grant_info: &[u8]) {
         self.grants_since_barrier = self.grants_since_barrier.saturating_add(1);

@@ -308,6 +308,27 @@ impl<P: ?Sized + Protocol> Consistency for Router<P> {
             }
         }
     }
+
+    fn merge_barrier_infos(&mut self, infos: &[Vec<u8>]) -> Option<Vec<u8>> {
+        // Per core: its parts of every info, merged by that core (one part passes as is).
+        let mut split: Vec<Vec<Vec<u8>>> = vec![Vec::new(); self.cores.len()];
+        for info in infos {
+            let parts = split_infos(info, self.cores.len())?;
+            for (i, b) in parts {
+                split[i].push(b.to_vec());
+            }
+        }
+        let mut merged = Vec::new();
+        for (i, mut parts) in split.into_iter().enumerate() {
+            let one = match parts.len() {
+                0 => continue,
+                1 => parts.pop()?,
+                _ => self.cores[i].merge_barrier_infos(&parts)?,
+            };
+            merged.push((i, one));
+        }
+        Some(frame_infos(merged))
+    }
 }
 
 impl<P: ?Sized + Protocol> Protocol for Router<P> {

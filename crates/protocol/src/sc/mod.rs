@@ -538,6 +538,10 @@ impl<M: PageMemory> Consistency for Sc<M> {
         Vec::new()
     }
     fn apply_barrier(&mut self, _all: &[Vec<u8>]) {}
+    fn merge_barrier_infos(&mut self, _infos: &[Vec<u8>]) -> Option<Vec<u8>> {
+        // Nothing travels with an sc barrier.
+        Some(Vec::new())
+    }
 }
 
 impl<M: PageMemory> Protocol for Sc<M> {

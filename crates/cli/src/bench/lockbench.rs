@@ -1,0 +1,121 @@
+//! Driver of `squall bench lock --contended`: one lock taken in a loop by one thread on every
+//! node (`--nodes`, default 2,4), a counter under it; per acquire: time (p50/p99 over the
+//! repetitions of each node's loop; hand-off: the job's time over its remote acquires), lock
+//! messages and page fetches from every node's
+//! statistics; with 3 nodes or more, the acquire of a lock last held by a third node (time,
+//! messages). Node sides are in `node::lockbench`. Owns this driver only.
+use super::dsm::{p50_p99, DsmBenchArgs};
+use super::report::{emit_json, median, round, run_nodes, Table};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+fn nums(v: &Value, key: &str) -> Vec<f64> {
+    v.get(key)
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_f64).collect())
+        .unwrap_or_default()
+}
+
+fn total(results: &[(u16, Value)], key: &str) -> u64 {
+    results
+        .iter()
+        .filter_map(|(_, v)| v.get(key).and_then(Value::as_u64))
+        .sum()
+}
+
+pub fn contended(a: DsmBenchArgs) -> Result<(), String> {
+    let mut table = Table::new(
+        format!(
+            "contended lock over {}, {} reps (per acquire: job time / all acquires)",
+            a.transport, a.reps
+        ),
+        &[
+            "nodes",
+            "acquire_us_p50",
+            "acquire_us_p99",
+            "handoff_us",
+            "lock_msgs_per_acquire",
+            "remote_share",
+            "page_fetches_per_acquire",
+            "third_node_us",
+            "third_node_msgs",
+        ],
+    );
+    let mut rows = Vec::new();
+    for &n in &a.nodes {
+        if n < 2 {
+            return Err("the contended lock bench needs at least 2 nodes per row".into());
+        }
+        let args = vec![
+            "bench-lock-contended".to_string(),
+            "--iters".into(),
+            a.iters.unwrap_or(300).to_string(),
+            "--reps".into(),
+            a.reps.to_string(),
+        ];
+        let results = run_nodes(n, &a.transport, None, args, Duration::from_secs(600))?;
+        if results.len() != n {
+            return Err(format!("{} of {n} nodes reported", results.len()));
+        }
+        let per: Vec<f64> = results
+            .iter()
+            .flat_map(|(_, v)| nums(v, "per_acquire_us"))
+            .collect();
+        let acquires = total(&results, "acquires");
+        let remote = total(&results, "remote_acquires");
+        if acquires == 0 || remote == 0 {
+            return Err(format!(
+                "{n} nodes: {acquires} acquires, {remote} remote: the lock never moved"
+            ));
+        }
+        let msgs = total(&results, "lock_msgs") as f64 / remote as f64;
+        let fetches = total(&results, "page_fetches") as f64 / acquires as f64;
+        let (p50, p99) = p50_p99(&per);
+        // Hand-off: the job's time (each rep's slowest loop) over its remote acquires.
+        let loops: Vec<Vec<f64>> = results.iter().map(|(_, v)| nums(v, "loop_us")).collect();
+        let job_us: f64 = (0..a.reps)
+            .map(|r| {
+                loops
+                    .iter()
+                    .filter_map(|l| l.get(r).copied())
+                    .fold(0.0, f64::max)
+            })
+            .sum();
+        let handoff = job_us / remote as f64;
+        let third: Vec<f64> = results
+            .iter()
+            .flat_map(|(_, v)| nums(v, "third_us"))
+            .collect();
+        let third_acq = results
+            .first()
+            .and_then(|(_, v)| v.get("third_acquires").and_then(Value::as_u64))
+            .unwrap_or(0);
+        let third_msgs = total(&results, "third_msgs") as f64 / third_acq.max(1) as f64;
+        let (t50, tmsgs) = if third_acq > 0 {
+            (format!("{:.1}", median(&third)), format!("{third_msgs:.2}"))
+        } else {
+            ("-".into(), "-".into())
+        };
+        table.row(vec![
+            n.to_string(),
+            format!("{p50:.1}"),
+            format!("{p99:.1}"),
+            format!("{handoff:.1}"),
+            format!("{msgs:.2}"),
+            format!("{:.2}", remote as f64 / acquires as f64),
+            format!("{fetches:.2}"),
+            t50,
+            tmsgs,
+        ]);
+        rows.push(json!({"nodes": n, "acquire_us_p50": round(p50, 2), "acquire_us_p99": round(p99, 2), "handoff_us": round(handoff, 2),
+            "lock_messages_per_remote_acquire": round(msgs, 3), "acquires": acquires,
+            "remote_acquires": remote, "page_fetches_per_acquire": round(fetches, 3),
+            "third_node_acquire_us": if third_acq > 0 { json!(round(median(&third), 2)) } else { Value::Null },
+            "third_node_messages": if third_acq > 0 { json!(round(third_msgs, 3)) } else { Value::Null }}));
+    }
+    table.print();
+    if a.json {
+        emit_json(&json!({"bench": "lock_contended", "transport": a.transport, "rows": rows}));
+    }
+    Ok(())
+}

@@ -1,0 +1,106 @@
+//! Node side of `squall bench lock --contended`: every node's thread takes one lock in a loop
+//! and adds to a shared counter under it (the lock handed between nodes at each acquire),
+//! then, with 3 nodes or more, the third-node case: a lock last held by node 0 taken by node 2
+//! (its manager node 1). Every node prints its own counts (statistics deltas); node 0 adds
+//! the timings and checks the counter. Owns these measurements; must not touch protocol
+//! internals (it reads only the public statistics).
+use super::dsm::{dsm, SyncNodeArgs};
+use super::NodeError;
+use crate::bench::report::emit_result;
+use serde_json::{json, Value};
+use squall::{LockId, Node, NodeId, Placement};
+use std::time::Instant;
+
+/// Lock messages (request, forward, grant: `squall_sync::message::KIND_NAMES` 0..3) and page
+/// fetches of this node so far.
+fn counts(node: &Node) -> (u64, u64, u64) {
+    let st = node.stats();
+    let sync = st.counts.get("sync");
+    let lock_msgs = sync
+        .and_then(|p| p.get("messages_sent"))
+        .and_then(Value::as_array)
+        .map_or(0, |a| a.iter().take(3).filter_map(Value::as_u64).sum());
+    let remote = sync
+        .and_then(|p| p.get("lock_acquires_remote"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    let fetches = st
+        .counts
+        .get("protocol")
+        .and_then(|p| p.get("page_fetches"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    (lock_msgs, remote, fetches)
+}
+
+fn delta(a: (u64, u64, u64), b: (u64, u64, u64)) -> (u64, u64, u64) {
+    (b.0 - a.0, b.1 - a.1, b.2 - a.2)
+}
+
+pub fn contended(a: SyncNodeArgs) -> Result<(), NodeError> {
+    let node = squall::init().map_err(dsm)?;
+    node.barrier().map_err(dsm)?;
+    let me = node.rank().0;
+    let nodes = node.size();
+    let counter = node
+        .alloc_array_collective::<u64>(a.reps.max(1), Placement::Node(NodeId(0)))
+        .map_err(dsm)?;
+    let (mut per_acquire_us, mut loop_us) = (Vec::new(), Vec::new());
+    let (mut msgs, mut remote, mut fetches) = (0u64, 0u64, 0u64);
+    let (mut third_us, mut third_msgs) = (Vec::new(), 0u64);
+    for rep in 0..a.reps {
+        let l = LockId(500 + u64::from(nodes) * rep as u64);
+        node.barrier().map_err(dsm)?;
+        let c0 = counts(&node);
+        let t = Instant::now();
+        for _ in 0..a.iters {
+            node.lock(l).map_err(dsm)?;
+            counter.set(rep, counter.get(rep) + 1);
+            node.unlock(l).map_err(dsm)?;
+        }
+        let took = t.elapsed().as_secs_f64() * 1e6;
+        node.barrier().map_err(dsm)?;
+        let d = delta(c0, counts(&node));
+        msgs += d.0;
+        remote += d.1;
+        fetches += d.2;
+        loop_us.push(took);
+        per_acquire_us.push(took / (a.iters as f64 * f64::from(nodes)));
+        if me == 0 {
+            node.lock(l).map_err(dsm)?;
+            let got = counter.get(rep);
+            node.unlock(l).map_err(dsm)?;
+            let want = a.iters as u64 * u64::from(nodes);
+            if got != want {
+                return Err(NodeError::Check(format!(
+                    "contended counter {got} after {want} increments under one lock"
+                )));
+            }
+        }
+        if nodes >= 3 {
+            // A lock managed by node 1, last held by node 0, taken by node 2.
+            let l3 = LockId(1 + u64::from(nodes) * (1000 + rep as u64));
+            if me == 0 {
+                node.lock(l3).map_err(dsm)?;
+                node.unlock(l3).map_err(dsm)?;
+            }
+            node.barrier().map_err(dsm)?;
+            let c1 = counts(&node);
+            if me == 2 {
+                let t = Instant::now();
+                node.lock(l3).map_err(dsm)?;
+                third_us.push(t.elapsed().as_secs_f64() * 1e6);
+                node.unlock(l3).map_err(dsm)?;
+            }
+            node.barrier().map_err(dsm)?;
+            third_msgs += delta(c1, counts(&node)).0;
+        }
+    }
+    emit_result(
+        &json!({"rank": me, "per_acquire_us": per_acquire_us, "loop_us": loop_us,
+        "acquires": a.iters * a.reps, "lock_msgs": msgs, "remote_acquires": remote,
+        "page_fetches": fetches, "third_us": third_us, "third_msgs": third_msgs,
+        "third_acquires": if nodes >= 3 { a.reps } else { 0 }}),
+    );
+    node.finalize().map_err(dsm)
+}
