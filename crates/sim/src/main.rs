@@ -13,7 +13,8 @@ use std::process::ExitCode;
 #[command(about = "Squall's deterministic protocol simulator")]
 struct Args {
     /// hlrc, sc, both, mixed (programs whose allocations each name a policy: hlrc, hlrc
-    /// with updates or sc, through one router per node) or all (the three)
+    /// with updates, hlrc in units of 2-8 pages or sc, through one router per node) or all
+    /// (the three)
     #[arg(long, default_value = "both")]
     protocol: String,
     /// Run this one seed.
