@@ -147,6 +147,9 @@ pub struct RuntimeConfig {
     /// hlrc: homes push the pages they wrote to the copy holders at barriers
     /// (`SQUALL_PUSH_UPDATES`; `Hlrc::set_push_updates`).
     pub push_updates: bool,
+    /// hlrc: the coherence unit in pages of allocations that name no policy
+    /// (`SQUALL_UNIT_PAGES`, default 1; `Policy::unit_pages`).
+    pub unit_pages: u32,
     /// Idle lock tokens go into the node-local lock cache (`SQUALL_LOCK_CACHE`, default on;
     /// see `squall_sync::FastLocks`).
     pub lock_cache: bool,
@@ -263,6 +266,28 @@ impl RuntimeConfig {
             false,
             "1 (homes push updates at barriers) or 0 (invalidate)",
         )?;
+        let unit_pages = match get(env::UNIT_PAGES).as_deref().map(str::trim) {
+            None | Some("") => 1,
+            Some(v) => v
+                .parse::<u32>()
+                .ok()
+                .filter(|n| n.is_power_of_two() && *n <= squall_protocol::MAX_UNIT_PAGES)
+                .ok_or_else(|| {
+                    SquallError::Config(format!(
+                        "bad {} '{v}': give a power of two from 1 to {} (pages)",
+                        env::UNIT_PAGES,
+                        squall_protocol::MAX_UNIT_PAGES
+                    ))
+                })?,
+        };
+        if unit_pages > 1 && (protocol != ProtocolKind::Hlrc || push_updates) {
+            return Err(SquallError::Config(format!(
+                "{}={unit_pages}: coherence units of several pages are kept by hlrc without updates (set {}=hlrc and unset {})",
+                env::UNIT_PAGES,
+                env::PROTOCOL,
+                env::PUSH_UPDATES
+            )));
+        }
         Ok(RuntimeConfig {
             protocol,
             placement,
@@ -275,6 +300,7 @@ impl RuntimeConfig {
             barrier_eager,
             barrier_fetch,
             push_updates,
+            unit_pages,
             lock_cache,
         })
     }
