@@ -373,6 +373,32 @@ mod tests {
     }
 
     #[test]
+    fn unit_pages_default_one_powers_of_two_under_hlrc_only() {
+        let unit = |vars: &[(&str, &str)]| {
+            let vars: Vec<(String, String)> = vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            RuntimeConfig::from_lookup(|k| {
+                vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+            })
+            .map(|c| c.unit_pages)
+        };
+        assert_eq!(unit(&[]).expect("default"), 1);
+        assert_eq!(unit(&[(env::UNIT_PAGES, "16")]).expect("16"), 16);
+        for bad in ["3", "0", "128", "four"] {
+            let e = unit(&[(env::UNIT_PAGES, bad)]).expect_err(bad);
+            assert!(e.to_string().contains("SQUALL_UNIT_PAGES"), "{e}");
+        }
+        assert!(unit(&[(env::UNIT_PAGES, "4"), (env::PROTOCOL, "sc")]).is_err());
+        assert!(unit(&[(env::UNIT_PAGES, "4"), (env::PUSH_UPDATES, "1")]).is_err());
+        assert_eq!(
+            unit(&[(env::UNIT_PAGES, "1"), (env::PROTOCOL, "sc")]).expect("sc, one page"),
+            1
+        );
+    }
+
+    #[test]
     fn push_updates_default_off_and_switch() {
         let push = |v: &str| {
             RuntimeConfig::from_lookup(|k| (k == env::PUSH_UPDATES).then(|| v.to_string()))

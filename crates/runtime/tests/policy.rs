@@ -299,9 +299,10 @@ fn units_beside_pages(node: &Node) -> Result<(), String> {
         };
         let a = shared(node, (UN_PAGES * words + 1) * 8, p)?;
         let got = node.policy_of(a as *const u8).map_err(err)?;
-        check(got.unit_pages == u && got.protocol == ProtocolKind::Hlrc, || {
-            format!("node {me} sees {got:?} for an allocation in units of {u} pages")
-        })?;
+        check(
+            got.unit_pages == u && got.protocol == ProtocolKind::Hlrc,
+            || format!("node {me} sees {got:?} for an allocation in units of {u} pages"),
+        )?;
         arrays.push(a);
     }
     let value = |r: u64, k: usize, p: usize, w: usize| {
@@ -342,7 +343,9 @@ fn units_beside_pages(node: &Node) -> Result<(), String> {
         // SAFETY: the counter word, read after the barrier that followed every increment.
         let v = unsafe { counter(k).read_volatile() };
         let want = n as u64 * UN_INCS * (k as u64 + 1);
-        check(v == want, || format!("counter of unit {} is {v}, expected {want}", units[k]))?;
+        check(v == want, || {
+            format!("counter of unit {} is {v}, expected {want}", units[k])
+        })?;
     }
     // Spatial locality: node 0 writes every page, the others read them all.
     if me == 0 {
@@ -377,7 +380,10 @@ fn units_beside_pages(node: &Node) -> Result<(), String> {
         })?;
         if me != 0 && units[k] > 1 {
             check(fetches > 0, || {
-                format!("node {me}: reading node 0's writes in units of {} fetched nothing", units[k])
+                format!(
+                    "node {me}: reading node 0's writes in units of {} fetched nothing",
+                    units[k]
+                )
             })?;
         }
     }

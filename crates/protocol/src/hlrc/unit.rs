@@ -13,8 +13,8 @@
 //! Owns: the unit paths of faults, serving and installing. Must not touch: the page paths
 //! (`fault`, `serve`), release and diffs (`release`), which a unit uses per page.
 
-use super::state::{keep_limit, Deferred, FetchState};
 use super::msg::{Msg, RunBuf};
+use super::state::{keep_limit, Deferred, FetchState};
 use super::Hlrc;
 use crate::shared::access::set_access_runs;
 use crate::{Action, ProtoError};

@@ -204,10 +204,7 @@ mod tests {
             assert!(q.check().is_ok(), "unit {unit}");
         }
         // Units of several pages: hlrc without updates only.
-        let unit4 = Policy {
-            unit_pages: 4,
-            ..p
-        };
+        let unit4 = Policy { unit_pages: 4, ..p };
         assert!(unit4.check().is_err());
         let sc4 = Policy {
             unit_pages: 4,

@@ -113,8 +113,7 @@ fn run(a: AppsArgs) -> Result<(), AppsError> {
     }
     if a.unit.iter().any(|&u| u > 1) && a.protocol != "hlrc" {
         return Err(AppsError::Usage(
-            "--unit above 1 needs --protocol hlrc (units of several pages are kept by hlrc)"
-                .into(),
+            "--unit above 1 needs --protocol hlrc (units of several pages are kept by hlrc)".into(),
         ));
     }
     std::fs::create_dir_all(&a.out).map_err(|e| AppsError::io("create", &a.out, e))?;
@@ -223,7 +222,11 @@ fn plan(a: &AppsArgs, apps: &[String], stats_dir: &Path) -> Vec<Planned> {
         for rep in 1..=a.reps {
             let mut push = |mode: Mode, n: usize, t: usize, u: u32| {
                 let stats_file = (mode == Mode::Squall).then(|| {
-                    let unit = if u == 1 { String::new() } else { format!("-u{u}") };
+                    let unit = if u == 1 {
+                        String::new()
+                    } else {
+                        format!("-u{u}")
+                    };
                     stats_dir.join(format!(
                         "{app}-{}{unit}-n{n}-t{t}-rep{rep}.json",
                         a.protocol
@@ -519,7 +522,9 @@ mod tests {
 
     #[test]
     fn unit_sweep_runs_squall_per_unit_and_names_its_stats() {
-        let a = args(&["--apps", "mm", "--nodes", "2", "--reps", "1", "--unit", "1,4,16"]);
+        let a = args(&[
+            "--apps", "mm", "--nodes", "2", "--reps", "1", "--unit", "1,4,16",
+        ]);
         let p = plan(&a, &["mm".into()], Path::new("/s"));
         let sq: Vec<(usize, u32)> = p
             .iter()
@@ -529,7 +534,10 @@ mod tests {
         assert_eq!(sq, [(2, 1), (2, 4), (2, 16)]);
         let files: Vec<PathBuf> = p.iter().filter_map(|x| x.spec.stats_file.clone()).collect();
         assert_eq!(files[1], PathBuf::from("/s/mm-hlrc-u4-n2-t2-rep1.json"));
-        let env = p[p.len() - 1].spec.job(&BinDir(PathBuf::from("/b"))).extra_env;
+        let env = p[p.len() - 1]
+            .spec
+            .job(&BinDir(PathBuf::from("/b")))
+            .extra_env;
         assert!(env.contains(&("SQUALL_UNIT_PAGES".to_string(), "16".to_string())));
         let e = run(args(&["--unit", "3"])).expect_err("unit 3");
         assert!(e.to_string().contains("--unit"));

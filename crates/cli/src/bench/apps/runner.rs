@@ -316,6 +316,7 @@ mod tests {
             mode,
             nodes: 2,
             threads: 4,
+            unit_pages: 1,
             size: "tiny".into(),
             transport: "udp".into(),
             protocol: "sc".into(),

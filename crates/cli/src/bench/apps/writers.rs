@@ -104,7 +104,11 @@ pub fn csv(report: &AppsReport) -> String {
         ];
         cells.extend(stat_cells(r));
         cells.push(r.unit_pages.to_string());
-        cells.push(r.stats.as_ref().map_or(String::new(), |s| s.invalidations.to_string()));
+        cells.push(
+            r.stats
+                .as_ref()
+                .map_or(String::new(), |s| s.invalidations.to_string()),
+        );
         out.push_str(&cells.join(","));
         out.push('\n');
     }
@@ -452,8 +456,24 @@ pub(crate) mod tests {
         }
         assert!(lines[1].starts_with("sor,1,1,1.1,1,0.5,"));
         assert!(lines[1].contains(",12345,12000,345,3,3,100,2000000,3145728,0,20,0.7,"));
-        assert!(lines[3].ends_with(",true,,,,,,,,,,,,,,,"), "{}", lines[3]);
+        // No statistics: empty cells, then the unit and no invalidation count.
+        assert!(
+            lines[3].ends_with(",true,,,,,,,,,,,,,,,,1,"),
+            "{}",
+            lines[3]
+        );
+        assert!(lines[1].ends_with(",1,40"), "{}", lines[1]);
         assert_eq!(field("a,b"), "\"a,b\"");
+    }
+
+    #[test]
+    fn unit_table_shows_time_fetches_and_invalidations_per_unit() {
+        let mut r = sample();
+        r.rows[1].unit_pages = 4;
+        let t = unit_table(&r).render();
+        assert!(t.contains("unit pages"), "{t}");
+        assert!(t.contains(" 4 "), "{t}");
+        assert!(t.contains("100") && t.contains("40"), "{t}");
     }
 
     #[test]
