@@ -339,12 +339,12 @@ fn units_beside_pages(node: &Node) -> Result<(), String> {
         node.unlock(LockId(9)).map_err(err)?;
     }
     node.barrier().map_err(err)?;
-    for k in 0..arrays.len() {
+    for (k, u) in units.iter().enumerate() {
         // SAFETY: the counter word, read after the barrier that followed every increment.
         let v = unsafe { counter(k).read_volatile() };
         let want = n as u64 * UN_INCS * (k as u64 + 1);
         check(v == want, || {
-            format!("counter of unit {} is {v}, expected {want}", units[k])
+            format!("counter of unit {u} is {v}, expected {want}")
         })?;
     }
     // Spatial locality: node 0 writes every page, the others read them all.
