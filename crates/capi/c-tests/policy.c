@@ -11,7 +11,12 @@
  *      stores, no lock (correct under sc);
  *   3. producer/consumer in two arrays, one under updates and one under invalidation: every
  *      value must be the round's, pushes must have updated copies on this node, and no more
- *      than the update array's pages account for.
+ *      than the update array's pages account for;
+ *   4. coherence units: rank 0 allocates (squall_malloc_with) an array in units of 8 pages
+ *      and one in one-page units; every node writes its own word of every page of both (false
+ *      sharing), a barrier, every node checks; a counter in each under one lock; then rank 0
+ *      writes every page and the others read them all: an array in units of 8 pages costs
+ *      at most one fetch per 8 pages.
  *
  * usage: policy [ROUNDS]. Rank 0 prints "ok policy"; "WRONG: ..." on a wrong value.
  */
@@ -137,11 +142,12 @@ static void big_sc(void)
     barrier();
 }
 
-static uint64_t pushes_taken(void)
+/* A protocol counter of this node's statistics (`name` quoted, as in the JSON). */
+static uint64_t protocol_count(const char *name)
 {
     char *js = squall_stats_json();
     uint64_t v = 0;
-    const char *at = js ? strstr(js, "\"pushes_taken\"") : NULL;
+    const char *at = js ? strstr(js, name) : NULL;
     if (at && (at = strchr(at, ':')) != NULL)
         v = strtoull(at + 1, NULL, 10);
     squall_string_free(js);
@@ -160,7 +166,7 @@ static void updates(int rounds)
     int per[2] = {UPD_PAGES, INV_PAGES};
     a[0] = collective((size_t)nodes_ * UPD_PAGES * PAGE, &up);
     a[1] = collective((size_t)nodes_ * INV_PAGES * PAGE, &inv);
-    uint64_t before = pushes_taken();
+    uint64_t before = protocol_count("\"pushes_taken\"");
     for (int r = 0; r < rounds; r++) {
         for (int k = 0; k < 2; k++)
             for (int p = rank_ * per[k]; p < (rank_ + 1) * per[k]; p++)
@@ -174,11 +180,98 @@ static void updates(int rounds)
                           "round %d array %d page %d word %zu", r, k, p, w);
         barrier();
     }
-    uint64_t taken = pushes_taken() - before;
+    uint64_t taken = protocol_count("\"pushes_taken\"") - before;
     uint64_t most = (uint64_t)rounds * (nodes_ - 1) * UPD_PAGES;
     CHECK(taken > 0, "no push updated a copy");
     CHECK(taken <= most, "%llu pushes taken, the update array accounts for at most %llu",
           (unsigned long long)taken, (unsigned long long)most);
+}
+
+#define UNIT_PAGES 16 /* pages of each array of part 4 */
+
+static uint64_t value4(int round, int k, size_t p, size_t w)
+{
+    return (uint64_t)(round + 1) * 1000000u + (uint64_t)k * 100000u + p * 100u + w;
+}
+
+static void units(int rounds)
+{
+    squall_policy u8 = {0}, u1 = {0};
+    u8.protocol = u1.protocol = SQUALL_PROTOCOL_HLRC;
+    u8.updates = u1.updates = SQUALL_UPDATES_OFF;
+    u8.placement = u1.placement = SQUALL_PLACE_NODE; /* rank 0 is the home of every page */
+    u8.placement_arg = u1.placement_arg = 0;
+    u8.unit_pages = 8;
+    u1.unit_pages = 1;
+    const squall_policy *pol[2] = {&u1, &u8};
+    uint64_t unit[2] = {1, 8};
+    size_t words = PAGE / 8;
+    uint64_t *a[2];
+    for (int k = 0; k < 2; k++) {
+        uint64_t addr = 0;
+        if (rank_ == 0) {
+            a[k] = squall_malloc_with((UNIT_PAGES * words + 1) * sizeof(uint64_t), pol[k]);
+            if (a[k] == NULL) {
+                fprintf(stderr, "policy: unit %llu: %s\n", (unsigned long long)unit[k],
+                        squall_last_error());
+                exit(2);
+            }
+            addr = (uint64_t)(uintptr_t)a[k];
+        }
+        if (squall_broadcast_u64(&addr) != SQUALL_OK) {
+            fprintf(stderr, "policy: broadcast: %s\n", squall_last_error());
+            exit(2);
+        }
+        a[k] = (uint64_t *)(uintptr_t)addr;
+    }
+    for (int r = 0; r < rounds; r++) {
+        for (int k = 0; k < 2; k++)
+            for (size_t p = 0; p < UNIT_PAGES; p++)
+                a[k][p * words + (size_t)rank_] = value4(r, k, p, (size_t)rank_);
+        barrier();
+        for (int k = 0; k < 2; k++)
+            for (size_t p = 0; p < UNIT_PAGES; p++)
+                for (size_t w = 0; w < (size_t)nodes_; w++)
+                    CHECK(a[k][p * words + w] == value4(r, k, p, w),
+                          "round %d unit %llu page %zu word %zu: %llu", r,
+                          (unsigned long long)unit[k], p, w,
+                          (unsigned long long)a[k][p * words + w]);
+        barrier();
+    }
+    size_t last = UNIT_PAGES * words;
+    for (int i = 0; i < INCS; i++) {
+        squall_lock(6);
+        for (int k = 0; k < 2; k++)
+            a[k][last] += (uint64_t)k + 1;
+        squall_unlock(6);
+    }
+    barrier();
+    for (int k = 0; k < 2; k++) {
+        uint64_t want = (uint64_t)nodes_ * INCS * (k + 1);
+        CHECK(a[k][last] == want, "unit %llu counter is %llu, expected %llu",
+              (unsigned long long)unit[k], (unsigned long long)a[k][last],
+              (unsigned long long)want);
+    }
+    if (rank_ == 0)
+        for (int k = 0; k < 2; k++)
+            for (size_t p = 0; p < UNIT_PAGES; p++)
+                a[k][p * words + words - 1] = value4(rounds, k, p, words - 1);
+    barrier();
+    for (int k = 0; k < 2; k++) {
+        uint64_t before = protocol_count("\"page_fetches\"");
+        for (size_t p = 0; p < UNIT_PAGES; p++)
+            CHECK(a[k][p * words + words - 1] == value4(rounds, k, p, words - 1),
+                  "unit %llu page %zu: %llu", (unsigned long long)unit[k], p,
+                  (unsigned long long)a[k][p * words + words - 1]);
+        uint64_t fetches = protocol_count("\"page_fetches\"") - before;
+        CHECK(fetches <= UNIT_PAGES / unit[k],
+              "%llu fetches to read %d pages in units of %llu", (unsigned long long)fetches,
+              UNIT_PAGES, (unsigned long long)unit[k]);
+        if (rank_ != 0 && unit[k] > 1)
+            CHECK(fetches > 0, "reading rank 0's writes in units of %llu fetched nothing",
+                  (unsigned long long)unit[k]);
+    }
+    barrier();
 }
 
 int main(int argc, char **argv)
@@ -195,9 +288,16 @@ int main(int argc, char **argv)
     wrong.protocol = SQUALL_PROTOCOL_SC;
     wrong.updates = SQUALL_UPDATES_ON;
     CHECK(squall_malloc_with(64, &wrong) == NULL, "sc with updates was accepted");
+    wrong.updates = SQUALL_UPDATES_OFF;
+    wrong.unit_pages = 4;
+    CHECK(squall_malloc_with(64, &wrong) == NULL, "sc in units of 4 pages was accepted");
+    wrong.protocol = SQUALL_PROTOCOL_HLRC;
+    wrong.unit_pages = 3;
+    CHECK(squall_malloc_with(64, &wrong) == NULL, "a unit of 3 pages was accepted");
     mixed(rounds);
     big_sc();
     updates(rounds + 6);
+    units(rounds);
     barrier();
     if (rank_ == 0 && !bad_)
         printf("ok policy\n");

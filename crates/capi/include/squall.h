@@ -344,7 +344,11 @@ typedef struct {
    */
   int updates;
   /**
-   * The coherence unit in pages: 0 or 1 (one page; larger units are refused for now).
+   * The coherence unit in pages: 0 or 1 (one page), or a power of two up to 64 for `hlrc`
+   * without updates: a fault on any page of a unit fetches the whole unit in one message
+   * and a write anywhere in it invalidates it whole (fewer fetches for data read in
+   * sweeps, more false sharing). The units are counted from the allocation's start and
+   * every page of a unit has the home of its first page. Other values are refused.
    */
   uint32_t unit_pages;
   /**

@@ -31,7 +31,11 @@ pub struct squall_policy {
     pub protocol: c_int,
     /// A `SQUALL_UPDATES_*` value.
     pub updates: c_int,
-    /// The coherence unit in pages: 0 or 1 (one page; larger units are refused for now).
+    /// The coherence unit in pages: 0 or 1 (one page), or a power of two up to 64 for `hlrc`
+    /// without updates: a fault on any page of a unit fetches the whole unit in one message
+    /// and a write anywhere in it invalidates it whole (fewer fetches for data read in
+    /// sweeps, more false sharing). The units are counted from the allocation's start and
+    /// every page of a unit has the home of its first page. Other values are refused.
     pub unit_pages: u32,
     /// A `SQUALL_PLACE_*` value.
     pub placement: c_int,

@@ -518,6 +518,7 @@ mod tests {
             ("SQUALL_LOCK_CACHE", "2"),
             ("SQUALL_BARRIER_FETCH", "-1"),
             ("SQUALL_PUSH_UPDATES", "push"),
+            ("SQUALL_UNIT_PAGES", "3"),
             ("SQUALL_HEAP", "100T"),
         ] {
             let bad = check(&[(var, value)]);

@@ -38,6 +38,7 @@ pub const SERVICE_SLICE_US: &str = "SQUALL_SERVICE_SLICE_US";
 pub const BARRIER_EAGER: &str = "SQUALL_BARRIER_EAGER";
 pub const BARRIER_FETCH: &str = "SQUALL_BARRIER_FETCH";
 pub const PUSH_UPDATES: &str = "SQUALL_PUSH_UPDATES";
+pub const UNIT_PAGES: &str = "SQUALL_UNIT_PAGES";
 pub const LOCK_CACHE: &str = "SQUALL_LOCK_CACHE";
 pub const AUTH: &str = "SQUALL_AUTH";
 pub const AUTH_KEY: &str = "SQUALL_AUTH_KEY";
@@ -196,6 +197,11 @@ pub const ALL: &[EnvVar] = &[
         name: PUSH_UPDATES,
         default: "0",
         meaning: "hlrc: the update policy of allocations that name none: 1: at each barrier a home sends the pages it wrote since the last one to the nodes holding copies, which keep them up to date (an update protocol for producer/consumer sharing); 0: those copies are invalidated and fetched again (per allocation: Policy::updates, squall_policy.updates)",
+    },
+    EnvVar {
+        name: UNIT_PAGES,
+        default: "1",
+        meaning: "hlrc: the coherence unit, in pages, of allocations that name no policy: 1, or a power of two up to 64 (a fault fetches the whole unit, a write notice invalidates it whole: fewer fetches for data read in sweeps, more false sharing); above 1 only with SQUALL_PROTOCOL=hlrc and no SQUALL_PUSH_UPDATES (per allocation: Policy::unit_pages, squall_policy.unit_pages)",
     },
     EnvVar {
         name: APPS_BIN,

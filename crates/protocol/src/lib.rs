@@ -26,7 +26,7 @@ use squall_core::{AllocInfo, Consistency, NodeId, PageId};
 pub use atomic::{AtomicCall, AtomicOp};
 pub use hlrc::{Hlrc, RunHandover};
 pub use profile::SharingProfile;
-pub use router::{Coherence, Policy, Router};
+pub use router::{Coherence, Policy, Router, MAX_UNIT_PAGES};
 pub use sc::Sc;
 pub use stats::{MsgCount, ProtoStats};
 pub use user::{Mechanisms, MsgReader, MsgWriter, UserCore, UserFactory, UserProtocol};

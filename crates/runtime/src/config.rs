@@ -147,6 +147,9 @@ pub struct RuntimeConfig {
     /// hlrc: homes push the pages they wrote to the copy holders at barriers
     /// (`SQUALL_PUSH_UPDATES`; `Hlrc::set_push_updates`).
     pub push_updates: bool,
+    /// hlrc: the coherence unit in pages of allocations that name no policy
+    /// (`SQUALL_UNIT_PAGES`, default 1; `Policy::unit_pages`).
+    pub unit_pages: u32,
     /// Idle lock tokens go into the node-local lock cache (`SQUALL_LOCK_CACHE`, default on;
     /// see `squall_sync::FastLocks`).
     pub lock_cache: bool,
@@ -263,6 +266,28 @@ impl RuntimeConfig {
             false,
             "1 (homes push updates at barriers) or 0 (invalidate)",
         )?;
+        let unit_pages = match get(env::UNIT_PAGES).as_deref().map(str::trim) {
+            None | Some("") => 1,
+            Some(v) => v
+                .parse::<u32>()
+                .ok()
+                .filter(|n| n.is_power_of_two() && *n <= squall_protocol::MAX_UNIT_PAGES)
+                .ok_or_else(|| {
+                    SquallError::Config(format!(
+                        "bad {} '{v}': give a power of two from 1 to {} (pages)",
+                        env::UNIT_PAGES,
+                        squall_protocol::MAX_UNIT_PAGES
+                    ))
+                })?,
+        };
+        if unit_pages > 1 && (protocol != ProtocolKind::Hlrc || push_updates) {
+            return Err(SquallError::Config(format!(
+                "{}={unit_pages}: coherence units of several pages are kept by hlrc without updates (set {}=hlrc and unset {})",
+                env::UNIT_PAGES,
+                env::PROTOCOL,
+                env::PUSH_UPDATES
+            )));
+        }
         Ok(RuntimeConfig {
             protocol,
             placement,
@@ -275,6 +300,7 @@ impl RuntimeConfig {
             barrier_eager,
             barrier_fetch,
             push_updates,
+            unit_pages,
             lock_cache,
         })
     }
@@ -344,6 +370,32 @@ mod tests {
         })
         .expect("config");
         assert_eq!(cfg.thread_placement, ThreadPlacement::RoundRobin);
+    }
+
+    #[test]
+    fn unit_pages_default_one_powers_of_two_under_hlrc_only() {
+        let unit = |vars: &[(&str, &str)]| {
+            let vars: Vec<(String, String)> = vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            RuntimeConfig::from_lookup(|k| {
+                vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+            })
+            .map(|c| c.unit_pages)
+        };
+        assert_eq!(unit(&[]).expect("default"), 1);
+        assert_eq!(unit(&[(env::UNIT_PAGES, "16")]).expect("16"), 16);
+        for bad in ["3", "0", "128", "four"] {
+            let e = unit(&[(env::UNIT_PAGES, bad)]).expect_err(bad);
+            assert!(e.to_string().contains("SQUALL_UNIT_PAGES"), "{e}");
+        }
+        assert!(unit(&[(env::UNIT_PAGES, "4"), (env::PROTOCOL, "sc")]).is_err());
+        assert!(unit(&[(env::UNIT_PAGES, "4"), (env::PUSH_UPDATES, "1")]).is_err());
+        assert_eq!(
+            unit(&[(env::UNIT_PAGES, "1"), (env::PROTOCOL, "sc")]).expect("sc, one page"),
+            1
+        );
     }
 
     #[test]

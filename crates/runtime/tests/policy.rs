@@ -1,11 +1,12 @@
 //! Multi-node tests of per-allocation policies (the protocol router): allocations under
 //! `hlrc`, `sc` and the update policy in one program, synchronized by the same locks and
 //! barriers; an `sc` allocation larger than half of a node's share of the space; updates on
-//! one allocation beside invalidation on another; freed memory reused under another policy.
+//! one allocation beside invalidation on another; freed memory reused under another policy;
+//! coherence units of 4 and 16 pages beside one-page ones.
 //! Each runs as 2- and 4-node jobs under each default protocol its table names.
 //!
 //! Run: `cargo test -p squall --test policy` (add `-- NAME` to filter by case label).
-use squall::{LockId, Node, Placement, Policy, ProtocolKind, PAGE_SIZE};
+use squall::{LockId, Node, NodeId, Placement, Policy, ProtocolKind, PAGE_SIZE};
 
 mod common;
 use common::{check, launched_as_node, node_exit, run_case, run_matrix, Scenario};
@@ -273,6 +274,122 @@ fn free_reuse(node: &Node) -> Result<(), String> {
     Ok(())
 }
 
+/// Pages of each allocation of `units_beside_pages`, and its rounds.
+const UN_PAGES: usize = 32;
+const UN_ROUNDS: u64 = 3;
+const UN_INCS: u64 = 10;
+
+/// Three `hlrc` allocations side by side, in coherence units of 1, 4 and 16 pages, whatever
+/// the run's default. Each round every node writes its own word of every page of all three
+/// (false sharing inside each page and each unit), meets the others at a barrier and checks
+/// every word; every node adds to a counter in each under one lock. Then node 0 writes every
+/// page, and after a barrier each other node reads them all, one allocation at a time: a
+/// unit comes whole with one fetch, so the fetches counted for an allocation of units of
+/// `u` pages are at most its pages over `u`, fewer than the pages read. Node 0 is the home
+/// of every page, so each other node fetches.
+fn units_beside_pages(node: &Node) -> Result<(), String> {
+    let (me, n) = (node.rank().0 as usize, node.size() as usize);
+    let words = PAGE_SIZE / 8;
+    let units = [1u32, 4, 16];
+    let mut arrays = Vec::new();
+    for u in units {
+        let p = Policy {
+            unit_pages: u,
+            ..Policy::new(ProtocolKind::Hlrc, false, Placement::Node(NodeId(0)))
+        };
+        let a = shared(node, (UN_PAGES * words + 1) * 8, p)?;
+        let got = node.policy_of(a as *const u8).map_err(err)?;
+        check(
+            got.unit_pages == u && got.protocol == ProtocolKind::Hlrc,
+            || format!("node {me} sees {got:?} for an allocation in units of {u} pages"),
+        )?;
+        arrays.push(a);
+    }
+    let value = |r: u64, k: usize, p: usize, w: usize| {
+        (r + 1) * 1_000_000 + k as u64 * 100_000 + p as u64 * 100 + w as u64
+    };
+    for r in 0..UN_ROUNDS {
+        for (k, a) in arrays.iter().enumerate() {
+            for p in 0..UN_PAGES {
+                // SAFETY: word `me` of page p of allocation k (UN_PAGES pages).
+                unsafe { a.add(p * words + me).write_volatile(value(r, k, p, me)) };
+            }
+        }
+        node.barrier().map_err(err)?;
+        for (k, a) in arrays.iter().enumerate() {
+            for p in 0..UN_PAGES {
+                for w in 0..n {
+                    // SAFETY: inside allocation k; written before the barrier.
+                    let v = unsafe { a.add(p * words + w).read_volatile() };
+                    check(v == value(r, k, p, w), || {
+                        format!("round {r}: unit {} page {p} word {w} is {v}", units[k])
+                    })?;
+                }
+            }
+        }
+        node.barrier().map_err(err)?;
+    }
+    let counter = |k: usize| arrays[k].wrapping_add(UN_PAGES * words);
+    for _ in 0..UN_INCS {
+        node.lock(LockId(9)).map_err(err)?;
+        for k in 0..arrays.len() {
+            // SAFETY: the counter word of allocation k, only touched under lock 9.
+            unsafe { counter(k).write_volatile(counter(k).read_volatile() + k as u64 + 1) };
+        }
+        node.unlock(LockId(9)).map_err(err)?;
+    }
+    node.barrier().map_err(err)?;
+    for (k, u) in units.iter().enumerate() {
+        // SAFETY: the counter word, read after the barrier that followed every increment.
+        let v = unsafe { counter(k).read_volatile() };
+        let want = n as u64 * UN_INCS * (k as u64 + 1);
+        check(v == want, || {
+            format!("counter of unit {u} is {v}, expected {want}")
+        })?;
+    }
+    // Spatial locality: node 0 writes every page, the others read them all.
+    if me == 0 {
+        for (k, a) in arrays.iter().enumerate() {
+            for p in 0..UN_PAGES {
+                for w in [0, words / 2, words - 1] {
+                    // SAFETY: inside allocation k.
+                    unsafe { a.add(p * words + w).write_volatile(value(9, k, p, w)) };
+                }
+            }
+        }
+    }
+    node.barrier().map_err(err)?;
+    for (k, a) in arrays.iter().enumerate() {
+        let before = protocol_count(node, "page_fetches");
+        for p in 0..UN_PAGES {
+            for w in [0, words / 2, words - 1] {
+                // SAFETY: inside allocation k, written before the barrier.
+                let v = unsafe { a.add(p * words + w).read_volatile() };
+                check(v == value(9, k, p, w), || {
+                    format!("unit {}: page {p} word {w} is {v}", units[k])
+                })?;
+            }
+        }
+        let fetches = protocol_count(node, "page_fetches") - before;
+        let most = (UN_PAGES / units[k] as usize) as u64;
+        check(fetches <= most, || {
+            format!(
+                "node {me}: {fetches} fetches to read {UN_PAGES} pages in units of {}, expected at most {most}",
+                units[k]
+            )
+        })?;
+        if me != 0 && units[k] > 1 {
+            check(fetches > 0, || {
+                format!(
+                    "node {me}: reading node 0's writes in units of {} fetched nothing",
+                    units[k]
+                )
+            })?;
+        }
+    }
+    node.barrier().map_err(err)
+}
+
 const SCENARIOS: &[(&str, Scenario, &[&str])] = &[
     ("mixed_policies", mixed_policies, &["hlrc", "sc"]),
     ("big_sc", big_sc, &["hlrc"]),
@@ -282,6 +399,7 @@ const SCENARIOS: &[(&str, Scenario, &[&str])] = &[
         &["hlrc", "hlrc+push"],
     ),
     ("free_reuse", free_reuse, &["hlrc"]),
+    ("units_beside_pages", units_beside_pages, &["hlrc", "sc"]),
 ];
 
 fn main() {

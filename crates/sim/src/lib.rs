@@ -66,7 +66,8 @@ pub fn run_shaped_seed(
 }
 
 /// Run one seed of a program mixing policies: a data-race-free program whose allocations
-/// each name their own (`hlrc`, `hlrc` with updates, or `sc`), the run's default one of the
+/// each name their own (`hlrc`, `hlrc` with updates, `hlrc` in units of 2, 4 or 8 pages, or
+/// `sc`), the run's default one of the
 /// protocols, all through the same router the runtime ships.
 pub fn run_mixed_seed(shape: Shape, seed: u64, trace: bool) -> Result<SimReport, SimError> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x3ed1_a11d_0000_0000);
@@ -82,15 +83,20 @@ pub fn run_mixed_seed(shape: Shape, seed: u64, trace: bool) -> Result<SimReport,
         .allocs
         .iter()
         .map(|(_, a)| {
-            let (protocol, updates) = match prng.gen_range(0..3) {
-                0 => (ProtocolKind::Hlrc, false),
-                1 => (ProtocolKind::Hlrc, true),
-                _ => (ProtocolKind::Sc, false),
+            let (protocol, updates, unit_pages) = match prng.gen_range(0..6) {
+                0 => (ProtocolKind::Hlrc, false, 1),
+                1 => (ProtocolKind::Hlrc, true, 1),
+                2 => (ProtocolKind::Sc, false, 1),
+                // Coherence units of several pages (the last one of an allocation may be
+                // shorter).
+                3 => (ProtocolKind::Hlrc, false, 2),
+                4 => (ProtocolKind::Hlrc, false, 4),
+                _ => (ProtocolKind::Hlrc, false, 8),
             };
             Some(
                 squall_protocol::Policy {
                     protocol,
-                    unit_pages: 1,
+                    unit_pages,
                     updates,
                     placement: a.placement,
                 }

@@ -14,8 +14,9 @@ use std::process::ExitCode;
 #[command(about = "Squall's deterministic protocol simulator")]
 struct Args {
     /// hlrc, sc, both, mixed (programs whose allocations each name a policy: hlrc, hlrc
-    /// with updates or sc, through one router per node), user (mixed with the two example
-    /// user protocols, migratory and write-update, as well) or all (the four)
+    /// with updates, hlrc in units of 2-8 pages or sc, through one router per node), user
+    /// (mixed with the two example user protocols, migratory and write-update, as well) or all
+    /// (the four)
     #[arg(long, default_value = "both")]
     protocol: String,
     /// Run this one seed.

@@ -1,6 +1,7 @@
 //! Cases for allocation policies (`squall_malloc_with`, `squall_alloc_collective_with`):
 //! hlrc, updates and sc allocations in one SPMD program under one set of locks and barriers,
-//! an sc allocation larger than half of a node's share, updates beside invalidation. Run
+//! an sc allocation larger than half of a node's share, updates beside invalidation, coherence
+//! units of 8 pages beside one-page ones. Run
 //! under each default protocol (the program's choices hold whatever the default).
 use super::{job_output_env, Cases, Env};
 

@@ -131,6 +131,9 @@ impl<M: PageMemory> Protocol for Hlrc<M> {
         if msg.first() == Some(&Kind::PageRun.tag()) {
             // A page run is installed from the received bytes (no copy of the pages).
             let (first, data) = decode_page_run(from, self.layout, msg)?;
+            if self.dir.in_unit(first) {
+                return self.on_unit_run(from, first, data);
+            }
             return self.on_page_run(from, first, data);
         }
         let m = Msg::decode(from, self.layout, msg)?;

@@ -179,6 +179,9 @@ impl<M: PageMemory> Hlrc<M> {
             self.actions.push_back(Action::Resume { page });
             return Ok(());
         }
+        if self.dir.in_unit(page) {
+            return self.fault_unit(page, write);
+        }
         if let Some(f) = self.st(page).fetch.as_mut() {
             f.write |= write;
             f.demand = true;

@@ -176,6 +176,7 @@ impl<M: PageMemory> Hlrc<M> {
     /// Whether `q` may go to `origin` in a run handover (see [`Self::hand_over_run`]).
     pub(super) fn can_hand_over(&self, q: PageId, origin: NodeId) -> bool {
         if q.0 >= self.layout.total_pages
+            || self.dir.in_unit(q)
             || !self
                 .dir
                 .cached(q)

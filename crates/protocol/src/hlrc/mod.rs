@@ -19,6 +19,7 @@
 //! | `push`      | push updates at barriers |
 //! | `atomics`   | home-executed atomics (glue to `shared::atomic`) |
 //! | `trace`     | text descriptions of messages for traces |
+//! | `unit`      | coherence units of several pages: unit faults, serving, installing |
 //!
 //! A message enters through `dispatch` (decoded by `msg`) and goes to one `on_*` handler of
 //! the concern it belongs to; a handler may call into other concerns' functions (a fetch
@@ -44,6 +45,7 @@ mod release;
 mod serve;
 mod state;
 mod trace;
+mod unit;
 
 pub use state::{
     RunHandover, Tuning, DEFAULT_BARRIER_FETCH, DEFAULT_LOST_RUN, DEFAULT_MIGRATE_AFTER,

@@ -274,8 +274,16 @@ impl<M: PageMemory> Hlrc<M> {
             self.wn.notices.insert((n, i), pages);
             self.compact_notices();
         }
-        let mut unmap = Vec::new();
+        // A notice names a unit (by any of its pages): the unit is invalidated whole.
+        let mut units: BTreeMap<PageId, bool> = BTreeMap::new();
         for (p, must) in named {
+            let (first, n) = self.dir.unit_of(p);
+            for q in first.0..first.0 + n {
+                *units.entry(PageId(q)).or_insert(false) |= must;
+            }
+        }
+        let mut unmap = Vec::new();
+        for (p, must) in units {
             if must {
                 self.invalidate(p, &mut unmap, refetch.as_deref_mut());
             } else {

@@ -58,6 +58,7 @@ impl<M: PageMemory> Hlrc<M> {
     /// or writing here); the caller adds why it is worth it.
     pub(super) fn can_read_ahead(&self, q: PageId, home: HomeRef) -> bool {
         q.0 < self.layout.total_pages
+            && !self.dir.in_unit(q)
             && self.dir.cached(q) == Some(home)
             && self.mem.access(q) == Access::None
             && !self.diffs.per_page.contains_key(&q)

@@ -156,6 +156,10 @@ impl<M: PageMemory> Hlrc<M> {
                 written.push(page);
             }
         }
+        // A unit of several pages is named once, by its first page.
+        // (`written` is ascending, so are the units' first pages.)
+        let mut written: Vec<PageId> = written.into_iter().map(|p| self.dir.unit_of(p).0).collect();
+        written.dedup();
         if !written.is_empty() {
             self.diffs.own_interval += 1;
             self.diffs.unpublished.push_back((

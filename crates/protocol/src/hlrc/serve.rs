@@ -24,6 +24,12 @@ impl<M: PageMemory> Hlrc<M> {
         behind: u16,
         ahead: u16,
     ) {
+        if self.dir.in_unit(page) {
+            if let HomeStatus::Serve = self.home_status(page, epoch) {
+                self.serve_unit(from, page);
+                return;
+            }
+        }
         match self.home_status(page, epoch) {
             HomeStatus::Serve => {
                 let msg = Msg::Fetch {

@@ -256,12 +256,22 @@ impl<M: PageMemory> Hlrc<M> {
     }
 
     /// Pages `first .. first + pages` follow `coherence`: the node's knobs with the
-    /// allocation's choice of updates or invalidation.
+    /// allocation's choice of updates or invalidation, and its coherence unit (`unit`).
     pub(super) fn set_page_policy(&mut self, first: PageId, pages: u64, coherence: Coherence) {
-        let t = Tuning {
+        let mut t = Tuning {
             push_updates: coherence.updates,
             ..self.tuning.clone()
         };
+        if coherence.unit_pages > 1 {
+            // A unit is fetched, installed and invalidated whole, at one home: its pages
+            // never migrate, are never held exclusively, and are read ahead only as the unit.
+            t.migrate_after = 0;
+            t.exclusive_mode = false;
+            t.read_ahead = false;
+            t.run_handover = RunHandover::Off;
+            t.push_updates = false;
+            self.dir.set_unit(first, pages, coherence.unit_pages);
+        }
         self.page_tuning
             .insert(first.0, (first.0.saturating_add(pages), t));
     }

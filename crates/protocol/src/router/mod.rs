@@ -27,7 +27,7 @@
 mod policy;
 mod wire;
 
-pub use policy::{Coherence, Policy, PolicyMap};
+pub use policy::{Coherence, Policy, PolicyMap, MAX_UNIT_PAGES};
 
 use crate::{Action, AtomicCall, ProtoError, ProtoStats, Protocol, ProtocolKind};
 use squall_core::{AllocInfo, Consistency, HeapLayout, NodeId, PageId};

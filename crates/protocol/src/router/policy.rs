@@ -8,13 +8,18 @@ use crate::{ProtoError, ProtocolKind};
 use squall_core::{PageId, Placement};
 use std::collections::BTreeMap;
 
+/// The largest coherence unit, in pages (a unit travels as one `page_run` of `hlrc`).
+pub const MAX_UNIT_PAGES: u32 = 64;
+
 /// How one allocation is kept coherent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Policy {
     /// The protocol core that owns the allocation's pages.
     pub protocol: ProtocolKind,
-    /// The coherence unit in pages (a power of two). Only 1 is supported today: larger
-    /// units are refused with [`ProtoError::BadPolicy`].
+    /// The coherence unit in pages: a power of two up to [`MAX_UNIT_PAGES`]. Units of more
+    /// than one page are kept by `hlrc` only, without updates: a fault on any page of a unit
+    /// fetches the whole unit in one request and one reply, notices name the unit and
+    /// invalidate it whole, its pages share one home and never migrate.
     pub unit_pages: u32,
     /// `hlrc` only: homes push the pages they wrote to the copy holders at barriers
     /// (an update protocol, Tempest §4) instead of leaving the copies to be invalidated
@@ -70,10 +75,27 @@ impl Coherence {
                 ),
             });
         }
-        if self.unit_pages != 1 {
+        if self.unit_pages > MAX_UNIT_PAGES {
             return Err(ProtoError::BadPolicy {
                 why: format!(
-                    "a coherence unit of {} pages: only one-page units are supported",
+                    "a coherence unit of {} pages: at most {MAX_UNIT_PAGES}",
+                    self.unit_pages
+                ),
+            });
+        }
+        if self.unit_pages > 1 && self.protocol != ProtocolKind::Hlrc {
+            return Err(ProtoError::BadPolicy {
+                why: format!(
+                    "a coherence unit of {} pages under {}: units of several pages are kept by hlrc only",
+                    self.unit_pages,
+                    self.protocol.name()
+                ),
+            });
+        }
+        if self.unit_pages > 1 && self.updates {
+            return Err(ProtoError::BadPolicy {
+                why: format!(
+                    "a coherence unit of {} pages with updates: the update policy keeps one-page units",
                     self.unit_pages
                 ),
             });
@@ -166,13 +188,29 @@ mod tests {
             sc_updates.check(),
             Err(ProtoError::BadPolicy { .. })
         ));
-        for unit in [0, 3, 2] {
+        for unit in [0, 3, 128] {
             let q = Policy {
                 unit_pages: unit,
                 ..p
             };
             assert!(q.check().is_err(), "unit {unit}");
         }
+        let inval = Policy::new(ProtocolKind::Hlrc, false, Placement::FirstTouch);
+        for unit in [1, 2, 4, 16, 64] {
+            let q = Policy {
+                unit_pages: unit,
+                ..inval
+            };
+            assert!(q.check().is_ok(), "unit {unit}");
+        }
+        // Units of several pages: hlrc without updates only.
+        let unit4 = Policy { unit_pages: 4, ..p };
+        assert!(unit4.check().is_err());
+        let sc4 = Policy {
+            unit_pages: 4,
+            ..Policy::new(ProtocolKind::Sc, false, Placement::FirstTouch)
+        };
+        assert!(sc4.check().is_err());
         // The job default drops `updates` for sc.
         assert!(!Policy::new(ProtocolKind::Sc, true, Placement::FirstTouch).updates);
     }

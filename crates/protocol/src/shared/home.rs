@@ -50,6 +50,9 @@ pub struct HomeDirectory {
     assigned: BTreeMap<PageId, HomeRef>,
     /// This node's cache of homes.
     cache: BTreeMap<PageId, HomeRef>,
+    /// Allocations whose coherence unit is several pages: first page → (one past the last,
+    /// pages per unit). Every page of a unit has the home of the unit's first page.
+    units: BTreeMap<u64, (u64, u32)>,
 }
 
 impl HomeDirectory {
@@ -60,7 +63,39 @@ impl HomeDirectory {
             allocs: BTreeMap::new(),
             assigned: BTreeMap::new(),
             cache: BTreeMap::new(),
+            units: BTreeMap::new(),
         }
+    }
+
+    /// Pages `first .. first + pages` are kept in units of `unit` pages (counted from `first`).
+    pub fn set_unit(&mut self, first: PageId, pages: u64, unit: u32) {
+        if unit > 1 {
+            self.units
+                .insert(first.0, (first.0.saturating_add(pages), unit));
+        }
+    }
+
+    /// The coherence unit of `page`: its first page and its length in pages (the last unit
+    /// of an allocation may be shorter; a page of no multi-page allocation is its own unit).
+    pub fn unit_of(&self, page: PageId) -> (PageId, u64) {
+        match self
+            .units
+            .range(..=page.0)
+            .next_back()
+            .filter(|(_, (end, _))| page.0 < *end)
+        {
+            Some((&first, &(end, unit))) => {
+                let unit = u64::from(unit);
+                let start = first + (page.0 - first) / unit * unit;
+                (PageId(start), unit.min(end - start))
+            }
+            None => (page, 1),
+        }
+    }
+
+    /// Whether `page` belongs to a unit of several pages.
+    pub fn in_unit(&self, page: PageId) -> bool {
+        self.unit_of(page).1 > 1
     }
 
     pub fn layout(&self) -> HeapLayout {
@@ -102,9 +137,17 @@ impl HomeDirectory {
             .range(..=page.0)
             .next_back()
             .filter(|(_, a)| page.0 < a.first.0 + a.pages)?;
-        let node = alloc.static_home(page, self.layout.nodes).unwrap_or(asker);
+        // A unit's pages share the home of its first page: decided for all of them at once.
+        let (start, len) = self.unit_of(page);
+        if let Some(h) = self.assigned.get(&start).copied() {
+            self.assigned.insert(page, h);
+            return Some(h);
+        }
+        let node = alloc.static_home(start, self.layout.nodes).unwrap_or(asker);
         let h = HomeRef { node, epoch: 0 };
-        self.assigned.insert(page, h);
+        for q in start.0..start.0 + len {
+            self.assigned.entry(PageId(q)).or_insert(h);
+        }
         Some(h)
     }
 
@@ -124,7 +167,7 @@ impl HomeDirectory {
                         .range(..=p)
                         .next_back()
                         .filter(|(_, a)| p < a.first.0 + a.pages)
-                        .and_then(|(_, a)| a.static_home(page, self.layout.nodes));
+                        .and_then(|(_, a)| a.static_home(self.unit_of(page).0, self.layout.nodes));
                     match node {
                         Some(node) => HomeRef { node, epoch: 0 },
                         None => break,

@@ -350,14 +350,17 @@ impl Node {
         self.inner.cfg.protocol
     }
 
-    /// The policy of allocations that do not name one: `SQUALL_PROTOCOL`, one-page units,
+    /// The policy of allocations that do not name one: `SQUALL_PROTOCOL`, `SQUALL_UNIT_PAGES`,
     /// updates if `SQUALL_PUSH_UPDATES` (under `hlrc`), `SQUALL_PLACEMENT`.
     pub fn default_policy(&self) -> Policy {
-        Policy::new(
-            self.inner.cfg.protocol,
-            self.inner.cfg.push_updates,
-            self.default_placement(),
-        )
+        Policy {
+            unit_pages: self.inner.cfg.unit_pages,
+            ..Policy::new(
+                self.inner.cfg.protocol,
+                self.inner.cfg.push_updates,
+                self.default_placement(),
+            )
+        }
     }
 
     /// The default policy under `protocol` (updates as the default says, under `hlrc`).

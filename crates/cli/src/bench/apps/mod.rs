@@ -54,6 +54,11 @@ pub struct AppsArgs {
     /// Coherence protocol of the Squall runs (`SQUALL_PROTOCOL`).
     #[arg(long, default_value = "hlrc", value_parser = ["hlrc", "sc"])]
     pub protocol: String,
+    /// Coherence units of the Squall runs, in pages (`SQUALL_UNIT_PAGES`, hlrc): every node
+    /// count is run at each; a sweep (`--unit 1,4,16`) also prints time, fetches and
+    /// invalidations per unit.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub unit: Vec<u32>,
     /// Transport of the Squall runs.
     #[arg(long, default_value = "tcp", value_parser = ["tcp", "udp"])]
     pub transport: String,
@@ -86,8 +91,8 @@ pub fn main(a: AppsArgs) -> Result<(), String> {
     run(a).map_err(|e| e.to_string())
 }
 
-/// Identifies the repetitions of one configuration.
-type Key = (String, Mode, usize, usize);
+/// Identifies the repetitions of one configuration: app, mode, nodes, threads, unit pages.
+type Key = (String, Mode, usize, usize, u32);
 
 /// One planned run.
 struct Planned {
@@ -102,6 +107,21 @@ fn run(a: AppsArgs) -> Result<(), AppsError> {
             "--reps, --threads-per-node and every --nodes value must be at least 1".into(),
         ));
     }
+    if let Some(u) = a
+        .unit
+        .iter()
+        .find(|u| !u.is_power_of_two() || **u > squall_protocol::MAX_UNIT_PAGES)
+    {
+        return Err(AppsError::Usage(format!(
+            "--unit {u}: every unit is a power of two from 1 to {} pages",
+            squall_protocol::MAX_UNIT_PAGES
+        )));
+    }
+    if a.unit.iter().any(|&u| u > 1) && a.protocol != "hlrc" {
+        return Err(AppsError::Usage(
+            "--unit above 1 needs --protocol hlrc (units of several pages are kept by hlrc)".into(),
+        ));
+    }
     std::fs::create_dir_all(&a.out).map_err(|e| AppsError::io("create", &a.out, e))?;
     let (report, measured) = match &a.from_json {
         Some(p) => (load(p)?, false),
@@ -114,6 +134,9 @@ fn run(a: AppsArgs) -> Result<(), AppsError> {
     writers::text_table(&report).print();
     if let Some(t) = writers::style_table(&report) {
         t.print();
+    }
+    if report.rows.iter().any(|r| r.unit_pages != 1) {
+        writers::unit_table(&report).print();
     }
     eprintln!(
         "squall bench apps: wrote {}",
@@ -204,11 +227,13 @@ fn plan(
     thread_counts.sort_unstable();
     let mut out = Vec::new();
     let timeout = Duration::from_secs(a.timeout);
-    let spec = |app: &str, mode: Mode, nodes: usize, threads: usize, stats_file| RunSpec {
+    let units = dedup(&a.unit);
+    let spec = |app: &str, mode: Mode, nodes: usize, threads: usize, unit, stats_file| RunSpec {
         app: app.to_string(),
         mode,
         nodes,
         threads,
+        unit_pages: unit,
         size: a.size.clone(),
         transport: a.transport.clone(),
         protocol: a.protocol.clone(),
@@ -217,31 +242,38 @@ fn plan(
     };
     for app in apps {
         for rep in 1..=a.reps {
-            let mut push = |mode: Mode, n: usize, t: usize| {
+            let mut push = |mode: Mode, n: usize, t: usize, u: u32| {
                 let stats_file = mode.on_squall().then(|| {
                     let tag = match mode {
                         Mode::Squall => a.protocol.clone(),
                         m => m.name().to_string(),
                     };
-                    stats_dir.join(format!("{app}-{tag}-n{n}-t{t}-rep{rep}.json"))
+                    let unit = if u == 1 {
+                        String::new()
+                    } else {
+                        format!("-u{u}")
+                    };
+                    stats_dir.join(format!("{app}-{tag}{unit}-n{n}-t{t}-rep{rep}.json"))
                 });
                 out.push(Planned {
-                    key: (app.clone(), mode, n, t),
+                    key: (app.clone(), mode, n, t, u),
                     rep,
-                    spec: spec(app, mode, n, t, stats_file),
+                    spec: spec(app, mode, n, t, u, stats_file),
                 });
             };
-            push(Mode::Seq, 1, 1);
+            push(Mode::Seq, 1, 1, 1);
             for &t in &thread_counts {
-                push(Mode::Native, 1, t);
+                push(Mode::Native, 1, t, 1);
             }
             let pages = a.style.iter().any(|s| s == "pages");
             for &n in &nodes {
                 if pages {
-                    push(Mode::Squall, n, n * tpn);
+                    for &u in &units {
+                        push(Mode::Squall, n, n * tpn, u);
+                    }
                 }
                 for (_, m) in styled.iter().filter(|(x, _)| x == app) {
-                    push(*m, n, n);
+                    push(*m, n, n, 1);
                 }
             }
         }
@@ -279,11 +311,12 @@ fn measure(a: &AppsArgs) -> Result<AppsReport, AppsError> {
     let total = planned.len();
     let mut results: BTreeMap<Key, Reps> = BTreeMap::new();
     for (i, p) in planned.iter().enumerate() {
-        let (app, mode, n, t) = &p.key;
+        let (app, mode, n, t, u) = &p.key;
         let what = match mode {
             Mode::Seq => format!("{app} seq"),
             Mode::Native => format!("{app} native t={t}"),
-            Mode::Squall => format!("{app} squall n={n} t={t}"),
+            Mode::Squall if *u == 1 => format!("{app} squall n={n} t={t}"),
+            Mode::Squall => format!("{app} squall n={n} t={t} unit={u}"),
             m => format!("{app} {} n={n}", m.name()),
         };
         progress(&format!(
@@ -367,13 +400,13 @@ fn progress(text: &str) {
 /// Turn the repetitions into rows and baselines.
 fn report_from(a: &AppsArgs, apps: &[String], results: &BTreeMap<Key, Reps>) -> AppsReport {
     let empty = Reps::new();
-    let get = |app: &str, mode: Mode, n: usize, t: usize| {
+    let get = |app: &str, mode: Mode, n: usize, t: usize, u: u32| {
         results
-            .get(&(app.to_string(), mode, n, t))
+            .get(&(app.to_string(), mode, n, t, u))
             .unwrap_or(&empty)
     };
     let mut baselines = Vec::new();
-    for ((app, mode, _, t), reps) in results {
+    for ((app, mode, _, t, _), reps) in results {
         if !mode.on_squall() {
             baselines.push(Baseline::from_reps(app, mode.name(), *t, reps));
         }
@@ -390,17 +423,24 @@ fn report_from(a: &AppsArgs, apps: &[String], results: &BTreeMap<Key, Reps>) -> 
     let mut styles = Vec::new();
     let pages = a.style.iter().any(|s| s == "pages");
     for app in apps {
-        let seq = get(app, Mode::Seq, 1, 1).median();
+        let seq = get(app, Mode::Seq, 1, 1, 1).median();
+        let units = dedup(&a.unit);
         for n in dedup(&a.nodes) {
             let t = n * a.threads_per_node;
-            let native = get(app, Mode::Native, 1, t).median();
-            let paged = get(app, Mode::Squall, n, t);
+            let native = get(app, Mode::Native, 1, t, 1).median();
             if pages {
-                rows.push(AppRow::build(app, n, t, paged, seq, native));
+                for &u in &units {
+                    let mut row =
+                        AppRow::build(app, n, t, get(app, Mode::Squall, n, t, u), seq, native);
+                    row.unit_pages = u;
+                    rows.push(row);
+                }
             }
+            // The styles compare with the page-based run at the first unit asked for.
+            let paged = get(app, Mode::Squall, n, t, units.first().copied().unwrap_or(1));
             for mode in [Mode::Crl, Mode::Splitc] {
                 if let (Some(reps), Some(style)) =
-                    (results.get(&(app.to_string(), mode, n, n)), mode.style())
+                    (results.get(&(app.to_string(), mode, n, n, 1)), mode.style())
                 {
                     styles.push(StyleRow::build(app, style, n, reps, paged.median(), seq));
                 }
@@ -619,11 +659,11 @@ mod tests {
             r.push(Some(t), true, None);
             r
         };
-        results.insert(("sor".to_string(), Mode::Seq, 1, 1), reps(2.0));
-        results.insert(("sor".to_string(), Mode::Native, 1, 1), reps(2.0));
-        results.insert(("sor".to_string(), Mode::Native, 1, 2), reps(1.0));
-        results.insert(("sor".to_string(), Mode::Squall, 1, 1), reps(2.5));
-        results.insert(("sor".to_string(), Mode::Squall, 2, 2), reps(4.0));
+        results.insert(("sor".to_string(), Mode::Seq, 1, 1, 1), reps(2.0));
+        results.insert(("sor".to_string(), Mode::Native, 1, 1, 1), reps(2.0));
+        results.insert(("sor".to_string(), Mode::Native, 1, 2, 1), reps(1.0));
+        results.insert(("sor".to_string(), Mode::Squall, 1, 1, 1), reps(2.5));
+        results.insert(("sor".to_string(), Mode::Squall, 2, 2, 1), reps(4.0));
         let r = report_from(&a, &["sor".into()], &results);
         assert_eq!(r.rows.len(), 2);
         assert_eq!(r.rows[1].native_time_s, Some(1.0));
@@ -632,6 +672,31 @@ mod tests {
         assert_eq!(r.baselines.len(), 3);
         assert_eq!(r.baselines[0].mode, "seq");
         assert!(r.all_verified());
+    }
+
+    #[test]
+    fn unit_sweep_runs_squall_per_unit_and_names_its_stats() {
+        let a = args(&[
+            "--apps", "mm", "--nodes", "2", "--reps", "1", "--unit", "1,4,16",
+        ]);
+        let p = plan(&a, &["mm".into()], Path::new("/s"));
+        let sq: Vec<(usize, u32)> = p
+            .iter()
+            .filter(|x| x.key.1 == Mode::Squall)
+            .map(|x| (x.key.2, x.key.4))
+            .collect();
+        assert_eq!(sq, [(2, 1), (2, 4), (2, 16)]);
+        let files: Vec<PathBuf> = p.iter().filter_map(|x| x.spec.stats_file.clone()).collect();
+        assert_eq!(files[1], PathBuf::from("/s/mm-hlrc-u4-n2-t2-rep1.json"));
+        let env = p[p.len() - 1]
+            .spec
+            .job(&BinDir(PathBuf::from("/b")))
+            .extra_env;
+        assert!(env.contains(&("SQUALL_UNIT_PAGES".to_string(), "16".to_string())));
+        let e = run(args(&["--unit", "3"])).expect_err("unit 3");
+        assert!(e.to_string().contains("--unit"));
+        let e = run(args(&["--unit", "4", "--protocol", "sc"])).expect_err("sc units");
+        assert!(e.to_string().contains("hlrc"));
     }
 
     #[test]

@@ -83,6 +83,9 @@ pub struct AppRow {
     pub nodes: usize,
     /// Application threads in total (nodes × threads per node).
     pub threads: usize,
+    /// Coherence unit of the Squall runs, in pages (`--unit`).
+    #[serde(default = "one_page")]
+    pub unit_pages: u32,
     /// Median parallel-phase time on Squall.
     pub squall_time_s: Option<f64>,
     /// Median time of the sequential build.
@@ -203,6 +206,10 @@ impl Baseline {
     }
 }
 
+fn one_page() -> u32 {
+    1
+}
+
 impl AppRow {
     /// The row for `app` on `nodes` nodes from its Squall repetitions and the baselines.
     pub fn build(
@@ -218,6 +225,7 @@ impl AppRow {
             app: app.to_string(),
             nodes,
             threads,
+            unit_pages: 1,
             squall_time_s: t,
             seq_time_s: seq,
             native_time_s: native,

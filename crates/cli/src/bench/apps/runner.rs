@@ -156,6 +156,8 @@ pub struct RunSpec {
     pub nodes: usize,
     /// Application threads (`-t`); seq runs get none.
     pub threads: usize,
+    /// Coherence unit in pages of a Squall run (`SQUALL_UNIT_PAGES`; 1: not set).
+    pub unit_pages: u32,
     pub size: String,
     pub transport: String,
     pub protocol: String,
@@ -241,6 +243,10 @@ impl RunSpec {
             spec.stats = true;
             spec.extra_env
                 .push((env::PROTOCOL.to_string(), self.protocol.clone()));
+            if self.unit_pages > 1 {
+                spec.extra_env
+                    .push((env::UNIT_PAGES.to_string(), self.unit_pages.to_string()));
+            }
             if let Some(f) = &self.stats_file {
                 spec.extra_env.push((
                     env::STATS_FILE.to_string(),
@@ -342,6 +348,7 @@ mod tests {
             mode,
             nodes: 2,
             threads: 4,
+            unit_pages: 1,
             size: "tiny".into(),
             transport: "udp".into(),
             protocol: "sc".into(),

@@ -62,6 +62,9 @@ pub struct StatsSummary {
     pub diffs: u64,
     /// Whole pages fetched from their home (seed 000's "page transfers").
     pub page_fetches: u64,
+    /// Copies dropped by write notices (per page).
+    #[serde(default)]
+    pub invalidations: u64,
     /// Messages sent by all nodes (data, synchronization and protocol).
     pub messages: u64,
     /// Bytes sent by all nodes.
@@ -114,6 +117,7 @@ impl StatsSummary {
             twins: count(t, "/counts/protocol/twins"),
             diffs: count(t, "/counts/protocol/diffs_created"),
             page_fetches: count(t, "/counts/protocol/page_fetches"),
+            invalidations: count(t, "/counts/protocol/invalidations"),
             messages: count(t, "/counts/net/messages_sent"),
             bytes: count(t, "/counts/net/bytes_sent"),
             lock_acquires: count(t, "/counts/sync/lock_acquires_local")

@@ -33,6 +33,8 @@ pub const CSV_HEADER: &[&str] = &[
     "data_stall_s",
     "messaging_s",
     "protocol_s",
+    "unit_pages",
+    "invalidations",
 ];
 
 fn opt(v: Option<f64>) -> String {
@@ -101,6 +103,12 @@ pub fn csv(report: &AppsReport) -> String {
             r.verified.to_string(),
         ];
         cells.extend(stat_cells(r));
+        cells.push(r.unit_pages.to_string());
+        cells.push(
+            r.stats
+                .as_ref()
+                .map_or(String::new(), |s| s.invalidations.to_string()),
+        );
         out.push_str(&cells.join(","));
         out.push('\n');
     }
@@ -451,6 +459,43 @@ pub fn styles_csv(report: &AppsReport) -> String {
     out
 }
 
+/// The unit sweep printed on stdout (`--unit`): per app, node count and unit, the time and
+/// what the unit changes (fetches, invalidations, messages, bytes).
+pub fn unit_table(report: &AppsReport) -> Table {
+    let mut t = Table::new(
+        "apps: coherence unit sweep".to_string(),
+        &[
+            "app",
+            "nodes",
+            "unit pages",
+            "time s",
+            "fetches",
+            "invalidations",
+            "messages",
+            "bytes",
+            "verified",
+        ],
+    );
+    for r in &report.rows {
+        let s = r.stats.as_ref();
+        let cell = |f: fn(&crate::bench::apps::stats::StatsSummary) -> u64| {
+            s.map_or("-".to_string(), |s| human(f(s)))
+        };
+        t.row(vec![
+            r.app.clone(),
+            r.nodes.to_string(),
+            r.unit_pages.to_string(),
+            secs(r.squall_time_s),
+            cell(|s| s.page_fetches),
+            cell(|s| s.invalidations),
+            cell(|s| s.messages),
+            s.map_or("-".to_string(), |s| human_bytes(s.bytes)),
+            r.verified.to_string(),
+        ]);
+    }
+    t
+}
+
 /// Write `text` to `path`.
 pub fn write(path: &Path, text: &str) -> Result<(), AppsError> {
     std::fs::write(path, text).map_err(|e| AppsError::io("write", path, e))
@@ -481,6 +526,7 @@ pub(crate) mod tests {
             app: app.into(),
             nodes,
             threads: nodes,
+            unit_pages: 1,
             squall_time_s: Some(t),
             seq_time_s: Some(1.0),
             native_time_s: Some(0.5),
@@ -497,6 +543,7 @@ pub(crate) mod tests {
                 twins: 3,
                 diffs: 3,
                 page_fetches: 100,
+                invalidations: 40,
                 messages: 2_000_000,
                 bytes: 3 << 20,
                 lock_acquires: 0,
@@ -547,8 +594,24 @@ pub(crate) mod tests {
         }
         assert!(lines[1].starts_with("sor,1,1,1.1,1,0.5,"));
         assert!(lines[1].contains(",12345,12000,345,3,3,100,2000000,3145728,0,20,0.7,"));
-        assert!(lines[3].ends_with(",true,,,,,,,,,,,,,,,"), "{}", lines[3]);
+        // No statistics: empty cells, then the unit and no invalidation count.
+        assert!(
+            lines[3].ends_with(",true,,,,,,,,,,,,,,,,1,"),
+            "{}",
+            lines[3]
+        );
+        assert!(lines[1].ends_with(",1,40"), "{}", lines[1]);
         assert_eq!(field("a,b"), "\"a,b\"");
+    }
+
+    #[test]
+    fn unit_table_shows_time_fetches_and_invalidations_per_unit() {
+        let mut r = sample();
+        r.rows[1].unit_pages = 4;
+        let t = unit_table(&r).render();
+        assert!(t.contains("unit pages"), "{t}");
+        assert!(t.contains(" 4 "), "{t}");
+        assert!(t.contains("100") && t.contains("40"), "{t}");
     }
 
     #[test]
