@@ -649,10 +649,10 @@ impl AddressSpace {
         // Whether the kernel call below wakes the threads blocked on these pages: their `woken`
         // bits are set before it (a fault read after the bit is set clears it again, so a
         // thread that blocks after the call is never taken for woken), cleared if it fails.
-        let wakes = match (prev, next) {
-            (_, Access::None) | (Access::ReadWrite, Access::Read) => false,
-            _ => true,
-        };
+        let wakes = !matches!(
+            (prev, next),
+            (_, Access::None) | (Access::ReadWrite, Access::Read)
+        );
         if wakes {
             for p in first.0..first.0 + count {
                 self.table.set_woken(p, true);
