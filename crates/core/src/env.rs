@@ -35,6 +35,7 @@ pub const MPI_HEADERLESS: &str = "SQUALL_MPI_HEADERLESS";
 pub const MPI_SHM: &str = "SQUALL_MPI_SHM";
 pub const MPI_SHM_GROUPS: &str = "SQUALL_MPI_SHM_GROUPS";
 pub const SERVICE_SLICE_US: &str = "SQUALL_SERVICE_SLICE_US";
+pub const POLL_SPIN_US: &str = "SQUALL_POLL_SPIN_US";
 pub const BARRIER_EAGER: &str = "SQUALL_BARRIER_EAGER";
 pub const BARRIER_FETCH: &str = "SQUALL_BARRIER_FETCH";
 pub const PUSH_UPDATES: &str = "SQUALL_PUSH_UPDATES";
@@ -177,6 +178,11 @@ pub const ALL: &[EnvVar] = &[
         name: SERVICE_SLICE_US,
         default: "100",
         meaning: "scheduler time slice (µs, 100-100000) the service and MPI progress threads ask for, so a message or fault wakes them ahead of busy application threads (Linux ≥ 6.12; older kernels ignore it); 0: the kernel's default",
+    },
+    EnvVar {
+        name: POLL_SPIN_US,
+        default: "auto (20 when LOCAL_NODES < CPUs, else 0)",
+        meaning: "microseconds (1-1000) the service thread keeps polling the network and the fault source without sleeping after it served a message or fault, so a reply due within microseconds is read without a wake-up; windows that end empty make the next ones be skipped (back-off); 0: never",
     },
     EnvVar {
         name: BARRIER_EAGER,

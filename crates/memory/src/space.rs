@@ -658,11 +658,33 @@ impl AddressSpace {
             count,
             source,
         };
+        // Whether the kernel call below wakes the threads blocked on these pages: their `woken`
+        // bits are set before it (a fault read after the bit is set clears it again, so a
+        // thread that blocks after the call is never taken for woken), cleared if it fails.
+        let wakes = !matches!(
+            (prev, next),
+            (_, Access::None) | (Access::ReadWrite, Access::Read)
+        );
+        if wakes {
+            for p in first.0..first.0 + count {
+                self.table.set_woken(p, true);
+            }
+        }
+        let unwoken = || {
+            if wakes {
+                for p in first.0..first.0 + count {
+                    self.table.set_woken(p, false);
+                }
+            }
+        };
         if prev == next {
             if next != Access::None {
                 // A thread may have faulted on a page it can already access (e.g. a duplicate
                 // report); let it retry.
-                retry(|| sys::uffd_wake(fd, start, len)).map_err(|e| kerr("wake", e))?;
+                retry(|| sys::uffd_wake(fd, start, len)).map_err(|e| {
+                    unwoken();
+                    kerr("wake", e)
+                })?;
             }
             return Ok(());
         }
@@ -683,6 +705,7 @@ impl AddressSpace {
             for p in first.0..first.0 + count {
                 self.table.set(p, prev);
             }
+            unwoken();
             return Err(e);
         }
         self.transitions.fetch_add(count, Ordering::Relaxed);
@@ -796,6 +819,19 @@ impl AddressSpace {
                 source,
             },
         )
+    }
+
+    /// Wake threads blocked on faults of `page` unless the kernel already did since the last
+    /// fault message on it was read (a grant or wake through this space): what the runtime
+    /// calls when the protocol resumes a fault, saving a system call per fault that changed
+    /// the page's access. Waking more than needed is harmless; less would hang the thread, so
+    /// the bit is set before every waking kernel call and cleared as each fault is read.
+    pub fn resume(&self, page: PageId) -> Result<(), MemoryError> {
+        self.check(page, 1)?;
+        if self.table.woken(page.0) {
+            return Ok(());
+        }
+        self.wake(page)
     }
 
     /// Give back the physical memory of `count` pages from `first` after they were freed: the
@@ -937,6 +973,8 @@ impl AddressSpace {
             let Some(page) = self.page_of(addr) else {
                 continue;
             };
+            // A thread is blocked on `page` from now on, until the next waking kernel call.
+            self.table.set_woken(page.0, false);
             let write =
                 msg.flags & (sys::UFFD_PAGEFAULT_FLAG_WRITE | sys::UFFD_PAGEFAULT_FLAG_WP) != 0;
             self.faults.fetch_add(1, Ordering::Relaxed);

@@ -1,6 +1,6 @@
 //! The page access-state table: one `AtomicU8` per page, allocated lazily in chunks so a
 //! 64 GiB range (16M pages) costs nothing until pages are used. Besides the access state, each
-//! entry has a `backed` bit: the page's backing memory is known to be allocated and mapped in
+//! entry has a `woken` bit (see `WOKEN`) and a `backed` bit: the page's backing memory is known to be allocated and mapped in
 //! the backdoor view (set by `AddressSpace::prepare_install`, cleared when the page is released).
 //!
 //! Owns: the record of what access each page of the application view currently has.
@@ -23,9 +23,15 @@ fn encode(a: Access) -> u8 {
 
 /// The `backed` bit of an entry (the low two bits hold the access state).
 const BACKED: u8 = 0x80;
+/// The `woken` bit: since the last fault message on the page was read, the kernel has woken
+/// the threads blocked on it (set just before a waking kernel call, cleared when a fault
+/// message is read), so a `Resume` needs no wake of its own.
+const WOKEN: u8 = 0x40;
+/// The bits of the access state.
+const ACCESS: u8 = 0x03;
 
 fn decode(v: u8) -> Access {
-    match v & !BACKED {
+    match v & ACCESS {
         1 => Access::Read,
         2 => Access::ReadWrite,
         _ => Access::None,
@@ -88,6 +94,30 @@ impl AccessTable {
         }
     }
 
+    /// Whether `page` has its `woken` bit.
+    pub fn woken(&self, page: u64) -> bool {
+        if page >= self.pages {
+            return false;
+        }
+        let (c, i) = (page as usize / CHUNK_PAGES, page as usize % CHUNK_PAGES);
+        self.chunks[c]
+            .get()
+            .is_some_and(|chunk| chunk[i].load(Ordering::Acquire) & WOKEN != 0)
+    }
+
+    /// Set or clear the `woken` bit of `page`, keeping its access state.
+    pub fn set_woken(&self, page: u64, woken: bool) {
+        if page >= self.pages {
+            return;
+        }
+        let (c, i) = (page as usize / CHUNK_PAGES, page as usize % CHUNK_PAGES);
+        if woken {
+            self.chunk(c)[i].fetch_or(WOKEN, Ordering::AcqRel);
+        } else if let Some(chunk) = self.chunks[c].get() {
+            chunk[i].fetch_and(!WOKEN, Ordering::AcqRel);
+        }
+    }
+
     fn chunk(&self, c: usize) -> &[AtomicU8] {
         self.chunks[c].get_or_init(|| (0..CHUNK_PAGES).map(|_| AtomicU8::new(0)).collect())
     }
@@ -111,7 +141,7 @@ impl AccessTable {
         let new = encode(access);
         let old = chunk[i]
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
-                Some((v & BACKED) | new)
+                Some((v & !ACCESS) | new)
             })
             .unwrap_or_else(|v| v);
         decode(old)
@@ -164,5 +194,22 @@ mod tests {
         assert_eq!(t.set(7, Access::ReadWrite), Access::None);
         assert!(!t.backed(8));
         assert!(!t.backed(1 << 20));
+    }
+
+    #[test]
+    fn woken_bit_is_independent_of_access_and_backed() {
+        let t = AccessTable::new(1 << 20);
+        assert!(!t.woken(9));
+        t.set_woken(9, false);
+        assert_eq!(t.allocated_chunks(), 0);
+        t.set_woken(9, true);
+        t.set_backed(9, true);
+        assert_eq!(t.set(9, Access::Read), Access::None);
+        assert!(t.woken(9) && t.backed(9));
+        assert_eq!(t.set(9, Access::ReadWrite), Access::Read);
+        t.set_woken(9, false);
+        assert!(!t.woken(9) && t.backed(9));
+        assert_eq!(t.get(9), Access::ReadWrite);
+        assert!(!t.woken(1 << 20));
     }
 }

@@ -131,7 +131,15 @@ pub fn start_with(
         crate::sched::apply(slice, "the service thread");
         setup(ep)
     };
-    Endpoint::start(rank, size, job, backend, cfg.peer_timeout, Box::new(setup))
+    Endpoint::start(
+        rank,
+        size,
+        job,
+        backend,
+        cfg.peer_timeout,
+        cfg.poll_spin,
+        Box::new(setup),
+    )
 }
 
 fn write_frame(

@@ -13,6 +13,9 @@
 //! through the waker, so the poll normally sleeps with no kernel timer armed; a send from
 //! another thread that creates an earlier timer lowers that thread's deadline instead of waking
 //! the service thread. A blocking [`Endpoint::request`] waits on a per-thread reply slot.
+//! After a pass that served input the loop may linger (`NetConfig::poll_spin`): it polls
+//! without sleeping for a few microseconds, so the answer to what it just sent is read without
+//! a wake-up; lingers that end empty are skipped more and more often (see `Linger`).
 //!
 //! Extra sources: [`Endpoint::add_source`] registers another file descriptor (the runtime's
 //! userfaultfd) with the same poll, under tokens from `SOURCE_TOKEN_BASE`; its callback runs on
@@ -73,6 +76,55 @@ const SHORT_TIMER: Duration = Duration::from_millis(2);
 /// timers, the clock): the per-message path then has no system call and no clock read, and an
 /// extra source (a page fault) waits at most this many probes (a few microseconds).
 const HOT_BATCH: u32 = 32;
+
+/// Most lingers a run of empty ones makes the service thread skip (see [`Linger`]).
+const MAX_LINGER_SKIP: u32 = 64;
+
+/// When the service thread lingers: after a pass that served input (a message, a fault, a
+/// posted closure) it keeps polling without sleeping for `window`, since the answer to what
+/// it just sent usually comes within microseconds and is then read without a thread
+/// wake-up (on a loaded virtual machine a wake-up costs more than the whole window). A
+/// linger that ends empty makes the next 1, 3, 7, ... (at most [`MAX_LINGER_SKIP`]) be
+/// skipped; one that catches input resets that, so a slow or idle peer costs almost no CPU.
+/// Pure logic: the caller passes the time.
+#[derive(Debug)]
+struct Linger {
+    window: Option<Duration>,
+    misses: u32,
+    skip: u32,
+}
+
+impl Linger {
+    fn new(window: Option<Duration>) -> Linger {
+        Linger {
+            window,
+            misses: 0,
+            skip: 0,
+        }
+    }
+
+    /// Input was served at `now`: the instant to keep polling until, if lingering.
+    fn start(&mut self, now: Instant) -> Option<Instant> {
+        let w = self.window?;
+        if self.skip > 0 {
+            self.skip -= 1;
+            return None;
+        }
+        Some(now + w)
+    }
+
+    /// The linger caught input.
+    fn hit(&mut self) {
+        self.misses = 0;
+        self.skip = 0;
+    }
+
+    /// The linger ended empty.
+    fn miss(&mut self) {
+        self.misses = (self.misses + 1).min(MAX_LINGER_SKIP.trailing_zeros());
+        self.skip = (1 << self.misses) - 1;
+    }
+}
 
 /// A message delivered to a handler.
 #[derive(Debug, Clone)]
@@ -262,6 +314,12 @@ struct Shared {
     stopped: AtomicBool,
     join: Mutex<Option<JoinHandle<()>>>,
     peer_timeout: Duration,
+    /// How long the service thread keeps polling without sleeping after it served something
+    /// ([`Linger`]); None: it sleeps at once.
+    poll_spin: Option<Duration>,
+    /// Lingers started and lingers that caught input (statistics).
+    poll_spins: AtomicU64,
+    poll_spin_hits: AtomicU64,
 }
 
 /// The node's network handle: cheap to clone, usable from any thread.
@@ -289,6 +347,7 @@ impl Endpoint {
         job: JobId,
         mut backend: Box<dyn Backend>,
         peer_timeout: Duration,
+        poll_spin: Option<Duration>,
         setup: Box<dyn FnOnce(&Endpoint) + Send>,
     ) -> Result<Endpoint, NetError> {
         let poll = Poll::new().map_err(|e| NetError::io("creating the poll", e))?;
@@ -333,6 +392,9 @@ impl Endpoint {
             stopped: AtomicBool::new(false),
             join: Mutex::new(None),
             peer_timeout,
+            poll_spin,
+            poll_spins: AtomicU64::new(0),
+            poll_spin_hits: AtomicU64::new(0),
         });
         let ep = Endpoint { shared };
         let timer_ep = ep.clone();
@@ -625,6 +687,8 @@ impl Endpoint {
     pub fn stats(&self) -> NetStats {
         let mut s = NetStats {
             by_type: self.shared.by_type.snapshot(),
+            poll_spins: self.shared.poll_spins.load(Ordering::Relaxed),
+            poll_spin_hits: self.shared.poll_spin_hits.load(Ordering::Relaxed),
             ..NetStats::default()
         };
         self.shared
@@ -1059,6 +1123,9 @@ impl Endpoint {
         let mut out = Vec::new();
         let mut ready: Vec<usize> = Vec::new();
         let mut shutdown_started: Option<Instant> = None;
+        let mut linger = Linger::new(self.shared.poll_spin);
+        // While Some: polling without sleeping until then (see `Linger`).
+        let mut linger_until: Option<Instant> = None;
         loop {
             self.run_hot(&mut out);
             self.run_posted();
@@ -1082,7 +1149,11 @@ impl Endpoint {
                 if !spinning {
                     d.spin_until = None;
                 }
-                let t = if spinning || self.shared.posted_len.load(Ordering::Acquire) > 0 {
+                let lingering = linger_until.is_some_and(|u| u > now);
+                let t = if spinning
+                    || lingering
+                    || self.shared.posted_len.load(Ordering::Acquire) > 0
+                {
                     Some(now)
                 } else {
                     d.backend.poll_timeout()
@@ -1116,12 +1187,22 @@ impl Endpoint {
             } else {
                 poll.poll(&mut events, timeout)
             };
-            if spinning && events.is_empty() {
+            let now = Instant::now();
+            if let Some(u) = linger_until {
+                if !events.is_empty() {
+                    linger.hit();
+                    linger_until = None;
+                    self.shared.poll_spin_hits.fetch_add(1, Ordering::Relaxed);
+                } else if now >= u {
+                    linger.miss();
+                    linger_until = None;
+                }
+            }
+            if spinning && events.is_empty() && linger_until.is_none() {
                 // Nothing yet: let another runnable thread of this CPU (the peer we wait for,
                 // on a machine with few cores) go first.
                 std::thread::yield_now();
             }
-            let now = Instant::now();
             {
                 let mut d = self.shared.driver.lock();
                 d.sleeping_until = None;
@@ -1136,6 +1217,14 @@ impl Endpoint {
                     } else if ev.token() != WAKER {
                         d.backend.handle_event(now, ev, &mut out);
                     }
+                }
+            }
+            // Input served in this pass (not a bare wake-up): its answer may come soon.
+            let served = !ready.is_empty() || !out.is_empty();
+            if served && linger_until.is_none() {
+                linger_until = linger.start(now);
+                if linger_until.is_some() {
+                    self.shared.poll_spins.fetch_add(1, Ordering::Relaxed);
                 }
             }
             // Extra sources first: a fault's page request leaves before the handlers of what
@@ -1359,6 +1448,30 @@ mod tests {
         }
         HOLD_RACE_US.store(0, Ordering::Relaxed);
         ep.shutdown().expect("shutdown");
+    }
+
+    #[test]
+    fn linger_backs_off_after_empty_windows_and_resets_on_a_hit() {
+        let t0 = Instant::now();
+        let w = Duration::from_micros(20);
+        let mut l = Linger::new(Some(w));
+        assert_eq!(l.start(t0), Some(t0 + w));
+        l.hit();
+        assert_eq!(l.start(t0), Some(t0 + w), "a hit keeps lingering on");
+        // Empty windows in a row: the next 1, 3, 7, ... up to 63 are skipped.
+        let mut skips = Vec::new();
+        for _ in 0..8 {
+            l.miss();
+            let mut skipped = 0;
+            while l.start(t0).is_none() {
+                skipped += 1;
+            }
+            skips.push(skipped);
+        }
+        assert_eq!(skips, [1, 3, 7, 15, 31, 63, 63, 63]);
+        l.hit();
+        assert!(l.start(t0).is_some(), "no back-off after a hit");
+        assert_eq!(Linger::new(None).start(t0), None, "off: never");
     }
 
     #[test]

@@ -62,6 +62,10 @@ pub struct NetStats {
     /// Packets received whose authentication tag and sequence number were checked and
     /// accepted (0 when the job runs without authentication).
     pub packets_authenticated: u64,
+    /// Times the service thread kept polling after serving input instead of sleeping
+    /// (`SQUALL_POLL_SPIN_US`), and how many of those caught input before the window ended.
+    pub poll_spins: u64,
+    pub poll_spin_hits: u64,
 }
 
 impl NetStats {

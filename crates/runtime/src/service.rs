@@ -267,8 +267,9 @@ impl Service {
                     PAction::Send { to, msg } => self.send(ep, to, msg::PROTO, msg),
                     PAction::Resume { page } => {
                         // Threads whose fault was served without an access change (a
-                        // duplicate fault) are still blocked in the kernel: wake them.
-                        if let Err(e) = self.space.wake(page) {
+                        // duplicate fault) are still blocked in the kernel: wake them (a
+                        // grant since their fault was read woke them already).
+                        if let Err(e) = self.space.resume(page) {
                             fatal(self.me, &format!("waking threads blocked on {page}: {e}"));
                         }
                         if let Some(started) = self.pending_faults.remove(&page) {

@@ -244,7 +244,13 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
     }
     // Packets this node accepted after checking their tags (0 without authentication).
     let authenticated = ep.stats().packets_authenticated;
-    emit_result(&json!({ "rows": rows, "authenticated": authenticated }));
+    let st = ep.stats();
+    emit_result(&json!({
+        "rows": rows,
+        "authenticated": authenticated,
+        "poll_spins": st.poll_spins,
+        "poll_spin_hits": st.poll_spin_hits,
+    }));
     finish(&ep, &barrier)
 }
 
