@@ -635,9 +635,9 @@ mod tests {
             r.push(Some(t), true, None);
             r
         };
-        results.insert(("mm".to_string(), Mode::Seq, 1, 1), reps(1.0));
-        results.insert(("mm".to_string(), Mode::Squall, 2, 2), reps(2.0));
-        results.insert(("mm".to_string(), Mode::Crl, 2, 2), reps(1.0));
+        results.insert(("mm".to_string(), Mode::Seq, 1, 1, 1), reps(1.0));
+        results.insert(("mm".to_string(), Mode::Squall, 2, 2, 1), reps(2.0));
+        results.insert(("mm".to_string(), Mode::Crl, 2, 2, 1), reps(1.0));
         let a = args(&["--apps", "mm", "--nodes", "2", "--style", "pages,crl"]);
         let r = report_from(&a, &["mm".into()], &results);
         assert_eq!(r.rows.len(), 1);
@@ -679,7 +679,7 @@ mod tests {
         let a = args(&[
             "--apps", "mm", "--nodes", "2", "--reps", "1", "--unit", "1,4,16",
         ]);
-        let p = plan(&a, &["mm".into()], Path::new("/s"));
+        let p = plan(&a, &["mm".into()], &[], Path::new("/s"));
         let sq: Vec<(usize, u32)> = p
             .iter()
             .filter(|x| x.key.1 == Mode::Squall)
