@@ -192,6 +192,26 @@ impl AllocInfo {
     }
 }
 
+/// `1.5G`-style byte counts (binary units), as the settings and error messages print them.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [
+        ("T", 1 << 40),
+        ("G", 1 << 30),
+        ("M", 1 << 20),
+        ("K", 1 << 10),
+    ];
+    for (u, m) in UNITS {
+        if bytes >= m {
+            return if bytes.is_multiple_of(m) {
+                format!("{}{u}", bytes / m)
+            } else {
+                format!("{:.1}{u}", bytes as f64 / m as f64)
+            };
+        }
+    }
+    format!("{bytes}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,24 +277,4 @@ mod tests {
         };
         assert_eq!(one.adopted_first(2), Some(PageId(8)));
     }
-}
-
-/// `1.5G`-style byte counts (binary units), as the settings and error messages print them.
-pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [(&str, u64); 4] = [
-        ("T", 1 << 40),
-        ("G", 1 << 30),
-        ("M", 1 << 20),
-        ("K", 1 << 10),
-    ];
-    for (u, m) in UNITS {
-        if bytes >= m {
-            return if bytes.is_multiple_of(m) {
-                format!("{}{u}", bytes / m)
-            } else {
-                format!("{:.1}{u}", bytes as f64 / m as f64)
-            };
-        }
-    }
-    format!("{bytes}")
 }
