@@ -17,6 +17,8 @@ pub mod router;
 pub mod sc;
 mod shared;
 pub mod stats;
+#[cfg(test)]
+mod test_mem;
 pub mod user;
 
 pub use shared::{atomic, diff, home};
