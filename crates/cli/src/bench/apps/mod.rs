@@ -51,8 +51,10 @@ pub struct AppsArgs {
     /// Repetitions of every run; medians are reported.
     #[arg(long, default_value_t = 3)]
     pub reps: usize,
-    /// Coherence protocol of the Squall runs (`SQUALL_PROTOCOL`).
-    #[arg(long, default_value = "hlrc", value_parser = ["hlrc", "sc"])]
+    /// Coherence protocol of the Squall runs (`SQUALL_PROTOCOL`); `hlrc+updates` is hlrc with
+    /// push updates (`SQUALL_PUSH_UPDATES=1`: writes reach the readers' copies at releases
+    /// instead of invalidating them — Em3d's update variant, seed 001 §4).
+    #[arg(long, default_value = "hlrc", value_parser = ["hlrc", "sc", "hlrc+updates"])]
     pub protocol: String,
     /// Coherence units of the Squall runs, in pages (`SQUALL_UNIT_PAGES`, hlrc): every node
     /// count is run at each; a sweep (`--unit 1,4,16`) also prints time, fetches and
@@ -118,6 +120,7 @@ fn run(a: AppsArgs) -> Result<(), AppsError> {
         )));
     }
     if a.unit.iter().any(|&u| u > 1) && a.protocol != "hlrc" {
+        // (units of several pages are refused with push updates too)
         return Err(AppsError::Usage(
             "--unit above 1 needs --protocol hlrc (units of several pages are kept by hlrc)".into(),
         ));

@@ -241,8 +241,17 @@ impl RunSpec {
         spec.transport = self.transport.clone();
         if self.mode.on_squall() {
             spec.stats = true;
+            // `hlrc+updates`: hlrc with push updates for every allocation.
+            let (protocol, updates) = match self.protocol.strip_suffix("+updates") {
+                Some(p) => (p, true),
+                None => (self.protocol.as_str(), false),
+            };
             spec.extra_env
-                .push((env::PROTOCOL.to_string(), self.protocol.clone()));
+                .push((env::PROTOCOL.to_string(), protocol.to_string()));
+            if updates {
+                spec.extra_env
+                    .push((env::PUSH_UPDATES.to_string(), "1".to_string()));
+            }
             if self.unit_pages > 1 {
                 spec.extra_env
                     .push((env::UNIT_PAGES.to_string(), self.unit_pages.to_string()));
@@ -371,6 +380,17 @@ mod tests {
         assert!(job
             .extra_env
             .contains(&(env::STATS_FILE.to_string(), "/tmp/x.json".to_string())));
+        assert!(!job.extra_env.iter().any(|(k, _)| k == env::PUSH_UPDATES));
+        // The update variant: hlrc with push updates.
+        let mut upd = spec(Mode::Squall);
+        upd.protocol = "hlrc+updates".into();
+        let job = upd.job(&bins);
+        assert!(job
+            .extra_env
+            .contains(&(env::PROTOCOL.to_string(), "hlrc".to_string())));
+        assert!(job
+            .extra_env
+            .contains(&(env::PUSH_UPDATES.to_string(), "1".to_string())));
         let seq = spec(Mode::Seq).job(&bins);
         assert_eq!(seq.args, ["-s", "tiny"]);
         assert!(!seq.stats);
