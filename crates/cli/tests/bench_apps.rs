@@ -227,6 +227,7 @@ fn sor_and_clu_tiny_on_one_and_two_nodes_write_every_report() {
                 "bytes",
                 "diffs",
                 "faults",
+                "invalidations",
                 "lock_acquires",
                 "messages",
                 "page_fetches",

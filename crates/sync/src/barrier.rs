@@ -474,6 +474,18 @@ impl SyncCore {
         }
     }
 
+    /// Manager: a per-node episode `epoch` ended at the tree's root (this node). The flat
+    /// manager state must move past it too: the same barrier may run its next episode with a
+    /// total count (an OpenMP team of another shape), whose arrivals name the next episode.
+    pub(crate) fn mgr_tree_departed(&mut self, barrier: u64, epoch: u64) {
+        let nodes = self.nodes;
+        let m = self.mgr_state(barrier);
+        if m.epoch <= epoch {
+            *m = MgrBarrier::new(nodes);
+            m.epoch = epoch + 1;
+        }
+    }
+
     fn mgr_state(&mut self, barrier: u64) -> &mut MgrBarrier {
         let nodes = self.nodes;
         self.barrier_mgr

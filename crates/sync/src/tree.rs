@@ -200,6 +200,7 @@ impl SyncCore {
         parts.sort_by_key(|(n, _)| *n);
         let infos: Vec<Vec<u8>> = parts.into_iter().map(|(_, i)| i).collect();
         let hops = if nodes > 1 { hops } else { 0 };
+        self.mgr_tree_departed(barrier, epoch);
         for n in 0..nodes {
             let n = NodeId(n);
             if n != me {
@@ -284,14 +285,21 @@ mod tests {
                 applied: Vec::new(),
             })
             .collect();
-        // Barrier 3: its root (manager) is node 3 % nodes.
+        let (msgs, widest) = run_episode(&mut cores, &mut cons, BarrierCount::PerNode { local: 1 });
+        (cores, cons, msgs, widest)
+    }
+
+    /// Every core (one thread each) enters barrier 3 (root/manager: node 3 % nodes) with
+    /// `count`; messages delivered in rounds until quiet. Returns (messages, largest
+    /// departure's infos); every thread must have been woken without error.
+    fn run_episode(
+        cores: &mut [SyncCore],
+        cons: &mut [SetCons],
+        count: BarrierCount,
+    ) -> (usize, usize) {
+        let nodes = cores.len();
         for (n, c) in cores.iter_mut().enumerate() {
-            c.barrier(
-                &mut cons[n],
-                BarrierId(3),
-                Waiter(n as u64),
-                BarrierCount::PerNode { local: 1 },
-            );
+            c.barrier(&mut cons[n], BarrierId(3), Waiter(n as u64), count);
         }
         let (mut msgs, mut widest, mut woken) = (0, 0, 0);
         loop {
@@ -322,8 +330,41 @@ mod tests {
                     .expect("valid");
             }
         }
-        assert_eq!(woken, usize::from(nodes));
-        (cores, cons, msgs, widest)
+        assert_eq!(woken, nodes);
+        (msgs, widest)
+    }
+
+    #[test]
+    fn one_barrier_alternates_per_node_and_total_episodes() {
+        // An OpenMP team barrier: per-node (tree) while the team spans every node, a total
+        // count when it does not; the manager's flat state must follow the tree's episodes.
+        for nodes in [2u16, 4] {
+            let mut cores: Vec<SyncCore> = (0..nodes)
+                .map(|n| SyncCore::new(NodeId(n), nodes))
+                .collect();
+            let mut cons: Vec<SetCons> = (0..nodes)
+                .map(|n| SetCons {
+                    me: n as u8,
+                    merges: true,
+                    applied: Vec::new(),
+                })
+                .collect();
+            let total = BarrierCount::Total {
+                total: u32::from(nodes),
+            };
+            for count in [
+                BarrierCount::PerNode { local: 1 },
+                BarrierCount::PerNode { local: 1 },
+                total,
+                BarrierCount::PerNode { local: 1 },
+                total,
+            ] {
+                run_episode(&mut cores, &mut cons, count);
+            }
+            for p in &cons {
+                assert_eq!(p.applied.len(), 5, "{nodes} nodes: every episode applied");
+            }
+        }
     }
 
     #[test]
