@@ -116,11 +116,8 @@ pub struct Heap {
     node: NodeId,
     base: usize,
     arena_start: u64,
-    /// Pages of the arena as made (before any [`Heap::reserve_top`]), of the whole range, and
-    /// the nodes it is split over: for the out-of-memory message.
-    arena_pages: u64,
-    range_pages: u64,
-    nodes: u16,
+    /// The range's split over the nodes (for the out-of-memory message).
+    layout: HeapLayout,
     next_page: u64,
     end_page: u64,
     large: BTreeMap<usize, Large>,
@@ -143,18 +140,12 @@ impl Heap {
     /// The heap of `node`'s arena in a global range starting at address `base`.
     pub fn new(layout: HeapLayout, node: NodeId, base: usize) -> Self {
         let start = layout.arena_start(node).0;
-        let end = if u32::from(node.0) + 1 >= u32::from(layout.nodes.max(1)) {
-            layout.total_pages
-        } else {
-            start + layout.pages_per_node()
-        };
+        let end = layout.arena_end(node).0;
         Heap {
             node,
             base,
             arena_start: start,
-            arena_pages: end.saturating_sub(start),
-            range_pages: layout.total_pages,
-            nodes: layout.nodes,
+            layout,
             next_page: start,
             end_page: end.max(start),
             large: BTreeMap::new(),
@@ -246,9 +237,14 @@ impl Heap {
             align,
             node: self.node.0,
             left: self.end_page.saturating_sub(self.next_page) * page,
-            arena: self.arena_pages * page,
-            range: self.range_pages * page,
-            nodes: self.nodes,
+            arena: (self
+                .layout
+                .arena_end(self.node)
+                .0
+                .saturating_sub(self.arena_start))
+                * page,
+            range: self.layout.total_pages * page,
+            nodes: self.layout.nodes,
             max_range: crate::space::max_range(self.base) as u64,
         }
     }
