@@ -28,21 +28,9 @@ static int c_owner(long I, long J, int pr, int pc) { return (int)((I % pr) * pc 
 
 int main(int argc, char **argv)
 {
-    static const char *usage = "mm_crl: blocked matrix multiply over CRL regions (SPMD: one process per node)\n"
-                               "  -n N   matrix order (multiple of B)\n"
-                               "  -b B   block size\n"
-                               "  -r R   repetitions of the product";
-    static const long N[4] = {128, 1408, 3200, 5120};
     app_opts o;
-    app_parse_common(argc, argv, &o, usage);
-    int si = app_size_index(&o);
-    long n = app_flag_long(argc, argv, &o, "-n", N[si], 1, 1L << 16);
-    long b = app_flag_long(argc, argv, &o, "-b", 32, 1, 4096);
-    long reps = app_flag_long(argc, argv, &o, "-r", 1, 1, 1L << 20);
-    if (n % b) {
-        fprintf(stderr, "mm_crl: matrix order %ld is not a multiple of block size %ld\n", n, b);
-        return 2;
-    }
+    mm_opts mo = mm_parse(argc, argv, &o, "mm_crl", "blocked matrix multiply over CRL regions (SPMD: one process per node)");
+    long n = mo.n, b = mo.b, reps = mo.reps;
     crl_init();
     int me = crl_self_addr, p = crl_num_nodes, pr, pc;
     o.threads = p;

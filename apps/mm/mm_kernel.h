@@ -103,4 +103,35 @@ static inline double mm_freivalds(const double *c, long n)
     return sqrt(num / (den > 0 ? den : 1.0));
 }
 
+/* The options every style of mm takes: matrix order `-n` (a multiple of the block size),
+ * block size `-b` and repetitions `-r`, after the common ones. `name` and `what` head the
+ * usage text. Exits with status 2 naming the problem when the order is not a multiple of the
+ * block size. */
+typedef struct {
+    long n, b, reps;
+} mm_opts;
+
+static inline mm_opts mm_parse(int argc, char **argv, app_opts *o, const char *name, const char *what)
+{
+    static char usage[512];
+    snprintf(usage, sizeof usage,
+             "%s: %s\n"
+             "  -n N   matrix order (multiple of B)\n"
+             "  -b B   block size\n"
+             "  -r R   repetitions of the product",
+             name, what);
+    static const long N[4] = {128, 1408, 3200, 5120};
+    app_parse_common(argc, argv, o, usage);
+    int si = app_size_index(o);
+    mm_opts m;
+    m.n = app_flag_long(argc, argv, o, "-n", N[si], 1, 1L << 16);
+    m.b = app_flag_long(argc, argv, o, "-b", 32, 1, 4096);
+    m.reps = app_flag_long(argc, argv, o, "-r", 1, 1, 1L << 20);
+    if (m.n % m.b) {
+        fprintf(stderr, "%s: matrix order %ld is not a multiple of block size %ld\n", name, m.n, m.b);
+        exit(2);
+    }
+    return m;
+}
+
 #endif /* MM_KERNEL_H */
