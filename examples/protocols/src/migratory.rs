@@ -158,11 +158,8 @@ impl UserProtocol for Migratory {
         let mut r = MsgReader::new(from, msg);
         match r.u8()? {
             REQUEST => {
-                let page = r.page(m)?;
+                let page = r.home_page(m, "a request for")?;
                 r.end()?;
-                if m.manager_of(page) != m.me() {
-                    return Err(r.err(format!("a request for {page}, which is not homed here")));
-                }
                 self.request(m, from, page)
             }
             FETCH => {

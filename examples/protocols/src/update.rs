@@ -218,11 +218,8 @@ impl UserProtocol for WriteUpdate {
         let mut r = MsgReader::new(from, msg);
         match r.u8()? {
             FETCH => {
-                let page = r.page(m)?;
+                let page = r.home_page(m, "a fetch of")?;
                 r.end()?;
-                if m.manager_of(page) != m.me() {
-                    return Err(r.err(format!("a fetch of {page}, which is not homed here")));
-                }
                 self.copyset.entry(page).or_default().insert(from);
                 // Released contents only: while the home writes the page, its twin (which
                 // every diff applied here also went into) is the page without the home's
@@ -251,11 +248,8 @@ impl UserProtocol for WriteUpdate {
             }
             DIFF => {
                 let token = r.u64()?;
-                let page = r.page(m)?;
+                let page = r.home_page(m, "a diff of")?;
                 let runs = decode_runs(&mut r)?;
-                if m.manager_of(page) != m.me() {
-                    return Err(r.err(format!("a diff of {page}, which is not homed here")));
-                }
                 self.apply(m, page, &runs)?;
                 self.forward(m, from, token, page, &runs);
                 Ok(())

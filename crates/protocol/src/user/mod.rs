@@ -400,6 +400,15 @@ impl<'a> MsgReader<'a> {
         m.check_page(self.from, p)?;
         Ok(p)
     }
+    /// A global page that must be homed at this node: a message only a home may receive.
+    /// `what` names the message for the error ("a fetch of").
+    pub fn home_page(&mut self, m: &Mechanisms<'_>, what: &str) -> Result<PageId, ProtoError> {
+        let p = self.page(m)?;
+        if m.manager_of(p) != m.me() {
+            return Err(self.err(format!("{what} {p}, which is not homed here")));
+        }
+        Ok(p)
+    }
     /// A length-prefixed byte string.
     pub fn bytes(&mut self) -> Result<&'a [u8], ProtoError> {
         let b = self.take(4)?;
