@@ -260,9 +260,9 @@ fn breakdown_svg(job: &JobProfile) -> String {
         .iter()
         .map(|b| {
             [
-                b.task_s,
+                b.compute_s,
                 b.sync_s,
-                b.data_stall_s,
+                b.data_wait_s,
                 b.messaging_s,
                 b.protocol_s,
             ]

@@ -65,6 +65,74 @@ fn render_html(file: &Path, names: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
+/// The fields `docs/profile.md` promises the report renderer: the document's header, the
+/// sites' schema names (kind, sharing, nodes_involved, heat), the lock's address and wait,
+/// the program's barrier episodes, the timeline and the breakdown of every node.
+fn schema_fields(doc: &Value, f: &Value, t: &Value, nodes: usize) -> Result<(), String> {
+    if num(doc, "version") != 1 || num(doc, "page_size") == 0 || num(doc, "nodes") != nodes as u64 {
+        return Err(format!("header: version/page_size/nodes: {doc}"));
+    }
+    if !doc["program"]
+        .as_str()
+        .is_some_and(|p| p.contains("profile_sharing"))
+        || !doc["elapsed_s"].as_f64().is_some_and(|e| e > 0.0)
+    {
+        return Err(format!("header: program/elapsed_s: {doc}"));
+    }
+    let every: Vec<Value> = (0..nodes as u64).map(Value::from).collect();
+    for (s, sharing, pages) in [
+        (f, "false", "false_shared_pages"),
+        (t, "true", "true_shared_pages"),
+    ] {
+        if s["kind"] != "alloc" || s["sharing"] != sharing || num(s, pages) == 0 {
+            return Err(format!("schema: kind/sharing/{pages}: {s}"));
+        }
+        let involved = s["nodes_involved"].as_array().cloned().unwrap_or_default();
+        if !every.iter().all(|n| involved.contains(n)) {
+            return Err(format!("schema: nodes_involved is not every node: {s}"));
+        }
+        let heat = s["heat"].as_array().cloned().unwrap_or_default();
+        let nodes_in_heat: Vec<&Value> = heat.iter().map(|h| &h[1]).collect();
+        if !every.iter().all(|n| nodes_in_heat.contains(&n)) || heat.iter().any(|h| h[2] == 0) {
+            return Err(format!("schema: heat lacks a node or has zeros: {s}"));
+        }
+    }
+    let hot = &doc["locks"][0];
+    if !hot["addr"].as_str().is_some_and(|a| a.starts_with("0x"))
+        || !hot["wait_s"].as_f64().is_some_and(|w| w > 0.0)
+        || num(hot, "remote_acquires") == 0
+        || num(hot, "transfers") == 0
+    {
+        return Err(format!(
+            "schema: the hot lock's addr/wait_s/transfers: {hot}"
+        ));
+    }
+    let bar = doc["barriers"]
+        .as_array()
+        .and_then(|b| b.iter().find(|x| x["name"] == "global bar"))
+        .ok_or_else(|| format!("no barrier `global bar`: {}", doc["barriers"]))?;
+    if num(bar, "episodes") != 8 || !bar["wait_s"].as_f64().is_some_and(|w| w > 0.0) {
+        return Err(format!("global bar: 8 episodes expected: {bar}"));
+    }
+    for n in 0..nodes as u64 {
+        let points = doc["timeline"].as_array().cloned().unwrap_or_default();
+        if !points
+            .iter()
+            .any(|p| p["node"] == n && num(p, "faults") > 0)
+        {
+            return Err(format!("timeline: no faults of node {n}"));
+        }
+        let b = doc["breakdown"]
+            .as_array()
+            .and_then(|b| b.iter().find(|x| x["node"] == n))
+            .ok_or_else(|| format!("breakdown: no node {n}"))?;
+        if !b["compute_s"].as_f64().is_some_and(|c| c > 0.0) || !b["data_wait_s"].is_f64() {
+            return Err(format!("breakdown of node {n}: {b}"));
+        }
+    }
+    Ok(())
+}
+
 pub fn add(v: &mut Cases) {
     v.at_2_and_4("pthreads/profile sharing", |env: &Env, nodes| {
         let exe = env.build_test(
@@ -121,6 +189,7 @@ pub fn add(v: &mut Cases) {
         if num(f, "false_sharing_pages") < 8 {
             return Err(format!("{false_at}: too few false sharing pages: {f}"));
         }
+        schema_fields(&doc, f, t, nodes)?;
         let first_lock = doc["locks"][0]["name"].as_str().unwrap_or("");
         if first_lock != "global hot" {
             return Err(format!(

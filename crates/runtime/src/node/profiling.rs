@@ -52,7 +52,9 @@ impl Node {
                 ),
             }
         }
-        let job = report::build(&all);
+        let mut job = report::build(&all);
+        job.program = std::env::args().collect::<Vec<_>>().join(" ");
+        job.elapsed_s = self.inner.prof.now_ns() as f64 / 1e9;
         let file = &self.inner.cfg.profile_file;
         eprint!("{}", report::text(&job, file));
         match serde_json::to_string_pretty(&job) {

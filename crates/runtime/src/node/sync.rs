@@ -48,7 +48,8 @@ impl Node {
             s.sync.barrier(&mut *s.protocol, id, w, count)
         });
         if let Some(t0) = t0 {
-            self.inner.prof.barrier(id.0, t0);
+            let serial = matches!(r, Ok(Outcome::Serial));
+            self.inner.prof.barrier(id.0, t0, serial);
         }
         match r {
             Ok(o) => Ok(o == Outcome::Serial),

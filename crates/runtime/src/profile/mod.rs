@@ -115,6 +115,10 @@ pub struct SyncRec {
     /// Holds measured (acquire to release by the same thread) and their total.
     pub holds: u64,
     pub hold_ns: u64,
+    /// Barriers: episodes this node's threads completed as the episode's one serial thread
+    /// (summed over nodes: the job's episodes).
+    #[serde(default)]
+    pub episodes: u64,
 }
 
 impl SyncRec {
@@ -125,6 +129,7 @@ impl SyncRec {
         self.max_wait_ns = self.max_wait_ns.max(o.max_wait_ns);
         self.holds += o.holds;
         self.hold_ns += o.hold_ns;
+        self.episodes += o.episodes;
     }
 }
 
@@ -239,12 +244,14 @@ impl Recorder {
         }
     }
 
-    /// A barrier episode of `id` this thread waited in from `t0` (ns since start).
-    pub(crate) fn barrier(&self, id: u64, t0: u64) {
+    /// A barrier episode of `id` this thread waited in from `t0` (ns since start); `serial`:
+    /// this thread is the episode's one serial thread in the job (counts the episode).
+    pub(crate) fn barrier(&self, id: u64, t0: u64, serial: bool) {
         let wait = self.now_ns().saturating_sub(t0);
         let mut b = self.barriers.lock();
         let r = b.entry(id).or_default();
         r.acquires += 1;
+        r.episodes += u64::from(serial);
         r.wait_ns += wait;
         r.max_wait_ns = r.max_wait_ns.max(wait);
     }

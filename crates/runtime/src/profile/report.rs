@@ -15,13 +15,17 @@ use std::collections::BTreeMap;
 
 /// How many sites, locks and barriers the text report lists.
 pub const WORST: usize = 10;
+/// The JSON document's version (its fields: `docs/profile.md`).
+pub const VERSION: u32 = 1;
+/// Entries of a site's page × node heat list kept (the pages with the most faults).
+const HEAT_CAP: usize = 4096;
 
 /// One allocation site (or global variable) over the whole job.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SiteReport {
     /// `file:line (function)`, `symbol+0xoff`, or the variable's name.
     pub site: String,
-    /// `heap` or `global`.
+    /// `alloc` or `global`.
     pub kind: String,
     pub allocations: u64,
     pub bytes: u64,
@@ -47,6 +51,21 @@ pub struct SiteReport {
     /// The nodes involved in the class's sharing.
     pub nodes: Vec<u16>,
     pub diagnosis: String,
+    /// The schema's names: `false_sharing_pages`, `true_sharing_pages`, `nodes`, and the
+    /// class as `false`, `true`, `none` (shared without sharing writes: producer/consumer,
+    /// read-only) or `private`.
+    #[serde(default)]
+    pub false_shared_pages: u64,
+    #[serde(default)]
+    pub true_shared_pages: u64,
+    #[serde(default)]
+    pub nodes_involved: Vec<u16>,
+    #[serde(default)]
+    pub sharing: String,
+    /// `[page index in the allocation, node, faults]`, nonzero only, at most `HEAT_CAP`
+    /// (the pages with the most faults).
+    #[serde(default)]
+    pub heat: Vec<[u64; 3]>,
 }
 
 impl SiteReport {
@@ -72,6 +91,58 @@ pub struct SyncReport {
     pub total_wait_ms: f64,
     pub max_wait_ms: f64,
     pub avg_hold_us: f64,
+    /// The lock's or barrier's address (`0x...`: the object's, when its id is derived from
+    /// it), else its id.
+    #[serde(default)]
+    pub addr: String,
+    /// Acquisitions whose token came from another node (each one transfer of the token).
+    #[serde(default)]
+    pub remote_acquires: u64,
+    /// `total_wait_ms` in seconds.
+    #[serde(default)]
+    pub wait_s: f64,
+    /// Barriers: episodes completed (a lock: 0).
+    #[serde(default)]
+    pub episodes: u64,
+}
+
+/// One node's time breakdown (seed 000 Figures 3–4), from its statistics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeBreakdown {
+    pub node: u16,
+    /// Application threads' time minus synchronization and data stalls.
+    pub compute_s: f64,
+    /// Application threads blocked on page faults.
+    pub data_wait_s: f64,
+    /// Application threads inside locks, barriers, conditions, flags.
+    pub sync_s: f64,
+    /// The service thread in protocol and synchronization processing.
+    pub protocol_s: f64,
+    /// The service thread in transport sends.
+    #[serde(default)]
+    pub messaging_s: f64,
+}
+
+impl NodeBreakdown {
+    fn of(node: u16, b: &Breakdown) -> Self {
+        NodeBreakdown {
+            node,
+            compute_s: b.task_s,
+            data_wait_s: b.data_stall_s,
+            sync_s: b.sync_s,
+            protocol_s: b.protocol_s,
+            messaging_s: b.messaging_s,
+        }
+    }
+}
+
+/// Faults of one node in one time bucket (nonzero buckets only).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimelinePoint {
+    pub node: u16,
+    /// The bucket's start, seconds since the node started.
+    pub t_s: f64,
+    pub faults: u32,
 }
 
 /// The page × node fault map of the worst site (for the HTML heat map).
@@ -83,9 +154,20 @@ pub struct HeatMap {
     pub faults: Vec<Vec<u32>>,
 }
 
-/// The job's profile (the JSON `squall report` renders).
+/// The job's profile (the JSON `squall report` renders; its fields are listed in
+/// `docs/profile.md`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct JobProfile {
+    #[serde(default)]
+    pub version: u32,
+    /// The program and its arguments, as rank 0 was started.
+    #[serde(default)]
+    pub program: String,
+    /// Seconds from rank 0's start to its report.
+    #[serde(default)]
+    pub elapsed_s: f64,
+    #[serde(default)]
+    pub page_size: u64,
     pub nodes: u16,
     /// Every site with activity, worst first.
     pub sites: Vec<SiteReport>,
@@ -95,7 +177,10 @@ pub struct JobProfile {
     /// Per node, its faults per `bucket_ms`.
     pub faults_over_time: Vec<Vec<u32>>,
     /// Per node, its time breakdown.
-    pub breakdown: Vec<Breakdown>,
+    pub breakdown: Vec<NodeBreakdown>,
+    /// `faults_over_time` as a list of nonzero (node, time, faults) points.
+    #[serde(default)]
+    pub timeline: Vec<TimelinePoint>,
     pub heat: HeatMap,
 }
 
@@ -161,8 +246,9 @@ pub fn unmix(mut z: u64) -> u64 {
 }
 
 /// The name of a lock or barrier id: the allocation or variable holding the object (its id
-/// is its address, or the pthreads layer's mix of it), else the id.
-fn sync_name(ranges: &[Range], id: u64, what: &str) -> String {
+/// is its address, or the pthreads layer's mix of it), else the id; and the object's address
+/// (`id` when no allocation or variable holds it).
+fn sync_named(ranges: &[Range], id: u64, what: &str) -> (String, u64) {
     for addr in [id, unmix(id)] {
         let i = ranges.partition_point(|x| x.1 <= addr);
         if let Some(x) = ranges.get(i).filter(|x| x.0 <= addr) {
@@ -171,14 +257,15 @@ fn sync_name(ranges: &[Range], id: u64, what: &str) -> String {
             } else {
                 x.2.clone()
             };
-            return if addr == x.0 {
+            let name = if addr == x.0 {
                 name
             } else {
                 format!("{name}+{:#x}", addr - x.0)
             };
+            return (name, addr);
         }
     }
-    format!("{what} {id:#x}")
+    (format!("{what} {id:#x}"), id)
 }
 
 /// Put the nodes' profiles together.
@@ -193,7 +280,7 @@ pub fn build(profiles: &[NodeProfile]) -> JobProfile {
             ranges.push((a.addr, a.addr + a.len, label.clone(), "heap"));
             let s = sites.entry(label.clone()).or_default();
             s.site = label;
-            s.kind = "heap".into();
+            s.kind = "alloc".into();
             s.allocations += 1;
             s.bytes += a.len;
         }
@@ -225,13 +312,26 @@ pub fn build(profiles: &[NodeProfile]) -> JobProfile {
         }
     }
     let mut by_site: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    // Per site: (page index in its allocation, node, faults), nonzero only.
+    let mut heat_of: BTreeMap<String, Vec<[u64; 3]>> = BTreeMap::new();
     let mut site_nodes: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
     for (page, (c, _, wrote)) in &pages {
-        let (label, kind) = match owner(&ranges, *page) {
-            Some(i) if ranges[i].3 == "global" => (globals_label(&ranges, *page), "global"),
-            Some(i) => (ranges[i].2.clone(), "heap"),
-            None => ("(unattributed pages)".to_string(), "heap"),
+        let (label, kind, base) = match owner(&ranges, *page) {
+            Some(i) if ranges[i].3 == "global" => {
+                (globals_label(&ranges, *page), "global", ranges[i].0)
+            }
+            Some(i) => (ranges[i].2.clone(), "alloc", ranges[i].0),
+            None => ("(unattributed pages)".to_string(), "alloc", 0),
         };
+        let index = (page - (base & !(PAGE_SIZE as u64 - 1))) / PAGE_SIZE as u64;
+        let per_node = &pages[page].1;
+        heat_of.entry(label.clone()).or_default().extend(
+            per_node
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| **f > 0)
+                .map(|(n, f)| [index, n as u64, u64::from(*f)]),
+        );
         let s = sites.entry(label.clone()).or_insert_with(|| SiteReport {
             site: label.clone(),
             kind: kind.into(),
@@ -268,6 +368,17 @@ pub fn build(profiles: &[NodeProfile]) -> JobProfile {
         .map(|mut s| {
             let (fnodes, tnodes, writers) = site_nodes.get(&s.site).copied().unwrap_or_default();
             classify(&mut s, fnodes, tnodes, writers);
+            s.false_shared_pages = s.false_sharing_pages;
+            s.true_shared_pages = s.true_sharing_pages;
+            s.nodes_involved = s.nodes.clone();
+            s.sharing = match s.class.as_str() {
+                "false sharing" => "false",
+                "true sharing" => "true",
+                "private" => "private",
+                _ => "none",
+            }
+            .into();
+            s.heat = heat_of.remove(&s.site).map(capped).unwrap_or_default();
             s
         })
         .collect();
@@ -291,7 +402,21 @@ pub fn build(profiles: &[NodeProfile]) -> JobProfile {
             }
         })
         .unwrap_or_default();
+    let mut timeline = Vec::new();
+    for p in profiles {
+        for (b, f) in p.faults_over_time.iter().enumerate() {
+            if *f > 0 {
+                timeline.push(TimelinePoint {
+                    node: p.node,
+                    t_s: (b as u64 * BUCKET_MS) as f64 / 1e3,
+                    faults: *f,
+                });
+            }
+        }
+    }
     JobProfile {
+        version: VERSION,
+        page_size: PAGE_SIZE as u64,
         nodes,
         sites: list,
         locks: locks(profiles, &ranges),
@@ -301,9 +426,24 @@ pub fn build(profiles: &[NodeProfile]) -> JobProfile {
             .iter()
             .map(|p| p.faults_over_time.clone())
             .collect(),
-        breakdown: profiles.iter().map(|p| p.breakdown).collect(),
+        breakdown: profiles
+            .iter()
+            .map(|p| NodeBreakdown::of(p.node, &p.breakdown))
+            .collect(),
+        timeline,
         heat,
+        ..JobProfile::default()
     }
+}
+
+/// A site's heat list: the `HEAT_CAP` entries with the most faults, by page and node.
+fn capped(mut h: Vec<[u64; 3]>) -> Vec<[u64; 3]> {
+    if h.len() > HEAT_CAP {
+        h.sort_by(|a, b| b[2].cmp(&a[2]).then(a.cmp(b)));
+        h.truncate(HEAT_CAP);
+    }
+    h.sort();
+    h
 }
 
 /// Name the site's sharing pattern and say what to do about it.
@@ -366,12 +506,16 @@ fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
 
-fn to_report(name: String, id: u64, r: &SyncRec) -> SyncReport {
+fn to_report((name, addr): (String, u64), id: u64, r: &SyncRec) -> SyncReport {
     SyncReport {
         name,
         id,
+        addr: format!("{addr:#x}"),
         acquires: r.acquires,
         transfers: r.transfers,
+        remote_acquires: r.transfers,
+        wait_s: r.wait_ns as f64 / 1e9,
+        episodes: r.episodes,
         total_wait_ms: ms(r.wait_ns),
         max_wait_ms: ms(r.max_wait_ns),
         avg_hold_us: if r.holds > 0 {
@@ -391,7 +535,7 @@ fn locks(profiles: &[NodeProfile], ranges: &[Range]) -> Vec<SyncReport> {
     }
     let mut out: Vec<SyncReport> = all
         .iter()
-        .map(|(id, r)| to_report(sync_name(ranges, *id, "lock"), *id, r))
+        .map(|(id, r)| to_report(sync_named(ranges, *id, "lock"), *id, r))
         .collect();
     out.sort_by(|a, b| b.total_wait_ms.total_cmp(&a.total_wait_ms));
     out
@@ -406,7 +550,7 @@ fn barriers(profiles: &[NodeProfile], ranges: &[Range]) -> Vec<SyncReport> {
     }
     let mut out: Vec<SyncReport> = all
         .iter()
-        .map(|(id, r)| to_report(sync_name(ranges, *id, "barrier"), *id, r))
+        .map(|(id, r)| to_report(sync_named(ranges, *id, "barrier"), *id, r))
         .collect();
     out.sort_by(|a, b| b.total_wait_ms.total_cmp(&a.total_wait_ms));
     out
@@ -505,8 +649,17 @@ mod tests {
             (0x1000, 0x1040, "hot".into(), "global"),
             (0x2000, 0x3000, "a.c:7 (main)".into(), "heap"),
         ];
-        assert_eq!(sync_name(&ranges, mix(0x1000), "lock"), "global hot");
-        assert_eq!(sync_name(&ranges, 0x2010, "lock"), "a.c:7 (main)+0x10");
-        assert_eq!(sync_name(&ranges, 0x9999, "lock"), "lock 0x9999");
+        assert_eq!(
+            sync_named(&ranges, mix(0x1000), "lock"),
+            ("global hot".to_string(), 0x1000)
+        );
+        assert_eq!(
+            sync_named(&ranges, 0x2010, "lock"),
+            ("a.c:7 (main)+0x10".to_string(), 0x2010)
+        );
+        assert_eq!(
+            sync_named(&ranges, 0x9999, "lock"),
+            ("lock 0x9999".to_string(), 0x9999)
+        );
     }
 }
