@@ -12,9 +12,10 @@
 //! in the shared heap (`nthreads × d[1]`); remapping gives a task the address of a variable in
 //! its thread's block (by the original's address, or by an address inside any thread's block);
 //! after the taskgroup, gcc's own code combines the blocks into the originals and
-//! unregisters, which frees them. Tasks run in their creating thread (`tasks`), so a block is
-//! written and read by one thread; the blocks being Squall memory keeps that true across nodes
-//! too. A taskgroup inherits the registrations of the one around it, as in libgomp.
+//! unregisters, which frees them. A block is written only by tasks running on its thread, one
+//! at a time, and the blocks are Squall memory read after the taskgroup's end (an acquire);
+//! a deferred task sees the registrations of where it was created and remaps into the
+//! blocks of the thread that runs it (`deferred`). A taskgroup inherits the registrations of the one around it, as in libgomp.
 //!
 //! Owns: the per-thread taskgroup stack of registrations. Must not touch: task execution.
 use super::{icv, run};
@@ -29,8 +30,22 @@ thread_local! {
     static GROUPS: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
 }
 
-fn current() -> usize {
+/// The registrations visible in the calling thread's innermost taskgroup (0: none).
+pub fn current() -> usize {
     GROUPS.with(|g| g.borrow().last().copied().unwrap_or(0))
+}
+
+/// A deferred task starts on this thread: it sees the registrations `red` visible where it
+/// was created (its `in_reduction` remaps into the running thread's blocks). Through `run`.
+pub fn enter(red: usize) {
+    GROUPS.with(|g| g.borrow_mut().push(red));
+}
+
+/// The task of the matching [`enter`] ended.
+pub fn leave() {
+    GROUPS.with(|g| {
+        g.borrow_mut().pop();
+    });
 }
 
 /// `GOMP_taskgroup_start`: a taskgroup that sees the registrations of the enclosing one.

@@ -86,6 +86,15 @@ pub struct Desc {
     /// Ordered loops, per slot: (construct number + 1, next iteration allowed), under the
     /// team's ordered lock.
     pub ordered: [[u64; 2]; SLOTS as usize],
+    /// Deferred tasks (`deferred`, under the team's task lock): the list of unfinished tasks
+    /// in creation order, their count, and the first barrier number where every thread runs
+    /// tasks (0: none yet).
+    pub tq_head: usize,
+    pub tq_tail: usize,
+    pub tq_pending: u64,
+    pub tasking_from: u64,
+    /// The number of the first barrier of the region (a pooled team keeps counting).
+    pub bar_base: u64,
 }
 
 /// What a started thread is given: its team and number.
@@ -162,6 +171,11 @@ pub fn begin(
             workers: Vec::new(),
             pool: 0,
             in_final: false,
+            task: 0,
+            group: 0,
+            bar: 0,
+            spawned: false,
+            queued: 0,
         };
         if n > 1 {
             let bind = if icv.bind == BIND_TRUE {
@@ -179,6 +193,7 @@ pub fn begin(
                 frame.team = team;
                 frame.pool = block;
                 frame.ws = desc(team).ws_base;
+                frame.bar = desc(team).bar_base;
                 super::pool::start_region(block, n)?;
             } else {
                 let team = alloc_desc()?;
@@ -243,8 +258,15 @@ pub fn local_threads(team: usize) -> Result<u32, CapiError> {
 pub fn alloc_desc() -> Result<usize, CapiError> {
     let node = node_ref()?;
     let team = node.calloc(1, std::mem::size_of::<Desc>())? as usize;
-    desc(team).slots = node.calloc(SLOTS as usize, SLOT_BYTES)? as usize;
+    // One more slot: its first word counts arrivals at tasking barriers (`arrivals`).
+    desc(team).slots = node.calloc(SLOTS as usize + 1, SLOT_BYTES)? as usize;
     Ok(team)
+}
+
+/// The word (touched by home-executed atomics only) counting arrivals at the tasking
+/// barriers of team `team` (see `deferred`).
+pub fn arrivals(team: usize) -> usize {
+    desc(team).slots + SLOTS as usize * SLOT_BYTES
 }
 
 /// Free a descriptor from [`alloc_desc`].
@@ -326,6 +348,8 @@ fn start_threads(team: usize, n: u32, bind: u32) -> Result<Vec<u64>, CapiError> 
 /// Close the region `begin` opened: leave the frame; thread 0 joins the team's threads and
 /// frees the team's memory.
 pub fn end(call: &'static str) {
+    super::deferred::before_barrier(call);
+    super::deferred::leave_region();
     run(call, || {
         let Some(frame) = icv::pop() else {
             return Err(CapiError::Invalid {
@@ -343,6 +367,7 @@ pub fn end(call: &'static str) {
             // (written after the end barrier: a late thread of this region still reads the
             // old value when it starts).
             desc(frame.team).ws_base = frame.ws;
+            desc(frame.team).bar_base = frame.bar;
             return Ok(());
         }
         if let Some((&members, threads)) = frame.workers.split_first() {
@@ -398,6 +423,11 @@ pub fn member(team: usize, tid: u32) {
             workers: Vec::new(),
             pool: 0,
             in_final: false,
+            task: 0,
+            group: 0,
+            bar: d.bar_base,
+            spawned: false,
+            queued: 0,
         });
         let ws0 = d.ws0;
         if ws0.kind != 0 {
@@ -415,6 +445,8 @@ pub fn member(team: usize, tid: u32) {
     let func: RegionFn = unsafe { std::mem::transmute::<usize, RegionFn>(func) };
     // SAFETY: the region's function and its data (on the opener's shared stack).
     unsafe { func(data as *mut c_void) };
+    super::deferred::before_barrier("parallel region (thread end)");
+    super::deferred::leave_region();
     run("parallel region (thread end)", || {
         icv::pop();
         Ok(())
@@ -428,6 +460,7 @@ pub fn barrier(call: &'static str) {
     if team == 0 {
         return;
     }
+    super::deferred::before_barrier(call);
     run(call, || {
         let d = desc(team);
         let count = barrier_count(d.opener as u16, n, d.bind)?;

@@ -121,6 +121,13 @@ pub fn add(v: &mut Cases) {
             move |env: &Env, nodes| same_as_libgomp(env, "constructs.c", &[group], nodes),
         );
     }
+    // Deferred tasks (run by whichever team thread takes them), depend, doacross loops.
+    for group in ["tasks", "depend"] {
+        v.at_2_and_4(
+            &format!("openmp/tasking/{group}"),
+            move |env: &Env, nodes| same_as_libgomp(env, "tasking.c", &[group], nodes),
+        );
+    }
     // Every group in one job: teams, slots and locks reused region after region.
     v.at_2_and_4("openmp/constructs/all", |env: &Env, nodes| {
         same_as_libgomp(env, "constructs.c", &["all"], nodes)
