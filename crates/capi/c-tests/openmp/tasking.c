@@ -211,12 +211,92 @@ static void group_depend(void)
            blocks[NB - 1][BS - 1], x, sum, got[0], got[1], got[2], got[3], ran);
 }
 
+#define WN 24
+#define WM 20
+double wave[WN][WM], wseq[WN][WM];
+unsigned long long uwave[WN][WM];
+unsigned long long urows = WN, ucols = WM; /* run-time bounds: gcc picks the ull entries */
+
+static void group_doacross(void)
+{
+    /* 2-D Gauss-Seidel-style sweeps: each point from its already-updated north and west
+     * neighbours; ordered(2) with depend(sink:)/depend(source) gives the wavefront. */
+    for (int i = 0; i < WN; i++)
+        for (int j = 0; j < WM; j++)
+            wave[i][j] = wseq[i][j] = (i * 7 + j * 3) % 11;
+    for (int i = 1; i < WN; i++)
+        for (int j = 1; j < WM; j++)
+            wseq[i][j] = (wseq[i - 1][j] + wseq[i][j - 1] + wseq[i][j]) / 3.0;
+    #pragma omp parallel for ordered(2) schedule(static, 1)
+    for (int i = 1; i < WN; i++)
+        for (int j = 1; j < WM; j++) {
+            #pragma omp ordered depend(sink: i - 1, j) depend(sink: i, j - 1)
+            wave[i][j] = (wave[i - 1][j] + wave[i][j - 1] + wave[i][j]) / 3.0;
+            #pragma omp ordered depend(source)
+        }
+    int same = !memcmp(wave, wseq, sizeof wave);
+    check(same, "doacross: static wavefront");
+    /* The same sweep again, dynamic then guided, onto the result (sequential twin alike). */
+    for (int i = 1; i < WN; i++)
+        for (int j = 1; j < WM; j++)
+            wseq[i][j] = (wseq[i - 1][j] + wseq[i][j - 1] + wseq[i][j]) / 3.0;
+    #pragma omp parallel
+    {
+        #pragma omp for ordered(2) schedule(dynamic, 2)
+        for (int i = 1; i < WN; i++)
+            for (int j = 1; j < WM; j++) {
+                #pragma omp ordered depend(sink: i - 1, j) depend(sink: i, j - 1)
+                wave[i][j] = (wave[i - 1][j] + wave[i][j - 1] + wave[i][j]) / 3.0;
+                #pragma omp ordered depend(source)
+            }
+    }
+    for (int i = 1; i < WN; i++)
+        for (int j = 1; j < WM; j++)
+            wseq[i][j] = (wseq[i - 1][j] + wseq[i][j - 1] + wseq[i][j]) / 3.0;
+    #pragma omp parallel for ordered(1) schedule(guided)
+    for (int i = 1; i < WN; i++) {
+        #pragma omp ordered depend(sink: i - 1)
+        for (int j = 1; j < WM; j++)
+            wave[i][j] = (wave[i - 1][j] + wave[i][j - 1] + wave[i][j]) / 3.0;
+        #pragma omp ordered depend(source)
+    }
+    same &= !memcmp(wave, wseq, sizeof wave);
+    check(same, "doacross: dynamic and guided wavefronts");
+    /* Unsigned loop variables (the ull entry points), runtime schedule. */
+    unsigned long long usum = 0, uwant = 0;
+    for (unsigned long long i = 0; i < WN; i++)
+        for (unsigned long long j = 0; j < WM; j++)
+            uwave[i][j] = i * 3 + j;
+    unsigned long long useq[WN][WM];
+    memcpy(useq, uwave, sizeof useq);
+    for (unsigned long long i = 1; i < WN; i++)
+        for (unsigned long long j = 1; j < WM; j++)
+            useq[i][j] = (useq[i - 1][j] + useq[i][j - 1] + i * j) % 1000003;
+    uwant = 0;
+    for (int i = 0; i < WN; i++)
+        for (int j = 0; j < WM; j++)
+            uwant += useq[i][j];
+    #pragma omp parallel for ordered(2) schedule(runtime)
+    for (unsigned long long i = 1; i < urows; i++)
+        for (unsigned long long j = 1; j < ucols; j++) {
+            #pragma omp ordered depend(sink: i - 1, j) depend(sink: i, j - 1)
+            uwave[i][j] = (uwave[i - 1][j] + uwave[i][j - 1] + i * j) % 1000003;
+            #pragma omp ordered depend(source)
+        }
+    for (int i = 0; i < WN; i++)
+        for (int j = 0; j < WM; j++)
+            usum += uwave[i][j];
+    check(usum == uwant, "doacross: unsigned wavefront");
+    printf("ok doacross corner=%.6f same=%d usum=%llu\n", wave[WN - 1][WM - 1], same, usum);
+}
+
 int main(int argc, char **argv)
 {
     const char *g = argc > 1 ? argv[1] : "all";
     int all = !strcmp(g, "all");
     if (all || !strcmp(g, "tasks")) group_tasks();
     if (all || !strcmp(g, "depend")) group_depend();
+    if (all || !strcmp(g, "doacross")) group_doacross();
     if (failures) {
         printf("%d checks failed\n", failures);
         return 1;

@@ -73,7 +73,7 @@ struct Rec {
     red: usize,
     final_: u64,
     priority: i64,
-    /// Dependences, as (address, 1 for `in`) pairs after the header.
+    /// Dependences, as (address, 1 for `in`) pairs after the header; the block follows them.
     ndeps: u64,
 }
 
@@ -106,7 +106,7 @@ fn group(p: usize) -> &'static mut Group {
 }
 
 fn lock_id(team: usize) -> u64 {
-    object_id(team + 2)
+    object_id(team + 4)
 }
 
 fn lock(team: usize) -> Result<(), CapiError> {
@@ -115,6 +115,64 @@ fn lock(team: usize) -> Result<(), CapiError> {
 
 fn unlock(team: usize) -> Result<(), CapiError> {
     api::unlock_id(node_ref()?, lock_id(team))
+}
+
+/// Bytes before each block of task memory: its capacity is the word just before the block.
+const BLOCK_HEAD: usize = 64;
+
+/// A block of at least `bytes` of Squall memory for a task record or a taskgroup: one the team
+/// used before, from its free list (taken under the lock, so what its last user wrote is
+/// visible and no late write of another node reaches it), else a new one. Blocks are never
+/// freed while the team lives: a block freed on one node and reused by another without
+/// synchronization could receive the old user's writes late.
+fn get_block(team: usize, bytes: usize) -> Result<usize, CapiError> {
+    lock(team)?;
+    let d = desc(team);
+    let (mut prev, mut p) = (0usize, d.tq_free);
+    while p != 0 {
+        // SAFETY: a free block: its first word links the list, its capacity precedes it.
+        let (next, cap) = unsafe { (*(p as *const usize), *((p - 8) as *const usize)) };
+        if cap >= bytes {
+            if prev == 0 {
+                d.tq_free = next;
+            } else {
+                // SAFETY: as above.
+                unsafe { *(prev as *mut usize) = next };
+            }
+            break;
+        }
+        (prev, p) = (p, next);
+    }
+    unlock(team)?;
+    if p == 0 {
+        let node = node_ref()?;
+        let cap = bytes.max(64).next_multiple_of(64);
+        let base = node.alloc_with(BLOCK_HEAD + cap, 64, node.default_placement())? as usize;
+        p = base + BLOCK_HEAD;
+        // SAFETY: the word before the block is inside the allocation.
+        unsafe { *((p - 8) as *mut usize) = cap };
+    }
+    Ok(p)
+}
+
+/// Give block `p` back to the team's free list (under the lock).
+fn put_block(d: &mut Desc, p: usize) {
+    // SAFETY: a block from `get_block`, no longer used.
+    unsafe { *(p as *mut usize) = d.tq_free };
+    d.tq_free = p;
+}
+
+/// Free the blocks of a team's free list (the team has ended: no thread uses it).
+pub fn free_blocks(d: &mut Desc) -> Result<(), CapiError> {
+    let node = node_ref()?;
+    let mut p = std::mem::replace(&mut d.tq_free, 0);
+    while p != 0 {
+        // SAFETY: a free block (see `get_block`).
+        let next = unsafe { *(p as *const usize) };
+        node.free((p - BLOCK_HEAD) as *mut u8)?;
+        p = next;
+    }
+    Ok(())
 }
 
 /// gcc's `depend` array as (address, is `in`) pairs (libgomp's two layouts: `d[0]` the count
@@ -314,24 +372,18 @@ fn execute(t: usize) {
         if r.group != 0 {
             group(r.group).pending -= 1;
         }
-        let mut free = Vec::new();
         if r.parent != 0 {
             let p = rec(r.parent);
             p.children -= 1;
             if p.ended != 0 && p.children == 0 {
-                free.push(r.parent);
+                put_block(d, r.parent);
             }
         }
         r.ended = 1;
         if r.children == 0 {
-            free.push(t);
+            put_block(d, t);
         }
-        unlock(team)?;
-        let node = node_ref()?;
-        for p in free {
-            node.free(p as *mut u8)?;
-        }
-        Ok(())
+        unlock(team)
     });
 }
 
@@ -340,7 +392,9 @@ fn current_record() -> Result<usize, CapiError> {
     if let t @ 1.. = icv::with(|f| f.task) {
         return Ok(t);
     }
-    let t = node_ref()?.calloc(1, std::mem::size_of::<Rec>())? as usize;
+    let t = get_block(icv::with(|f| f.team), std::mem::size_of::<Rec>())?;
+    // SAFETY: the block has room for a record.
+    unsafe { std::ptr::write_bytes(t as *mut u8, 0, std::mem::size_of::<Rec>()) };
     icv::with(|f| f.task = t);
     Ok(t)
 }
@@ -350,12 +404,10 @@ fn end_record(team: usize, t: usize) -> Result<(), CapiError> {
     lock(team)?;
     let r = rec(t);
     r.ended = 1;
-    let free = r.children == 0;
-    unlock(team)?;
-    if free {
-        node_ref()?.free(t as *mut u8)?;
+    if r.children == 0 {
+        put_block(desc(team), t);
     }
-    Ok(())
+    unlock(team)
 }
 
 /// Can the calling thread defer a task? (In a team of more than one thread, not in a final
@@ -371,12 +423,10 @@ pub fn alloc_task(size: usize, align: usize, ndeps: usize) -> usize {
         current_record()?;
         let align = align.max(8).next_power_of_two();
         let head = std::mem::size_of::<Rec>() + ndeps * 16;
-        let off = head.next_multiple_of(align);
-        let p = node_ref()?.alloc_with(off + size.max(1), align.max(16), node_ref()?.default_placement())?
-            as usize;
-        // SAFETY: `p` has `off` header bytes.
-        unsafe { std::ptr::write_bytes(p as *mut u8, 0, off) };
-        rec(p).data = p + off;
+        let p = get_block(icv::with(|f| f.team), head + align + size)?;
+        // SAFETY: `p` has `head` header bytes.
+        unsafe { std::ptr::write_bytes(p as *mut u8, 0, head) };
+        rec(p).data = (p + head).next_multiple_of(align);
         rec(p).ndeps = ndeps as u64;
         Ok(p)
     })
@@ -493,7 +543,8 @@ pub fn group_start() {
         return;
     }
     run("GOMP_taskgroup_start", || {
-        let g = node_ref()?.calloc(1, std::mem::size_of::<Group>())? as usize;
+        let g = get_block(icv::with(|f| f.team), std::mem::size_of::<Group>())?;
+        group(g).pending = 0;
         icv::with(|f| {
             group(g).prev = f.group;
             f.group = g;
@@ -513,7 +564,9 @@ pub fn group_end() {
     });
     run("GOMP_taskgroup_end", || {
         icv::with(|f| f.group = group(g).prev);
-        Ok(node_ref()?.free(g as *mut u8)?)
+        lock(team)?;
+        put_block(desc(team), g);
+        unlock(team)
     });
 }
 
@@ -542,8 +595,12 @@ pub fn before_barrier(call: &'static str) {
 
 /// At the region's end, after [`before_barrier`]: free the implicit task's record.
 pub fn leave_region() {
-    let t = icv::with(|f| std::mem::replace(&mut f.task, 0));
+    let (team, t) = icv::with(|f| (f.team, std::mem::replace(&mut f.task, 0)));
     if t != 0 {
-        run("parallel region (end)", || Ok(node_ref()?.free(t as *mut u8)?));
+        run("parallel region (end)", || {
+            lock(team)?;
+            put_block(desc(team), t);
+            unlock(team)
+        });
     }
 }

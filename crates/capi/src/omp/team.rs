@@ -93,6 +93,8 @@ pub struct Desc {
     pub tq_tail: usize,
     pub tq_pending: u64,
     pub tasking_from: u64,
+    /// Task memory blocks free for reuse (`deferred`).
+    pub tq_free: usize,
     /// The number of the first barrier of the region (a pooled team keeps counting).
     pub bar_base: u64,
 }
@@ -272,6 +274,7 @@ pub fn arrivals(team: usize) -> usize {
 /// Free a descriptor from [`alloc_desc`].
 pub fn free_desc(team: usize) -> Result<(), CapiError> {
     let node = node_ref()?;
+    super::deferred::free_blocks(desc(team))?;
     node.free(desc(team).slots as *mut u8)?;
     node.free(team as *mut u8)?;
     Ok(())
@@ -469,7 +472,7 @@ pub fn barrier(call: &'static str) {
     })
 }
 
-/// The address of word `w` (0 gen, 1 next, 2 done) of slot `ws % SLOTS` of team `team`.
+/// The address of word `w` (0 gen, 1 next, 2 done, 3 a block the construct owns) of slot `ws % SLOTS` of team `team`.
 pub fn slot_word(team: usize, ws: u64, w: usize) -> usize {
     desc(team).slots + (ws % SLOTS) as usize * SLOT_BYTES + w * 8
 }
@@ -496,6 +499,11 @@ pub fn ws_enter(team: usize) -> Result<u64, CapiError> {
 pub fn ws_leave(team: usize, ws: u64, counter: usize, n: u32) -> Result<(), CapiError> {
     let seen = word(slot_word(team, ws, counter), AtomicOp::FetchAdd(1))?;
     if seen + 1 == u64::from(n) {
+        // Word 3: a block the construct owns (a doacross loop's posted iterations).
+        let block = word(slot_word(team, ws, 3), AtomicOp::Swap(0))?;
+        if block != 0 {
+            node_ref()?.free(block as *mut u8)?;
+        }
         word(slot_word(team, ws, 1), AtomicOp::Swap(0))?;
         word(slot_word(team, ws, 2), AtomicOp::Swap(0))?;
         word(slot_word(team, ws, 0), AtomicOp::Swap(ws / SLOTS + 1))?;

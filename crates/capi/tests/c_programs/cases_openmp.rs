@@ -122,7 +122,7 @@ pub fn add(v: &mut Cases) {
         );
     }
     // Deferred tasks (run by whichever team thread takes them), depend, doacross loops.
-    for group in ["tasks", "depend"] {
+    for group in ["tasks", "depend", "doacross"] {
         v.at_2_and_4(
             &format!("openmp/tasking/{group}"),
             move |env: &Env, nodes| same_as_libgomp(env, "tasking.c", &[group], nodes),
