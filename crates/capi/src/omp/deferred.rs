@@ -212,9 +212,8 @@ pub unsafe fn parse_depend(depend: *mut *mut c_void) -> Vec<[u64; 2]> {
 
 fn conflict(a: &[[u64; 2]], b: &[[u64; 2]]) -> bool {
     a.iter().any(|x| {
-        b.iter().any(|y| {
-            (x[0] == y[0] || x[0] == 0 || y[0] == 0) && !(x[1] == 1 && y[1] == 1)
-        })
+        b.iter()
+            .any(|y| (x[0] == y[0] || x[0] == 0 || y[0] == 0) && !(x[1] == 1 && y[1] == 1))
     })
 }
 
@@ -444,7 +443,10 @@ pub fn enqueue(t: usize, func: TaskFn, dl: &[[u64; 2]], priority: i32, final_: b
         let (module, offset) =
             crate::modules::encode_cached(func as usize).ok_or_else(|| CapiError::Invalid {
                 call: "GOMP_task",
-                why: format!("the task function {:#x} is in no loaded module", func as usize),
+                why: format!(
+                    "the task function {:#x} is in no loaded module",
+                    func as usize
+                ),
             })?;
         let (team, parent, grp, bar) = icv::with(|f| (f.team, f.task, f.group, f.bar));
         let r = rec(t);
@@ -575,7 +577,12 @@ pub fn group_end() {
 pub fn before_barrier(call: &'static str) {
     let (team, n, bar, spawned) = icv::with(|f| {
         f.bar += 1;
-        (f.team, f.nthreads, f.bar - 1, std::mem::replace(&mut f.spawned, false))
+        (
+            f.team,
+            f.nthreads,
+            f.bar - 1,
+            std::mem::replace(&mut f.spawned, false),
+        )
     });
     if team == 0 {
         return;

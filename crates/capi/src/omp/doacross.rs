@@ -208,7 +208,17 @@ pub unsafe extern "C" fn GOMP_loop_doacross_start(
     no_extras(call, reductions, mem);
     let chunk = chunk_size.max(0) as u64;
     // SAFETY: per the contract.
-    unsafe { start(call, sched as u32, ncounts, counts as *const u64, chunk, istart, iend) }
+    unsafe {
+        start(
+            call,
+            sched as u32,
+            ncounts,
+            counts as *const u64,
+            chunk,
+            istart,
+            iend,
+        )
+    }
 }
 
 /// The unsigned form of [`GOMP_loop_doacross_start`].
@@ -230,7 +240,17 @@ pub unsafe extern "C" fn GOMP_loop_ull_doacross_start(
     let call = "GOMP_loop_ull_doacross_start";
     no_extras(call, reductions, mem);
     // SAFETY: per the contract.
-    unsafe { start(call, sched as u32, ncounts, counts, chunk_size, istart, iend) }
+    unsafe {
+        start(
+            call,
+            sched as u32,
+            ncounts,
+            counts,
+            chunk_size,
+            istart,
+            iend,
+        )
+    }
 }
 
 /// `ordered depend(source)`: the calling iteration `counts` (logical, 0-based) is done.
@@ -240,7 +260,9 @@ pub unsafe extern "C" fn GOMP_loop_ull_doacross_start(
 #[no_mangle]
 pub unsafe extern "C" fn GOMP_doacross_post(counts: *mut c_long) {
     // SAFETY: per the contract.
-    post("GOMP_doacross_post", unsafe { vector(counts as *const u64) })
+    post("GOMP_doacross_post", unsafe {
+        vector(counts as *const u64)
+    })
 }
 
 /// The unsigned form of [`GOMP_doacross_post`].

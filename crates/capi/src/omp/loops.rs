@@ -315,7 +315,11 @@ pub(super) fn finish(call: &'static str, nowait: bool) {
 ///
 /// # Safety
 /// `istart` and `iend` are valid (or null: nothing written).
-pub(super) unsafe fn write_bounds<T: From64>(r: Option<(u64, u64)>, istart: *mut T, iend: *mut T) -> bool {
+pub(super) unsafe fn write_bounds<T: From64>(
+    r: Option<(u64, u64)>,
+    istart: *mut T,
+    iend: *mut T,
+) -> bool {
     let Some((lo, hi)) = r else { return false };
     let (start, incr) = icv::with(|f| (f.lp.start, f.lp.incr));
     if !istart.is_null() && !iend.is_null() {

@@ -19,7 +19,6 @@ use super::{icv, refuse, run};
 use crate::api::node_ref;
 use std::ffi::{c_int, c_long, c_uint, c_ulong, c_ulonglong, c_void};
 
-
 const FLAG_FINAL: c_uint = 1 << 1;
 const FLAG_DEPEND: c_uint = 1 << 3;
 const FLAG_PRIORITY: c_uint = 1 << 4;
@@ -121,7 +120,11 @@ pub unsafe extern "C" fn GOMP_task(
             Vec::new()
         })
     });
-    let priority = if flags & FLAG_PRIORITY != 0 { priority } else { 0 };
+    let priority = if flags & FLAG_PRIORITY != 0 {
+        priority
+    } else {
+        0
+    };
     if if_clause && deferred::can_defer() {
         let t = deferred::alloc_task(size, align, dl.len());
         let buf = deferred::data_of(t);
@@ -270,7 +273,9 @@ pub extern "C" fn GOMP_taskwait() {
 #[no_mangle]
 pub unsafe extern "C" fn GOMP_taskwait_depend(depend: *mut *mut c_void) {
     // SAFETY: per the contract.
-    let dl = run("GOMP_taskwait_depend", || Ok(unsafe { deferred::parse_depend(depend) }));
+    let dl = run("GOMP_taskwait_depend", || {
+        Ok(unsafe { deferred::parse_depend(depend) })
+    });
     deferred::wait_deps("GOMP_taskwait_depend", &dl);
     run("GOMP_taskwait_depend", || {
         drop(dl);
