@@ -1,7 +1,8 @@
-/* Deferred tasks and doacross loops the way OpenMP users write them, each checked against the
- * same computation done sequentially. Usage: tasking GROUP, GROUP one of tasks, depend,
- * doacross (or all). Prints "ok GROUP ..." lines whose values are the same under any correct
- * OpenMP runtime (the harness compares them with libgomp's). */
+/* Deferred tasks, doacross loops and reduction(task, ...) the way OpenMP users write them,
+ * each checked against the same computation done sequentially. Usage: tasking GROUP, GROUP
+ * one of tasks, depend, doacross, reductions (or all). Prints "ok GROUP ..." lines whose
+ * values are the same under any correct OpenMP runtime (the harness compares them with
+ * libgomp's). */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -290,6 +291,61 @@ static void group_doacross(void)
     printf("ok doacross corner=%.6f same=%d usum=%llu\n", wave[WN - 1][WM - 1], same, usum);
 }
 
+static void group_reductions(void)
+{
+    /* reduction(task, ...) on parallel, for and sections: the construct's threads and the
+     * in_reduction tasks they create (run by any thread) all add into one variable. */
+    long s = 0, t = 0, u = 0;
+    int nth = 0;
+    #pragma omp parallel reduction(task, +: s)
+    {
+        #pragma omp single
+        {
+            nth = omp_get_num_threads();
+            for (int i = 0; i < 30; i++) {
+                #pragma omp task in_reduction(+: s) firstprivate(i)
+                s += i;
+            }
+        }
+        s += 1000;
+    }
+    check(s == 435 + 1000L * nth, "reductions: parallel reduction(task)");
+    double d = 1;
+    #pragma omp parallel
+    {
+        #pragma omp for reduction(task, +: t) reduction(task, *: d) schedule(dynamic, 3)
+        for (int i = 0; i < 40; i++) {
+            #pragma omp task in_reduction(+: t) in_reduction(*: d) firstprivate(i)
+            {
+                t += (long)i * i;
+                if (i % 10 == 0)
+                    d *= 2;
+            }
+            t += 1;
+        }
+        #pragma omp sections reduction(task, +: u)
+        {
+            #pragma omp section
+            {
+                #pragma omp task in_reduction(+: u)
+                u += 5;
+            }
+            #pragma omp section
+            {
+                #pragma omp task in_reduction(+: u)
+                u += 7;
+                u += 100;
+            }
+        }
+    }
+    long want = 40;
+    for (int i = 0; i < 40; i++)
+        want += (long)i * i;
+    check(t == want && d == 16.0, "reductions: for reduction(task)");
+    check(u == 112, "reductions: sections reduction(task)");
+    printf("ok reductions s=%ld t=%ld d=%g u=%ld\n", s, t, d, u);
+}
+
 int main(int argc, char **argv)
 {
     const char *g = argc > 1 ? argv[1] : "all";
@@ -297,6 +353,7 @@ int main(int argc, char **argv)
     if (all || !strcmp(g, "tasks")) group_tasks();
     if (all || !strcmp(g, "depend")) group_depend();
     if (all || !strcmp(g, "doacross")) group_doacross();
+    if (all || !strcmp(g, "reductions")) group_reductions();
     if (failures) {
         printf("%d checks failed\n", failures);
         return 1;

@@ -432,17 +432,18 @@ pub(super) unsafe fn any_next<T: From64>(call: &'static str, istart: *mut T, ien
     unsafe { write_bounds(r, istart, iend) }
 }
 
-/// Refuse the task-reduction and `lastprivate(conditional)`/scan memory of the GCC 9+
-/// generic loop starts.
-pub(super) fn no_extras(call: &str, reductions: *mut usize, mem: *mut *mut c_void) {
-    if !reductions.is_null() {
-        refuse(call, "a task reduction on a worksharing construct");
-    }
+/// The extras of the GCC 9+ generic loop starts: task reductions (`reduction(task, ...)`,
+/// see `task_red::workshare_register`); `lastprivate(conditional)`/scan memory is refused.
+pub(super) fn no_extras(call: &'static str, reductions: *mut usize, mem: *mut *mut c_void) {
     if !mem.is_null() {
         refuse(
             call,
             "lastprivate(conditional:) or scan on a worksharing construct",
         );
+    }
+    if !reductions.is_null() {
+        // SAFETY: gcc's reduction array of the construct.
+        unsafe { super::task_red::workshare_register(call, reductions) };
     }
 }
 

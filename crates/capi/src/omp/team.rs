@@ -95,8 +95,15 @@ pub struct Desc {
     pub tasking_from: u64,
     /// Task memory blocks free for reuse (`deferred`).
     pub tq_free: usize,
+    /// `GOMP_parallel_reductions`: the registered reduction array every thread's tasks see.
+    pub reductions: usize,
     /// The number of the first barrier of the region (a pooled team keeps counting).
     pub bar_base: u64,
+}
+
+thread_local! {
+    /// The reduction array the next team this thread opens registers (`GOMP_parallel_reductions`).
+    static NEXT_REDUCTIONS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// What a started thread is given: its team and number.
@@ -128,7 +135,7 @@ pub fn place(master: u16, nodes: u16, t: u32, n: u32, bind: u32) -> u16 {
 }
 
 /// The team size a region gets.
-fn team_size(parent: &Frame, requested: u32) -> u32 {
+pub(super) fn team_size(parent: &Frame, requested: u32) -> u32 {
     if parent.active_level >= parent.icv.max_active {
         return 1;
     }
@@ -320,6 +327,7 @@ fn fill_desc(
         d.ancestors[i] = [t, s];
     }
     d.ws0 = ws0;
+    d.reductions = NEXT_REDUCTIONS.with(|r| r.replace(0));
     Ok(())
 }
 
@@ -436,6 +444,9 @@ pub fn member(team: usize, tid: u32) {
         if ws0.kind != 0 {
             super::loops::enter_ws0(&ws0)?;
         }
+        if d.reductions != 0 {
+            super::task_red::enter_registered(d.reductions);
+        }
         let func = crate::modules::decode(d.func_module, d.func_offset).ok_or_else(|| {
             CapiError::Invalid {
                 call: "GOMP_parallel",
@@ -451,6 +462,9 @@ pub fn member(team: usize, tid: u32) {
     super::deferred::before_barrier("parallel region (thread end)");
     super::deferred::leave_region();
     run("parallel region (thread end)", || {
+        if desc(team).reductions != 0 {
+            super::task_red::leave();
+        }
         icv::pop();
         Ok(())
     });
@@ -472,7 +486,8 @@ pub fn barrier(call: &'static str) {
     })
 }
 
-/// The address of word `w` (0 gen, 1 next, 2 done, 3 a block the construct owns) of slot `ws % SLOTS` of team `team`.
+/// The address of word `w` (0 gen, 1 next, 2 done, 3 a block the construct owns, 4 the
+/// first thread's task reduction array) of slot `ws % SLOTS` of team `team`.
 pub fn slot_word(team: usize, ws: u64, w: usize) -> usize {
     desc(team).slots + (ws % SLOTS) as usize * SLOT_BYTES + w * 8
 }
@@ -506,6 +521,7 @@ pub fn ws_leave(team: usize, ws: u64, counter: usize, n: u32) -> Result<(), Capi
         }
         word(slot_word(team, ws, 1), AtomicOp::Swap(0))?;
         word(slot_word(team, ws, 2), AtomicOp::Swap(0))?;
+        word(slot_word(team, ws, 4), AtomicOp::Swap(0))?;
         word(slot_word(team, ws, 0), AtomicOp::Swap(ws / SLOTS + 1))?;
     }
     Ok(())
@@ -537,6 +553,53 @@ pub unsafe extern "C" fn GOMP_parallel(
     // SAFETY: per the contract; runs on the caller's (shared) stack.
     unsafe { func(data) };
     end("GOMP_parallel");
+}
+
+/// `#pragma omp parallel reduction(task, ...)`: the first word of `data` is gcc's reduction
+/// array; it is registered for the team (one block per thread) before the team starts, every
+/// thread's tasks see it, and gcc's code combines the blocks after the region and
+/// unregisters. Returns the team size.
+///
+/// # Safety
+/// As [`GOMP_parallel`]; `data` starts with the reduction array's address.
+#[no_mangle]
+pub unsafe extern "C" fn GOMP_parallel_reductions(
+    func: Option<RegionFn>,
+    data: *mut c_void,
+    num_threads: u32,
+    flags: u32,
+) -> u32 {
+    let Some(func) = func else { return 1 };
+    // SAFETY: per the contract.
+    let rdata = unsafe { *(data as *const usize) };
+    let n = run("GOMP_parallel_reductions", || {
+        let n = team_size(&icv::current(), num_threads);
+        // SAFETY: gcc's reduction array.
+        unsafe { super::task_red::register_blocks(rdata, n, 0)? };
+        NEXT_REDUCTIONS.with(|r| r.set(rdata));
+        Ok(n)
+    });
+    begin(
+        "GOMP_parallel_reductions",
+        func,
+        data,
+        num_threads,
+        flags,
+        Ws0::default(),
+    );
+    run("GOMP_parallel_reductions", || {
+        NEXT_REDUCTIONS.with(|r| r.set(0));
+        super::task_red::enter_registered(rdata);
+        Ok(())
+    });
+    // SAFETY: per the contract; runs on the caller's (shared) stack.
+    unsafe { func(data) };
+    run("GOMP_parallel_reductions", || {
+        super::task_red::leave();
+        Ok(())
+    });
+    end("GOMP_parallel_reductions");
+    n
 }
 
 /// The pre-GCC 4.9 form: open the team; the caller runs `fn(data)` and `GOMP_parallel_end`.
