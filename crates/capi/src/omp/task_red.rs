@@ -20,12 +20,12 @@
 //! Owns: the per-thread taskgroup stack of registrations. Must not touch: task execution.
 use super::team::{slot_word, ws_enter, ws_leave};
 use super::{icv, run, word};
-use squall::{AtomicOp, MemOrder};
-use std::time::Duration;
 use crate::api::node_ref;
 use crate::error::CapiError;
+use squall::{AtomicOp, MemOrder};
 use std::cell::RefCell;
 use std::ffi::c_void;
+use std::time::Duration;
 
 thread_local! {
     /// The registrations visible in each open taskgroup of this thread (innermost last; 0:
@@ -282,7 +282,13 @@ pub unsafe fn workshare_register(call: &'static str, data: *mut usize) {
             let ws = ws_enter(team)?;
             let at = slot_word(team, ws, 4);
             let node = node_ref()?;
-            let seen = word(at, AtomicOp::CompareSwap { expected: 0, new: 1 })?;
+            let seen = word(
+                at,
+                AtomicOp::CompareSwap {
+                    expected: 0,
+                    new: 1,
+                },
+            )?;
             if seen == 0 {
                 // SAFETY: per the contract.
                 unsafe { register_blocks(data, n, old)? };
