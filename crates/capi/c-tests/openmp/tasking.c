@@ -131,6 +131,23 @@ static void group_tasks(void)
         red += i * i;
     }
     check(red == want, "tasks: deferred in_reduction tasks");
+    /* taskloops: unsigned with num_tasks, signed downwards with grainsize. */
+    long tl[100] = {0}, tsum = 0, twant = 0;
+    unsigned long long un = 100;
+    #pragma omp parallel
+    #pragma omp single
+    {
+        #pragma omp taskloop num_tasks(7) shared(tl)
+        for (unsigned long long i = 0; i < un; i++)
+            tl[i] = (long)(i * i);
+        #pragma omp taskloop grainsize(9) reduction(+: tsum)
+        for (long i = 99; i >= 0; i -= 3)
+            tsum += tl[i] + 1;
+    }
+    for (long i = 99; i >= 0; i -= 3)
+        twant += i * i + 1;
+    check(tsum == twant, "tasks: taskloops");
+    printf("ok taskloops sum=%ld\n", tsum);
     printf("ok tasks fib=%ld sorted=%d first=%d last=%d slots=%d leaves=%d red=%ld\n", f,
            memcmp(qa, qb, sizeof qa) == 0, qa[0], qa[QN - 1], who, leaves, red);
 }
