@@ -250,6 +250,15 @@ pub struct Frame {
     pub pool: usize,
     /// Inside a final task.
     pub in_final: bool,
+    /// The running task's record (`deferred`; 0: none made yet) and innermost taskgroup.
+    pub task: usize,
+    pub group: usize,
+    /// Barriers of this team the thread passed (numbering continues across a pool's regions).
+    pub bar: u64,
+    /// Created a deferred task since its last barrier.
+    pub spawned: bool,
+    /// The team's unfinished tasks when this thread last queued one.
+    pub queued: u64,
 }
 
 impl Frame {
@@ -267,6 +276,11 @@ impl Frame {
             workers: Vec::new(),
             pool: 0,
             in_final: false,
+            task: 0,
+            group: 0,
+            bar: 0,
+            spawned: false,
+            queued: 0,
         }
     }
 }

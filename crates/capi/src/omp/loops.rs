@@ -51,6 +51,19 @@ pub struct LoopState {
     ord_hi: u64,
     has_chunk: bool,
     ord_held: bool,
+    /// A doacross loop (`doacross`): its array of posted iterations (0 in a team of one),
+    /// its dimensions and their iteration counts.
+    pub doacross: bool,
+    pub dx: usize,
+    pub dx_n: u32,
+    pub dx_counts: [u64; 6],
+}
+
+impl LoopState {
+    /// The construct number of the slot the loop uses (none: a static loop, or a team of one).
+    pub fn slot_number(&self) -> Option<u64> {
+        self.slot
+    }
 }
 
 /// Iterations of a signed loop.
@@ -94,13 +107,14 @@ pub(super) fn resolve(sched: u32, chunk: u64) -> (u32, u64) {
 }
 
 /// Enter a loop (call through `run`).
-fn begin(
+pub(super) fn begin(
     sched: u32,
     start: u64,
     incr: u64,
     n: u64,
     chunk: u64,
     ordered: bool,
+    doacross: bool,
 ) -> Result<(), CapiError> {
     let (kind, chunk) = resolve(sched, chunk);
     let (team, active) = icv::with(|f| (f.team, f.lp.active));
@@ -110,7 +124,7 @@ fn begin(
             why: "a worksharing construct started inside another one of the same team".into(),
         });
     }
-    let slot = if team != 0 && (kind != SCHED_STATIC || ordered) {
+    let slot = if team != 0 && (kind != SCHED_STATIC || ordered || doacross) {
         Some(team::ws_enter(team)?)
     } else {
         None
@@ -125,6 +139,7 @@ fn begin(
             chunk,
             slot,
             ordered,
+            doacross,
             ..LoopState::default()
         }
     });
@@ -133,7 +148,7 @@ fn begin(
 
 /// Enter the loop (or sections) a combined construct set up (call through `run`).
 pub fn enter_ws0(w: &Ws0) -> Result<(), CapiError> {
-    begin(w.sched, w.start, w.incr, w.n, w.chunk, false)
+    begin(w.sched, w.start, w.incr, w.n, w.chunk, false, false)
 }
 
 fn ordered_ids(team: usize) -> (LockId, CondId) {
@@ -187,7 +202,7 @@ fn ordered_pass(team: usize, lp: &mut LoopState) -> Result<(), CapiError> {
 }
 
 /// The next chunk of the calling thread's loop as iteration numbers (call through `run`).
-fn next_chunk() -> Result<Option<(u64, u64)>, CapiError> {
+pub(super) fn next_chunk() -> Result<Option<(u64, u64)>, CapiError> {
     let (team, tid, nth, mut lp) =
         icv::with(|f| (f.team, u64::from(f.tid), u64::from(f.nthreads), f.lp));
     if !lp.active {
@@ -228,7 +243,10 @@ fn next_chunk() -> Result<Option<(u64, u64)>, CapiError> {
             lp.trip = hi;
             (lo < n).then_some((lo, hi))
         }
-        (SCHED_DYNAMIC, _, Some(ws)) if !lp.ordered => super::chunks::next(team, ws, n, lp.chunk)?,
+        // Ordered and doacross loops take chunks in iteration order, one at a time.
+        (SCHED_DYNAMIC, _, Some(ws)) if !lp.ordered && !lp.doacross => {
+            super::chunks::next(team, ws, n, lp.chunk)?
+        }
         (SCHED_DYNAMIC, _, Some(ws)) => {
             let lo = word(slot_word(team, ws, 1), AtomicOp::FetchAdd(lp.chunk))?;
             (lo < n).then(|| (lo, lo.saturating_add(lp.chunk).min(n)))
@@ -279,7 +297,7 @@ pub(super) fn finish(call: &'static str, nowait: bool) {
                 ordered_pass(team, &mut lp)?;
             }
             if let Some(ws) = lp.slot {
-                if lp.kind == SCHED_DYNAMIC && !lp.ordered {
+                if lp.kind == SCHED_DYNAMIC && !lp.ordered && !lp.doacross {
                     super::chunks::leave(team, ws)?;
                 }
                 team::ws_leave(team, ws, 2, nth)?;
@@ -297,7 +315,11 @@ pub(super) fn finish(call: &'static str, nowait: bool) {
 ///
 /// # Safety
 /// `istart` and `iend` are valid (or null: nothing written).
-unsafe fn write_bounds<T: From64>(r: Option<(u64, u64)>, istart: *mut T, iend: *mut T) -> bool {
+pub(super) unsafe fn write_bounds<T: From64>(
+    r: Option<(u64, u64)>,
+    istart: *mut T,
+    iend: *mut T,
+) -> bool {
     let Some((lo, hi)) = r else { return false };
     let (start, incr) = icv::with(|f| (f.lp.start, f.lp.incr));
     if !istart.is_null() && !iend.is_null() {
@@ -343,7 +365,7 @@ unsafe fn enter<T: From64>(
     iend: *mut T,
 ) -> bool {
     let r = run(call, || {
-        begin(sched, start, incr, n, chunk, ordered)?;
+        begin(sched, start, incr, n, chunk, ordered, false)?;
         if istart.is_null() {
             return Ok(None);
         }
@@ -410,17 +432,18 @@ pub(super) unsafe fn any_next<T: From64>(call: &'static str, istart: *mut T, ien
     unsafe { write_bounds(r, istart, iend) }
 }
 
-/// Refuse the task-reduction and `lastprivate(conditional)`/scan memory of the GCC 9+
-/// generic loop starts.
-pub(super) fn no_extras(call: &str, reductions: *mut usize, mem: *mut *mut c_void) {
-    if !reductions.is_null() {
-        refuse(call, "a task reduction on a worksharing construct");
-    }
+/// The extras of the GCC 9+ generic loop starts: task reductions (`reduction(task, ...)`,
+/// see `task_red::workshare_register`); `lastprivate(conditional)`/scan memory is refused.
+pub(super) fn no_extras(call: &'static str, reductions: *mut usize, mem: *mut *mut c_void) {
     if !mem.is_null() {
         refuse(
             call,
             "lastprivate(conditional:) or scan on a worksharing construct",
         );
+    }
+    if !reductions.is_null() {
+        // SAFETY: gcc's reduction array of the construct.
+        unsafe { super::task_red::workshare_register(call, reductions) };
     }
 }
 
@@ -435,7 +458,7 @@ fn section(r: Option<(u64, u64)>) -> c_uint {
 #[no_mangle]
 pub extern "C" fn GOMP_sections_start(count: c_uint) -> c_uint {
     section(run("GOMP_sections_start", || {
-        begin(SCHED_DYNAMIC, 1, 1, u64::from(count), 1, false)?;
+        begin(SCHED_DYNAMIC, 1, 1, u64::from(count), 1, false, false)?;
         next_chunk()
     }))
 }

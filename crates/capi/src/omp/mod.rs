@@ -5,9 +5,9 @@
 //! Modules, one concern each: `icv` (internal control variables, the environment, the
 //! `omp_*` getters and setters, the calling thread's team frames), `team` (parallel regions:
 //! team creation over the nodes, barriers), `pool` (the thread pool of main's outermost
-//! regions), `loops` (iteration hand-out, sections, ordered), `chunks` (dynamic chunks per node first), `loop_abi` (the loop entry points),
-//! `sync` (critical, atomic, single/copyprivate, locks), `tasks` (tasks, taskgroups,
-//! taskloops, cancellation), `task_red` (task reductions).
+//! regions), `loops` (iteration hand-out, sections, ordered), `chunks` (dynamic chunks per node first), `loop_abi` (the loop entry points), `doacross` (ordered(n) loops with depend(sink/source)),
+//! `sync` (critical, atomic, single/copyprivate, locks), `tasks` (the task entry points,
+//! taskloops, cancellation), `deferred` (the team's task list, dependences, scheduling points), `task_red` (task reductions).
 //!
 //! What makes it work across nodes is the pthreads layer's single system image: the program's
 //! globals and every thread's stack are Squall memory, so the `data` pointer gcc passes to the
@@ -19,6 +19,8 @@
 //!
 //! Owns: the OpenMP semantics. Must not touch: the runtime's internals (public `squall` API only).
 pub mod chunks;
+pub mod deferred;
+pub mod doacross;
 pub mod icv;
 pub mod loop_abi;
 pub mod loops;

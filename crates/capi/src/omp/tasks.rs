@@ -1,29 +1,32 @@
 //! Explicit tasks (`GOMP_task`, `GOMP_taskloop*`), their synchronization (`taskwait`,
 //! `taskgroup`, `taskyield`) and cancellation entry points.
 //!
-//! Every task runs at once, to completion, in the thread that creates it (an undeferred task,
-//! as for `if(0)`; OpenMP lets the runtime schedule a task at its creation). Its firstprivate
-//! block is copied first (through gcc's `cpyfn` when it has one, else byte for byte) into a
-//! buffer on the creating thread's shared stack (or the shared heap when large), so the task
-//! sees its own copies and pointers to them are valid on every node. Running in creation
-//! order satisfies every `depend` clause, and every task is complete when `taskwait`,
-//! `taskgroup` end or a barrier is reached. What this costs: tasks give no parallelism here
-//! (a parallel region's work should come from worksharing loops or from tasks created by
-//! several threads).
+//! A task is deferred when it may be: its record and firstprivate block (copied at creation
+//! through gcc's `cpyfn`, else byte for byte) go into the shared heap and the team's task list,
+//! and a team thread runs it at a task scheduling point (`deferred` says which and how the
+//! data reaches the node that runs it). Otherwise (`if(0)`, inside a final task, a team of
+//! one, a team with many unfinished tasks) it waits for its dependences and runs at once in
+//! the creating thread, on a copy in the creating thread's shared stack frame (or the shared
+//! heap when large). A taskloop is split into deferred tasks of consecutive iterations
+//! (`grainsize`, `num_tasks`, else one per thread) inside its taskgroup, or runs as one
+//! undeferred task when tasks cannot be deferred.
 //!
 //! Cancellation is never activated (as libgomp without `OMP_CANCELLATION=true`): the
 //! cancellation points answer "not cancelled".
 //!
 //! Owns: task execution. Must not touch: team memory.
+use super::deferred::{self, CopyFn, TaskFn};
+use super::loops::{count_long, count_ull, From64};
 use super::{icv, refuse, run};
 use crate::api::node_ref;
 use std::ffi::{c_int, c_long, c_uint, c_ulong, c_ulonglong, c_void};
 
-/// A task's function and its firstprivate copy function.
-type TaskFn = unsafe extern "C" fn(*mut c_void);
-type CopyFn = unsafe extern "C" fn(*mut c_void, *mut c_void);
-
 const FLAG_FINAL: c_uint = 1 << 1;
+const FLAG_DEPEND: c_uint = 1 << 3;
+const FLAG_PRIORITY: c_uint = 1 << 4;
+const FLAG_UP: c_uint = 1 << 8;
+const FLAG_GRAINSIZE: c_uint = 1 << 9;
+const FLAG_IF: c_uint = 1 << 10;
 const FLAG_NOGROUP: c_uint = 1 << 11;
 const FLAG_REDUCTION: c_uint = 1 << 12;
 const FLAG_DETACH: c_uint = 1 << 13;
@@ -88,7 +91,9 @@ unsafe fn run_copy(
     std::hint::black_box(&mut local);
 }
 
-/// `#pragma omp task`: runs the task now (see the module doc).
+/// `#pragma omp task`: deferred (queued for the team, see `deferred`) when it may be, else
+/// run now in the calling thread once its dependences are met (`if(0)`, inside a final task,
+/// in a team of one, or while the team has many unfinished tasks, as libgomp).
 ///
 /// # Safety
 /// The arguments are what gcc passes (the libgomp ABI of GCC 9 and later).
@@ -100,10 +105,10 @@ pub unsafe extern "C" fn GOMP_task(
     cpyfn: Option<CopyFn>,
     arg_size: c_long,
     arg_align: c_long,
-    _if_clause: bool,
+    if_clause: bool,
     flags: c_uint,
-    _depend: *mut *mut c_void,
-    _priority: c_int,
+    depend: *mut *mut c_void,
+    priority: c_int,
     _detach: *mut c_void,
 ) {
     if flags & FLAG_DETACH != 0 {
@@ -111,28 +116,83 @@ pub unsafe extern "C" fn GOMP_task(
     }
     let Some(func) = func else { return };
     let (size, align) = (arg_size.max(0) as usize, arg_align.max(1) as usize);
-    // SAFETY: per the contract.
-    unsafe {
-        run_copy(
-            "GOMP_task",
-            func,
-            data,
-            cpyfn,
-            size,
-            align,
-            flags & FLAG_FINAL != 0,
-            |_| {},
-        )
+    let final_ = flags & FLAG_FINAL != 0;
+    // SAFETY: gcc's depend array when the flag says there is one.
+    let dl = run("GOMP_task", || {
+        Ok(if flags & FLAG_DEPEND != 0 {
+            unsafe { deferred::parse_depend(depend) }
+        } else {
+            Vec::new()
+        })
+    });
+    let priority = if flags & FLAG_PRIORITY != 0 {
+        priority
+    } else {
+        0
+    };
+    if if_clause && deferred::can_defer() {
+        let t = deferred::alloc_task(size, align, dl.len());
+        let buf = deferred::data_of(t);
+        match cpyfn {
+            // SAFETY: gcc's copy function from `data` into the task's block of `size` bytes.
+            Some(c) => unsafe { c(buf, data) },
+            // SAFETY: `data` has `size` bytes; the block has room for them.
+            None if size > 0 => unsafe {
+                std::ptr::copy_nonoverlapping(data.cast::<u8>(), buf.cast::<u8>(), size)
+            },
+            None => {}
+        }
+        deferred::enqueue(t, func, &dl, priority, final_);
+        run("GOMP_task", || {
+            drop(dl);
+            Ok(())
+        });
+        return;
     }
+    deferred::wait_deps("GOMP_task", &dl);
+    run("GOMP_task", || {
+        drop(dl);
+        Ok(())
+    });
+    deferred::undeferred(|| {
+        // SAFETY: per the contract.
+        unsafe { run_copy("GOMP_task", func, data, cpyfn, size, align, final_, |_| {}) }
+    });
 }
 
-/// A taskloop: one task runs the whole range `start..end` (gcc's task function reads its
-/// bounds from the first two words of its data, of the loop's integer type `T`).
+/// The iterations of a taskloop: `n` of them from `start` by `step` (two's complement bits),
+/// ending at `end`; `num` is gcc's `num_tasks` or grainsize argument.
+#[derive(Clone, Copy)]
+struct Range<T> {
+    start: T,
+    end: T,
+    n: u64,
+    start_bits: u64,
+    step_bits: u64,
+    num: u64,
+}
+
+/// How many tasks a taskloop of `n` iterations becomes (libgomp's choice: `grainsize` gives
+/// tasks of at least that many iterations, `num_tasks` that many, neither one per thread).
+fn task_count(n: u64, num: u64, flags: c_uint) -> u64 {
+    let k = if flags & FLAG_GRAINSIZE != 0 {
+        n / num.max(1)
+    } else if num == 0 {
+        u64::from(icv::with(|f| f.nthreads))
+    } else {
+        num
+    };
+    k.clamp(1, n.max(1))
+}
+
+/// A taskloop: gcc's task function reads its bounds from the first two words of its data, of
+/// the loop's integer type `T`. Split into deferred tasks of consecutive iterations when tasks
+/// may be deferred (and `if` is true), else one undeferred task runs the whole range.
 ///
 /// # Safety
 /// The arguments are what gcc passes.
 #[allow(clippy::too_many_arguments)]
-unsafe fn taskloop<T: Copy>(
+unsafe fn taskloop<T: Copy + From64>(
     call: &'static str,
     func: Option<TaskFn>,
     data: *mut c_void,
@@ -140,12 +200,13 @@ unsafe fn taskloop<T: Copy>(
     arg_size: c_long,
     arg_align: c_long,
     flags: c_uint,
-    start: T,
-    end: T,
+    priority: c_int,
+    range: Range<T>,
 ) {
+    let Range { start, end, .. } = range;
     let group = flags & FLAG_NOGROUP == 0;
     if group {
-        super::task_red::group_start();
+        GOMP_taskgroup_start();
         if flags & FLAG_REDUCTION != 0 {
             // SAFETY: with a reduction, gcc's taskloop data is {start, end, reduction array}.
             let reds = unsafe {
@@ -160,7 +221,7 @@ unsafe fn taskloop<T: Copy>(
     }
     let Some(func) = func else {
         if group {
-            super::task_red::group_end();
+            GOMP_taskgroup_end();
         }
         return;
     };
@@ -173,27 +234,70 @@ unsafe fn taskloop<T: Copy>(
             b.add(1).write(end);
         }
     };
-    // SAFETY: per the contract.
-    unsafe {
-        run_copy(
-            call,
-            func,
-            data,
-            cpyfn,
-            size,
-            align,
-            flags & FLAG_FINAL != 0,
-            set,
-        )
+    let tasks = task_count(range.n, range.num, flags);
+    if flags & FLAG_IF != 0 && tasks > 1 && deferred::can_defer() {
+        let priority = if flags & FLAG_PRIORITY != 0 {
+            priority
+        } else {
+            0
+        };
+        let (q, r) = (range.n / tasks, range.n % tasks);
+        let mut lo = 0u64;
+        for i in 0..tasks {
+            let hi = lo + q + u64::from(i < r);
+            let bound = |k: u64| {
+                T::from64(
+                    range
+                        .start_bits
+                        .wrapping_add(k.wrapping_mul(range.step_bits)),
+                )
+            };
+            let (s, e) = (bound(lo), if hi == range.n { end } else { bound(hi) });
+            let t = deferred::alloc_task(size, align, 0);
+            let buf = deferred::data_of(t);
+            match cpyfn {
+                // SAFETY: gcc's copy function from `data` into the task's block.
+                Some(c) => unsafe { c(buf, data) },
+                // SAFETY: `data` has `size` bytes; the block has room for them.
+                None if size > 0 => unsafe {
+                    std::ptr::copy_nonoverlapping(data.cast::<u8>(), buf.cast::<u8>(), size)
+                },
+                None => {}
+            }
+            let b = buf.cast::<T>();
+            // SAFETY: gcc's taskloop data starts with the task's start and end.
+            unsafe {
+                b.write(s);
+                b.add(1).write(e);
+            }
+            deferred::enqueue(t, func, &[], priority, flags & FLAG_FINAL != 0);
+            lo = hi;
+        }
+    } else {
+        deferred::undeferred(|| {
+            // SAFETY: per the contract.
+            unsafe {
+                run_copy(
+                    call,
+                    func,
+                    data,
+                    cpyfn,
+                    size,
+                    align,
+                    flags & FLAG_FINAL != 0,
+                    set,
+                )
+            }
+        });
     }
     if group {
-        super::task_red::group_end();
+        GOMP_taskgroup_end();
     }
 }
 
 /// The `GOMP_taskloop` entries, one per loop integer type `$int`.
 macro_rules! taskloops {
-    ($($(#[$doc:meta])* $name:ident: $int:ty;)*) => {$(
+    ($($(#[$doc:meta])* $name:ident: $int:ty, $count:ident;)*) => {$(
         $(#[$doc])*
         ///
         /// # Safety
@@ -207,49 +311,92 @@ macro_rules! taskloops {
             arg_size: c_long,
             arg_align: c_long,
             flags: c_uint,
-            _num_tasks: c_ulong,
-            _priority: c_int,
+            num_tasks: c_ulong,
+            priority: c_int,
             start: $int,
             end: $int,
-            _step: $int,
+            step: $int,
         ) {
             let (name, size, align) = (stringify!($name), arg_size, arg_align);
+            let range = Range {
+                start,
+                end,
+                n: $count(flags, start, end, step),
+                start_bits: start as u64,
+                step_bits: step as u64,
+                num: num_tasks as u64,
+            };
             // SAFETY: per the contract.
-            unsafe { taskloop(name, func, data, cpyfn, size, align, flags, start, end) }
+            unsafe { taskloop(name, func, data, cpyfn, size, align, flags, priority, range) }
         }
     )*};
 }
 
-taskloops! {
-    /// `#pragma omp taskloop` over `start..end` by `step` (signed): one task runs the whole
-    /// range.
-    GOMP_taskloop: c_long;
-    /// The unsigned form of [`GOMP_taskloop`] (`flags` has `GOMP_TASK_FLAG_UP` for an
-    /// up-count; the direction does not matter, as one task runs the whole range).
-    GOMP_taskloop_ull: c_ulonglong;
+/// Iterations of a signed taskloop.
+fn count_signed(_flags: c_uint, start: c_long, end: c_long, step: c_long) -> u64 {
+    count_long(start, end, step)
 }
 
-/// Every child task is complete already.
-#[no_mangle]
-pub extern "C" fn GOMP_taskwait() {}
+/// Iterations of an unsigned taskloop (`GOMP_TASK_FLAG_UP` for an up-count).
+fn count_unsigned(flags: c_uint, start: c_ulonglong, end: c_ulonglong, step: c_ulonglong) -> u64 {
+    count_ull(flags & FLAG_UP != 0, start, end, step)
+}
 
-/// `taskwait depend(...)`: every earlier task is complete already.
-#[no_mangle]
-pub extern "C" fn GOMP_taskwait_depend(_depend: *mut *mut c_void) {}
+taskloops! {
+    /// `#pragma omp taskloop` over `start..end` by `step` (signed), split into tasks.
+    GOMP_taskloop: c_long, count_signed;
+    /// The unsigned form of [`GOMP_taskloop`] (`flags` has `GOMP_TASK_FLAG_UP` for an
+    /// up-count).
+    GOMP_taskloop_ull: c_ulonglong, count_unsigned;
+}
 
+/// `#pragma omp taskwait`: the calling task's children run (here or elsewhere) to their end.
 #[no_mangle]
-pub extern "C" fn GOMP_taskyield() {}
+pub extern "C" fn GOMP_taskwait() {
+    deferred::taskwait();
+}
 
-/// `#pragma omp taskgroup`: its tasks complete before its end (they run at once); it keeps
+/// `taskwait depend(...)`: wait for the calling task's children the dependences name.
+///
+/// # Safety
+/// `depend` is gcc's depend array.
+#[no_mangle]
+pub unsafe extern "C" fn GOMP_taskwait_depend(depend: *mut *mut c_void) {
+    // SAFETY: per the contract.
+    let dl = run("GOMP_taskwait_depend", || {
+        Ok(unsafe { deferred::parse_depend(depend) })
+    });
+    deferred::wait_deps("GOMP_taskwait_depend", &dl);
+    run("GOMP_taskwait_depend", || {
+        drop(dl);
+        Ok(())
+    });
+}
+
+/// `#pragma omp taskyield`: run one queued task if one can start.
+#[no_mangle]
+pub extern "C" fn GOMP_taskyield() {
+    deferred::taskyield();
+}
+
+/// `#pragma omp taskgroup`: its tasks (and their descendants) end before its end; it keeps
 /// the task reductions registered in it (`task_red`).
 #[no_mangle]
 pub extern "C" fn GOMP_taskgroup_start() {
-    super::task_red::group_start();
+    run("GOMP_taskgroup_start", || {
+        super::task_red::group_start();
+        Ok(())
+    });
+    deferred::group_start();
 }
 
 #[no_mangle]
 pub extern "C" fn GOMP_taskgroup_end() {
-    super::task_red::group_end();
+    deferred::group_end();
+    run("GOMP_taskgroup_end", || {
+        super::task_red::group_end();
+        Ok(())
+    });
 }
 
 /// `#pragma omp cancellation point`: not cancelled.

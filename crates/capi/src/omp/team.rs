@@ -86,6 +86,24 @@ pub struct Desc {
     /// Ordered loops, per slot: (construct number + 1, next iteration allowed), under the
     /// team's ordered lock.
     pub ordered: [[u64; 2]; SLOTS as usize],
+    /// Deferred tasks (`deferred`, under the team's task lock): the list of unfinished tasks
+    /// in creation order, their count, and the first barrier number where every thread runs
+    /// tasks (0: none yet).
+    pub tq_head: usize,
+    pub tq_tail: usize,
+    pub tq_pending: u64,
+    pub tasking_from: u64,
+    /// Task memory blocks free for reuse (`deferred`).
+    pub tq_free: usize,
+    /// `GOMP_parallel_reductions`: the registered reduction array every thread's tasks see.
+    pub reductions: usize,
+    /// The number of the first barrier of the region (a pooled team keeps counting).
+    pub bar_base: u64,
+}
+
+thread_local! {
+    /// The reduction array the next team this thread opens registers (`GOMP_parallel_reductions`).
+    static NEXT_REDUCTIONS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// What a started thread is given: its team and number.
@@ -117,7 +135,7 @@ pub fn place(master: u16, nodes: u16, t: u32, n: u32, bind: u32) -> u16 {
 }
 
 /// The team size a region gets.
-fn team_size(parent: &Frame, requested: u32) -> u32 {
+pub(super) fn team_size(parent: &Frame, requested: u32) -> u32 {
     if parent.active_level >= parent.icv.max_active {
         return 1;
     }
@@ -162,6 +180,11 @@ pub fn begin(
             workers: Vec::new(),
             pool: 0,
             in_final: false,
+            task: 0,
+            group: 0,
+            bar: 0,
+            spawned: false,
+            queued: 0,
         };
         if n > 1 {
             let bind = if icv.bind == BIND_TRUE {
@@ -179,6 +202,7 @@ pub fn begin(
                 frame.team = team;
                 frame.pool = block;
                 frame.ws = desc(team).ws_base;
+                frame.bar = desc(team).bar_base;
                 super::pool::start_region(block, n)?;
             } else {
                 let team = alloc_desc()?;
@@ -243,13 +267,21 @@ pub fn local_threads(team: usize) -> Result<u32, CapiError> {
 pub fn alloc_desc() -> Result<usize, CapiError> {
     let node = node_ref()?;
     let team = node.calloc(1, std::mem::size_of::<Desc>())? as usize;
-    desc(team).slots = node.calloc(SLOTS as usize, SLOT_BYTES)? as usize;
+    // One more slot: its first word counts arrivals at tasking barriers (`arrivals`).
+    desc(team).slots = node.calloc(SLOTS as usize + 1, SLOT_BYTES)? as usize;
     Ok(team)
+}
+
+/// The word (touched by home-executed atomics only) counting arrivals at the tasking
+/// barriers of team `team` (see `deferred`).
+pub fn arrivals(team: usize) -> usize {
+    desc(team).slots + SLOTS as usize * SLOT_BYTES
 }
 
 /// Free a descriptor from [`alloc_desc`].
 pub fn free_desc(team: usize) -> Result<(), CapiError> {
     let node = node_ref()?;
+    super::deferred::free_blocks(desc(team))?;
     node.free(desc(team).slots as *mut u8)?;
     node.free(team as *mut u8)?;
     Ok(())
@@ -295,6 +327,7 @@ fn fill_desc(
         d.ancestors[i] = [t, s];
     }
     d.ws0 = ws0;
+    d.reductions = NEXT_REDUCTIONS.with(|r| r.replace(0));
     Ok(())
 }
 
@@ -326,6 +359,8 @@ fn start_threads(team: usize, n: u32, bind: u32) -> Result<Vec<u64>, CapiError> 
 /// Close the region `begin` opened: leave the frame; thread 0 joins the team's threads and
 /// frees the team's memory.
 pub fn end(call: &'static str) {
+    super::deferred::before_barrier(call);
+    super::deferred::leave_region();
     run(call, || {
         let Some(frame) = icv::pop() else {
             return Err(CapiError::Invalid {
@@ -343,6 +378,7 @@ pub fn end(call: &'static str) {
             // (written after the end barrier: a late thread of this region still reads the
             // old value when it starts).
             desc(frame.team).ws_base = frame.ws;
+            desc(frame.team).bar_base = frame.bar;
             return Ok(());
         }
         if let Some((&members, threads)) = frame.workers.split_first() {
@@ -398,10 +434,18 @@ pub fn member(team: usize, tid: u32) {
             workers: Vec::new(),
             pool: 0,
             in_final: false,
+            task: 0,
+            group: 0,
+            bar: d.bar_base,
+            spawned: false,
+            queued: 0,
         });
         let ws0 = d.ws0;
         if ws0.kind != 0 {
             super::loops::enter_ws0(&ws0)?;
+        }
+        if d.reductions != 0 {
+            super::task_red::enter_registered(d.reductions);
         }
         let func = crate::modules::decode(d.func_module, d.func_offset).ok_or_else(|| {
             CapiError::Invalid {
@@ -415,7 +459,12 @@ pub fn member(team: usize, tid: u32) {
     let func: RegionFn = unsafe { std::mem::transmute::<usize, RegionFn>(func) };
     // SAFETY: the region's function and its data (on the opener's shared stack).
     unsafe { func(data as *mut c_void) };
+    super::deferred::before_barrier("parallel region (thread end)");
+    super::deferred::leave_region();
     run("parallel region (thread end)", || {
+        if desc(team).reductions != 0 {
+            super::task_red::leave();
+        }
         icv::pop();
         Ok(())
     });
@@ -428,6 +477,7 @@ pub fn barrier(call: &'static str) {
     if team == 0 {
         return;
     }
+    super::deferred::before_barrier(call);
     run(call, || {
         let d = desc(team);
         let count = barrier_count(d.opener as u16, n, d.bind)?;
@@ -436,7 +486,8 @@ pub fn barrier(call: &'static str) {
     })
 }
 
-/// The address of word `w` (0 gen, 1 next, 2 done) of slot `ws % SLOTS` of team `team`.
+/// The address of word `w` (0 gen, 1 next, 2 done, 3 a block the construct owns, 4 the
+/// first thread's task reduction array) of slot `ws % SLOTS` of team `team`.
 pub fn slot_word(team: usize, ws: u64, w: usize) -> usize {
     desc(team).slots + (ws % SLOTS) as usize * SLOT_BYTES + w * 8
 }
@@ -463,8 +514,14 @@ pub fn ws_enter(team: usize) -> Result<u64, CapiError> {
 pub fn ws_leave(team: usize, ws: u64, counter: usize, n: u32) -> Result<(), CapiError> {
     let seen = word(slot_word(team, ws, counter), AtomicOp::FetchAdd(1))?;
     if seen + 1 == u64::from(n) {
+        // Word 3: a block the construct owns (a doacross loop's posted iterations).
+        let block = word(slot_word(team, ws, 3), AtomicOp::Swap(0))?;
+        if block != 0 {
+            node_ref()?.free(block as *mut u8)?;
+        }
         word(slot_word(team, ws, 1), AtomicOp::Swap(0))?;
         word(slot_word(team, ws, 2), AtomicOp::Swap(0))?;
+        word(slot_word(team, ws, 4), AtomicOp::Swap(0))?;
         word(slot_word(team, ws, 0), AtomicOp::Swap(ws / SLOTS + 1))?;
     }
     Ok(())
@@ -496,6 +553,53 @@ pub unsafe extern "C" fn GOMP_parallel(
     // SAFETY: per the contract; runs on the caller's (shared) stack.
     unsafe { func(data) };
     end("GOMP_parallel");
+}
+
+/// `#pragma omp parallel reduction(task, ...)`: the first word of `data` is gcc's reduction
+/// array; it is registered for the team (one block per thread) before the team starts, every
+/// thread's tasks see it, and gcc's code combines the blocks after the region and
+/// unregisters. Returns the team size.
+///
+/// # Safety
+/// As [`GOMP_parallel`]; `data` starts with the reduction array's address.
+#[no_mangle]
+pub unsafe extern "C" fn GOMP_parallel_reductions(
+    func: Option<RegionFn>,
+    data: *mut c_void,
+    num_threads: u32,
+    flags: u32,
+) -> u32 {
+    let Some(func) = func else { return 1 };
+    // SAFETY: per the contract.
+    let rdata = unsafe { *(data as *const usize) };
+    let n = run("GOMP_parallel_reductions", || {
+        let n = team_size(&icv::current(), num_threads);
+        // SAFETY: gcc's reduction array.
+        unsafe { super::task_red::register_blocks(rdata, n, 0)? };
+        NEXT_REDUCTIONS.with(|r| r.set(rdata));
+        Ok(n)
+    });
+    begin(
+        "GOMP_parallel_reductions",
+        func,
+        data,
+        num_threads,
+        flags,
+        Ws0::default(),
+    );
+    run("GOMP_parallel_reductions", || {
+        NEXT_REDUCTIONS.with(|r| r.set(0));
+        super::task_red::enter_registered(rdata);
+        Ok(())
+    });
+    // SAFETY: per the contract; runs on the caller's (shared) stack.
+    unsafe { func(data) };
+    run("GOMP_parallel_reductions", || {
+        super::task_red::leave();
+        Ok(())
+    });
+    end("GOMP_parallel_reductions");
+    n
 }
 
 /// The pre-GCC 4.9 form: open the team; the caller runs `fn(data)` and `GOMP_parallel_end`.

@@ -121,6 +121,18 @@ pub fn add(v: &mut Cases) {
             move |env: &Env, nodes| same_as_libgomp(env, "constructs.c", &[group], nodes),
         );
     }
+    // Deferred tasks (run by whichever team thread takes them), depend, doacross loops,
+    // reduction(task, ...) on parallel and worksharing constructs.
+    for group in ["tasks", "depend", "doacross", "reductions"] {
+        v.at_2_and_4(
+            &format!("openmp/tasking/{group}"),
+            move |env: &Env, nodes| same_as_libgomp(env, "tasking.c", &[group], nodes),
+        );
+    }
+    // All of them in one job with 8 threads: several threads per node share the task list.
+    v.at_2_and_4("openmp/tasking/all/8 threads", |env: &Env, nodes| {
+        same_as_libgomp_with(env, "tasking.c", &["all"], nodes, "8")
+    });
     // Every group in one job: teams, slots and locks reused region after region.
     v.at_2_and_4("openmp/constructs/all", |env: &Env, nodes| {
         same_as_libgomp(env, "constructs.c", &["all"], nodes)
