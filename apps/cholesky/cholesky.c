@@ -33,7 +33,7 @@
 #include "app.h"
 
 static const char *chol_usage = "cholesky: blocked Cholesky with a task queue and condition variables\n"
-                                "  -n N   matrix order (tiny 256, small 1536, medium 3072, large 4096)\n"
+                                "  -n N   matrix order (tiny 256, small 1536, medium 2304, large 3072)\n"
                                 "  -b B   block size (default 64; tiny 32); N is rounded up to a multiple";
 
 enum { T_POTRF, T_TRSM, T_UPDATE };
@@ -284,7 +284,7 @@ int main(int argc, char **argv)
 {
     app_opts o;
     app_parse_common(argc, argv, &o, chol_usage);
-    static const long N[4] = {256, 1536, 3072, 4096};
+    static const long N[4] = {256, 1536, 2304, 3072};
     int si = app_size_index(&o);
     bs = (int)app_flag_long(argc, argv, &o, "-b", si == 0 ? 32 : 64, 1, 1024);
     n = (int)app_flag_long(argc, argv, &o, "-n", N[si], 1, 1 << 16);
