@@ -365,7 +365,7 @@ static inline int app_tid(void *arg)
     return (int)(intptr_t)arg;
 }
 
-/* ------------------------------------------------------------------ barrier, lock */
+/* ------------------------------------------------------------------ barrier, lock, condition */
 
 /* NOTE: the lock TYPE is `app_lock_t` (also reachable as `struct app_lock`), not `app_lock`:
  * C puts typedef names and function names in one namespace, so a typedef `app_lock` would
@@ -397,6 +397,29 @@ static inline void app_lock(app_lock_t *l)
 static inline void app_unlock(app_lock_t *l)
 {
     (void)l;
+}
+/* One thread never waits on a condition: the sequential build has nothing to wait for. */
+typedef struct {
+    int unused;
+} app_cond_t;
+static inline void app_cond_init(app_cond_t *c)
+{
+    c->unused = 0;
+}
+static inline void app_cond_wait(app_cond_t *c, app_lock_t *l)
+{
+    (void)c;
+    (void)l;
+    fprintf(stderr, "app_cond_wait: the sequential build has no other thread to wait for\n");
+    exit(2);
+}
+static inline void app_cond_signal(app_cond_t *c)
+{
+    (void)c;
+}
+static inline void app_cond_broadcast(app_cond_t *c)
+{
+    (void)c;
 }
 #else
 typedef struct {
@@ -442,6 +465,42 @@ static inline void app_unlock(app_lock_t *l)
     int rc = pthread_mutex_unlock(&l->m);
     if (rc != 0) {
         fprintf(stderr, "app_unlock failed: %s\n", strerror(rc));
+        exit(2);
+    }
+}
+/* A condition variable used with an app_lock_t (pthread_cond_*). */
+typedef struct {
+    pthread_cond_t c;
+} app_cond_t;
+static inline void app_cond_init(app_cond_t *c)
+{
+    int rc = pthread_cond_init(&c->c, NULL);
+    if (rc != 0) {
+        fprintf(stderr, "app_cond_init failed: %s\n", strerror(rc));
+        exit(2);
+    }
+}
+static inline void app_cond_wait(app_cond_t *c, app_lock_t *l)
+{
+    int rc = pthread_cond_wait(&c->c, &l->m);
+    if (rc != 0) {
+        fprintf(stderr, "app_cond_wait failed: %s\n", strerror(rc));
+        exit(2);
+    }
+}
+static inline void app_cond_signal(app_cond_t *c)
+{
+    int rc = pthread_cond_signal(&c->c);
+    if (rc != 0) {
+        fprintf(stderr, "app_cond_signal failed: %s\n", strerror(rc));
+        exit(2);
+    }
+}
+static inline void app_cond_broadcast(app_cond_t *c)
+{
+    int rc = pthread_cond_broadcast(&c->c);
+    if (rc != 0) {
+        fprintf(stderr, "app_cond_broadcast failed: %s\n", strerror(rc));
         exit(2);
     }
 }
