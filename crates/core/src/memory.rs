@@ -125,8 +125,9 @@ pub struct HeapLayout {
     pub total_pages: u64,
 }
 
-/// Pages per node from which the range gets a global part (2 GiB of 4 KiB pages per node).
-pub const SPLIT_MIN_PAGES: u64 = 1 << 19;
+/// Pages per node from which the range gets a global part (8 GiB of 4 KiB pages per node:
+/// the default 64 GiB range up to 8 nodes, any range of a terabyte).
+pub const SPLIT_MIN_PAGES: u64 = 1 << 21;
 
 /// Pages of one manager stripe of the global part (1 GiB).
 pub const STRIPE_PAGES: u64 = 1 << 18;
