@@ -14,7 +14,8 @@ pub mod memory;
 pub use consistency::{Consistency, NoConsistency};
 pub use ids::{JobId, LockId, NodeId, PageId, ThreadId};
 pub use memory::{
-    human_bytes, Access, AllocInfo, HeapLayout, PageMemory, Placement, SPLIT_MIN_PAGES, STRIPE_PAGES,
+    human_bytes, Access, AllocInfo, HeapLayout, PageMemory, Placement, SPLIT_MIN_PAGES,
+    STRIPE_PAGES,
 };
 
 /// Size of a coherence page in bytes (the host page size on every supported platform).

@@ -139,7 +139,10 @@ mod tests {
         assert_eq!(g.left(), 896 << 30);
         let a = g.claim(700 << 30, 0).expect("700 GiB fit");
         assert_eq!(a, (l.global_start(), 700 << 18));
-        assert_eq!(g.size_of(BASE + a.0 .0 as usize * PAGE_SIZE), Some(700 << 30));
+        assert_eq!(
+            g.size_of(BASE + a.0 .0 as usize * PAGE_SIZE),
+            Some(700 << 30)
+        );
         let e = g.claim(300 << 30, 0).unwrap_err();
         let msg = e.to_string();
         assert!(msg.contains("300G asked"), "{msg}");

@@ -327,7 +327,14 @@ mod tests {
                 })
                 .collect();
             // Pages all over the claim, each asked of its stripe's manager by node 3.
-            for i in [0, 1, STRIPE_PAGES, 5 * STRIPE_PAGES + 7, pages / 2, pages - 1] {
+            for i in [
+                0,
+                1,
+                STRIPE_PAGES,
+                5 * STRIPE_PAGES + 7,
+                pages / 2,
+                pages - 1,
+            ] {
                 let page = PageId(first + i);
                 let m = layout.manager_of(page);
                 assert_eq!(m.0 as u64, ((page.0 - g) / STRIPE_PAGES) % 4);

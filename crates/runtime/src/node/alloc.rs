@@ -491,22 +491,32 @@ fn decode_claim_reply(r: &[u8]) -> Result<(PageId, u64)> {
             let pages = u64::from_le_bytes(rest[8..].try_into().unwrap_or([0; 8]));
             Ok((PageId(first), pages))
         }
-        Some((1, why)) => Err(SquallError::Remote(String::from_utf8_lossy(why).into_owned())),
-        _ => Err(SquallError::Remote("malformed answer to a claim from node 0".into())),
+        Some((1, why)) => Err(SquallError::Remote(
+            String::from_utf8_lossy(why).into_owned(),
+        )),
+        _ => Err(SquallError::Remote(
+            "malformed answer to a claim from node 0".into(),
+        )),
     }
 }
 
 /// Usable size of the live allocation at `addr` recorded on this node (the global part's
 /// claims on node 0, the arena's allocations on every node).
 pub(super) fn size_local(s: &mut Service, addr: usize) -> Option<usize> {
-    if s.space.page_of(addr).is_some_and(|p| s.heap().layout().in_global_part(p)) {
+    if s.space
+        .page_of(addr)
+        .is_some_and(|p| s.heap().layout().in_global_part(p))
+    {
         return s.global().size_of(addr);
     }
     s.heap().size_of(addr)
 }
 
 pub(super) fn free_local(s: &mut Service, addr: usize) -> Reply {
-    if s.space.page_of(addr).is_some_and(|p| s.heap().layout().in_global_part(p)) {
+    if s.space
+        .page_of(addr)
+        .is_some_and(|p| s.heap().layout().in_global_part(p))
+    {
         return match s.global().free(addr) {
             Ok((first, pages)) => match s.space.release_pages(first, pages) {
                 Ok(()) => Reply::Value(0),
