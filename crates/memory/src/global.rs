@@ -143,7 +143,7 @@ mod tests {
             g.size_of(BASE + a.0 .0 as usize * PAGE_SIZE),
             Some(700 << 30)
         );
-        let e = g.claim(300 << 30, 0).unwrap_err();
+        let e = g.claim(300 << 30, 0).expect_err("300 GiB do not fit");
         let msg = e.to_string();
         assert!(msg.contains("300G asked"), "{msg}");
         assert!(msg.contains("196G left in the global part"), "{msg}");
