@@ -93,7 +93,8 @@ impl CapiError {
                 SquallError::Net(_) => SQUALL_ERR_NETWORK,
                 SquallError::Memory(_) | SquallError::Config(_) => SQUALL_ERR_CONFIG,
                 SquallError::Alloc { source, .. } => match source {
-                    squall_memory::AllocError::OutOfMemory { .. } => SQUALL_ERR_NO_MEMORY,
+                    squall_memory::AllocError::OutOfMemory { .. }
+                    | squall_memory::AllocError::GlobalFull { .. } => SQUALL_ERR_NO_MEMORY,
                     squall_memory::AllocError::BadAlign { .. } => SQUALL_ERR_INVALID,
                     squall_memory::AllocError::DoubleFree { .. }
                     | squall_memory::AllocError::NotAllocated { .. } => SQUALL_ERR_NOT_SQUALL,

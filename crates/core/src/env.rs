@@ -132,7 +132,7 @@ pub const ALL: &[EnvVar] = &[
     EnvVar {
         name: HEAP_SIZE,
         default: "64G",
-        meaning: "size of the reserved global address range (virtual; nothing committed up front); split evenly into one arena per node, from which that node allocates (one allocation must fit in one arena); at most 8T at the default base (the symmetric arena follows)",
+        meaning: "size of the reserved global address range (virtual; nothing committed up front); from 8G per node on (the default up to 8 nodes), its bottom eighth is split into one arena per node for small allocations and the rest is shared by every node for large ones (one allocation may be as large as that part's free space); a smaller range is all arenas (one allocation must fit in one); at most 8T at the default base (the symmetric arena follows)",
     },
     EnvVar {
         name: HEAP_BASE,

@@ -13,7 +13,10 @@ pub mod memory;
 
 pub use consistency::{Consistency, NoConsistency};
 pub use ids::{JobId, LockId, NodeId, PageId, ThreadId};
-pub use memory::{human_bytes, Access, AllocInfo, HeapLayout, PageMemory, Placement};
+pub use memory::{
+    human_bytes, Access, AllocInfo, HeapLayout, PageMemory, Placement, SPLIT_MIN_PAGES,
+    STRIPE_PAGES,
+};
 
 /// Size of a coherence page in bytes (the host page size on every supported platform).
 pub const PAGE_SIZE: usize = 4096;

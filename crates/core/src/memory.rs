@@ -96,9 +96,22 @@ pub fn write_page(mem: &dyn PageMemory, page: PageId, data: &[u8]) {
     mem.write_bytes(page, 0, data);
 }
 
-/// Static layout of the global range: page `p` lies in node `manager_of(p)`'s arena. A node
-/// allocates only inside its own arena, so it is the manager of every page it allocated: it
-/// knows the allocation's placement and answers home look-ups for it.
+/// Static layout of the global range. A large range (at least [`SPLIT_MIN_PAGES`] pages per
+/// node) is cut in two:
+///
+/// * the **local part**, the bottom eighth ([`HeapLayout::local_pages`]), split evenly into
+///   one arena per node: a node allocates small and ordinary objects only inside its own arena
+///   with no message, so it is the manager of every page it allocated there (it knows the
+///   allocation's placement and answers home look-ups for it);
+/// * the **global part**, the rest ([`HeapLayout::global_start`] on), from which node 0 hands
+///   out allocations too large for an arena (any size up to the free part of the global part,
+///   see `squall-memory`'s `GlobalPart`). Its pages are managed in stripes of
+///   [`STRIPE_PAGES`] pages dealt to the nodes in turn, so the manager of every page is still
+///   a function of its address (no directory on the fault path) and the home look-ups of one
+///   big allocation are spread over every node; every node registers a big allocation (its
+///   placement) when it is announced, before anyone can touch it.
+///
+/// A small range (tests, the simulator) has no global part: the arenas cover all of it.
 ///
 /// Adopted regions (a program's `SQUALL_GLOBAL` section, see `squall-memory`'s
 /// `AddressSpace::adopt_region`) are managed by node 0: their pages are taken from the top of
@@ -112,18 +125,54 @@ pub struct HeapLayout {
     pub total_pages: u64,
 }
 
+/// Pages per node from which the range gets a global part (8 GiB of 4 KiB pages per node:
+/// the default 64 GiB range up to 8 nodes, any range of a terabyte).
+pub const SPLIT_MIN_PAGES: u64 = 1 << 21;
+
+/// Pages of one manager stripe of the global part (1 GiB).
+pub const STRIPE_PAGES: u64 = 1 << 18;
+
 impl HeapLayout {
+    fn n(&self) -> u64 {
+        u64::from(self.nodes.max(1))
+    }
+    /// Whether the range has a global part (it is large enough to split).
+    pub fn has_global_part(&self) -> bool {
+        self.total_pages / self.n() >= SPLIT_MIN_PAGES
+    }
+    /// Pages of the local part (all the arenas): the bottom eighth of a large range, rounded
+    /// down to whole arenas; the whole range otherwise.
+    pub fn local_pages(&self) -> u64 {
+        if self.has_global_part() {
+            self.total_pages / 8 / self.n() * self.n()
+        } else {
+            self.total_pages
+        }
+    }
+    /// First page of the global part (`total_pages` when there is none).
+    pub fn global_start(&self) -> PageId {
+        PageId(self.local_pages())
+    }
+    /// Whether `page` lies in the global part.
+    pub fn in_global_part(&self, page: PageId) -> bool {
+        page.0 >= self.local_pages() && page.0 < self.total_pages
+    }
     /// Pages in each node's arena.
     pub fn pages_per_node(&self) -> u64 {
-        self.total_pages / u64::from(self.nodes.max(1))
+        self.local_pages() / self.n()
     }
-    /// The node whose arena holds `page` (the page's manager).
+    /// The node that manages `page` (answers home look-ups for it): the owner of the arena
+    /// holding it, or of its stripe in the global part.
     pub fn manager_of(&self, page: PageId) -> NodeId {
         if page.0 >= self.total_pages {
             return NodeId(0);
         }
+        let local = self.local_pages();
+        if page.0 >= local {
+            return NodeId((((page.0 - local) / STRIPE_PAGES) % self.n()) as u16);
+        }
         let per = self.pages_per_node().max(1);
-        let n = (page.0 / per).min(u64::from(self.nodes.max(1)) - 1);
+        let n = (page.0 / per).min(self.n() - 1);
         NodeId(n as u16)
     }
     /// First page of `node`'s arena.
@@ -134,7 +183,7 @@ impl HeapLayout {
     /// remainder of the division).
     pub fn arena_end(&self, node: NodeId) -> PageId {
         if u32::from(node.0) + 1 >= u32::from(self.nodes.max(1)) {
-            PageId(self.total_pages)
+            PageId(self.local_pages())
         } else {
             PageId(self.arena_start(node).0 + self.pages_per_node())
         }
@@ -276,5 +325,46 @@ mod tests {
             total_pages: 10,
         };
         assert_eq!(one.adopted_first(2), Some(PageId(8)));
+    }
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+
+    #[test]
+    fn a_small_range_is_all_arenas() {
+        let l = HeapLayout {
+            nodes: 4,
+            total_pages: 64,
+        };
+        assert!(!l.has_global_part());
+        assert_eq!(l.global_start(), PageId(64));
+        assert_eq!(l.manager_of(PageId(15)), NodeId(0));
+        assert_eq!(l.manager_of(PageId(16)), NodeId(1));
+        assert_eq!(l.manager_of(PageId(63)), NodeId(3));
+        assert_eq!(l.arena_end(NodeId(3)), PageId(64));
+        assert!(!l.in_global_part(PageId(63)));
+    }
+
+    #[test]
+    fn a_large_range_has_arenas_below_a_global_part_managed_in_stripes() {
+        // 1 TiB over 2 nodes: arenas of 64 GiB, then 896 GiB in 1 GiB stripes.
+        let l = HeapLayout {
+            nodes: 2,
+            total_pages: 1 << 28,
+        };
+        assert!(l.has_global_part());
+        assert_eq!(l.local_pages(), 1 << 25);
+        assert_eq!(l.pages_per_node(), 1 << 24);
+        assert_eq!(l.arena_end(NodeId(1)), PageId(1 << 25));
+        let g = l.global_start().0;
+        assert_eq!(l.manager_of(PageId(g - 1)), NodeId(1));
+        assert_eq!(l.manager_of(PageId(g)), NodeId(0));
+        assert_eq!(l.manager_of(PageId(g + STRIPE_PAGES)), NodeId(1));
+        assert_eq!(l.manager_of(PageId(g + 2 * STRIPE_PAGES + 5)), NodeId(0));
+        assert_eq!(l.manager_of(PageId(1 << 28)), NodeId(0));
+        assert!(l.in_global_part(PageId(g)) && !l.in_global_part(PageId(1 << 28)));
+        assert_eq!(l.adopted_first(1), Some(PageId((1 << 24) - 1)));
     }
 }

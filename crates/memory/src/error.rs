@@ -84,8 +84,9 @@ pub enum MemoryError {
 pub enum AllocError {
     #[error(
         "out of shared memory on node {node}: {} asked (align {align}), {} left in its arena \
-         (each node allocates from its own arena: the global range of {} split over {nodes} \
-         nodes, {} each); raise {} (e.g. {}={})",
+         (each node allocates small objects from its own arena: part of the global range of {} \
+         split over {nodes} nodes, {} each; large allocations come from the part every node \
+         shares, when the range is large enough to have one); raise {} (e.g. {}={})",
         human_bytes(*size as u64),
         human_bytes(*left),
         human_bytes(*range),
@@ -107,6 +108,32 @@ pub enum AllocError {
         nodes: u16,
         /// The largest range this base allows (below the symmetric arena or the top of the
         /// address space).
+        max_range: u64,
+    },
+    #[error(
+        "out of shared memory: {} asked (align {align}), {} left in the global part of the range \
+         (the global range of {}: {} shared by every node for large allocations, the rest split \
+         into arenas of {} for each of {nodes} nodes); raise {} (e.g. {}={})",
+        human_bytes(*size as u64),
+        human_bytes(*left),
+        human_bytes(*range),
+        human_bytes(*global),
+        human_bytes(*arena),
+        squall_core::env::HEAP_SIZE,
+        squall_core::env::HEAP_SIZE,
+        suggest_range(*size as u64, *range, 1, *max_range)
+    )]
+    GlobalFull {
+        size: usize,
+        align: usize,
+        /// Bytes never claimed in the global part.
+        left: u64,
+        /// Bytes of the global part, of each node's arena, of the whole range.
+        global: u64,
+        arena: u64,
+        range: u64,
+        nodes: u16,
+        /// The largest range this base allows.
         max_range: u64,
     },
     #[error("alignment {align} is not a power of two")]

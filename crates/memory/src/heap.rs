@@ -1,6 +1,7 @@
 //! The shared-heap allocator of one node: hands out global addresses from the node's arena
 //! (pages `layout.arena_start(node) ..` for `layout.pages_per_node()` pages; the last node also
 //! gets the remainder pages), so the allocating node is the manager of every page it allocates.
+//! Allocations too large for an arena come from the global part instead (`crate::global`).
 //!
 //! Policy:
 //! * Objects smaller than half a page are packed into **size-class pages**, one pool per
@@ -168,6 +169,11 @@ impl Heap {
             .ok_or_else(|| self.oom(size, PAGE_SIZE))?;
         self.end_page = first;
         Ok(PageId(first))
+    }
+
+    /// The layout of the range this heap's arena is part of.
+    pub fn layout(&self) -> HeapLayout {
+        self.layout
     }
 
     /// The node whose arena this is.

@@ -3,12 +3,13 @@
 //!
 //! Owns: mmap/madvise/fallocate/userfaultfd (all `unsafe` lives in the `sys` module; the rest
 //! of the crate denies `unsafe_code`), the page access-state table, the fault thread, and the
-//! per-node arena allocator. Must not touch: the network or protocol decisions; which access a
+//! per-node arena allocator with the allocator of the global part. Must not touch: the network or protocol decisions; which access a
 //! page gets is decided by the protocol and applied through [`squall_core::PageMemory`].
 #![deny(unsafe_code)]
 
 pub mod error;
 pub mod exec;
+pub mod global;
 pub mod heap;
 pub mod space;
 pub mod symmetric;
@@ -17,6 +18,7 @@ mod table;
 
 pub use error::{AllocError, MemoryError};
 pub use exec::{fixed_layout, layout_is_fixed};
+pub use global::GlobalPart;
 pub use heap::{AllocRecord, Allocation, Heap, HeapStats, MIN_ALIGN};
 pub use space::{
     max_range, parse_addr, parse_size, AddressSpace, Contents, Fault, FaultSource, FaultThread,

@@ -12,7 +12,7 @@ use crate::stats::ServiceTimes;
 use crate::threads::ThreadTable;
 use crossbeam_channel::Sender;
 use squall_core::{AllocInfo, Consistency, NodeId, PageId};
-use squall_memory::{AddressSpace, Heap};
+use squall_memory::{AddressSpace, GlobalPart, Heap};
 use squall_net::Endpoint;
 use squall_protocol::{Action as PAction, AtomicCall, Protocol, Router};
 use squall_sync::{Action as SAction, Outcome, SyncCore, SyncError, Waiter};
@@ -40,6 +40,9 @@ pub(crate) struct Service {
     pub sync: SyncCore,
     /// The heap of this node's arena (allocations under every policy).
     heap: Heap,
+    /// The claims of the global part of the range: used on node 0 only, which decides every
+    /// claim of the job (`node::alloc`).
+    global: GlobalPart,
     /// Allocations being announced to every node (`Router::register_with`): by waiter token,
     /// the reply their caller gets once every node has recorded them.
     announcing: HashMap<u64, Reply>,
@@ -135,11 +138,13 @@ impl Service {
         space: Arc<AddressSpace>,
         fetch_spin: Option<Duration>,
     ) -> Self {
+        let global = GlobalPart::new(heap.layout(), space.base());
         Service {
             me,
             protocol,
             sync,
             heap,
+            global,
             announcing: HashMap::new(),
             space,
             waiters: HashMap::new(),
@@ -158,6 +163,11 @@ impl Service {
     /// The heap of this node's arena.
     pub fn heap(&mut self) -> &mut Heap {
         &mut self.heap
+    }
+
+    /// The allocator of the global part (node 0's decides for the job).
+    pub fn global(&mut self) -> &mut GlobalPart {
+        &mut self.global
     }
 
     /// Wake `waiter` with `reply` once the allocation announced with its token is known to

@@ -2,7 +2,8 @@
 //! `hlrc`, `sc` and the update policy in one program, synchronized by the same locks and
 //! barriers; an `sc` allocation larger than half of a node's share of the space; updates on
 //! one allocation beside invalidation on another; freed memory reused under another policy;
-//! coherence units of 4 and 16 pages beside one-page ones.
+//! coherence units of 4 and 16 pages beside one-page ones; allocations larger than a node's
+//! share of the range (the global part).
 //! Each runs as 2- and 4-node jobs under each default protocol its table names.
 //!
 //! Run: `cargo test -p squall --test policy` (add `-- NAME` to filter by case label).
@@ -390,9 +391,101 @@ fn units_beside_pages(node: &Node) -> Result<(), String> {
     node.barrier().map_err(err)
 }
 
+/// Allocations larger than the range divided by the nodes, through the Rust API: a collective
+/// array of five eighths of the range (160 GiB of the 256 the runner sets: homes blocked), and an `sc`
+/// allocation of an eighth with round-robin homes made by the last node alone (its address
+/// passed through the array). Every node writes its word in scattered pages of both and checks
+/// every other node's; then asking for the whole range is refused with what was asked, what is
+/// left and the setting, and the allocations are freed by nodes other than their makers.
+fn beyond_share(node: &Node) -> Result<(), String> {
+    let (me, n) = (node.rank().0 as usize, node.size() as usize);
+    let range = node.range().1;
+    let words = PAGE_SIZE / 8;
+    let a_bytes = range / 8 * 5;
+    check(a_bytes > range / n, || {
+        "the array must exceed a node's share".into()
+    })?;
+    let a = node
+        .alloc_array_collective::<u64>(a_bytes / 8, Placement::Blocked)
+        .map_err(err)?;
+    let b_bytes = range / 8;
+    if me == n - 1 {
+        let p = node
+            .alloc_policy(
+                b_bytes,
+                Policy::new(
+                    ProtocolKind::Sc,
+                    false,
+                    Placement::RoundRobin { block_pages: 5 },
+                ),
+            )
+            .map_err(err)?;
+        a.set(0, p as u64);
+    }
+    node.barrier().map_err(err)?;
+    let b = a.get(0) as usize as *mut u64;
+    let (a_pages, b_pages) = (a_bytes / PAGE_SIZE, b_bytes / PAGE_SIZE);
+    // The k-th page node r writes (never page 0, which carries b's address).
+    let page = |r: usize, k: usize, pages: usize| {
+        1 + (r * 7919 + k * 104_729).wrapping_mul(2_654_435_761) % (pages - 1)
+    };
+    const TOUCHES: usize = 200;
+    for k in 0..TOUCHES {
+        let p = page(me, k, a_pages);
+        a.set(p * words + me, (p * 16 + me) as u64 + 1);
+        let q = page(me, k, b_pages);
+        // SAFETY: q < b_pages, inside the allocation of b_bytes.
+        unsafe {
+            b.add(q * words + me)
+                .write_volatile((q * 16 + me) as u64 + 2)
+        };
+    }
+    node.barrier().map_err(err)?;
+    for r in 0..n {
+        for k in 0..TOUCHES {
+            let p = page(r, k, a_pages);
+            let v = a.get(p * words + r);
+            check(v == (p * 16 + r) as u64 + 1, || {
+                format!("page {p} of the array: node {r}'s word is {v}")
+            })?;
+            let q = page(r, k, b_pages);
+            // SAFETY: as above.
+            let v = unsafe { b.add(q * words + r).read_volatile() };
+            check(v == (q * 16 + r) as u64 + 2, || {
+                format!(
+                    "page {q} of node {}'s allocation: node {r}'s word is {v}",
+                    n - 1
+                )
+            })?;
+        }
+    }
+    node.barrier().map_err(err)?;
+    if me == 0 || me == n - 1 {
+        let e = match node.alloc(range) {
+            Ok(_) => return Err("an allocation of the whole range succeeded".into()),
+            Err(e) => e.to_string(),
+        };
+        check(
+            e.contains("asked")
+                && e.contains("left in the global part")
+                && e.contains("SQUALL_HEAP_SIZE"),
+            || format!("the refusal does not say what was asked, what is left, the fix: {e}"),
+        )?;
+    }
+    node.barrier().map_err(err)?;
+    if me == 0 {
+        node.free(b as *mut u8).map_err(err)?;
+    }
+    if me == n - 1 {
+        node.free(a.as_ptr() as *mut u8).map_err(err)?;
+    }
+    node.barrier().map_err(err)
+}
+
 const SCENARIOS: &[(&str, Scenario, &[&str])] = &[
     ("mixed_policies", mixed_policies, &["hlrc", "sc"]),
     ("big_sc", big_sc, &["hlrc"]),
+    ("beyond_share", beyond_share, &["hlrc", "sc"]),
     (
         "update_beside_invalidate",
         update_beside_invalidate,
@@ -407,7 +500,12 @@ fn main() {
     if launched_as_node() {
         node_exit(SCENARIOS, &args);
     }
-    run_matrix(SCENARIOS, &args, true, |label, _, spec| {
+    run_matrix(SCENARIOS, &args, true, |label, _, mut spec| {
+        // Big enough a range to have a global part (nothing is committed up front).
+        if label.starts_with("beyond_share/") {
+            spec.extra_env
+                .push(("SQUALL_HEAP_SIZE".into(), "256G".into()));
+        }
         run_case(label, &spec)
     })
 }

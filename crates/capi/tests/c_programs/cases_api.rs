@@ -27,20 +27,27 @@ pub fn add(v: &mut Cases) {
             Duration::from_secs(10),
         )
     });
-    // A 1 TiB global range: a collective array of hundreds of GiB with pages in scattered
-    // states on every node, then a refusal that says what was asked, what is left, the fix.
-    v.at_2_and_4("c_api/big_memory", |env: &Env, nodes| {
-        let exe = env.build_test("cc", "big_memory.c", "big_memory", Some("squall"))?;
-        let gib = if nodes == 2 { "384" } else { "200" };
-        job_output_env(
-            &exe,
-            &[gib, "1500"],
-            nodes,
-            "ok big memory",
-            &[("SQUALL_HEAP_SIZE", "1T")],
-        )
-        .map(|_| ())
-    });
+    // A 1 TiB global range: allocations larger than the range divided by the nodes (a
+    // collective one, an ordinary one on the last rank, one under the other protocol) with
+    // pages in scattered states on every node, under each protocol as the default; then
+    // refusals that say what was asked, what is left, the fix.
+    for protocol in ["hlrc", "sc"] {
+        v.at_2_and_4(
+            &format!("c_api/big_memory/{protocol}"),
+            move |env: &Env, nodes| {
+                let exe = env.build_test("cc", "big_memory.c", "big_memory", Some("squall"))?;
+                let gib = if nodes == 2 { "700" } else { "600" };
+                job_output_env(
+                    &exe,
+                    &[gib, "300"],
+                    nodes,
+                    "ok big memory",
+                    &[("SQUALL_HEAP_SIZE", "1T"), ("SQUALL_PROTOCOL", protocol)],
+                )
+                .map(|_| ())
+            },
+        );
+    }
     v.add("c_api/before-init", |env: &Env| {
         let exe = env.build_test("cc", "api_test.c", "api_test", Some("squall"))?;
         plain_expect(&exe, &["before-init"], "ok before-init", "before-init")

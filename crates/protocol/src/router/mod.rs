@@ -13,6 +13,12 @@
 //! keeps size-class pages per policy, so a freed range is never reused under another
 //! policy and no node's map goes stale.
 //!
+//! **Big allocations** come from the global part of the range (`HeapLayout::global_start`),
+//! whose pages are managed in stripes by every node: the claimant sends `Claim` (range,
+//! policy, placement) to every other node, each registers the allocation with the core of its
+//! policy, so it can answer home look-ups for its stripes as the placement says, and acks;
+//! the allocation completes (`Action::Announced`) when every node has.
+//!
 //! **Messages** carry the index of their core in front (the router's own: `0xff`).
 //! **Faults and atomics** go to the core of their page. **Synchronization hooks** reach
 //! every core engaged on this node (the default core always; another once it has had an
@@ -21,7 +27,7 @@
 //! it has nothing to release or to learn; it is engaged by the first info that carries a
 //! part for it.
 //!
-//! Owns: the routing, the page → policy map, announcements, the framing. Must not touch:
+//! Owns: the routing, the page → policy map, announcements and claims, the framing. Must not touch:
 //! the cores' state (they are driven only through `Protocol`).
 
 mod policy;
@@ -30,7 +36,7 @@ mod wire;
 pub use policy::{Coherence, Policy, PolicyMap, MAX_UNIT_PAGES};
 
 use crate::{Action, AtomicCall, ProtoError, ProtoStats, Protocol, ProtocolKind};
-use squall_core::{AllocInfo, Consistency, HeapLayout, NodeId, PageId};
+use squall_core::{AllocInfo, Consistency, HeapLayout, NodeId, PageId, Placement};
 use std::collections::{HashMap, VecDeque};
 use wire::{core_index, frame_infos, split_infos, RouterMsg, ROUTER_TAG};
 
@@ -168,6 +174,64 @@ impl<P: ?Sized + Protocol> Router<P> {
         Ok(false)
     }
 
+    /// This node claimed `alloc` in the global part of the range under `policy` (node 0
+    /// decided the pages). Every node manages its stripes of the claim, so every node
+    /// registers it: the claim is sent to every other node (even under the default policy),
+    /// and `Action::Announced { token }` follows once every node has recorded it. Returns
+    /// `Ok(true)` when there is no other node.
+    pub fn register_claim(
+        &mut self,
+        alloc: AllocInfo,
+        policy: &Policy,
+        token: u64,
+    ) -> Result<bool, ProtoError> {
+        policy.check()?;
+        let c = policy.coherence();
+        let i = core_index(c.protocol);
+        if i >= self.cores.len() {
+            return Err(ProtoError::BadPolicy {
+                why: format!("{:?}: no such protocol is registered", c.protocol),
+            });
+        }
+        let alloc = AllocInfo {
+            placement: policy.placement,
+            ..alloc
+        };
+        self.record_claim(alloc, c);
+        let peers: Vec<NodeId> = (0..self.layout.nodes)
+            .map(NodeId)
+            .filter(|&n| n != self.me)
+            .collect();
+        if peers.is_empty() {
+            return Ok(true);
+        }
+        self.announcing.insert(token, peers.len());
+        for to in peers {
+            self.send(
+                to,
+                RouterMsg::Claim {
+                    token,
+                    first: alloc.first,
+                    pages: alloc.pages,
+                    coherence: c,
+                    placement: alloc.placement,
+                },
+            );
+        }
+        Ok(false)
+    }
+
+    /// Register a claim of the global part with its core (and its policy, if not the default).
+    fn record_claim(&mut self, alloc: AllocInfo, c: Coherence) {
+        let i = core_index(c.protocol);
+        self.engaged[i] = true;
+        self.cores[i].register_allocation(alloc);
+        if c != self.default {
+            self.map.insert(alloc.first, alloc.pages, c);
+            self.cores[i].apply_policy(alloc.first, alloc.pages, c);
+        }
+    }
+
     fn on_router_message(&mut self, from: NodeId, bytes: &[u8]) -> Result<(), ProtoError> {
         match RouterMsg::decode(from, self.layout.total_pages, bytes)? {
             RouterMsg::Announce {
@@ -197,6 +261,49 @@ impl<P: ?Sized + Protocol> Router<P> {
                 self.map.insert(first, pages, coherence);
                 self.engaged[i] = true;
                 self.cores[i].apply_policy(first, pages, coherence);
+                self.send(from, RouterMsg::Ack { token });
+            }
+            RouterMsg::Claim {
+                token,
+                first,
+                pages,
+                coherence,
+                placement,
+            } => {
+                if !self.layout.in_global_part(first) {
+                    return Err(ProtoError::Unexpected {
+                        from,
+                        page: first,
+                        why: "a claim of pages outside the global part of the range".into(),
+                    });
+                }
+                if core_index(coherence.protocol) >= self.cores.len() {
+                    return Err(ProtoError::Unexpected {
+                        from,
+                        page: first,
+                        why: format!(
+                            "a claim under {:?}, not registered here",
+                            coherence.protocol
+                        ),
+                    });
+                }
+                if let Placement::Node(n) = placement {
+                    if n.0 >= self.layout.nodes {
+                        return Err(ProtoError::Unexpected {
+                            from,
+                            page: first,
+                            why: format!("a claim placed on {n}, not in the job"),
+                        });
+                    }
+                }
+                self.record_claim(
+                    AllocInfo {
+                        first,
+                        pages,
+                        placement,
+                    },
+                    coherence,
+                );
                 self.send(from, RouterMsg::Ack { token });
             }
             RouterMsg::Ack { token } => {

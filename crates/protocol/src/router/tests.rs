@@ -175,3 +175,67 @@ fn messages_with_unknown_tags_are_refused() {
         Err(ProtoError::Unexpected { .. })
     ));
 }
+
+#[test]
+fn a_claim_of_the_global_part_reaches_every_node_before_it_completes() {
+    use squall_core::STRIPE_PAGES;
+    // 1 TiB over 4 nodes: the global part's stripes are managed by every node in turn.
+    let big = HeapLayout {
+        nodes: 4,
+        total_pages: 1 << 28,
+    };
+    let make = |me: u16| {
+        let mem = Mem::default();
+        let cores: Vec<Box<dyn Protocol>> = vec![
+            Box::new(Hlrc::new(mem.clone(), NodeId(me), big)),
+            Box::new(Sc::new(mem.clone(), NodeId(me), big)),
+        ];
+        let r = Router::new(NodeId(me), big, hlrc_default(), cores).expect("router");
+        (r, mem)
+    };
+    let (mut rs, mems): (Vec<Router>, Vec<Mem>) = (0..4).map(make).unzip();
+    let g = big.global_start().0;
+    // 600 GiB from node 1, under the default policy (hlrc, first touch) and then under sc
+    // with blocked homes: both are sent to every node.
+    let hl = Policy::new(ProtocolKind::Hlrc, false, Placement::FirstTouch);
+    let a = AllocInfo {
+        first: PageId(g),
+        pages: 600 * STRIPE_PAGES,
+        placement: hl.placement,
+    };
+    assert_eq!(rs[1].register_claim(a, &hl, 7), Ok(false));
+    assert_eq!(settle(&mut rs), vec![(1, Action::Announced { token: 7 })]);
+    let sc = Policy::new(ProtocolKind::Sc, false, Placement::Blocked);
+    let b = AllocInfo {
+        first: PageId(g + a.pages),
+        pages: 200 * STRIPE_PAGES,
+        placement: sc.placement,
+    };
+    assert_eq!(rs[1].register_claim(b, &sc, 8), Ok(false));
+    assert_eq!(settle(&mut rs), vec![(1, Action::Announced { token: 8 })]);
+    for r in &rs {
+        assert_eq!(r.coherence_of(PageId(g + 5)), hlrc_default());
+        assert_eq!(r.coherence_of(b.first).protocol, ProtocolKind::Sc);
+    }
+    // Node 2 writes a page of each in node 3's stripes (neither the claimant's nor its own):
+    // node 3 knows the allocation and answers for it.
+    let pa = PageId(g + 3 * STRIPE_PAGES + 11);
+    let pb = PageId(b.first.0 + 4 * STRIPE_PAGES - 1);
+    for p in [pa, pb] {
+        assert_eq!(big.manager_of(p), NodeId(3));
+        rs[2].handle_fault(p, true).expect("fault");
+        let out = settle(&mut rs);
+        assert!(out.contains(&(2, Action::Resume { page: p })), "{out:?}");
+        assert_eq!(mems[2].access(p), Access::ReadWrite);
+    }
+    // A claim outside the global part is refused by its receiver.
+    let bad = RouterMsg::Claim {
+        token: 1,
+        first: PageId(5),
+        pages: 1,
+        coherence: hlrc_default(),
+        placement: Placement::FirstTouch,
+    }
+    .encode();
+    assert!(rs[0].handle_message(NodeId(1), &bad).is_err());
+}

@@ -1,5 +1,6 @@
 //! The router's own bytes: the tag in front of every protocol message (which core it is
-//! for), the router's messages (allocation announcements and their acks), and the framing of
+//! for), the router's messages (allocation announcements, claims of the global part and their
+//! acks), and the framing of
 //! synchronization info (one part per core).
 //!
 //! Owns: these encodings; every bad input is a typed `Malformed`. Must not touch: the cores'
@@ -8,13 +9,19 @@
 use super::policy::Coherence;
 use crate::shared::codec::{Reader, Writer};
 use crate::{ProtoError, ProtocolKind};
-use squall_core::{NodeId, PageId};
+use squall_core::{NodeId, PageId, Placement};
 
 /// The tag of the router's own messages (core indices are below it).
 pub(crate) const ROUTER_TAG: u8 = 0xff;
 
 const KIND_ANNOUNCE: u8 = 1;
 const KIND_ACK: u8 = 2;
+const KIND_CLAIM: u8 = 3;
+
+const PLACE_FIRST_TOUCH: u8 = 0;
+const PLACE_ROUND_ROBIN: u8 = 1;
+const PLACE_BLOCKED: u8 = 2;
+const PLACE_NODE: u8 = 3;
 
 /// The index of `kind`'s core (its message tag).
 pub(crate) fn core_index(kind: ProtocolKind) -> usize {
@@ -39,6 +46,49 @@ pub(crate) enum RouterMsg {
     Ack {
         token: u64,
     },
+    /// The sender claimed `pages` pages from `first` in the global part under `coherence`
+    /// (any, the default too) and `placement`: register the allocation (this node manages its
+    /// stripes of it) and answer with `Ack { token }`.
+    Claim {
+        token: u64,
+        first: PageId,
+        pages: u64,
+        coherence: Coherence,
+        placement: Placement,
+    },
+}
+
+fn put_coherence(w: &mut Writer, c: Coherence) {
+    w.u8(core_index(c.protocol) as u8)
+        .u32(c.unit_pages)
+        .u8(u8::from(c.updates));
+}
+
+fn get_coherence(r: &mut Reader<'_>) -> Result<Coherence, ProtoError> {
+    let protocol = match r.u8()? {
+        0 => ProtocolKind::Hlrc,
+        1 => ProtocolKind::Sc,
+        c if c < ROUTER_TAG => ProtocolKind::User(c - 2),
+        c => return Err(r.err(format!("announced protocol core {c} unknown"))),
+    };
+    let coherence = Coherence {
+        protocol,
+        unit_pages: r.u32()?,
+        updates: r.bool()?,
+    };
+    coherence.check().map_err(|e| r.err(e.to_string()))?;
+    Ok(coherence)
+}
+
+fn get_range(r: &mut Reader<'_>, total_pages: u64) -> Result<(PageId, u64), ProtoError> {
+    let first = r.page(total_pages)?;
+    let pages = r.u64()?;
+    if first.0.checked_add(pages).is_none_or(|e| e > total_pages) {
+        return Err(r.err(format!(
+            "announced range {first}+{pages} leaves the global range"
+        )));
+    }
+    Ok((first, pages))
 }
 
 impl RouterMsg {
@@ -46,6 +96,7 @@ impl RouterMsg {
         match self {
             RouterMsg::Announce { .. } => "router.announce",
             RouterMsg::Ack { .. } => "router.ack",
+            RouterMsg::Claim { .. } => "router.claim",
         }
     }
 
@@ -58,13 +109,26 @@ impl RouterMsg {
                 pages,
                 coherence,
             } => {
-                w.u8(KIND_ANNOUNCE)
-                    .u64(token)
-                    .page(first)
-                    .u64(pages)
-                    .u8(core_index(coherence.protocol) as u8)
-                    .u32(coherence.unit_pages)
-                    .u8(u8::from(coherence.updates));
+                w.u8(KIND_ANNOUNCE).u64(token).page(first).u64(pages);
+                put_coherence(&mut w, coherence);
+            }
+            RouterMsg::Claim {
+                token,
+                first,
+                pages,
+                coherence,
+                placement,
+            } => {
+                w.u8(KIND_CLAIM).u64(token).page(first).u64(pages);
+                put_coherence(&mut w, coherence);
+                match placement {
+                    Placement::FirstTouch => w.u8(PLACE_FIRST_TOUCH).u64(0),
+                    Placement::RoundRobin { block_pages } => {
+                        w.u8(PLACE_ROUND_ROBIN).u64(block_pages)
+                    }
+                    Placement::Blocked => w.u8(PLACE_BLOCKED).u64(0),
+                    Placement::Node(n) => w.u8(PLACE_NODE).u64(u64::from(n.0)),
+                };
             }
             RouterMsg::Ack { token } => {
                 w.u8(KIND_ACK).u64(token);
@@ -80,30 +144,36 @@ impl RouterMsg {
         let m = match r.u8()? {
             KIND_ANNOUNCE => {
                 let token = r.u64()?;
-                let first = r.page(total_pages)?;
-                let pages = r.u64()?;
-                if first.0.checked_add(pages).is_none_or(|e| e > total_pages) {
-                    return Err(r.err(format!(
-                        "announced range {first}+{pages} leaves the global range"
-                    )));
-                }
-                let protocol = match r.u8()? {
-                    0 => ProtocolKind::Hlrc,
-                    1 => ProtocolKind::Sc,
-                    c if c < ROUTER_TAG => ProtocolKind::User(c - 2),
-                    c => return Err(r.err(format!("announced protocol core {c} unknown"))),
-                };
-                let coherence = Coherence {
-                    protocol,
-                    unit_pages: r.u32()?,
-                    updates: r.bool()?,
-                };
-                coherence.check().map_err(|e| r.err(e.to_string()))?;
+                let (first, pages) = get_range(&mut r, total_pages)?;
+                let coherence = get_coherence(&mut r)?;
                 RouterMsg::Announce {
                     token,
                     first,
                     pages,
                     coherence,
+                }
+            }
+            KIND_CLAIM => {
+                let token = r.u64()?;
+                let (first, pages) = get_range(&mut r, total_pages)?;
+                let coherence = get_coherence(&mut r)?;
+                let kind = r.u8()?;
+                let arg = r.u64()?;
+                let placement = match kind {
+                    PLACE_FIRST_TOUCH => Placement::FirstTouch,
+                    PLACE_ROUND_ROBIN => Placement::RoundRobin { block_pages: arg },
+                    PLACE_BLOCKED => Placement::Blocked,
+                    PLACE_NODE => Placement::Node(NodeId(
+                        u16::try_from(arg).map_err(|_| r.err(format!("placement node {arg}")))?,
+                    )),
+                    k => return Err(r.err(format!("unknown placement kind {k}"))),
+                };
+                RouterMsg::Claim {
+                    token,
+                    first,
+                    pages,
+                    coherence,
+                    placement,
                 }
             }
             KIND_ACK => RouterMsg::Ack { token: r.u64()? },
@@ -163,6 +233,20 @@ mod tests {
                 coherence: c,
             },
             RouterMsg::Ack { token: 7 },
+            RouterMsg::Claim {
+                token: 8,
+                first: PageId(10),
+                pages: 90,
+                coherence: c,
+                placement: Placement::RoundRobin { block_pages: 3 },
+            },
+            RouterMsg::Claim {
+                token: 9,
+                first: PageId(0),
+                pages: 1,
+                coherence: c,
+                placement: Placement::Node(NodeId(2)),
+            },
         ] {
             let b = m.encode();
             assert_eq!(b[0], ROUTER_TAG);

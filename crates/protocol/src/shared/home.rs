@@ -295,4 +295,59 @@ mod tests {
         );
         assert_eq!(d.cached(PageId(1)).map(|h| h.node), Some(NodeId(0)));
     }
+
+    #[test]
+    fn a_claim_of_the_global_part_is_managed_by_stripes_with_its_placement() {
+        use squall_core::STRIPE_PAGES;
+        // 1 TiB over 4 nodes: arenas in the bottom eighth, stripes of 1 GiB above.
+        let layout = HeapLayout {
+            nodes: 4,
+            total_pages: 1 << 28,
+        };
+        let g = layout.global_start().0;
+        // 600 GiB claimed by node 1, starting in the middle of node 0's first stripe.
+        let first = g + STRIPE_PAGES / 2;
+        let pages = 600 * STRIPE_PAGES;
+        for placement in [
+            Placement::Blocked,
+            Placement::RoundRobin { block_pages: 3 },
+            Placement::FirstTouch,
+            Placement::Node(NodeId(2)),
+        ] {
+            let alloc = AllocInfo {
+                first: PageId(first),
+                pages,
+                placement,
+            };
+            let mut dirs: Vec<HomeDirectory> = (0..4)
+                .map(|n| {
+                    let mut d = HomeDirectory::new(NodeId(n), layout);
+                    d.register(alloc);
+                    d
+                })
+                .collect();
+            // Pages all over the claim, each asked of its stripe's manager by node 3.
+            for i in [
+                0,
+                1,
+                STRIPE_PAGES,
+                5 * STRIPE_PAGES + 7,
+                pages / 2,
+                pages - 1,
+            ] {
+                let page = PageId(first + i);
+                let m = layout.manager_of(page);
+                assert_eq!(m.0 as u64, ((page.0 - g) / STRIPE_PAGES) % 4);
+                assert!(dirs[m.index()].is_manager(page));
+                let want = alloc.static_home(page, 4).unwrap_or(NodeId(3));
+                let got = dirs[m.index()].manager_lookup(page, NodeId(3));
+                assert_eq!(got.map(|h| h.node), Some(want), "{placement:?} page {i}");
+            }
+            // Blocked: a quarter of the claim each, whoever manages the page.
+            if placement == Placement::Blocked {
+                let last = PageId(first + pages - 1);
+                assert_eq!(alloc.static_home(last, 4), Some(NodeId(3)));
+            }
+        }
+    }
 }

@@ -8,8 +8,8 @@ use crate::error::{Result, SquallError};
 use crate::msg;
 use crate::profile::Site;
 use crate::service::{Reply, Service};
-use squall_core::{NodeId, PageId, Placement};
-use squall_memory::Region;
+use squall_core::{AllocInfo, NodeId, PageId, Placement};
+use squall_memory::{AllocError, Region};
 use squall_protocol::{Coherence, Policy, ProtocolKind};
 
 impl Node {
@@ -145,13 +145,35 @@ impl Node {
         align: usize,
         policy: Policy,
     ) -> Result<(*mut u8, bool)> {
-        let me = self.rank();
         policy
             .check()
             .map_err(|e| SquallError::Config(e.to_string()))?;
-        let tag = pool_tag(policy.coherence());
         let caller = std::panic::Location::caller();
         let site = self.profiling().then(|| Site::current(caller));
+        let layout = self.inner.layout;
+        // Large allocations go straight to the global part (sparing the node's arena); any
+        // allocation its arena cannot hold goes there too.
+        let (addr, fresh) = if layout.has_global_part() && size >= BIG_BYTES {
+            (self.claim(size, align, policy)?, true)
+        } else {
+            match self.alloc_local(size, align, policy) {
+                Err(SquallError::Alloc {
+                    source: AllocError::OutOfMemory { .. },
+                    ..
+                }) if layout.has_global_part() => (self.claim(size, align, policy)?, true),
+                r => r?,
+            }
+        };
+        if let Some(site) = site {
+            self.inner.prof.alloc(addr, size as u64, site);
+        }
+        Ok((addr as usize as *mut u8, fresh))
+    }
+
+    /// Allocate from this node's arena: the address and whether it is fresh.
+    fn alloc_local(&self, size: usize, align: usize, policy: Policy) -> Result<(u64, bool)> {
+        let me = self.rank();
+        let tag = pool_tag(policy.coherence());
         let r = self.call("alloc", move |s, _, w| {
             match s.heap().alloc_tagged(size, align, policy.placement, tag) {
                 Ok(a) => {
@@ -176,14 +198,75 @@ impl Node {
             }
         })?;
         match r {
-            Reply::Value(a) => {
-                if let Some(site) = site {
-                    self.inner.prof.alloc(a & !1, size as u64, site);
-                }
-                Ok(((a & !1) as usize as *mut u8, a & 1 == 1))
-            }
+            Reply::Value(a) => Ok((a & !1, a & 1 == 1)),
             Reply::Failed(e) => Err(e),
             Reply::Sync(_) => Err(SquallError::Remote("unexpected reply to alloc".into())),
+        }
+    }
+
+    /// Allocate from the global part of the range: node 0 decides the pages (it holds the
+    /// job's [`squall_memory::GlobalPart`]), then this node registers the claim and announces
+    /// it to every node, and returns the address once every node has recorded it (so every
+    /// node can answer home look-ups for its stripes of it before anyone touches it).
+    fn claim(&self, size: usize, align: usize, policy: Policy) -> Result<u64> {
+        let me = self.rank();
+        let (first, pages) = if me == NodeId(0) {
+            let r = self.call("claim", move |s, _, w| {
+                let reply = match s.global().claim(size, align) {
+                    Ok((first, _)) => Reply::Value(s.space.addr_of(first) as u64),
+                    Err(e) => Reply::Failed(SquallError::Alloc {
+                        node: me,
+                        source: e,
+                    }),
+                };
+                s.wake(w, reply)
+            })?;
+            match r {
+                Reply::Value(a) => {
+                    let first = self.page_of(a as usize)?;
+                    (first, size.max(1).div_ceil(squall_core::PAGE_SIZE) as u64)
+                }
+                Reply::Failed(e) => return Err(e),
+                Reply::Sync(_) => {
+                    return Err(SquallError::Remote("unexpected reply to claim".into()))
+                }
+            }
+        } else {
+            let mut p = vec![HEAP_CLAIM];
+            p.extend_from_slice(&(size as u64).to_le_bytes());
+            p.extend_from_slice(&(align as u64).to_le_bytes());
+            let r = self.inner.ep.request(NodeId(0), msg::HEAP, p)?;
+            decode_claim_reply(&r)?
+        };
+        let info = AllocInfo {
+            first,
+            pages,
+            placement: policy.placement,
+        };
+        let addr = self.inner.space.addr_of(first) as u64;
+        let r = self.call("claim", move |s, _, w| {
+            let reply = Reply::Value(addr);
+            match s.protocol.register_claim(info, &policy, w.0) {
+                Ok(true) => s.wake(w, reply),
+                Ok(false) => s.wake_when_announced(w, reply),
+                Err(e) => s.wake(w, Reply::Failed(SquallError::Config(e.to_string()))),
+            }
+        })?;
+        match r {
+            Reply::Value(a) => Ok(a),
+            Reply::Failed(e) => Err(e),
+            Reply::Sync(_) => Err(SquallError::Remote("unexpected reply to claim".into())),
+        }
+    }
+
+    /// The node that keeps the allocation record of the memory at `page`: node 0 for the
+    /// global part, the arena's node otherwise.
+    fn heap_owner(&self, page: PageId) -> NodeId {
+        let l = self.inner.layout;
+        if l.in_global_part(page) {
+            NodeId(0)
+        } else {
+            l.manager_of(page)
         }
     }
 
@@ -227,7 +310,7 @@ impl Node {
     pub fn free(&self, ptr: *mut u8) -> Result<()> {
         let addr = ptr as usize;
         let page = self.page_of(addr)?;
-        let manager = self.inner.layout.manager_of(page);
+        let manager = self.heap_owner(page);
         if manager == self.rank() {
             match self.call("free", move |s, _, w| {
                 let r = free_local(s, addr);
@@ -254,7 +337,7 @@ impl Node {
     pub fn usable_size(&self, ptr: *mut u8) -> Result<usize> {
         let addr = ptr as usize;
         let page = self.page_of(addr)?;
-        let manager = self.inner.layout.manager_of(page);
+        let manager = self.heap_owner(page);
         let bad = || {
             SquallError::Remote(format!(
                 "{addr:#x} is not the start of a live squall allocation"
@@ -262,7 +345,7 @@ impl Node {
         };
         if manager == self.rank() {
             match self.call("usable_size", move |s, _, w| {
-                let v = s.heap().size_of(addr).map(|n| n as u64).unwrap_or(u64::MAX);
+                let v = size_local(s, addr).map(|n| n as u64).unwrap_or(u64::MAX);
                 s.wake(w, Reply::Value(v))
             })? {
                 Reply::Value(v) if v != u64::MAX => Ok(v as usize),
@@ -367,7 +450,84 @@ fn pool_tag(c: Coherence) -> u32 {
     protocol | u32::from(c.updates) << 4 | c.unit_pages.trailing_zeros() << 8
 }
 
+/// Heap request of a claim of the global part (to node 0): size and alignment, `u64` each.
+pub(super) const HEAP_CLAIM: u8 = 2;
+
+/// Allocations from this size on come from the global part of the range when it has one.
+const BIG_BYTES: usize = 1 << 30;
+
+/// Node 0's answer to a claim request: `0` and the first page and page count, or `1` and the
+/// error.
+pub(super) fn claim_reply(s: &mut Service, req: &[u8]) -> Vec<u8> {
+    let word = |i: usize| {
+        req.get(i..i + 8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_le_bytes)
+    };
+    let (Some(size), Some(align), 17) = (word(1), word(9), req.len()) else {
+        let mut r = vec![1u8];
+        r.extend_from_slice(b"malformed claim request");
+        return r;
+    };
+    match s.global().claim(size as usize, align as usize) {
+        Ok((first, pages)) => {
+            let mut r = vec![0u8];
+            r.extend_from_slice(&first.0.to_le_bytes());
+            r.extend_from_slice(&pages.to_le_bytes());
+            r
+        }
+        Err(e) => {
+            let mut r = vec![1u8];
+            r.extend_from_slice(format!("allocation on node 0: {e}").as_bytes());
+            r
+        }
+    }
+}
+
+fn decode_claim_reply(r: &[u8]) -> Result<(PageId, u64)> {
+    match r.split_first() {
+        Some((0, rest)) if rest.len() == 16 => {
+            let first = u64::from_le_bytes(rest[..8].try_into().unwrap_or([0; 8]));
+            let pages = u64::from_le_bytes(rest[8..].try_into().unwrap_or([0; 8]));
+            Ok((PageId(first), pages))
+        }
+        Some((1, why)) => Err(SquallError::Remote(
+            String::from_utf8_lossy(why).into_owned(),
+        )),
+        _ => Err(SquallError::Remote(
+            "malformed answer to a claim from node 0".into(),
+        )),
+    }
+}
+
+/// Usable size of the live allocation at `addr` recorded on this node (the global part's
+/// claims on node 0, the arena's allocations on every node).
+pub(super) fn size_local(s: &mut Service, addr: usize) -> Option<usize> {
+    if s.space
+        .page_of(addr)
+        .is_some_and(|p| s.heap().layout().in_global_part(p))
+    {
+        return s.global().size_of(addr);
+    }
+    s.heap().size_of(addr)
+}
+
 pub(super) fn free_local(s: &mut Service, addr: usize) -> Reply {
+    if s.space
+        .page_of(addr)
+        .is_some_and(|p| s.heap().layout().in_global_part(p))
+    {
+        return match s.global().free(addr) {
+            Ok((first, pages)) => match s.space.release_pages(first, pages) {
+                Ok(()) => Reply::Value(0),
+                Err(e) => Reply::Failed(e.into()),
+            },
+            Err(e) => Reply::Failed(SquallError::Alloc {
+                node: s.me,
+                source: e,
+            }),
+        };
+    }
     match s.heap().free(addr) {
         Ok(rec) => {
             if let Some(info) = rec.released {

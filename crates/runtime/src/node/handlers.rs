@@ -2,7 +2,7 @@
 //! collective values, statistics, thread creation and joins, heap calls from other nodes.
 //! Owns the decoding of the runtime's own messages; must not block the service thread.
 
-use super::alloc::free_local;
+use super::alloc::{free_local, size_local};
 use super::spawn::start_thread;
 use super::{collective, node, Mailboxes};
 use crate::failure;
@@ -100,7 +100,9 @@ pub(super) fn register_handlers(ep: &Endpoint, svc: Arc<Mutex<Service>>, boxes: 
     let s = svc;
     ep.register(msg::HEAP, move |ep, m| {
         let p = &m.payload;
-        let reply: Vec<u8> = if p.len() != 9 {
+        let reply: Vec<u8> = if p.first() == Some(&super::alloc::HEAP_CLAIM) {
+            super::alloc::claim_reply(&mut s.lock(), p)
+        } else if p.len() != 9 {
             format!("malformed heap request from {}", m.src).into_bytes()
         } else {
             let addr = u64::from_le_bytes(p[1..9].try_into().unwrap_or([0; 8])) as usize;
@@ -110,9 +112,7 @@ pub(super) fn register_handlers(ep: &Endpoint, svc: Arc<Mutex<Service>>, boxes: 
                     Reply::Failed(e) => e.to_string().into_bytes(),
                     _ => Vec::new(),
                 },
-                _ => g
-                    .heap()
-                    .size_of(addr)
+                _ => size_local(&mut g, addr)
                     .map(|n| n as u64)
                     .unwrap_or(u64::MAX)
                     .to_le_bytes()
