@@ -365,7 +365,7 @@ fn supervise(
                 terminating = Some(Instant::now());
             }
             if terminating.is_some() {
-                signal_groups(&running, Signal::SIGTERM);
+                end_groups(&running);
             }
         } else if let Some(t0) = terminating {
             if !killed && t0.elapsed() >= spec.grace {
@@ -463,9 +463,17 @@ fn signal_groups(running: &[Running], sig: Signal) {
     }
 }
 
+/// SIGTERM to every running node's group, then SIGCONT: a stopped node (SIGSTOP, a
+/// debugger's stop) takes its SIGTERM now instead of waiting for the SIGKILL of the grace
+/// period's end.
+fn end_groups(running: &[Running]) {
+    signal_groups(running, Signal::SIGTERM);
+    signal_groups(running, Signal::SIGCONT);
+}
+
 /// End every node now (used when a later node cannot be started).
 fn terminate_all(running: &mut Vec<Running>, grace: Duration) {
-    signal_groups(running, Signal::SIGTERM);
+    end_groups(running);
     let deadline = Instant::now() + grace;
     while !running.is_empty() && Instant::now() < deadline {
         running.retain_mut(|r| matches!(r.child.try_wait(), Ok(None)));
@@ -505,6 +513,32 @@ mod tests {
         ];
         assert_eq!(pick_cause(&failed).map(|o| o.rank), Some(3));
         assert!(pick_cause(&[]).is_none());
+    }
+
+    #[test]
+    fn a_stopped_node_takes_its_sigterm_when_the_job_ends() {
+        // Rank 1 stops itself (as SIGSTOP past the peer timeout would); rank 0 fails. The
+        // launcher's SIGTERM must reach the stopped node now (SIGCONT follows it), not be
+        // replaced by the SIGKILL at the end of the grace period.
+        let spec = JobSpec::local(
+            2,
+            "sh",
+            vec![
+                "-c".into(),
+                "if [ \"$SQUALL_RANK\" = 1 ]; then kill -STOP $$; sleep 30; fi; sleep 0.3; exit 5"
+                    .into(),
+            ],
+        );
+        let sink: Arc<dyn LineSink> = Arc::new(crate::output::ForwardSink { prefix: true });
+        let report = run_job(&spec, sink).expect("job runs");
+        assert_eq!(report.first_failure, Some(0), "{report:?}");
+        assert_eq!(report.exit_code(), 5);
+        let stopped = report.nodes.iter().find(|n| n.rank == 1).expect("rank 1");
+        assert_eq!(
+            stopped.exit,
+            NodeExit::Signaled(Signal::SIGTERM as i32),
+            "{report:?}"
+        );
     }
 
     #[test]
