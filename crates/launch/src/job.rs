@@ -297,6 +297,7 @@ fn supervise(
     // When termination started, and whether SIGKILL has been sent.
     let mut terminating: Option<Instant> = None;
     let mut killed = false;
+    let mut stops = StopWatch::new(spec);
 
     while !running.is_empty() {
         let mut failed_now: Vec<NodeOutcome> = Vec::new();
@@ -352,6 +353,15 @@ fn supervise(
                 eprintln!(
                     "squall: received {}; terminating {} node(s)",
                     signal_name(sig),
+                    running.len()
+                );
+                terminating = Some(Instant::now());
+            } else if let Some((rank, pid, stopped)) = stops.look(&running) {
+                first_failure = Some(rank);
+                eprintln!(
+                    "squall: node {rank} (pid {pid}) has been stopped (SIGSTOP) for {:.1} s; \
+                     terminating {} node(s)",
+                    stopped.as_secs_f64(),
                     running.len()
                 );
                 terminating = Some(Instant::now());
@@ -411,6 +421,78 @@ fn supervise(
         interrupted,
         elapsed: start.elapsed(),
     })
+}
+
+/// Finds a node that stays stopped (SIGSTOP; state `T`, not a debugger's `t`) for twice the
+/// nodes' peer timeout (at least a second). Its peers end the job themselves when it stops
+/// mid-run, but not while they are still joining (rank 0 stopped before it sent the table) or
+/// after they have all finished (a node stopped on its way out): then the launcher must.
+/// Local nodes only (a remote shell's process says nothing about the node).
+struct StopWatch {
+    limit: Option<Duration>,
+    /// When each rank was first seen stopped (in a row of looks).
+    since: Vec<Option<Instant>>,
+    next_look: Instant,
+}
+
+/// How often the launcher looks at its nodes' states.
+const STOP_LOOK: Duration = Duration::from_millis(100);
+
+impl StopWatch {
+    fn new(spec: &JobSpec) -> StopWatch {
+        let var = squall_core::env::PEER_TIMEOUT_MS;
+        let peer_ms = spec
+            .extra_env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == var)
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var(var).ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(3000);
+        let local = matches!(spec.launcher, LauncherKind::Local);
+        StopWatch {
+            limit: local.then(|| Duration::from_millis(peer_ms.saturating_mul(2)).max(Duration::from_secs(1))),
+            since: vec![None; spec.nodes],
+            next_look: Instant::now(),
+        }
+    }
+
+    /// A node stopped past the limit: (rank, pid, how long).
+    fn look(&mut self, running: &[Running]) -> Option<(u16, u32, Duration)> {
+        let limit = self.limit?;
+        let now = Instant::now();
+        if now < self.next_look {
+            return None;
+        }
+        self.next_look = now + STOP_LOOK;
+        let mut found = None;
+        for r in running {
+            let Some(slot) = self.since.get_mut(usize::from(r.rank)) else {
+                continue;
+            };
+            if !is_stopped(r.child.id()) {
+                *slot = None;
+                continue;
+            }
+            let t = *slot.get_or_insert(now);
+            if found.is_none() && now.duration_since(t) >= limit {
+                found = Some((r.rank, r.child.id(), now.duration_since(t)));
+            }
+        }
+        found
+    }
+}
+
+/// Is the process stopped by a signal (state `T` in /proc/PID/stat)?
+fn is_stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(") ")
+                .and_then(|(_, rest)| rest.chars().next())
+        })
+        == Some('T')
 }
 
 fn nonzero(v: usize) -> Option<i32> {
@@ -539,6 +621,27 @@ mod tests {
             NodeExit::Signaled(Signal::SIGTERM as i32),
             "{report:?}"
         );
+    }
+
+    #[test]
+    fn a_node_left_stopped_after_the_others_finished_ends_the_job() {
+        // Every other node finishes well; rank 1 stops on its way out, where no peer is left
+        // to miss it. The launcher names it after twice the peer timeout (at least 1 s).
+        let mut spec = JobSpec::local(
+            3,
+            "sh",
+            vec![
+                "-c".into(),
+                "if [ \"$SQUALL_RANK\" = 1 ]; then kill -STOP $$; fi; exit 0".into(),
+            ],
+        );
+        spec.extra_env
+            .push((squall_core::env::PEER_TIMEOUT_MS.into(), "100".into()));
+        let sink: Arc<dyn LineSink> = Arc::new(crate::output::ForwardSink { prefix: true });
+        let report = run_job(&spec, sink).expect("job runs");
+        assert_eq!(report.first_failure, Some(1), "{report:?}");
+        assert_eq!(report.exit_code(), 128 + Signal::SIGTERM as i32, "{report:?}");
+        assert!(!report.success());
     }
 
     #[test]

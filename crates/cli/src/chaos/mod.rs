@@ -235,8 +235,10 @@ fn plan(a: &ChaosArgs, kind: Kind, app: &Calibrated, rng: &mut ChaCha8Rng, seria
             o
         }
     });
-    // Anywhere in the run (start-up and finalize included).
-    let span = app.run_time.as_secs_f64().max(0.05);
+    // Anywhere in the run (start-up and finalize included). A partition's moment counts from
+    // each node's network start, later than the launcher's: its range is shortened.
+    let share = if kind == Kind::Partition { 0.75 } else { 1.0 };
+    let span = (app.run_time.as_secs_f64() * share).max(0.05);
     let delay = Duration::from_secs_f64(rng.gen_range(0.0..span));
     TrialPlan {
         kind,

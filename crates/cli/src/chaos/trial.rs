@@ -361,9 +361,14 @@ fn judge(
         rec.inject_to_end_ms = None;
         rec.detect_to_end_ms = None;
         Outcome::FinishedFirst
-    } else if exit == Some(0) {
-        rec.note = "exit status 0 after the fault".into();
-        Outcome::Otherwise
+    } else if exit == Some(0) && plan.kind != Kind::Partition {
+        // A node killed or stopped mid-run cannot exit 0 (the launcher reports the signal, or
+        // the node is stopped); this one had finished and was exiting (a large address space
+        // takes a while to tear down) when the signal came.
+        rec.note = "the node was already exiting (the job exited 0)".into();
+        rec.inject_to_end_ms = None;
+        rec.detect_to_end_ms = None;
+        Outcome::FinishedFirst
     } else if naming.is_none() {
         let tail: Vec<&str> = lines
             .iter()

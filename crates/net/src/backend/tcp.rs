@@ -253,7 +253,11 @@ impl TcpBackend {
         while written < total {
             let mut bufs = [io::IoSlice::new(&[]); 3];
             let k = rest_of(&parts, written, |i, part| bufs[i] = io::IoSlice::new(part));
-            let r = p.stream.write_vectored(&bufs[..k]);
+            // MSG_NOSIGNAL: a peer gone meanwhile is an error here, not a SIGPIPE that kills
+            // a node whose program has SIGPIPE's default action (C programs: std's writes
+            // use the flag, a plain writev does not).
+            let r = socket2::SockRef::from(&p.stream)
+                .send_vectored_with_flags(&bufs[..k], libc::MSG_NOSIGNAL);
             match r {
                 Ok(0) => {
                     return Ok(Some(Err(NetError::PeerLost {
@@ -788,9 +792,10 @@ fn rest_of<'a>(parts: &[&'a [u8]; 3], from: usize, mut f: impl FnMut(usize, &'a 
     k
 }
 
-/// How often the heartbeat/silence tick runs: a quarter of the peer timeout (at least 2 ms).
+/// How often the heartbeat/silence tick runs: a quarter of the peer timeout (at least 2 ms, at
+/// most an hour: an absurd timeout must not overflow the clock).
 fn tick_of(peer_timeout: Duration) -> Duration {
-    (peer_timeout / 4).max(Duration::from_millis(2))
+    (peer_timeout / 4).clamp(Duration::from_millis(2), Duration::from_secs(3600))
 }
 
 impl TcpBackend {
