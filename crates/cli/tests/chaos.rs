@@ -86,7 +86,10 @@ fn kill_stop_and_partition_end_every_4_node_job() {
         .expect("run squall chaos");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let all = format!("status {}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
+    let all = format!(
+        "status {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
     assert!(out.status.success(), "{all}");
     assert!(stdout.contains("ended-correctly"), "no table: {all}");
     let last = stdout.lines().last().unwrap_or_default();
@@ -129,7 +132,9 @@ fn chaos_help_lists_the_options() {
         .expect("run squall chaos --help");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
-    for opt in ["--nodes", "--kinds", "--trials", "--apps", "--size", "--seed", "--json"] {
+    for opt in [
+        "--nodes", "--kinds", "--trials", "--apps", "--size", "--seed", "--json",
+    ] {
         assert!(text.contains(opt), "{opt} missing from:\n{text}");
     }
 }

@@ -489,7 +489,10 @@ fn stderr_of(child: &mut std::process::Child) -> String {
 
 fn a_stopped_node_ends_the_job_after_the_peer_timeout(transport: &str) {
     let (mut child, pids) = held_job(&["--transport", transport]);
-    assert!(pids.iter().all(|&p| p != 0), "not every node printed its pid");
+    assert!(
+        pids.iter().all(|&p| p != 0),
+        "not every node printed its pid"
+    );
     let st = Command::new("kill")
         .args(["-STOP", &pids[1].to_string()])
         .status()

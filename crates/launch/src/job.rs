@@ -18,6 +18,9 @@ use std::time::{Duration, Instant};
 
 /// How often the supervisor looks at its children.
 const POLL: Duration = Duration::from_millis(10);
+/// How long the supervisor waits for the cause when the first failures are all nodes that lost
+/// a peer (status 3), before naming one of them.
+const LOST_PEER_WAIT: Duration = Duration::from_millis(500);
 /// How long the supervisor waits for output of exited nodes to drain.
 const DRAIN: Duration = Duration::from_secs(1);
 
@@ -298,6 +301,9 @@ fn supervise(
     let mut terminating: Option<Instant> = None;
     let mut killed = false;
     let mut stops = StopWatch::new(spec);
+    // Failures seen before termination began, and since when only "lost a peer" ones are.
+    let mut failed: Vec<NodeOutcome> = Vec::new();
+    let mut only_lost_since: Option<Instant> = None;
 
     while !running.is_empty() {
         let mut failed_now: Vec<NodeOutcome> = Vec::new();
@@ -328,9 +334,19 @@ fn supervise(
             }
         }
         if terminating.is_none() {
-            if let Some(cause) = pick_cause(&failed_now) {
+            failed.append(&mut failed_now);
+            // A node that exits with "lost a peer" may have beaten the peer's own end (a
+            // killed node's sockets close before the launcher can reap it): wait a moment for
+            // the cause to show.
+            let only_lost =
+                !failed.is_empty() && failed.iter().all(|o| o.exit == NodeExit::Exited(3));
+            let waited = only_lost
+                && only_lost_since.get_or_insert_with(Instant::now).elapsed() < LOST_PEER_WAIT
+                && !running.is_empty();
+            let cause = if waited { None } else { pick_cause(&failed) };
+            if let Some(cause) = cause {
                 first_failure = Some(cause.rank);
-                let others = failed_now.len() - 1;
+                let others = failed.len() - 1;
                 let also = if others > 0 {
                     format!(" ({others} other node(s) failed at the same moment)")
                 } else {
@@ -452,7 +468,9 @@ impl StopWatch {
             .unwrap_or(3000);
         let local = matches!(spec.launcher, LauncherKind::Local);
         StopWatch {
-            limit: local.then(|| Duration::from_millis(peer_ms.saturating_mul(2)).max(Duration::from_secs(1))),
+            limit: local.then(|| {
+                Duration::from_millis(peer_ms.saturating_mul(2)).max(Duration::from_secs(1))
+            }),
             since: vec![None; spec.nodes],
             next_look: Instant::now(),
         }
@@ -640,8 +658,38 @@ mod tests {
         let sink: Arc<dyn LineSink> = Arc::new(crate::output::ForwardSink { prefix: true });
         let report = run_job(&spec, sink).expect("job runs");
         assert_eq!(report.first_failure, Some(1), "{report:?}");
-        assert_eq!(report.exit_code(), 128 + Signal::SIGTERM as i32, "{report:?}");
+        assert_eq!(
+            report.exit_code(),
+            128 + Signal::SIGTERM as i32,
+            "{report:?}"
+        );
         assert!(!report.success());
+    }
+
+    #[test]
+    fn a_killed_node_is_named_even_when_a_peer_exits_first() {
+        // Rank 0 exits with "lost a peer" (3) a moment before rank 1 is killed: the launcher
+        // must name rank 1, the cause, not the node that noticed first.
+        let flag = std::env::temp_dir().join(format!("squall-launch-lost-{}", std::process::id()));
+        let _ = std::fs::remove_file(&flag);
+        let f = flag.display();
+        let spec = JobSpec::local(
+            3,
+            "sh",
+            vec![
+                "-c".into(),
+                format!(
+                    "case $SQUALL_RANK in 0) touch {f}; exit 3;; \
+                     1) while [ ! -e {f} ]; do sleep 0.01; done; sleep 0.05; kill -KILL $$;; \
+                     *) exec sleep 30;; esac"
+                ),
+            ],
+        );
+        let sink: Arc<dyn LineSink> = Arc::new(crate::output::ForwardSink { prefix: true });
+        let report = run_job(&spec, sink).expect("job runs");
+        let _ = std::fs::remove_file(&flag);
+        assert_eq!(report.first_failure, Some(1), "{report:?}");
+        assert_eq!(report.exit_code(), 128 + Signal::SIGKILL as i32);
     }
 
     #[test]

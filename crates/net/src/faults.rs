@@ -152,13 +152,11 @@ impl FaultSpec {
                     spec.delay = parse_duration(v)
                         .ok_or_else(|| bad(format!("delay={v:?} is not a duration like 50us")))?
                 }
-                "partition" => {
-                    spec.partition = Some(Partition::parse(v).ok_or_else(|| {
-                        bad(format!(
-                            "partition={v:?} is not two different ranks and a moment, like 1-3@200ms"
-                        ))
-                    })?)
-                }
+                "partition" => spec.partition = Some(Partition::parse(v).ok_or_else(|| {
+                    bad(format!(
+                        "partition={v:?} is not two different ranks and a moment, like 1-3@200ms"
+                    ))
+                })?),
                 "seed" => {
                     spec.seed = v
                         .parse()
@@ -357,11 +355,19 @@ mod tests {
         assert_eq!(cut.peer, 1);
         assert!(!cut.drops(1, t0 + Duration::from_millis(199)));
         assert!(cut.drops(1, t0 + Duration::from_millis(200)));
-        assert!(!cut.drops(2, t0 + Duration::from_secs(9)), "other links untouched");
+        assert!(
+            !cut.drops(2, t0 + Duration::from_secs(9)),
+            "other links untouched"
+        );
         assert!(Cut::of(Some(&s), 2, t0).is_none(), "node 2 is no side");
         let now = FaultSpec::parse("partition=0-2").expect("ok");
         assert_eq!(now.partition.map(|p| p.at), Some(Duration::ZERO));
-        for bad in ["partition=1-1@5ms", "partition=1@5ms", "partition=a-b", "partition=1-2@soon"] {
+        for bad in [
+            "partition=1-1@5ms",
+            "partition=1@5ms",
+            "partition=a-b",
+            "partition=1-2@soon",
+        ] {
             let e = FaultSpec::parse(bad).expect_err(bad).to_string();
             assert!(e.contains("1-3@200ms"), "{e}");
         }

@@ -31,7 +31,12 @@ pub struct ChaosArgs {
     #[arg(long, default_value_t = 8)]
     pub nodes: usize,
     /// Kinds of fault, comma-separated.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "kill,stop,partition")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "kill,stop,partition"
+    )]
     pub kinds: Vec<Kind>,
     /// Trials per kind (spread over the apps in turn).
     #[arg(long, default_value_t = 10)]
@@ -98,7 +103,10 @@ fn app_args(a: &ChaosArgs) -> Vec<String> {
 /// Ok(true): no trial hung or ended otherwise.
 fn run(a: &ChaosArgs) -> Result<bool, String> {
     if a.nodes < 2 || a.trials == 0 || a.threads_per_node == 0 || a.kinds.is_empty() {
-        return Err("--nodes must be at least 2; --trials, --threads-per-node and --kinds at least 1".into());
+        return Err(
+            "--nodes must be at least 2; --trials, --threads-per-node and --kinds at least 1"
+                .into(),
+        );
     }
     if a.peer_timeout_ms < 10 {
         return Err("--peer-timeout-ms must be at least 10".into());
@@ -202,12 +210,21 @@ fn calibrate(
     let exe = std::env::current_exe().map_err(|e| format!("finding this executable: {e}"))?;
     let t0 = Instant::now();
     let out = std::process::Command::new(exe)
-        .args(["run", "-n", &a.nodes.to_string(), "--transport", &a.transport])
+        .args([
+            "run",
+            "-n",
+            &a.nodes.to_string(),
+            "--transport",
+            &a.transport,
+        ])
         .arg("--timeout")
         .arg(a.bound.max(60).to_string())
         .arg(program)
         .args(app_args(a))
-        .env(squall_core::env::PEER_TIMEOUT_MS, a.peer_timeout_ms.to_string())
+        .env(
+            squall_core::env::PEER_TIMEOUT_MS,
+            a.peer_timeout_ms.to_string(),
+        )
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| format!("running {app}: {e}"))?;
@@ -224,7 +241,13 @@ fn calibrate(
     Ok(Ok(took))
 }
 
-fn plan(a: &ChaosArgs, kind: Kind, app: &Calibrated, rng: &mut ChaCha8Rng, serial: usize) -> TrialPlan {
+fn plan(
+    a: &ChaosArgs,
+    kind: Kind,
+    app: &Calibrated,
+    rng: &mut ChaCha8Rng,
+    serial: usize,
+) -> TrialPlan {
     let nodes = u16::try_from(a.nodes).unwrap_or(u16::MAX);
     let victim = rng.gen_range(0..nodes);
     let other = (kind == Kind::Partition).then(|| {

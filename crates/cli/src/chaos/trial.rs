@@ -128,7 +128,10 @@ fn start(plan: &TrialPlan) -> std::io::Result<Child> {
     }
     cmd.arg(&plan.program)
         .args(&plan.args)
-        .env(squall_core::env::PEER_TIMEOUT_MS, plan.peer_timeout_ms.to_string())
+        .env(
+            squall_core::env::PEER_TIMEOUT_MS,
+            plan.peer_timeout_ms.to_string(),
+        )
         .env(super::MARKER_VAR, &plan.marker)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -280,7 +283,15 @@ pub fn run(plan: &TrialPlan) -> std::io::Result<TrialRecord> {
         let _ = p.join();
     }
     let lines = lines.lock().map(|l| l.clone()).unwrap_or_default();
-    Ok(judge(plan, &lines, injected, ended, status, hung, not_injected))
+    Ok(judge(
+        plan,
+        &lines,
+        injected,
+        ended,
+        status,
+        hung,
+        not_injected,
+    ))
 }
 
 /// SIGTERM to the launcher (it ends its nodes), then SIGKILL to it and to every node left.
