@@ -152,11 +152,13 @@ impl FaultSpec {
                     spec.delay = parse_duration(v)
                         .ok_or_else(|| bad(format!("delay={v:?} is not a duration like 50us")))?
                 }
-                "partition" => spec.partition = Some(Partition::parse(v).ok_or_else(|| {
-                    bad(format!(
+                "partition" => {
+                    spec.partition = Some(Partition::parse(v).ok_or_else(|| {
+                        bad(format!(
                         "partition={v:?} is not two different ranks and a moment, like 1-3@200ms"
                     ))
-                })?),
+                    })?)
+                }
                 "seed" => {
                     spec.seed = v
                         .parse()

@@ -92,6 +92,11 @@ pub struct TrialRecord {
     pub detect_to_end_ms: Option<f64>,
     /// Why it is not `correct` (and the failure line found, if any).
     pub note: String,
+    /// From the start of `squall run` to the job's end, ms.
+    pub job_ms: f64,
+    /// The job ended, exit 0, before the fault's moment (its time is a clean run's).
+    #[serde(skip)]
+    pub clean_run: bool,
 }
 
 /// Timestamped lines of the launcher's stdout and stderr.
@@ -285,6 +290,7 @@ pub fn run(plan: &TrialPlan) -> std::io::Result<TrialRecord> {
     let lines = lines.lock().map(|l| l.clone()).unwrap_or_default();
     Ok(judge(
         plan,
+        t0,
         &lines,
         injected,
         ended,
@@ -321,6 +327,7 @@ fn ms(d: Duration) -> f64 {
 #[allow(clippy::too_many_arguments)]
 fn judge(
     plan: &TrialPlan,
+    t0: Instant,
     lines: &[(Instant, String)],
     injected: Option<Instant>,
     ended: Instant,
@@ -352,6 +359,8 @@ fn judge(
         inject_to_end_ms: injected.map(|i| ms(ended.saturating_duration_since(i))),
         detect_to_end_ms: detect.map(|d| ms(ended.saturating_duration_since(d))),
         note: String::new(),
+        job_ms: ms(ended.saturating_duration_since(t0)),
+        clean_run: exit == Some(0) && injected.is_none() && !hung,
     };
     // A cut during the run always fails the job (finalize needs every pair); exit 0 means the
     // nodes' networks were cut only after they had said goodbye (each node counts the moment
@@ -376,7 +385,11 @@ fn judge(
         // A node killed or stopped mid-run cannot exit 0 (the launcher reports the signal, or
         // the node is stopped); this one had finished and was exiting (a large address space
         // takes a while to tear down) when the signal came.
-        rec.note = "the node was already exiting (the job exited 0)".into();
+        rec.note = if injected.is_some() {
+            "the node was already exiting (the job exited 0)".into()
+        } else {
+            "the job ended before the fault's moment".into()
+        };
         rec.inject_to_end_ms = None;
         rec.detect_to_end_ms = None;
         Outcome::FinishedFirst
