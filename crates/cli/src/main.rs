@@ -1,12 +1,14 @@
 //! The `squall` command: `squall run` launches jobs, `squall bench` runs benchmarks,
-//! `squall demo` runs the quick-start demo, `squall doctor` checks the machine, `squall env`
-//! prints the environment variables and `squall run` options.
+//! `squall chaos` injects faults into app jobs, `squall demo` runs the quick-start demo,
+//! `squall doctor` checks the machine, `squall env` prints the environment variables and
+//! `squall run` options.
 //!
 //! Owns argument parsing and the node programs the benches and tests re-execute (hidden
 //! `squall __node ...`); must not touch protocol internals.
 #![forbid(unsafe_code)]
 
 mod bench;
+mod chaos;
 mod demo;
 mod doctor;
 mod envtable;
@@ -37,6 +39,9 @@ enum Cmd {
     /// Run a benchmark: the backbone, the shared-memory operations, the applications.
     #[command(subcommand)]
     Bench(bench::BenchCmd),
+    /// Faults at scale: kill, stop or cut off a node of app jobs at random moments and check
+    /// every job ends with a message naming the node and a non-zero exit (no hangs).
+    Chaos(chaos::ChaosArgs),
     /// Run the quick-start demo on N local nodes (default 4).
     Demo(demo::DemoArgs),
     /// Check this machine (and the hosts given) before a job: userfaultfd, memory and address
@@ -66,6 +71,7 @@ fn main() {
     let code = match cli.command {
         Cmd::Run(args) => run::main(args),
         Cmd::Bench(b) => bench::main(b),
+        Cmd::Chaos(args) => chaos::main(args),
         Cmd::Demo(args) => demo::main(args),
         Cmd::Doctor(args) => doctor::main(args),
         Cmd::Env { markdown } => {

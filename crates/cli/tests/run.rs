@@ -453,6 +453,100 @@ fn a_node_killed_mid_run_ends_the_job_within_5_seconds() {
     }
 }
 
+/// `squall run` of 3 `hold` nodes with a short peer timeout (and `extra` options), pids known.
+fn held_job(extra: &[&str]) -> (std::process::Child, Vec<u32>) {
+    let mut args = vec!["run", "-n", "3", "--timeout", "60"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&[SQUALL, "__node", "hold", "--secs", "30"]);
+    let mut child = Command::new(SQUALL)
+        .args(&args)
+        .env("SQUALL_PEER_TIMEOUT_MS", "500")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn squall");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut pids = vec![0u32; 3];
+    let mut lines = BufReader::new(stdout).lines();
+    for _ in 0..3 {
+        let Some(Ok(line)) = lines.next() else { break };
+        if let Some((rank, pid)) = line.strip_prefix('[').and_then(|l| l.split_once("] pid ")) {
+            pids[rank.parse::<usize>().expect("rank")] = pid.trim().parse().expect("pid");
+        }
+    }
+    std::thread::spawn(move || for _ in lines {});
+    (child, pids)
+}
+
+fn stderr_of(child: &mut std::process::Child) -> String {
+    let mut se = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut se);
+    }
+    se
+}
+
+fn a_stopped_node_ends_the_job_after_the_peer_timeout(transport: &str) {
+    let (mut child, pids) = held_job(&["--transport", transport]);
+    assert!(
+        pids.iter().all(|&p| p != 0),
+        "not every node printed its pid"
+    );
+    let st = Command::new("kill")
+        .args(["-STOP", &pids[1].to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+    // Generous: only a hang fails (the peer timeout is 0.5 s).
+    let status = wait_with_deadline(&mut child, Duration::from_secs(20));
+    let se = stderr_of(&mut child);
+    assert!(!status.success(), "{se}");
+    assert!(se.contains("lost contact with node 1 ("), "{se}");
+    for pid in pids {
+        assert!(!alive(pid), "node pid {pid} survived the job");
+    }
+}
+
+#[test]
+fn a_stopped_node_ends_the_job_over_tcp() {
+    a_stopped_node_ends_the_job_after_the_peer_timeout("tcp");
+}
+
+#[test]
+fn a_stopped_node_ends_the_job_over_udp() {
+    a_stopped_node_ends_the_job_after_the_peer_timeout("udp");
+}
+
+fn a_partition_ends_the_job_naming_the_cut_nodes(transport: &str) {
+    let (mut child, pids) = held_job(&[
+        "--transport",
+        transport,
+        "--net-faults",
+        "partition=0-2@100ms",
+    ]);
+    let status = wait_with_deadline(&mut child, Duration::from_secs(20));
+    let se = stderr_of(&mut child);
+    assert!(!status.success(), "{se}");
+    assert!(
+        se.contains("lost contact with node 0 (") || se.contains("lost contact with node 2 ("),
+        "{se}"
+    );
+    for pid in pids {
+        assert!(!alive(pid), "node pid {pid} survived the job");
+    }
+}
+
+#[test]
+fn a_partition_ends_the_job_over_tcp() {
+    a_partition_ends_the_job_naming_the_cut_nodes("tcp");
+}
+
+#[test]
+fn a_partition_ends_the_job_over_udp() {
+    a_partition_ends_the_job_naming_the_cut_nodes("udp");
+}
+
 fn signal_to_the_launcher_ends_every_node(sig: &str, signo: i32) {
     let (mut child, pids, _) = start_with_pids(
         &[

@@ -77,7 +77,7 @@ pub const ALL: &[EnvVar] = &[
     EnvVar {
         name: NET_FAULTS,
         default: "(none)",
-        meaning: "fault injection, e.g. loss=0.05,dup=0.02,reorder=0.05,delay=50us,seed=7",
+        meaning: "fault injection, e.g. loss=0.05,dup=0.02,reorder=0.05,delay=50us,seed=7 (loss and dup need udp); partition=A-B@T: from T after its network came up (e.g. 200ms), each of nodes A and B drops every packet to and from the other (tcp, udp), so both peer timeouts fire",
     },
     EnvVar {
         name: BIND_ADDR,
@@ -102,7 +102,7 @@ pub const ALL: &[EnvVar] = &[
     EnvVar {
         name: PEER_TIMEOUT_MS,
         default: "3000",
-        meaning: "silence after which a peer is declared lost and the job ends",
+        meaning: "silence after which a peer is declared lost and the job ends (tcp and udp send heartbeats to idle peers every quarter, resp. fifth, of it; a stopped node is found this way)",
     },
     EnvVar {
         name: STATS,

@@ -18,6 +18,9 @@ use std::time::{Duration, Instant};
 
 /// How often the supervisor looks at its children.
 const POLL: Duration = Duration::from_millis(10);
+/// How long the supervisor waits for the cause when the first failures are all nodes that lost
+/// a peer (status 3), before naming one of them.
+const LOST_PEER_WAIT: Duration = Duration::from_millis(500);
 /// How long the supervisor waits for output of exited nodes to drain.
 const DRAIN: Duration = Duration::from_secs(1);
 
@@ -297,6 +300,10 @@ fn supervise(
     // When termination started, and whether SIGKILL has been sent.
     let mut terminating: Option<Instant> = None;
     let mut killed = false;
+    let mut stops = StopWatch::new(spec);
+    // Failures seen before termination began, and since when only "lost a peer" ones are.
+    let mut failed: Vec<NodeOutcome> = Vec::new();
+    let mut only_lost_since: Option<Instant> = None;
 
     while !running.is_empty() {
         let mut failed_now: Vec<NodeOutcome> = Vec::new();
@@ -327,9 +334,19 @@ fn supervise(
             }
         }
         if terminating.is_none() {
-            if let Some(cause) = pick_cause(&failed_now) {
+            failed.append(&mut failed_now);
+            // A node that exits with "lost a peer" may have beaten the peer's own end (a
+            // killed node's sockets close before the launcher can reap it): wait a moment for
+            // the cause to show.
+            let only_lost =
+                !failed.is_empty() && failed.iter().all(|o| o.exit == NodeExit::Exited(3));
+            let waited = only_lost
+                && only_lost_since.get_or_insert_with(Instant::now).elapsed() < LOST_PEER_WAIT
+                && !running.is_empty();
+            let cause = if waited { None } else { pick_cause(&failed) };
+            if let Some(cause) = cause {
                 first_failure = Some(cause.rank);
-                let others = failed_now.len() - 1;
+                let others = failed.len() - 1;
                 let also = if others > 0 {
                     format!(" ({others} other node(s) failed at the same moment)")
                 } else {
@@ -355,6 +372,15 @@ fn supervise(
                     running.len()
                 );
                 terminating = Some(Instant::now());
+            } else if let Some((rank, pid, stopped)) = stops.look(&running) {
+                first_failure = Some(rank);
+                eprintln!(
+                    "squall: node {rank} (pid {pid}) has been stopped (SIGSTOP) for {:.1} s; \
+                     terminating {} node(s)",
+                    stopped.as_secs_f64(),
+                    running.len()
+                );
+                terminating = Some(Instant::now());
             } else if spec.timeout.is_some_and(|t| start.elapsed() >= t) {
                 timed_out = true;
                 eprintln!(
@@ -365,7 +391,7 @@ fn supervise(
                 terminating = Some(Instant::now());
             }
             if terminating.is_some() {
-                signal_groups(&running, Signal::SIGTERM);
+                end_groups(&running);
             }
         } else if let Some(t0) = terminating {
             if !killed && t0.elapsed() >= spec.grace {
@@ -411,6 +437,80 @@ fn supervise(
         interrupted,
         elapsed: start.elapsed(),
     })
+}
+
+/// Finds a node that stays stopped (SIGSTOP; state `T`, not a debugger's `t`) for twice the
+/// nodes' peer timeout (at least a second). Its peers end the job themselves when it stops
+/// mid-run, but not while they are still joining (rank 0 stopped before it sent the table) or
+/// after they have all finished (a node stopped on its way out): then the launcher must.
+/// Local nodes only (a remote shell's process says nothing about the node).
+struct StopWatch {
+    limit: Option<Duration>,
+    /// When each rank was first seen stopped (in a row of looks).
+    since: Vec<Option<Instant>>,
+    next_look: Instant,
+}
+
+/// How often the launcher looks at its nodes' states.
+const STOP_LOOK: Duration = Duration::from_millis(100);
+
+impl StopWatch {
+    fn new(spec: &JobSpec) -> StopWatch {
+        let var = squall_core::env::PEER_TIMEOUT_MS;
+        let peer_ms = spec
+            .extra_env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == var)
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var(var).ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(3000);
+        let local = matches!(spec.launcher, LauncherKind::Local);
+        StopWatch {
+            limit: local.then(|| {
+                Duration::from_millis(peer_ms.saturating_mul(2)).max(Duration::from_secs(1))
+            }),
+            since: vec![None; spec.nodes],
+            next_look: Instant::now(),
+        }
+    }
+
+    /// A node stopped past the limit: (rank, pid, how long).
+    fn look(&mut self, running: &[Running]) -> Option<(u16, u32, Duration)> {
+        let limit = self.limit?;
+        let now = Instant::now();
+        if now < self.next_look {
+            return None;
+        }
+        self.next_look = now + STOP_LOOK;
+        let mut found = None;
+        for r in running {
+            let Some(slot) = self.since.get_mut(usize::from(r.rank)) else {
+                continue;
+            };
+            if !is_stopped(r.child.id()) {
+                *slot = None;
+                continue;
+            }
+            let t = *slot.get_or_insert(now);
+            if found.is_none() && now.duration_since(t) >= limit {
+                found = Some((r.rank, r.child.id(), now.duration_since(t)));
+            }
+        }
+        found
+    }
+}
+
+/// Is the process stopped by a signal (state `T` in /proc/PID/stat)?
+fn is_stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(") ")
+                .and_then(|(_, rest)| rest.chars().next())
+        })
+        == Some('T')
 }
 
 fn nonzero(v: usize) -> Option<i32> {
@@ -463,9 +563,17 @@ fn signal_groups(running: &[Running], sig: Signal) {
     }
 }
 
+/// SIGTERM to every running node's group, then SIGCONT: a stopped node (SIGSTOP, a
+/// debugger's stop) takes its SIGTERM now instead of waiting for the SIGKILL of the grace
+/// period's end.
+fn end_groups(running: &[Running]) {
+    signal_groups(running, Signal::SIGTERM);
+    signal_groups(running, Signal::SIGCONT);
+}
+
 /// End every node now (used when a later node cannot be started).
 fn terminate_all(running: &mut Vec<Running>, grace: Duration) {
-    signal_groups(running, Signal::SIGTERM);
+    end_groups(running);
     let deadline = Instant::now() + grace;
     while !running.is_empty() && Instant::now() < deadline {
         running.retain_mut(|r| matches!(r.child.try_wait(), Ok(None)));
@@ -505,6 +613,83 @@ mod tests {
         ];
         assert_eq!(pick_cause(&failed).map(|o| o.rank), Some(3));
         assert!(pick_cause(&[]).is_none());
+    }
+
+    #[test]
+    fn a_stopped_node_takes_its_sigterm_when_the_job_ends() {
+        // Rank 1 stops itself (as SIGSTOP past the peer timeout would); rank 0 fails. The
+        // launcher's SIGTERM must reach the stopped node now (SIGCONT follows it), not be
+        // replaced by the SIGKILL at the end of the grace period.
+        let spec = JobSpec::local(
+            2,
+            "sh",
+            vec![
+                "-c".into(),
+                "if [ \"$SQUALL_RANK\" = 1 ]; then kill -STOP $$; sleep 30; fi; sleep 0.3; exit 5"
+                    .into(),
+            ],
+        );
+        let sink: Arc<dyn LineSink> = Arc::new(crate::output::ForwardSink { prefix: true });
+        let report = run_job(&spec, sink).expect("job runs");
+        assert_eq!(report.first_failure, Some(0), "{report:?}");
+        assert_eq!(report.exit_code(), 5);
+        let stopped = report.nodes.iter().find(|n| n.rank == 1).expect("rank 1");
+        assert_eq!(
+            stopped.exit,
+            NodeExit::Signaled(Signal::SIGTERM as i32),
+            "{report:?}"
+        );
+    }
+
+    #[test]
+    fn a_node_left_stopped_after_the_others_finished_ends_the_job() {
+        // Every other node finishes well; rank 1 stops on its way out, where no peer is left
+        // to miss it. The launcher names it after twice the peer timeout (at least 1 s).
+        let mut spec = JobSpec::local(
+            3,
+            "sh",
+            vec![
+                "-c".into(),
+                "if [ \"$SQUALL_RANK\" = 1 ]; then kill -STOP $$; fi; exit 0".into(),
+            ],
+        );
+        spec.extra_env
+            .push((squall_core::env::PEER_TIMEOUT_MS.into(), "100".into()));
+        let sink: Arc<dyn LineSink> = Arc::new(crate::output::ForwardSink { prefix: true });
+        let report = run_job(&spec, sink).expect("job runs");
+        assert_eq!(report.first_failure, Some(1), "{report:?}");
+        assert_eq!(
+            report.exit_code(),
+            128 + Signal::SIGTERM as i32,
+            "{report:?}"
+        );
+        assert!(!report.success());
+    }
+
+    #[test]
+    fn a_killed_node_is_named_even_when_a_peer_exits_first() {
+        // Rank 0 exits with "lost a peer" (3) a moment before rank 1 is killed: the launcher
+        // must name rank 1, the cause, not the node that noticed first.
+        let flag = std::env::temp_dir().join(format!("squall-launch-lost-{}", std::process::id()));
+        let _ = std::fs::remove_file(&flag);
+        let f = flag.display();
+        let spec = JobSpec::local(
+            3,
+            "sh",
+            vec![
+                "-c".into(),
+                format!(
+                    "case $SQUALL_RANK in 0) touch {f}; exit 3;; \
+                     1) while [ ! -e {f} ]; do sleep 0.01; done; sleep 0.05; kill -KILL $$;; \
+                     *) exec sleep 30;; esac"
+                ),
+            ],
+        );
+        let sink: Arc<dyn LineSink> = Arc::new(crate::output::ForwardSink { prefix: true });
+        let report = run_job(&spec, sink).expect("job runs");
+        let _ = std::fs::remove_file(&flag);
+        assert_eq!(report.first_failure, Some(1), "{report:?}");
+        assert_eq!(report.exit_code(), 128 + Signal::SIGKILL as i32);
     }
 
     #[test]

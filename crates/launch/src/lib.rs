@@ -3,7 +3,8 @@
 //! Owns: choosing the rendezvous address, building each node's command (one module per
 //! launcher kind: [`local`], [`rsh`], [`mpirun`]), spawning node processes in their own process groups,
 //! forwarding their output line by line and the job's input to rank 0 ([`stdin`]), noticing the first node that fails, and cleaning up
-//! every process (SIGTERM, then SIGKILL after a grace period) on failure, timeout or Ctrl-C.
+//! every process (SIGTERM and SIGCONT, then SIGKILL after a grace period) on failure, timeout
+//! or Ctrl-C. A local node left stopped (SIGSTOP) for twice the peer timeout is a failure too.
 //!
 //! Must not touch: the join/hello exchange itself (that is `squall_net::bootstrap`, driven by
 //! the environment variables set here), coherence, or anything inside a node.

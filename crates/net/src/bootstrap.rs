@@ -104,6 +104,7 @@ pub fn start_with(
                     cfg.faults,
                     cfg.auth.clone(),
                     cfg.encrypt,
+                    cfg.peer_timeout,
                 )?),
                 job,
             )

@@ -1,4 +1,7 @@
-//! Fault injection: `SQUALL_NET_FAULTS=loss=0.05,dup=0.02,reorder=0.05,delay=50us,seed=7`.
+//! Fault injection: `SQUALL_NET_FAULTS=loss=0.05,dup=0.02,reorder=0.05,delay=50us,seed=7`,
+//! and `partition=1-3@200ms`: from 200 ms after its network came up, each of nodes 1 and 3
+//! drops every packet it would send to the other and every packet it receives from it (tcp
+//! and udp), so both sides' peer timeouts fire as on a cut network ([`Partition`]).
 //!
 //! Owns the spec parser and a sans-IO injector that decides, deterministically per seed (ChaCha),
 //! the fate of each outgoing packet. It keeps no sockets and reads no clock: `now` is passed in.
@@ -23,6 +26,65 @@ pub struct FaultSpec {
     pub delay: Duration,
     /// RNG seed (ChaCha8): same seed, same decisions.
     pub seed: u64,
+    /// Every packet between two nodes dropped from a moment on.
+    pub partition: Option<Partition>,
+}
+
+/// `partition=A-B@T`: nodes A and B stop hearing each other `at` after each one's network
+/// came up (both directions; every other pair is untouched).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Partition {
+    pub a: u16,
+    pub b: u16,
+    pub at: Duration,
+}
+
+impl Partition {
+    /// The node this one is cut off from, if `rank` is one side of the partition.
+    pub fn peer_of(&self, rank: u16) -> Option<u16> {
+        if rank == self.a {
+            Some(self.b)
+        } else if rank == self.b {
+            Some(self.a)
+        } else {
+            None
+        }
+    }
+
+    fn parse(v: &str) -> Option<Partition> {
+        let (pair, at) = match v.split_once('@') {
+            Some((p, t)) => (p, parse_duration(t)?),
+            None => (v, Duration::ZERO),
+        };
+        let (a, b) = pair.split_once('-')?;
+        let (a, b) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+        (a != b).then_some(Partition { a, b, at })
+    }
+}
+
+/// The cut of one link (tcp peer, or udp peer address) as seen from one side: nothing passes
+/// from `from` on. Pure: the caller passes the time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cut {
+    pub peer: u16,
+    pub from: Instant,
+}
+
+impl Cut {
+    /// The cut this node (`rank`, network up at `start`) applies, if it is a side of `spec`'s
+    /// partition.
+    pub fn of(spec: Option<&FaultSpec>, rank: u16, start: Instant) -> Option<Cut> {
+        let p = spec?.partition?;
+        Some(Cut {
+            peer: p.peer_of(rank)?,
+            from: start + p.at,
+        })
+    }
+
+    /// Does the cut drop a packet to or from `peer` at `now`?
+    pub fn drops(&self, peer: u16, now: Instant) -> bool {
+        peer == self.peer && now >= self.from
+    }
 }
 
 impl Default for FaultSpec {
@@ -33,6 +95,7 @@ impl Default for FaultSpec {
             reorder: 0.0,
             delay: Duration::ZERO,
             seed: 0,
+            partition: None,
         }
     }
 }
@@ -59,7 +122,8 @@ fn parse_duration(v: &str) -> Option<Duration> {
 
 impl FaultSpec {
     /// Parses `key=value` pairs separated by commas. Keys: loss, dup, reorder (probabilities
-    /// 0..=1), delay (`50us`, `2ms`, `0.1s`; bare numbers are microseconds), seed (integer).
+    /// 0..=1), delay (`50us`, `2ms`, `0.1s`; bare numbers are microseconds), seed (integer),
+    /// partition (`A-B@T`: two different ranks and a delay, `@T` optional: from the start).
     pub fn parse(s: &str) -> Result<FaultSpec, NetError> {
         let mut spec = FaultSpec::default();
         let bad = |msg: String| {
@@ -88,6 +152,13 @@ impl FaultSpec {
                     spec.delay = parse_duration(v)
                         .ok_or_else(|| bad(format!("delay={v:?} is not a duration like 50us")))?
                 }
+                "partition" => {
+                    spec.partition = Some(Partition::parse(v).ok_or_else(|| {
+                        bad(format!(
+                        "partition={v:?} is not two different ranks and a moment, like 1-3@200ms"
+                    ))
+                    })?)
+                }
                 "seed" => {
                     spec.seed = v
                         .parse()
@@ -104,6 +175,12 @@ impl FaultSpec {
 
     /// True if this spec changes nothing.
     pub fn is_noop(&self) -> bool {
+        self.per_packet_noop() && self.partition.is_none()
+    }
+
+    /// True if no packet's fate is drawn (no loss, dup, reorder or delay; a partition may
+    /// still cut one link, see [`Cut`]).
+    pub fn per_packet_noop(&self) -> bool {
         self.loss == 0.0 && self.dup == 0.0 && self.reorder == 0.0 && self.delay.is_zero()
     }
 
@@ -259,6 +336,43 @@ mod tests {
             .expect_err("must fail")
             .to_string()
             .contains("SQUALL_TRANSPORT=udp"));
+    }
+
+    #[test]
+    fn partition_spec_and_cut() {
+        let s = FaultSpec::parse("partition=1-3@200ms,seed=2").expect("ok");
+        assert_eq!(
+            s.partition,
+            Some(Partition {
+                a: 1,
+                b: 3,
+                at: Duration::from_millis(200)
+            })
+        );
+        assert!(!s.is_noop());
+        assert!(s.per_packet_noop(), "a partition draws no per-packet fate");
+        assert!(s.check_for_tcp().is_ok(), "tcp can be cut");
+        let t0 = Instant::now();
+        let cut = Cut::of(Some(&s), 3, t0).expect("node 3 is a side");
+        assert_eq!(cut.peer, 1);
+        assert!(!cut.drops(1, t0 + Duration::from_millis(199)));
+        assert!(cut.drops(1, t0 + Duration::from_millis(200)));
+        assert!(
+            !cut.drops(2, t0 + Duration::from_secs(9)),
+            "other links untouched"
+        );
+        assert!(Cut::of(Some(&s), 2, t0).is_none(), "node 2 is no side");
+        let now = FaultSpec::parse("partition=0-2").expect("ok");
+        assert_eq!(now.partition.map(|p| p.at), Some(Duration::ZERO));
+        for bad in [
+            "partition=1-1@5ms",
+            "partition=1@5ms",
+            "partition=a-b",
+            "partition=1-2@soon",
+        ] {
+            let e = FaultSpec::parse(bad).expect_err(bad).to_string();
+            assert!(e.contains("1-3@200ms"), "{e}");
+        }
     }
 
     #[test]

@@ -5,10 +5,15 @@
 //! With authentication on, every frame is sealed (`AUTH` flag, trailer after the payload) and
 //! a received frame whose tag fails or whose sequence number does not increase is dropped and
 //! counted ([`LinkAuth`]); the stream stays in step, as the header gives the frame's length.
+//! Silence: a connection to a stopped (SIGSTOP) or cut-off peer stays open, so every peer
+//! that sent nothing for a quarter of the peer timeout gets a heartbeat (`TY_LINK`, consumed
+//! here), and a peer from which no byte came for the peer timeout is lost. The flags behind
+//! this are set without a clock read on the data path; a tick every quarter timeout reads them.
+//! A fault spec's partition ([`Cut`]) drops every frame to and from one peer.
 use super::{Backend, BackendEvent, InMsg, OutMsg};
 use crate::auth::LinkAuth;
 use crate::error::NetError;
-use crate::faults::{FaultInjector, FaultSpec};
+use crate::faults::{Cut, FaultInjector, FaultSpec};
 use crate::stats::{DropReason, LinkCounters};
 use bytes::Bytes;
 use mio::event::Event;
@@ -38,6 +43,12 @@ struct Peer {
     open: bool,
     bye_received: bool,
     delay: Option<FaultInjector<Vec<u8>>>,
+    /// Bytes came from the peer since the last tick.
+    heard: bool,
+    /// A frame went to the peer since the last tick.
+    sent: bool,
+    /// The last tick that found `heard` set (or the start).
+    last_heard: Instant,
 }
 
 pub(crate) struct TcpBackend {
@@ -50,6 +61,14 @@ pub(crate) struct TcpBackend {
     write_closed: bool,
     scratch: Vec<u8>,
     auth: Option<LinkAuth>,
+    /// Silence after which a peer is lost.
+    peer_timeout: Duration,
+    /// When the heartbeat/silence tick next runs.
+    next_tick: Instant,
+    /// The partition this node is a side of, if any.
+    cut: Option<Cut>,
+    /// Frames dropped by the partition.
+    cut_drops: u64,
 }
 
 fn token(peer: NodeId) -> Token {
@@ -58,6 +77,7 @@ fn token(peer: NodeId) -> Token {
 
 impl TcpBackend {
     /// `streams[p]` is the connected stream to peer `p` (None for self).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         rank: NodeId,
         job: JobId,
@@ -65,7 +85,9 @@ impl TcpBackend {
         faults: Option<FaultSpec>,
         auth: Option<AuthKey>,
         encrypt: bool,
+        peer_timeout: Duration,
     ) -> Result<TcpBackend, NetError> {
+        let start = Instant::now();
         let auth = auth.map(|k| LinkAuth::new(k, streams.len(), true, encrypt));
         let mut peers = Vec::with_capacity(streams.len());
         for (i, s) in streams.into_iter().enumerate() {
@@ -89,8 +111,11 @@ impl TcpBackend {
                         open: true,
                         bye_received: false,
                         delay: faults
-                            .filter(|f| !f.is_noop())
+                            .filter(|f| !f.per_packet_noop())
                             .map(|f| FaultInjector::stream(f, (rank.0 as u64) << 16 | i as u64)),
+                        heard: false,
+                        sent: false,
+                        last_heard: start,
                     })
                 }
             });
@@ -105,7 +130,75 @@ impl TcpBackend {
             write_closed: false,
             scratch: vec![0u8; 256 * 1024],
             auth,
+            peer_timeout,
+            next_tick: start + tick_of(peer_timeout),
+            cut: Cut::of(faults.as_ref(), rank.0, start),
+            cut_drops: 0,
         })
+    }
+
+    /// The partition drops what goes to or comes from `peer` now.
+    fn is_cut(&self, peer: NodeId, now: Instant) -> bool {
+        self.cut.is_some_and(|c| c.drops(peer.0, now))
+    }
+
+    /// Every quarter timeout: heartbeats to peers sent nothing since the last tick, and the
+    /// verdict on peers heard from by no byte for the peer timeout.
+    fn tick(&mut self, now: Instant, out: &mut Vec<BackendEvent>) {
+        if now < self.next_tick {
+            return;
+        }
+        // A tick a whole period late means this node was not running (a machine overloaded
+        // for that long starves every node alike): silence over that gap proves nothing, so
+        // every peer counts as heard now.
+        let starved = now.saturating_duration_since(self.next_tick) > tick_of(self.peer_timeout);
+        self.next_tick = now + tick_of(self.peer_timeout);
+        let mut beat = Vec::new();
+        for i in 0..self.peers.len() {
+            let Some(p) = self.peers[i].as_mut() else {
+                continue;
+            };
+            if !p.open || p.bye_received {
+                continue;
+            }
+            if !p.heard && now.saturating_duration_since(p.last_heard) >= self.peer_timeout {
+                // Bytes may wait unread (a starved process wakes with its timers due): read
+                // them before judging.
+                self.on_readable(now, i, out);
+            }
+            let Some(p) = self.peers[i].as_mut() else {
+                continue;
+            };
+            if !p.open || p.bye_received {
+                continue;
+            }
+            if std::mem::take(&mut p.heard) || starved {
+                p.last_heard = now;
+            } else if now.saturating_duration_since(p.last_heard) >= self.peer_timeout {
+                let reason = format!(
+                    "no message or heartbeat over tcp for {} ms",
+                    self.peer_timeout.as_millis()
+                );
+                Self::lost(p, reason, out, self.registry.as_ref());
+                continue;
+            }
+            if !std::mem::take(&mut p.sent) && self.shutdown_at.is_none() {
+                beat.push(p.id);
+            }
+        }
+        for to in beat {
+            let msg = OutMsg {
+                to,
+                ty: MsgType(crate::endpoint::TY_LINK),
+                flags: Flags::empty(),
+                request_id: 0,
+                payload: Bytes::new(),
+            };
+            if let Ok(f) = self.frame(&msg) {
+                // A failed write is found by the read side (EOF or error) or the next tick.
+                let _ = self.enqueue(now, to, f);
+            }
+        }
     }
 
     fn frame(&mut self, msg: &OutMsg) -> Result<Vec<u8>, NetError> {
@@ -164,7 +257,11 @@ impl TcpBackend {
         while written < total {
             let mut bufs = [io::IoSlice::new(&[]); 3];
             let k = rest_of(&parts, written, |i, part| bufs[i] = io::IoSlice::new(part));
-            let r = p.stream.write_vectored(&bufs[..k]);
+            // MSG_NOSIGNAL: a peer gone meanwhile is an error here, not a SIGPIPE that kills
+            // a node whose program has SIGPIPE's default action (C programs: std's writes
+            // use the flag, a plain writev does not).
+            let r = socket2::SockRef::from(&p.stream)
+                .send_vectored_with_flags(&bufs[..k], libc::MSG_NOSIGNAL);
             match r {
                 Ok(0) => {
                     return Ok(Some(Err(NetError::PeerLost {
@@ -184,6 +281,7 @@ impl TcpBackend {
             }
         }
         self.counters.packets_sent += 1;
+        p.sent = true;
         if written < total {
             p.wbuf.clear();
             p.wpos = 0;
@@ -236,11 +334,16 @@ impl TcpBackend {
     }
 
     fn enqueue(&mut self, now: Instant, to: NodeId, frame: Vec<u8>) -> Result<(), NetError> {
+        if self.is_cut(to, now) {
+            self.cut_drops += 1;
+            return Ok(());
+        }
         let registry = self.registry.as_ref();
         let p = match self.peers.get_mut(to.index()).and_then(Option::as_mut) {
             Some(p) if p.open => p,
             _ => return Err(NetError::PeerGone { peer: to }),
         };
+        p.sent = true;
         let mut due = Vec::new();
         match p.delay.as_mut() {
             Some(d) => d.submit(now, frame, &mut due),
@@ -358,6 +461,10 @@ impl TcpBackend {
                 }
                 None => {}
             }
+            if h.ty.0 == crate::endpoint::TY_LINK {
+                // A heartbeat: its bytes counted as hearing from the peer.
+                continue;
+            }
             if h.flags.contains(Flags::BYE) {
                 *bye_received = true;
                 out.push(BackendEvent::PeerBye(id));
@@ -452,7 +559,11 @@ impl TcpBackend {
         Ok(())
     }
 
-    fn on_readable(&mut self, p_idx: usize, out: &mut Vec<BackendEvent>) {
+    fn on_readable(&mut self, now: Instant, p_idx: usize, out: &mut Vec<BackendEvent>) {
+        if self.is_cut(NodeId(p_idx as u16), now) {
+            self.discard_cut(p_idx);
+            return;
+        }
         let registry = self.registry.as_ref();
         let Some(p) = self.peers.get_mut(p_idx).and_then(Option::as_mut) else {
             return;
@@ -481,6 +592,7 @@ impl TcpBackend {
                     return;
                 }
                 Ok(n) => {
+                    p.heard = true;
                     if let Err(r) = Self::ingest(
                         self.job,
                         self.rank,
@@ -533,6 +645,10 @@ impl Backend for TcpBackend {
     }
 
     fn send(&mut self, now: Instant, msg: OutMsg) -> Result<(), NetError> {
+        if self.is_cut(msg.to, now) {
+            self.cut_drops += 1;
+            return Ok(());
+        }
         if let Some(done) = self.try_write_direct(&msg)? {
             return done;
         }
@@ -540,13 +656,13 @@ impl Backend for TcpBackend {
         self.enqueue(now, msg.to, frame)
     }
 
-    fn handle_event(&mut self, _now: Instant, event: &Event, out: &mut Vec<BackendEvent>) {
+    fn handle_event(&mut self, now: Instant, event: &Event, out: &mut Vec<BackendEvent>) {
         let idx = match event.token().0.checked_sub(1) {
             Some(i) if i < self.peers.len() => i,
             _ => return,
         };
         if event.is_readable() || event.is_read_closed() || event.is_error() {
-            self.on_readable(idx, out);
+            self.on_readable(now, idx, out);
         }
         if event.is_writable() {
             let registry = self.registry.as_ref();
@@ -561,12 +677,18 @@ impl Backend for TcpBackend {
     }
 
     fn handle_timeout(&mut self, now: Instant, out: &mut Vec<BackendEvent>) {
+        self.tick(now, out);
         let registry = self.registry.as_ref();
+        let cut = self.cut;
         for p in self.peers.iter_mut().flatten() {
             if let Some(d) = p.delay.as_mut() {
                 let mut due = Vec::new();
                 d.release(now, &mut due);
                 if due.is_empty() || !p.open {
+                    continue;
+                }
+                if cut.is_some_and(|c| c.drops(p.id.0, now)) {
+                    self.cut_drops += due.len() as u64;
                     continue;
                 }
                 for f in due {
@@ -594,6 +716,7 @@ impl Backend for TcpBackend {
             .iter()
             .flatten()
             .filter_map(|p| p.delay.as_ref().and_then(|d| d.poll_timeout()))
+            .chain(std::iter::once(self.next_tick))
             .min();
         if let Some(s) = self.shutdown_at {
             let probe = if self.write_closed {
@@ -651,6 +774,7 @@ impl Backend for TcpBackend {
     fn counters(&self) -> LinkCounters {
         let mut c = self.counters.clone();
         c.authenticated = self.auth.as_ref().map_or(0, |a| a.authenticated);
+        c.faults_injected += self.cut_drops;
         c
     }
 }
@@ -672,7 +796,35 @@ fn rest_of<'a>(parts: &[&'a [u8]; 3], from: usize, mut f: impl FnMut(usize, &'a 
     k
 }
 
+/// How often the heartbeat/silence tick runs: a quarter of the peer timeout (at least 2 ms, at
+/// most an hour: an absurd timeout must not overflow the clock).
+fn tick_of(peer_timeout: Duration) -> Duration {
+    (peer_timeout / 4).clamp(Duration::from_millis(2), Duration::from_secs(3600))
+}
+
 impl TcpBackend {
+    /// Reads and drops what a cut-off peer sent; its close is not seen either (on a cut
+    /// network no FIN arrives): the stream leaves the poll and the silence verdict comes from
+    /// [`TcpBackend::tick`].
+    fn discard_cut(&mut self, p_idx: usize) {
+        let registry = self.registry.as_ref();
+        let Some(p) = self.peers.get_mut(p_idx).and_then(Option::as_mut) else {
+            return;
+        };
+        loop {
+            match p.stream.read(&mut self.scratch) {
+                Ok(0) => break,
+                Ok(_) => self.cut_drops += 1,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(_) => break,
+            }
+        }
+        if let Some(r) = registry {
+            let _ = r.deregister(&mut p.stream);
+        }
+    }
+
     fn is_flushed_writes(&self) -> bool {
         self.peers.iter().flatten().all(|p| {
             !p.open || (p.wpos == p.wbuf.len() && p.delay.as_ref().is_none_or(|d| d.held() == 0))

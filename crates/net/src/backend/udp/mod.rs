@@ -1,13 +1,15 @@
 //! The udp backend: the sans-IO reliable-datagram core ([`core`]) plus this thin socket driver,
 //! which owns the socket, the rank → address table and the optional fault injector. The driver
 //! reads datagrams into the core, writes the core's transmits, and forwards its events.
+//! A fault spec's partition ([`Cut`]) drops every datagram to and from one peer here, so the
+//! core's heartbeats and retransmissions go unanswered and its peer timeout fires.
 pub mod core;
 
 use self::core::{CoreConfig, CoreEvent, Message, UdpCore};
 use super::{Backend, BackendEvent, InMsg, OutMsg};
 use crate::config::NetConfig;
 use crate::error::NetError;
-use crate::faults::FaultInjector;
+use crate::faults::{Cut, FaultInjector};
 use crate::stats::{DropReason, LinkCounters};
 use mio::event::Event;
 use mio::net::UdpSocket;
@@ -31,6 +33,9 @@ pub(crate) struct UdpBackend {
     /// A readiness event was answered with one datagram and the socket may hold more: the rest
     /// is read in `handle_timeout`, which the endpoint runs after the handlers (since when).
     undrained: Option<Instant>,
+    /// The partition this node is a side of, and the datagrams it dropped.
+    cut: Option<Cut>,
+    cut_drops: u64,
 }
 
 impl UdpBackend {
@@ -52,20 +57,27 @@ impl UdpBackend {
         ccfg.encrypt = cfg.encrypt;
         let faults = cfg
             .faults
-            .filter(|f| !f.is_noop())
+            .filter(|f| !f.per_packet_noop())
             .map(|f| FaultInjector::datagrams(f, u64::from(cfg.rank.0)));
+        let start = Instant::now();
         Ok(Box::new(UdpBackend {
-            core: UdpCore::new(ccfg, Instant::now()),
+            core: UdpCore::new(ccfg, start),
             socket: UdpSocket::from_std(sock),
             table,
             faults,
             buf: vec![0u8; 70 * 1024],
             send_failures: 0,
             undrained: None,
+            cut: Cut::of(cfg.faults.as_ref(), cfg.rank.0, start),
+            cut_drops: 0,
         }))
     }
 
-    fn write(&mut self, to: NodeId, data: &[u8]) {
+    fn write(&mut self, now: Instant, to: NodeId, data: &[u8]) {
+        if self.cut.is_some_and(|c| c.drops(to.0, now)) {
+            self.cut_drops += 1;
+            return;
+        }
         let Some(addr) = self.table.get(to.index()) else {
             return;
         };
@@ -88,7 +100,7 @@ impl UdpBackend {
             match self.faults.as_mut() {
                 Some(f) => f.submit(now, (t.to, t.data), &mut due),
                 None => {
-                    self.write(t.to, &t.data);
+                    self.write(now, t.to, &t.data);
                     self.core.recycle(t.data);
                 }
             }
@@ -97,7 +109,7 @@ impl UdpBackend {
             f.release(now, &mut due);
         }
         for (to, d) in due {
-            self.write(to, &d);
+            self.write(now, to, &d);
         }
     }
 
@@ -113,6 +125,14 @@ impl UdpBackend {
             match self.socket.recv_from(&mut self.buf) {
                 Ok((n, from)) => {
                     n_read += 1;
+                    let cut_peer = self
+                        .cut
+                        .filter(|c| now >= c.from)
+                        .and_then(|c| self.table.get(usize::from(c.peer)));
+                    if cut_peer == Some(&from) {
+                        self.cut_drops += 1;
+                        continue;
+                    }
                     let r = self.core.handle_datagram(now, &self.buf[..n]);
                     if let Err(why @ (DropReason::BadMac | DropReason::Replayed)) = r {
                         self.core.warn_refused(now, &self.buf[..n], from, why);
@@ -226,7 +246,7 @@ impl Backend for UdpBackend {
             packets_received: s.datagrams_received,
             retransmissions: s.retransmissions,
             drops: s.drops.clone(),
-            faults_injected: self.faults.as_ref().map_or(0, |f| f.injected),
+            faults_injected: self.faults.as_ref().map_or(0, |f| f.injected) + self.cut_drops,
             send_failures: 0,
             authenticated: s.authenticated,
         };
