@@ -255,7 +255,10 @@ fn local_threads_pass_the_lock_before_it_leaves_up_to_the_cohort_bound() {
     assert!(t.took(0, 1));
     assert!(t.took(0, 2), "a cohort pass");
     assert!(!t.took(1, 7));
-    assert_eq!(t.cons[0].releases, 0, "a pass within the node needs no release");
+    assert_eq!(
+        t.cons[0].releases, 0,
+        "a pass within the node needs no release"
+    );
     t.lock(0, 4);
     t.unlock(0, 2);
     assert!(t.took(0, 2));
@@ -263,7 +266,10 @@ fn local_threads_pass_the_lock_before_it_leaves_up_to_the_cohort_bound() {
     assert!(!t.took(1, 7));
     t.unlock(0, 3);
     assert!(t.took(0, 3));
-    assert!(t.took(1, 7), "the bound reached, the lock leaves for node 1");
+    assert!(
+        t.took(1, 7),
+        "the bound reached, the lock leaves for node 1"
+    );
     assert!(!t.took(0, 4), "thread 4 waits for node 1");
     assert_eq!(t.cons[0].releases, 1);
     assert_eq!(t.cores[0].stats().lock_cohort_passes, 2);

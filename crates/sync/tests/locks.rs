@@ -308,7 +308,11 @@ fn local_batch_then_successor() {
         }
         w.quiesce();
         let order: Vec<usize> = w.lock_order[start..].iter().map(|(_, t)| *t).collect();
-        let want = if cohort == 0 { vec![b, r, c] } else { vec![b, c, r] };
+        let want = if cohort == 0 {
+            vec![b, r, c]
+        } else {
+            vec![b, c, r]
+        };
         assert_eq!(order, want, "cohort bound {cohort}");
         assert_eq!(w.cores[0].stats().lock_cohort_passes, u64::from(cohort));
     }
