@@ -41,6 +41,7 @@ pub const BARRIER_FETCH: &str = "SQUALL_BARRIER_FETCH";
 pub const PUSH_UPDATES: &str = "SQUALL_PUSH_UPDATES";
 pub const UNIT_PAGES: &str = "SQUALL_UNIT_PAGES";
 pub const LOCK_CACHE: &str = "SQUALL_LOCK_CACHE";
+pub const LOCK_COHORT: &str = "SQUALL_LOCK_COHORT";
 pub const AUTH: &str = "SQUALL_AUTH";
 pub const AUTH_KEY: &str = "SQUALL_AUTH_KEY";
 pub const AUTH_KEY_FILE: &str = "SQUALL_AUTH_KEY_FILE";
@@ -193,6 +194,11 @@ pub const ALL: &[EnvVar] = &[
         name: LOCK_CACHE,
         default: "1",
         meaning: "locks whose token is idle on a node go into the node's lock cache, where its threads take and release them with one compare-and-swap (tens of ns); 0: every lock and unlock goes through the synchronization core (about 1 µs)",
+    },
+    EnvVar {
+        name: LOCK_COHORT,
+        default: "8",
+        meaning: "most critical sections of a node's threads that may go before another node already waiting for the lock, beyond those queued before its request came (the lock is handed among the node's threads before it leaves the node, as cohort locks do); 0: strict first-come order between nodes",
     },
     EnvVar {
         name: BARRIER_FETCH,

@@ -153,6 +153,9 @@ pub struct RuntimeConfig {
     /// Idle lock tokens go into the node-local lock cache (`SQUALL_LOCK_CACHE`, default on;
     /// see `squall_sync::FastLocks`).
     pub lock_cache: bool,
+    /// Cohort bound of locks (`SQUALL_LOCK_COHORT`, default
+    /// `squall_sync::DEFAULT_LOCK_COHORT`; `SyncCore::set_lock_cohort`).
+    pub lock_cohort: u32,
 }
 
 /// How long the service thread polls without sleeping after a fault sent a page request, when
@@ -247,6 +250,19 @@ impl RuntimeConfig {
             true,
             "1 (the node-local lock cache) or 0 (every lock through the core)",
         )?;
+        let lock_cohort = match get(env::LOCK_COHORT).as_deref().map(str::trim) {
+            None | Some("") => squall_sync::DEFAULT_LOCK_COHORT,
+            Some(v) => v
+                .parse::<u32>()
+                .ok()
+                .filter(|n| *n <= 1_000_000)
+                .ok_or_else(|| {
+                    SquallError::Config(format!(
+                        "bad {} '{v}': give a number of critical sections from 0 (strict order) to 1000000",
+                        env::LOCK_COHORT
+                    ))
+                })?,
+        };
         let barrier_fetch = match get(env::BARRIER_FETCH).as_deref().map(str::trim) {
             None | Some("") => squall_protocol::hlrc::DEFAULT_BARRIER_FETCH,
             Some(v) => v
@@ -302,6 +318,7 @@ impl RuntimeConfig {
             push_updates,
             unit_pages,
             lock_cache,
+            lock_cohort,
         })
     }
 }

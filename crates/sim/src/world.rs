@@ -392,6 +392,10 @@ impl World {
                     let mut s = SyncCore::new(NodeId(n), nodes);
                     s.set_barrier_eager_cap(cfg.barrier_eager_cap);
                     s.set_lock_cache(cfg.lock_cache);
+                    // Cohort passes off, bounded at 1, or the default, by seed (no RNG draw).
+                    s.set_lock_cohort(
+                        [0, 1, squall_sync::DEFAULT_LOCK_COHORT][(cfg.seed % 3) as usize],
+                    );
                     s
                 })
                 .collect()

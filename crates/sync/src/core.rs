@@ -76,6 +76,9 @@ pub struct SyncCore {
     pub(crate) read_ahead_probe: u32,
     /// Lender-side order: requests may let the holder choose tokens by its own order.
     pub(crate) lender_order: bool,
+    /// Cohort bound: most local acquisitions that may go before a waiting successor node
+    /// beyond the local batch (0: strict FIFO between nodes and threads).
+    pub(crate) cohort_max: u32,
     /// Total-count barriers: most participants a node predicts (None: no cap; 0: no eager
     /// infos, every episode uses the collect round).
     pub(crate) barrier_eager_cap: Option<u32>,
@@ -113,6 +116,7 @@ impl SyncCore {
             read_ahead_streak: 0,
             read_ahead_probe: 0,
             lender_order: true,
+            cohort_max: crate::lock::DEFAULT_LOCK_COHORT,
             barrier_eager_cap: None,
             fast: Arc::new(FastLocks::default()),
             fast_on: true,

@@ -83,7 +83,7 @@ pub use crate::core::SyncCore;
 pub use error::SyncError;
 pub use fast::FastLocks;
 pub use ids::{BarrierId, CondId, FlagId, Waiter};
-pub use lock::DEFAULT_LOCK_READ_AHEAD;
+pub use lock::{DEFAULT_LOCK_COHORT, DEFAULT_LOCK_READ_AHEAD};
 pub use stats::SyncStats;
 
 use serde::{Deserialize, Serialize};

@@ -33,6 +33,19 @@
 //! hand-off's lends are uncached when its release begins (later uses go through the core and
 //! count as unlocks after it) and cached tokens are never lent.
 //!
+//! ## Cohort passes (hand the lock among the node's threads before it leaves)
+//!
+//! When the successor's forward comes, the threads already queued here go first
+//! (`local_batch`). A thread of this node that queues later, while the lock is still held here,
+//! may also go before the successor: each local release with such a thread queued hands the
+//! lock to it (one wake, no message, no release: the node's threads share its copy of memory,
+//! and the core's service lock orders the two critical sections), at most
+//! `SyncCore::cohort_max` times per successor (default [`DEFAULT_LOCK_COHORT`]), so the
+//! successor waits for at most that many extra critical sections (fairness). A hand-off between
+//! nodes costs a release and a message on the critical path; a pass costs a thread wake-up.
+//! `SyncStats::lock_cohort_passes` counts them. Threads taking the lock through the lock cache
+//! are flagged off it once a successor is known (`settle`), so they queue here too.
+//!
 //! ## Lock read-ahead (lending idle tokens along with a grant; 2-node jobs)
 //!
 //! A node remembers, per lock, which lock its threads took right after it last time
@@ -90,6 +103,10 @@ mod cache;
 /// Most tokens one grant lends along (the read-ahead window grows 1, 2, 4, ... up to this).
 pub const DEFAULT_LOCK_READ_AHEAD: usize = 64;
 
+/// Cohort bound: most local acquisitions that may go before a successor node already waiting,
+/// beyond the threads queued before its forward came (see "Cohort passes" in the module doc).
+pub const DEFAULT_LOCK_COHORT: u32 = 8;
+
 /// Lent tokens taken in a row (misses halve the count) before requests hint at all; below it
 /// only every [`READ_AHEAD_PROBE`]-th request hints one lock, to find a pattern. A node whose
 /// lent tokens mostly go unused (threads taking locks in no stable order) so stops lending:
@@ -138,6 +155,9 @@ pub(crate) struct NodeLock {
     /// The lend to `lent_to` was chosen by this node's own order (not asked for): any request
     /// or forward of that node for this lock was overtaken by it, hinted or not.
     lent_unasked: bool,
+    /// Cohort passes since `next` was set (local acquisitions that went before it beyond
+    /// `local_batch`; at most `SyncCore::cohort_max`).
+    cohort_run: u32,
     /// `SyncCore::release_seq` at this lock's latest local unlock.
     last_release: u64,
     /// `SyncCore::release_seq` when the release of the current hand-off began.
@@ -191,6 +211,13 @@ impl SyncCore {
     /// (`ReadAhead::more`), and this node, as a holder, honours such requests of others.
     pub fn set_lock_lender_order(&mut self, on: bool) {
         self.lender_order = on;
+    }
+
+    /// Cohort bound: at most `max` local acquisitions go before a successor node already
+    /// waiting for a lock held here, beyond the threads queued before its forward came (the
+    /// default is [`DEFAULT_LOCK_COHORT`]; 0: strict FIFO between nodes).
+    pub fn set_lock_cohort(&mut self, max: u32) {
+        self.cohort_max = max;
     }
 
     /// Acquire `lock` for `waiter`; woken with `Ok(Done)` once held. Locking a lock the waiter
@@ -328,6 +355,23 @@ impl SyncCore {
                 // A thread holds it through the cache: its unlock comes here (flagged).
                 return;
             }
+        }
+        let cohort_max = self.cohort_max;
+        let st = self.lock_state(lock);
+        // A thread of this node queued after the successor's forward came may still go first
+        // (a cohort pass: no message, no release), at most `cohort_max` times per successor.
+        let cohort = st.next.is_some()
+            && st.local_batch == 0
+            && !st.queue.is_empty()
+            && st.cohort_run < cohort_max;
+        if cohort {
+            st.cohort_run += 1;
+            self.stats.lock_cohort_passes += 1;
+            let st = self.lock_state(lock);
+            if let Some(w) = st.queue.pop_front() {
+                self.take_token(lock, w);
+            }
+            return;
         }
         let st = self.lock_state(lock);
         if st.next.is_some() && st.local_batch == 0 {
@@ -655,6 +699,7 @@ impl SyncCore {
             read_ahead,
         });
         st.local_batch = st.queue.len();
+        st.cohort_run = 0;
         self.lock_progress(cons, lock);
         Ok(())
     }

@@ -35,6 +35,11 @@ pub struct SyncStats {
     /// Lock requests (or their forwards) dropped because a lend had overtaken them.
     #[serde(default)]
     pub lock_requests_overtaken: u64,
+    /// Cohort passes: local acquisitions that went before a waiting successor node beyond the
+    /// threads queued before its forward came (the token stayed on this node for them; at most
+    /// `SyncCore::set_lock_cohort` in a row, see `lock.rs`). Counted in `lock_acquires_local`.
+    #[serde(default)]
+    pub lock_cohort_passes: u64,
     /// `trylock` calls that returned `Outcome::Busy`.
     pub trylock_busy: u64,
     /// Barrier episodes this node took part in (completed).

@@ -1,7 +1,8 @@
 //! The node-local lock cache against the core, step by step on two nodes: what gets cached,
 //! how a remote request or a local waiter takes a cached lock back (at once when idle, at the
 //! holder's unlock when held), that the release before the token leaves comes after the last
-//! cached critical section, and that misuse is still detected.
+//! cached critical section, and that misuse is still detected; and cohort passes (threads of a
+//! node handing the lock among them, bounded, while another node waits).
 #![allow(clippy::unwrap_used)]
 
 use squall_core::{Consistency, LockId, NodeId};
@@ -234,4 +235,67 @@ fn the_cache_can_be_turned_off() {
     t.unlock(0, 1);
     assert_eq!(t.cores[0].stats().lock_acquires_local, 2);
     assert_eq!(t.cores[0].stats_now().lock_acquires_local_fast, 0);
+}
+
+/// Cohort passes: threads of node 0 that queue after node 1's request came still go first,
+/// at most the cohort bound in a row, each without a release or message; then the lock
+/// leaves, and the next local thread waits for node 1.
+#[test]
+fn local_threads_pass_the_lock_before_it_leaves_up_to_the_cohort_bound() {
+    let mut t = Two::new();
+    t.cores[0].set_lock_cohort(2);
+    t.lock(0, 1);
+    assert!(t.took(0, 1));
+    t.lock(1, 7);
+    assert!(!t.took(1, 7), "held on node 0");
+    t.lock(0, 2);
+    t.lock(0, 3);
+    assert!(!t.took(0, 2) && !t.took(0, 3));
+    t.unlock(0, 1);
+    assert!(t.took(0, 1));
+    assert!(t.took(0, 2), "a cohort pass");
+    assert!(!t.took(1, 7));
+    assert_eq!(
+        t.cons[0].releases, 0,
+        "a pass within the node needs no release"
+    );
+    t.lock(0, 4);
+    t.unlock(0, 2);
+    assert!(t.took(0, 2));
+    assert!(t.took(0, 3), "the second pass");
+    assert!(!t.took(1, 7));
+    t.unlock(0, 3);
+    assert!(t.took(0, 3));
+    assert!(
+        t.took(1, 7),
+        "the bound reached, the lock leaves for node 1"
+    );
+    assert!(!t.took(0, 4), "thread 4 waits for node 1");
+    assert_eq!(t.cons[0].releases, 1);
+    assert_eq!(t.cores[0].stats().lock_cohort_passes, 2);
+    t.unlock(1, 7);
+    assert!(t.took(1, 7));
+    assert!(t.took(0, 4), "node 0 asked again for its queued thread");
+    t.unlock(0, 4);
+    assert!(t.took(0, 4));
+}
+
+/// A cohort bound of 0 keeps the strict order: a thread that queues after another node's
+/// request waits for that node.
+#[test]
+fn a_cohort_bound_of_zero_hands_the_lock_over_in_request_order() {
+    let mut t = Two::new();
+    t.cores[0].set_lock_cohort(0);
+    t.lock(0, 1);
+    assert!(t.took(0, 1));
+    t.lock(1, 7);
+    t.lock(0, 2);
+    t.unlock(0, 1);
+    assert!(t.took(0, 1));
+    assert!(t.took(1, 7));
+    assert!(!t.took(0, 2));
+    t.unlock(1, 7);
+    assert!(t.took(1, 7));
+    assert!(t.took(0, 2));
+    assert_eq!(t.cores[0].stats().lock_cohort_passes, 0);
 }

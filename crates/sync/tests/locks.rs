@@ -277,31 +277,45 @@ fn fifo_across_nodes_random_runs() {
 }
 
 /// Threads of one node that queued before another node's request reached the holder go first;
-/// a thread that queued after it waits behind the other node.
+/// a thread that queued after it waits behind the other node without cohort passes, and goes
+/// first with them (`set_lock_cohort`).
 #[test]
 fn local_batch_then_successor() {
-    let mut w = World::new(3, 2, 0.0);
-    let a = w.spawn(0, idle());
-    let b = w.spawn(0, idle());
-    let c = w.spawn(0, idle());
-    let r = w.spawn(1, idle());
-    w.issue(a, Op::Lock(0));
-    w.issue(b, Op::Lock(0)); // queued locally, no message
-    w.quiesce();
-    assert_eq!(w.msgs_total(), 0);
-    w.issue(r, Op::Lock(0));
-    w.quiesce(); // node 1's request reached the manager/holder node 0
-    w.issue(c, Op::Lock(0)); // after the successor is known
-    w.quiesce();
-    let start = w.lock_order.len();
-    w.issue(a, Op::Unlock(0));
-    w.quiesce();
-    w.issue(b, Op::Unlock(0));
-    w.quiesce();
-    w.issue(r, Op::Unlock(0));
-    w.quiesce();
-    let order: Vec<usize> = w.lock_order[start..].iter().map(|(_, t)| *t).collect();
-    assert_eq!(order, vec![b, r, c]);
+    for cohort in [0, 1] {
+        let mut w = World::new(3, 2, 0.0);
+        w.cores[0].set_lock_cohort(cohort);
+        let a = w.spawn(0, idle());
+        let b = w.spawn(0, idle());
+        let c = w.spawn(0, idle());
+        let r = w.spawn(1, idle());
+        w.issue(a, Op::Lock(0));
+        w.issue(b, Op::Lock(0)); // queued locally, no message
+        w.quiesce();
+        assert_eq!(w.msgs_total(), 0);
+        w.issue(r, Op::Lock(0));
+        w.quiesce(); // node 1's request reached the manager/holder node 0
+        w.issue(c, Op::Lock(0)); // after the successor is known
+        w.quiesce();
+        let start = w.lock_order.len();
+        w.issue(a, Op::Unlock(0));
+        w.quiesce();
+        w.issue(b, Op::Unlock(0));
+        w.quiesce();
+        if cohort == 0 {
+            w.issue(r, Op::Unlock(0));
+        } else {
+            w.issue(c, Op::Unlock(0));
+        }
+        w.quiesce();
+        let order: Vec<usize> = w.lock_order[start..].iter().map(|(_, t)| *t).collect();
+        let want = if cohort == 0 {
+            vec![b, r, c]
+        } else {
+            vec![b, c, r]
+        };
+        assert_eq!(order, want, "cohort bound {cohort}");
+        assert_eq!(w.cores[0].stats().lock_cohort_passes, u64::from(cohort));
+    }
 }
 
 /// The hooks happen in the documented order: acquire_info on the acquirer, begin_release on the

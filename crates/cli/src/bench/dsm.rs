@@ -27,6 +27,9 @@ pub struct DsmBenchArgs {
     /// the third-node acquire at 3 nodes or more) instead of the uncontended costs.
     #[arg(long)]
     pub contended: bool,
+    /// `lock --contended` only: threads per node taking the lock.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
     /// End the table with one JSON line.
     #[arg(long)]
     pub json: bool,
@@ -177,6 +180,7 @@ pub fn fault(a: DsmBenchArgs) -> Result<(), String> {
             reps: 1,
             nodes: a.nodes.clone(),
             contended: false,
+            threads: 1,
             json: a.json,
         };
         let v = job(2, &one, "bench-fault", pages)?;

@@ -26,8 +26,8 @@ fn total(results: &[(u16, Value)], key: &str) -> u64 {
 pub fn contended(a: DsmBenchArgs) -> Result<(), String> {
     let mut table = Table::new(
         format!(
-            "contended lock over {}, {} reps (per acquire: job time / all acquires)",
-            a.transport, a.reps
+            "contended lock over {}, {} thread(s) per node, {} reps (per acquire: job time / all acquires)",
+            a.transport, a.threads.max(1), a.reps
         ),
         &[
             "nodes",
@@ -52,6 +52,8 @@ pub fn contended(a: DsmBenchArgs) -> Result<(), String> {
             a.iters.unwrap_or(300).to_string(),
             "--reps".into(),
             a.reps.to_string(),
+            "--threads".into(),
+            a.threads.max(1).to_string(),
         ];
         let results = run_nodes(n, &a.transport, None, args, Duration::from_secs(600))?;
         if results.len() != n {

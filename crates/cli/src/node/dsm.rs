@@ -270,6 +270,9 @@ pub struct SyncNodeArgs {
     /// Repetitions.
     #[arg(long, default_value_t = 5)]
     pub reps: usize,
+    /// Threads per node (`bench-lock-contended` only).
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
 }
 
 fn sync_count(node: &Node, key: &str) -> u64 {

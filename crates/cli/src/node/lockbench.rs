@@ -1,4 +1,5 @@
-//! Node side of `squall bench lock --contended`: every node's thread takes one lock in a loop
+//! Node side of `squall bench lock --contended`: every node's threads (`--threads`, default 1)
+//! take one lock in a loop
 //! and adds to a shared counter under it (the lock handed between nodes at each acquire),
 //! then, with 3 nodes or more, the third-node case: a lock last held by node 0 taken by node 2
 //! (its manager node 1). Every node prints its own counts (statistics deltas); node 0 adds
@@ -42,6 +43,7 @@ pub fn contended(a: SyncNodeArgs) -> Result<(), NodeError> {
     node.barrier().map_err(dsm)?;
     let me = node.rank().0;
     let nodes = node.size();
+    let threads = a.threads.max(1);
     let counter = node
         .alloc_array_collective::<u64>(a.reps.max(1), Placement::Node(NodeId(0)))
         .map_err(dsm)?;
@@ -53,11 +55,23 @@ pub fn contended(a: SyncNodeArgs) -> Result<(), NodeError> {
         node.barrier().map_err(dsm)?;
         let c0 = counts(&node);
         let t = Instant::now();
-        for _ in 0..a.iters {
-            node.lock(l).map_err(dsm)?;
-            counter.set(rep, counter.get(rep) + 1);
-            node.unlock(l).map_err(dsm)?;
-        }
+        let work = |node: &Node| -> Result<(), NodeError> {
+            for _ in 0..a.iters {
+                node.lock(l).map_err(dsm)?;
+                counter.set(rep, counter.get(rep) + 1);
+                node.unlock(l).map_err(dsm)?;
+            }
+            Ok(())
+        };
+        std::thread::scope(|s| {
+            let others: Vec<_> = (1..threads).map(|_| s.spawn(|| work(&node))).collect();
+            let mine = work(&node);
+            others.into_iter().try_for_each(|h| {
+                h.join()
+                    .map_err(|_| NodeError::Check("a bench thread panicked".into()))?
+            })?;
+            mine
+        })?;
         let took = t.elapsed().as_secs_f64() * 1e6;
         node.barrier().map_err(dsm)?;
         let d = delta(c0, counts(&node));
@@ -65,12 +79,12 @@ pub fn contended(a: SyncNodeArgs) -> Result<(), NodeError> {
         remote += d.1;
         fetches += d.2;
         loop_us.push(took);
-        per_acquire_us.push(took / (a.iters as f64 * f64::from(nodes)));
+        per_acquire_us.push(took / (a.iters as f64 * f64::from(nodes) * threads as f64));
         if me == 0 {
             node.lock(l).map_err(dsm)?;
             let got = counter.get(rep);
             node.unlock(l).map_err(dsm)?;
-            let want = a.iters as u64 * u64::from(nodes);
+            let want = (a.iters * threads) as u64 * u64::from(nodes);
             if got != want {
                 return Err(NodeError::Check(format!(
                     "contended counter {got} after {want} increments under one lock"
@@ -98,7 +112,7 @@ pub fn contended(a: SyncNodeArgs) -> Result<(), NodeError> {
     }
     emit_result(
         &json!({"rank": me, "per_acquire_us": per_acquire_us, "loop_us": loop_us,
-        "acquires": a.iters * a.reps, "lock_msgs": msgs, "remote_acquires": remote,
+        "acquires": a.iters * a.reps * threads, "lock_msgs": msgs, "remote_acquires": remote,
         "page_fetches": fetches, "third_us": third_us, "third_msgs": third_msgs,
         "third_acquires": if nodes >= 3 { a.reps } else { 0 }}),
     );

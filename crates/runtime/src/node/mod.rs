@@ -263,6 +263,7 @@ impl Node {
         let mut sync = SyncCore::new(me, nodes);
         sync.set_barrier_eager_cap((!cfg.barrier_eager).then_some(0));
         sync.set_lock_cache(cfg.lock_cache);
+        sync.set_lock_cohort(cfg.lock_cohort);
         let fast = sync.fast_locks();
         let svc = Arc::new(Mutex::new(Service::new(
             me,
