@@ -50,6 +50,7 @@ fn svg(
     size: (u32, u32),
     draw: impl FnOnce(&DrawingArea<SVGBackend, plotters::coord::Shift>) -> Result<(), String>,
 ) -> Result<String, String> {
+    crate::bench::apps::plots::ensure_font().map_err(|e| err(what, e))?;
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, size).into_drawing_area();
@@ -113,16 +114,10 @@ pub fn faults_over_time(p: &Profile) -> Result<String, String> {
             .draw()
             .map_err(|e| err(WHAT, e))?;
         for n in 0..nodes {
-            let mut pts: Vec<(f64, f64)> = p
-                .timeline
-                .iter()
-                .filter(|t| t.node == n)
-                .map(|t| (t.t_s, t.faults as f64))
-                .collect();
+            let pts = p.node_series(n);
             if pts.is_empty() {
                 continue;
             }
-            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
             let color = PALETTE[n as usize % PALETTE.len()];
             chart
                 .draw_series(LineSeries::new(
@@ -276,7 +271,8 @@ pub fn heat_map(p: &Profile) -> Result<String, String> {
         scale
             .draw_series((0..steps).map(|i| {
                 let lo = max as f64 * i as f64 / steps as f64;
-                let hi = max as f64 * (i + 1) as f64 / steps as f64;
+                // Each step overlaps the next a little: no hairline gaps between them.
+                let hi = (max as f64 * (i as f64 + 1.5) / steps as f64).min(max as f64);
                 Rectangle::new(
                     [(0.0, lo), (1.0, hi)],
                     heat_color((i as f64 + 0.5) / steps as f64).filled(),
@@ -287,7 +283,8 @@ pub fn heat_map(p: &Profile) -> Result<String, String> {
     })
 }
 
-/// Stacked bars of each node's time: compute, data wait, synchronization, protocol.
+/// Stacked bars of each node's time: compute, data wait, synchronization, protocol (and
+/// messaging when the writer gives it).
 pub fn breakdown(p: &Profile) -> Result<String, String> {
     const WHAT: &str = "Time breakdown per node";
     let size = (1000, 380);
@@ -329,8 +326,12 @@ pub fn breakdown(p: &Profile) -> Result<String, String> {
             .draw()
             .map_err(|e| err(WHAT, e))?;
         let names = rows[0].parts().map(|x| x.0);
-        for (k, name) in names.iter().enumerate() {
-            let color = PALETTE[k];
+        // The schema's four parts always; messaging only when some node has it.
+        let shown: Vec<usize> = (0..names.len())
+            .filter(|&k| k < 4 || rows.iter().any(|r| r.parts()[k].1 > 0.0))
+            .collect();
+        for (row, &k) in shown.iter().enumerate() {
+            let (name, color) = (names[k], PALETTE[k]);
             chart
                 .draw_series(rows.iter().enumerate().map(|(i, r)| {
                     let parts = r.parts();
@@ -348,7 +349,7 @@ pub fn breakdown(p: &Profile) -> Result<String, String> {
                 }))
                 .map_err(|e| err(WHAT, e))?;
             // The legend beside the chart.
-            let y = 60 + 26 * k as i32;
+            let y = 60 + 26 * row as i32;
             right
                 .draw(&Rectangle::new([(10, y), (26, y + 16)], color.filled()))
                 .map_err(|e| err(WHAT, e))?;

@@ -103,7 +103,6 @@ pub fn html(p: &Profile, title: &str) -> (String, Vec<String>) {
         b = p.barriers.len(),
         ps = p.page_size,
     );
-    let font = crate::bench::apps::plots::ensure_font().map_err(|e| e.to_string());
     type Chart = fn(&Profile) -> Result<String, String>;
     let charts: [(&str, Chart); 3] = [
         ("Faults over time", charts::faults_over_time),
@@ -115,7 +114,7 @@ pub fn html(p: &Profile, title: &str) -> (String, Vec<String>) {
     ];
     for (name, draw) in charts {
         let _ = write!(h, "<h2>{name}</h2>");
-        match font.clone().and_then(|()| draw(p)) {
+        match draw(p) {
             Ok(svg) => h.push_str(&svg),
             Err(e) => {
                 let _ = write!(h, "<p class=\"warn\">not drawn: {}</p>", esc(&e));
@@ -304,6 +303,36 @@ mod tests {
         let (page, problems) = html(&p, "one.json");
         assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(page.matches("<svg").count(), 3);
+    }
+
+    #[test]
+    fn a_sparse_timeline_falls_to_zero_between_its_points() {
+        let p: Profile = serde_json::from_str(
+            r#"{"nodes": 2, "timeline": [
+                {"node": 0, "t_s": 0.01, "faults": 5}, {"node": 1, "t_s": 0.02, "faults": 3},
+                {"node": 0, "t_s": 0.05, "faults": 7}]}"#,
+        )
+        .expect("parse");
+        // Buckets of 10 ms: node 0 has 0.01 and 0.05, zero at 0.02..0.04.
+        let s = p.node_series(0);
+        let t: Vec<f64> = s.iter().map(|x| (x.0 * 1000.0).round()).collect();
+        let f: Vec<f64> = s.iter().map(|x| x.1).collect();
+        assert_eq!(t, [10.0, 20.0, 40.0, 50.0]);
+        assert_eq!(f, [5.0, 0.0, 0.0, 7.0]);
+        // Node 1's first point comes after an empty first bucket.
+        let s = p.node_series(1);
+        assert_eq!(s.len(), 2);
+        assert_eq!((s[0].1, s[1].1), (0.0, 3.0));
+    }
+
+    #[test]
+    fn messaging_is_a_part_only_when_given() {
+        let mut p = sample();
+        let svg = charts::breakdown(&p).expect("drawn");
+        assert!(svg.contains("protocol") && !svg.contains("messaging"));
+        p.breakdown[1].messaging_s = 0.05;
+        let svg = charts::breakdown(&p).expect("drawn");
+        assert!(svg.contains("messaging"));
     }
 
     #[test]

@@ -89,16 +89,20 @@ pub struct NodeTime {
     pub data_wait_s: f64,
     pub sync_s: f64,
     pub protocol_s: f64,
+    /// The service thread's time in transport sends, when the writer gives it (beyond the
+    /// schema's four parts; 0 when absent).
+    pub messaging_s: f64,
 }
 
 impl NodeTime {
     /// The parts in the order the stacked bars draw them, with their names.
-    pub fn parts(&self) -> [(&'static str, f64); 4] {
+    pub fn parts(&self) -> [(&'static str, f64); 5] {
         [
             ("compute", self.compute_s),
             ("data wait", self.data_wait_s),
             ("synchronization", self.sync_s),
             ("protocol", self.protocol_s),
+            ("messaging", self.messaging_s),
         ]
     }
 }
@@ -123,6 +127,44 @@ impl Profile {
             .max()
             .unwrap_or(0);
         self.nodes.max(seen)
+    }
+
+    /// Node `n`'s faults over time, in time order, with the buckets a sparse timeline leaves
+    /// out (writers may list nonzero buckets only) put back as zeros: the bucket width is the
+    /// smallest gap between any two time points of the document.
+    pub fn node_series(&self, n: u32) -> Vec<(f64, f64)> {
+        let mut ts: Vec<f64> = self.timeline.iter().map(|t| t.t_s).collect();
+        ts.sort_by(f64::total_cmp);
+        let bucket = ts
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .filter(|d| *d > 1e-9)
+            .fold(f64::INFINITY, f64::min);
+        let mut pts: Vec<(f64, f64)> = self
+            .timeline
+            .iter()
+            .filter(|t| t.node == n)
+            .map(|t| (t.t_s, t.faults as f64))
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        if !bucket.is_finite() {
+            return pts;
+        }
+        let mut out = Vec::with_capacity(pts.len() * 2);
+        let mut prev: Option<f64> = None;
+        for (t, f) in pts {
+            let last = prev.unwrap_or(0.0);
+            if t - last > 1.5 * bucket {
+                // Zero from the bucket after the previous point to the one before this.
+                if prev.is_some() {
+                    out.push((last + bucket, 0.0));
+                }
+                out.push((t - bucket, 0.0));
+            }
+            out.push((t, f));
+            prev = Some(t);
+        }
+        out
     }
 
     /// Locks by total wait, longest first.
