@@ -228,6 +228,6 @@ pub const ALL: &[EnvVar] = &[
     EnvVar {
         name: PLOT_FONT,
         default: "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-        meaning: "squall bench apps: TrueType font of the plots",
+        meaning: "squall bench apps and squall report: TrueType font laying out the plots' text",
     },
 ];

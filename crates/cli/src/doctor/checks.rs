@@ -1,5 +1,5 @@
 //! The checks of `squall doctor` as pure functions of the values read from the machine (see
-//! `probe.rs` for the reading), so each verdict and fix is tested with injected inputs. Owns
+//! `mod.rs` for the reading), so each verdict and fix is tested with injected inputs. Owns
 //! the verdicts and their wording; must not read the machine.
 use serde::Serialize;
 

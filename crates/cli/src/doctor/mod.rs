@@ -140,13 +140,11 @@ fn run_checks(a: &DoctorArgs, hosts: &[String]) -> Vec<Check> {
     out.extend(checks::settings(&bad));
     out.push(checks::userfaultfd(&uffd_facts(&vars)));
     out.push(checks::memfd(&memfd_probe()));
-    out.push(checks::max_map_count(
-        read_u64("/proc/sys/vm/max_map_count"),
-        a.threads,
-    ));
+    let proc = Proc::this();
+    out.push(checks::max_map_count(proc.max_map_count(), a.threads));
     out.push(checks::heap_space(&heap_facts(&vars, machine, &bad)));
     out.push(checks::memory(
-        meminfo("MemAvailable"),
+        proc.meminfo("MemAvailable"),
         cgroup_memory_max(),
         a.nodes,
     ));
@@ -163,7 +161,7 @@ fn run_checks(a: &DoctorArgs, hosts: &[String]) -> Vec<Check> {
             .into()
         });
     let (tcp, udp) = bind_probe(&bind);
-    out.push(checks::ports(&bind, &tcp, &udp, port_range(), a.nodes));
+    out.push(checks::ports(&bind, &tcp, &udp, proc.port_range(), a.nodes));
     let rsh: Vec<String> = a.rsh.split_whitespace().map(str::to_string).collect();
     for h in hosts {
         let reach = ssh_probe(&rsh, h, a.ssh_timeout);
@@ -181,10 +179,50 @@ fn read_u64(path: &str) -> Option<u64> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
-/// A `Key:  N kB` line of /proc/meminfo, in bytes.
-fn meminfo(key: &str) -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    parse_meminfo(&text, key)
+/// The machine files the checks read, under a root (`/` here; a temporary tree in the tests,
+/// so each reading is tested with the values that pass and fail).
+pub struct Proc {
+    pub root: std::path::PathBuf,
+}
+
+impl Proc {
+    pub fn this() -> Proc {
+        Proc { root: "/".into() }
+    }
+    fn text(&self, rel: &str) -> Option<String> {
+        std::fs::read_to_string(self.root.join(rel)).ok()
+    }
+    fn u64(&self, rel: &str) -> Option<u64> {
+        self.text(rel)?.trim().parse().ok()
+    }
+    /// `vm.max_map_count`.
+    pub fn max_map_count(&self) -> Option<u64> {
+        self.u64("proc/sys/vm/max_map_count")
+    }
+    /// `vm.unprivileged_userfaultfd`.
+    pub fn unprivileged_userfaultfd(&self) -> Option<u32> {
+        self.u64("proc/sys/vm/unprivileged_userfaultfd")
+            .and_then(|v| u32::try_from(v).ok())
+    }
+    /// `vm.overcommit_memory`.
+    pub fn overcommit_memory(&self) -> Option<u32> {
+        self.u64("proc/sys/vm/overcommit_memory")
+            .and_then(|v| u32::try_from(v).ok())
+    }
+    /// The kernel's (major, minor).
+    pub fn kernel(&self) -> Option<(u32, u32)> {
+        kernel_version(&self.text("proc/sys/kernel/osrelease")?)
+    }
+    /// A `Key:  N kB` line of /proc/meminfo, in bytes.
+    pub fn meminfo(&self, key: &str) -> Option<u64> {
+        parse_meminfo(&self.text("proc/meminfo")?, key)
+    }
+    /// `net.ipv4.ip_local_port_range`.
+    pub fn port_range(&self) -> Option<(u32, u32)> {
+        let t = self.text("proc/sys/net/ipv4/ip_local_port_range")?;
+        let mut it = t.split_whitespace().map(|w| w.parse::<u32>().ok());
+        Some((it.next()??, it.next()??))
+    }
 }
 
 pub fn parse_meminfo(text: &str, key: &str) -> Option<u64> {
@@ -198,12 +236,6 @@ fn cgroup_memory_max() -> Option<u64> {
     let cg = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let path = cg.lines().find_map(|l| l.strip_prefix("0::"))?;
     read_u64(&format!("/sys/fs/cgroup{}/memory.max", path.trim_end()))
-}
-
-fn port_range() -> Option<(u32, u32)> {
-    let t = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
-    let mut it = t.split_whitespace().map(|w| w.parse::<u32>().ok());
-    Some((it.next()??, it.next()??))
 }
 
 /// Bind a tcp listener and a udp socket on `addr` port 0, as a node does.
@@ -275,11 +307,10 @@ fn uffd_facts(vars: &BTreeMap<String, String>) -> UffdFacts {
         Err(squall_memory::MemoryError::Reserve { .. }) => Ok(()), // the address: heap check
         Err(e) => Err(e.to_string()),
     };
+    let proc = Proc::this();
     UffdFacts {
-        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .ok()
-            .and_then(|r| kernel_version(&r)),
-        unprivileged: read_u64("/proc/sys/vm/unprivileged_userfaultfd").map(|v| v as u32),
+        kernel: proc.kernel(),
+        unprivileged: proc.unprivileged_userfaultfd(),
         dev_usable,
         root: euid == Some(0),
         cap_ptrace: cap_eff.is_some_and(|c| c & (1 << CAP_SYS_PTRACE) != 0),
@@ -326,7 +357,7 @@ fn heap_facts(vars: &BTreeMap<String, String>, machine: Machine, bad: &[Bad]) ->
         size,
         va_bits: machine.va_bits,
         rlimit_as: machine.rlimit_as,
-        overcommit: read_u64("/proc/sys/vm/overcommit_memory").map(|v| v as u32),
+        overcommit: Proc::this().overcommit_memory(),
         probe,
     }
 }
@@ -409,6 +440,115 @@ mod tests {
         let mi = "MemTotal:       16314408 kB\nMemAvailable:    8000000 kB\n";
         assert_eq!(parse_meminfo(mi, "MemAvailable"), Some(8_000_000 * 1024));
         assert_eq!(parse_meminfo(mi, "Cached"), None);
+    }
+
+    /// A machine tree under a temporary root with these /proc files.
+    fn tree(files: &[(&str, &str)]) -> Proc {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let root = std::env::temp_dir().join(format!(
+            "squall-doctor-proc-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&root);
+        for (rel, text) in files {
+            let p = root.join(rel);
+            std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            std::fs::write(p, text).expect("write");
+        }
+        Proc { root }
+    }
+
+    /// Each check reading /proc, through a tree that passes and one that fails.
+    #[test]
+    fn proc_readings_pass_and_fail() {
+        use checks::Status;
+        let good = tree(&[
+            ("proc/sys/vm/max_map_count", "65530\n"),
+            ("proc/sys/vm/unprivileged_userfaultfd", "1\n"),
+            ("proc/sys/vm/overcommit_memory", "0\n"),
+            ("proc/sys/kernel/osrelease", "6.1.0-18-amd64\n"),
+            (
+                "proc/meminfo",
+                "MemTotal: 16000000 kB\nMemAvailable: 8000000 kB\n",
+            ),
+            ("proc/sys/net/ipv4/ip_local_port_range", "32768\t60999\n"),
+        ]);
+        let bad = tree(&[
+            ("proc/sys/vm/max_map_count", "1000\n"),
+            ("proc/sys/vm/unprivileged_userfaultfd", "0\n"),
+            ("proc/sys/vm/overcommit_memory", "2\n"),
+            ("proc/sys/kernel/osrelease", "5.15.0-91-generic\n"),
+            (
+                "proc/meminfo",
+                "MemTotal: 400000 kB\nMemAvailable: 300000 kB\n",
+            ),
+            ("proc/sys/net/ipv4/ip_local_port_range", "40000 40003\n"),
+        ]);
+        let empty = tree(&[]);
+        let uffd = |p: &Proc| {
+            checks::userfaultfd(&UffdFacts {
+                kernel: p.kernel(),
+                unprivileged: p.unprivileged_userfaultfd(),
+                probe: None,
+                ..UffdFacts::default()
+            })
+        };
+        assert_eq!(uffd(&good).status, Status::Ok);
+        let c = uffd(&bad);
+        assert_eq!(c.status, Status::Fail);
+        assert!(c.fix.contains("5.19"), "{c:?}");
+        // Permission alone: a new kernel with the sysctl at 0 and no other way in.
+        let mut f = UffdFacts {
+            kernel: good.kernel(),
+            unprivileged: bad.unprivileged_userfaultfd(),
+            ..UffdFacts::default()
+        };
+        let c = checks::userfaultfd(&f);
+        assert_eq!(c.status, Status::Fail);
+        assert!(c.fix.contains("vm.unprivileged_userfaultfd=1"), "{c:?}");
+        f.root = true;
+        assert_eq!(checks::userfaultfd(&f).status, Status::Ok);
+
+        assert_eq!(
+            checks::max_map_count(good.max_map_count(), 64).status,
+            Status::Ok
+        );
+        assert_eq!(
+            checks::max_map_count(bad.max_map_count(), 64).status,
+            Status::Fail
+        );
+        assert_eq!(
+            checks::max_map_count(empty.max_map_count(), 64).status,
+            Status::Warn
+        );
+
+        let heap = |p: &Proc| {
+            checks::heap_space(&checks::HeapFacts {
+                base: 0x5000_0000_0000,
+                size: 8 << 30,
+                va_bits: 47,
+                rlimit_as: None,
+                overcommit: p.overcommit_memory(),
+                probe: Some(Ok(())),
+            })
+        };
+        assert_eq!(heap(&good).status, Status::Ok);
+        assert_eq!(heap(&bad).status, Status::Warn);
+
+        let mem = |p: &Proc| checks::memory(p.meminfo("MemAvailable"), None, 2);
+        assert_eq!(mem(&good).status, Status::Ok);
+        assert_eq!(mem(&bad).status, Status::Warn);
+        assert_eq!(mem(&empty).status, Status::Warn);
+
+        let ok: Result<u16, String> = Ok(41000);
+        let ports = |p: &Proc| checks::ports("127.0.0.1", &ok, &ok, p.port_range(), 4);
+        assert_eq!(ports(&good).status, Status::Ok);
+        assert_eq!(ports(&bad).status, Status::Fail);
+        for p in [good, bad, empty] {
+            let _ = std::fs::remove_dir_all(&p.root);
+        }
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 /// Where Debian's `fonts-dejavu-core` puts DejaVu Sans.
 pub const DEFAULT_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
 /// The family name the plots ask for.
-const FAMILY: &str = "sans-serif";
+pub const FAMILY: &str = "sans-serif";
 
 /// Bar colours (colour-blind safe, Okabe–Ito).
 const PALETTE: [RGBColor; 8] = [
@@ -54,8 +54,8 @@ pub fn font_path() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(DEFAULT_FONT))
 }
 
-/// Load and register the font once per process.
-fn ensure_font() -> Result<(), AppsError> {
+/// Load and register the font once per process (the bench plots and `squall report`).
+pub fn ensure_font() -> Result<(), AppsError> {
     static LOADED: OnceLock<Result<(), String>> = OnceLock::new();
     let path = font_path();
     let bytes = std::fs::read(&path).map_err(|source| AppsError::FontMissing {
