@@ -90,16 +90,6 @@ typedef struct {
 
 /* Parallel-phase time: from the first thread leaving the start barrier to the last one leaving
  * the end barrier (thread 0 alone may be descheduled while the others already work). */
-static double bh_phase_time(const double *start, const double *end, int n)
-{
-    double lo = start[0], hi = end[0];
-    for (int i = 1; i < n; i++) {
-        lo = start[i] < lo ? start[i] : lo;
-        hi = end[i] > hi ? end[i] : hi;
-    }
-    return hi - lo;
-}
-
 static inline bh_body *bh_b(const bh_tree *t, long i)
 {
     return (bh_body *)(t->bodies + (size_t)i * t->stride);
@@ -554,7 +544,7 @@ int main(int argc, char **argv)
     }
 
     bh_run(g, T);
-    double time_s = bh_phase_time(g->tstart, g->tend, T), tree_s = g->tree_s;
+    double time_s = app_phase_time(g->tstart, g->tend, T), tree_s = g->tree_s;
     long maxcells = 0;
     for (int i = 0; i < T; i++)
         maxcells = g->used[i] > maxcells ? g->used[i] : maxcells;

@@ -214,6 +214,19 @@ static inline double app_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Parallel-phase time of n threads that noted app_now() in start[i] when they left the start
+ * barrier and in end[i] when they left the end barrier: from the first start to the last end
+ * (thread 0 alone may be descheduled while the others already work). */
+static inline double app_phase_time(const double *start, const double *end, int n)
+{
+    double lo = start[0], hi = end[0];
+    for (int i = 1; i < n; i++) {
+        lo = start[i] < lo ? start[i] : lo;
+        hi = end[i] > hi ? end[i] : hi;
+    }
+    return hi - lo;
+}
+
 /* Statistics mark: call from ONE thread (e.g. thread 0) right after the barrier that starts the
  * timed phase and again right after the one that ends it; `squall run --stats` (and
  * SQUALL_STATS_FILE) then shows the timed phase beside the whole run (squall_stats_mark). A

@@ -54,16 +54,6 @@ typedef struct {
 
 /* Parallel-phase time: from the first thread leaving the start barrier to the last one leaving
  * the end barrier (thread 0 alone may be descheduled while the others already work). */
-static double em_phase_time(const double *start, const double *end, int n)
-{
-    double lo = start[0], hi = end[0];
-    for (int i = 1; i < n; i++) {
-        lo = start[i] < lo ? start[i] : lo;
-        hi = end[i] > hi ? end[i] : hi;
-    }
-    return hi - lo;
-}
-
 /* New value of node `nd` (old value v) from the values of its sources. */
 static inline double em_step_inline(double v, const em_node *nd, const em_node *src)
 {
@@ -272,7 +262,7 @@ int main(int argc, char **argv)
     }
 
     app_run_team(T, em_worker, targs);
-    double time_s = em_phase_time(g->tstart, g->tend, T);
+    double time_s = app_phase_time(g->tstart, g->tend, T);
 
     const double *ev = separate ? g->ev : NULL, *hv = separate ? g->hv : NULL;
     double sum = 0.0;

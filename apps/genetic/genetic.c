@@ -54,16 +54,6 @@ typedef struct {
 
 /* Parallel-phase time: from the first thread leaving the start barrier to the last one leaving
  * the end barrier (thread 0 alone may be descheduled while the others already work). */
-static double ga_phase_time(const double *start, const double *end, int n)
-{
-    double lo = start[0], hi = end[0];
-    for (int i = 1; i < n; i++) {
-        lo = start[i] < lo ? start[i] : lo;
-        hi = end[i] > hi ? end[i] : hi;
-    }
-    return hi - lo;
-}
-
 static long long ga_fitness(unsigned long long x, unsigned long long t, int bmax)
 {
     long long f = 0;
@@ -261,7 +251,7 @@ int main(int argc, char **argv)
 
     app_run_team(T, ga_worker, targs);
     const ga_ind *fin = g->buf[gens & 1];
-    double time_s = ga_phase_time(g->tstart, g->tend, T);
+    double time_s = app_phase_time(g->tstart, g->tend, T);
 
     long long maxfit = ga_fitness(g->target, g->target, bmax);
     double total = 0.0;

@@ -140,16 +140,6 @@ static int cmp_uint(const void *a, const void *b)
 
 /* Parallel-phase time: from the first thread leaving the start barrier to the last one leaving
  * the end barrier (thread 0 alone may be descheduled while the others already work). */
-static double phase_time(void)
-{
-    double lo = t_start[0], hi = t_end[0];
-    for (int t = 1; t < nthreads; t++) {
-        lo = t_start[t] < lo ? t_start[t] : lo;
-        hi = t_end[t] > hi ? t_end[t] : hi;
-    }
-    return hi - lo;
-}
-
 int main(int argc, char **argv)
 {
     app_opts o;
@@ -199,5 +189,5 @@ int main(int argc, char **argv)
             snprintf(note, sizeof note, "key %ld is %u, qsort of the input has %u there", bad, sorted[bad], ref[bad]);
         free(ref);
     }
-    app_finish("radix", &o, phase_time(), ok, check, note);
+    app_finish("radix", &o, app_phase_time(t_start, t_end, nthreads), ok, check, note);
 }

@@ -60,16 +60,6 @@ typedef struct {
 
 /* Parallel-phase time: from the first thread leaving the start barrier to the last one leaving
  * the end barrier (thread 0 alone may be descheduled while the others already work). */
-static double tsp_phase_time(const double *start, const double *end, int n)
-{
-    double lo = start[0], hi = end[0];
-    for (int i = 1; i < n; i++) {
-        lo = start[i] < lo ? start[i] : lo;
-        hi = end[i] > hi ? end[i] : hi;
-    }
-    return hi - lo;
-}
-
 /* Lower bound for completing a partial tour: every unvisited city and city 0 must still be
  * entered once, each by at least its cheapest edge. */
 static int tsp_rest(const tsp_shared *g, unsigned int visited)
@@ -341,7 +331,7 @@ int main(int argc, char **argv)
     g->tend = app_alloc((size_t)T, sizeof(double), "phase end stamps");
 
     int best = tsp_solve(g, T);
-    double time_s = tsp_phase_time(g->tstart, g->tend, T);
+    double time_s = app_phase_time(g->tstart, g->tend, T);
     long nodes = g->nodes, pushed = g->pushed;
 
     /* The best tour must be a permutation from city 0 of the reported length. */

@@ -47,16 +47,6 @@ typedef struct {
 
 /* Parallel-phase time: from the first thread leaving the start barrier to the last one leaving
  * the end barrier (thread 0 alone may be descheduled while the others already work). */
-static double wt_phase_time(const double *start, const double *end, int n)
-{
-    double lo = start[0], hi = end[0];
-    for (int i = 1; i < n; i++) {
-        lo = start[i] < lo ? start[i] : lo;
-        hi = end[i] > hi ? end[i] : hi;
-    }
-    return hi - lo;
-}
-
 static void *wt_worker(void *p)
 {
     wt_arg *a = p;
@@ -175,37 +165,17 @@ int main(int argc, char **argv)
     }
 
     app_run_team(T, wt_worker, targs);
-    double time_s = wt_phase_time(g->tstart, g->tend, T);
+    double time_s = app_phase_time(g->tstart, g->tend, T);
     double etot = g->epot[steps - 1] + g->ekin[steps - 1];
 
     int ok = 0;
     char note[320];
     if (o.verify) {
-        double *rp = app_alloc((size_t)steps, sizeof(double), "reference potentials");
-        double *rk = app_alloc((size_t)steps, sizeof(double), "reference kinetics");
-        double rtot = wt_reference(init, n, steps, g->box, g->cutoff2, g->dt, rp, rk);
-        double maxd = 0.0;
-        for (long i = 0; i < n; i++)
-            for (int s = 0; s < WT_SITES; s++)
-                for (int k = 0; k < 3; k++) {
-                    double d = fabs(init[i].pos[s][k] - g->mol[i].pos[s][k]) / g->box;
-                    if (!(d <= maxd))
-                        maxd = d;
-                }
-        double de = 0.0;
-        for (int s = 0; s < steps; s++) {
-            double d1 = app_rel_diff(rp[s], g->epot[s]), d2 = app_rel_diff(rk[s], g->ekin[s]);
-            if (!(d1 <= de))
-                de = d1;
-            if (!(d2 <= de))
-                de = d2;
-        }
-        ok = maxd <= 1e-9 && de <= 1e-9 && isfinite(etot);
+        double rtot, maxd, de;
+        ok = wt_verify(init, g->mol, n, steps, g->box, g->cutoff2, g->dt, g->epot, g->ekin, etot, &rtot, &maxd, &de);
         snprintf(note, sizeof note,
                  "N=%ld steps=%d box=%.3f E0=%.6f E=%.6f Eref=%.6f max_pos_diff/box=%.3g max_energy_rel_diff=%.3g tol=1e-9",
                  n, steps, g->box, g->epot[0] + g->ekin[0], etot, rtot, maxd, de);
-        free(rp);
-        free(rk);
     } else {
         snprintf(note, sizeof note, "N=%ld steps=%d box=%.3f E0=%.6f E=%.6f (not verified)", n, steps, g->box,
                  g->epot[0] + g->ekin[0], etot);

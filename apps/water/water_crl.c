@@ -153,31 +153,12 @@ int main(int argc, char **argv)
             rgn_end_read(mol[i]);
         }
         if (o.verify) {
-            double *rp = app_alloc((size_t)steps, sizeof(double), "reference potentials");
-            double *rk = app_alloc((size_t)steps, sizeof(double), "reference kinetics");
-            double rtot = wt_reference(init, n, steps, box, cutoff2, dt, rp, rk);
-            double maxd = 0.0, de = 0.0;
-            for (long i = 0; i < n; i++)
-                for (int s = 0; s < WT_SITES; s++)
-                    for (int k = 0; k < 3; k++) {
-                        double d = fabs(init[i].pos[s][k] - fin[i].pos[s][k]) / box;
-                        if (!(d <= maxd))
-                            maxd = d;
-                    }
-            for (int s = 0; s < steps; s++) {
-                double d1 = app_rel_diff(rp[s], epot[s]), d2 = app_rel_diff(rk[s], ekin[s]);
-                if (!(d1 <= de))
-                    de = d1;
-                if (!(d2 <= de))
-                    de = d2;
-            }
-            ok = maxd <= 1e-9 && de <= 1e-9 && isfinite(etot);
+            double rtot, maxd, de;
+            ok = wt_verify(init, fin, n, steps, box, cutoff2, dt, epot, ekin, etot, &rtot, &maxd, &de);
             snprintf(note, sizeof note,
                      "crl regions (one per molecule); N=%ld steps=%d E=%.6f Eref=%.6f max_pos_diff/box=%.3g "
                      "max_energy_rel_diff=%.3g tol=1e-9",
                      n, steps, etot, rtot, maxd, de);
-            free(rp);
-            free(rk);
         } else {
             snprintf(note, sizeof note, "crl regions; N=%ld steps=%d E=%.6f (not verified)", n, steps, etot);
         }

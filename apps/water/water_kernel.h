@@ -206,4 +206,35 @@ static void wt_initial_forces(wt_mol *m, long n, double box, double cutoff2)
         memcpy(m[i].fold, m[i].force, sizeof m[i].fold);
 }
 
+/* The check of every style: runs the whole simulation again sequentially on `init` (which it
+ * overwrites) and compares it with the parallel run: the final positions `fin` relative to the
+ * box and every step's potential and kinetic energies. Returns whether both agree within 1e-9;
+ * `*rtot` gets the reference's final energy, `*maxd` and `*de` the largest differences. */
+static int wt_verify(wt_mol *init, const wt_mol *fin, long n, int steps, double box, double cutoff2, double dt,
+                     const double *epot, const double *ekin, double etot, double *rtot, double *maxd, double *de)
+{
+    double *rp = app_alloc((size_t)steps, sizeof(double), "reference potentials");
+    double *rk = app_alloc((size_t)steps, sizeof(double), "reference kinetics");
+    *rtot = wt_reference(init, n, steps, box, cutoff2, dt, rp, rk);
+    *maxd = 0.0;
+    for (long i = 0; i < n; i++)
+        for (int s = 0; s < WT_SITES; s++)
+            for (int k = 0; k < 3; k++) {
+                double d = fabs(init[i].pos[s][k] - fin[i].pos[s][k]) / box;
+                if (!(d <= *maxd))
+                    *maxd = d;
+            }
+    *de = 0.0;
+    for (int s = 0; s < steps; s++) {
+        double d1 = app_rel_diff(rp[s], epot[s]), d2 = app_rel_diff(rk[s], ekin[s]);
+        if (!(d1 <= *de))
+            *de = d1;
+        if (!(d2 <= *de))
+            *de = d2;
+    }
+    free(rp);
+    free(rk);
+    return *maxd <= 1e-9 && *de <= 1e-9 && isfinite(etot);
+}
+
 #endif /* WATER_KERNEL_H */

@@ -42,16 +42,6 @@ typedef struct {
 
 /* Parallel-phase time: from the first thread leaving the start barrier to the last one leaving
  * the end barrier (thread 0 alone may be descheduled while the others already work). */
-static double xs_phase_time(const double *start, const double *end, int n)
-{
-    double lo = start[0], hi = end[0];
-    for (int i = 1; i < n; i++) {
-        lo = start[i] < lo ? start[i] : lo;
-        hi = end[i] > hi ? end[i] : hi;
-    }
-    return hi - lo;
-}
-
 static void xs_record(xs_shared *g, int x, int y, int z, long long k)
 {
     app_lock(&g->lock);
@@ -186,7 +176,7 @@ int main(int argc, char **argv)
     }
 
     app_run_team(T, xs_worker, argv_t);
-    double time_s = xs_phase_time(g->tstart, g->tend, T);
+    double time_s = app_phase_time(g->tstart, g->tend, T);
 
     long n = g->nsol;
     char note[256];
