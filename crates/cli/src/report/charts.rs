@@ -13,17 +13,8 @@ use plotters::prelude::*;
 /// The family the SVG text asks for (and the registered font is called).
 const FAMILY: &str = crate::bench::apps::plots::FAMILY;
 
-/// Line and bar colours (Okabe–Ito, colour-blind safe).
-pub const PALETTE: [RGBColor; 8] = [
-    RGBColor(0, 114, 178),
-    RGBColor(230, 159, 0),
-    RGBColor(0, 158, 115),
-    RGBColor(204, 121, 167),
-    RGBColor(86, 180, 233),
-    RGBColor(213, 94, 0),
-    RGBColor(240, 228, 66),
-    RGBColor(0, 0, 0),
-];
+/// Line and bar colours: the bench plots' Okabe–Ito palette (colour-blind safe).
+use crate::bench::apps::plots::PALETTE;
 
 /// Most heat-map columns drawn: wider allocations are binned (each column sums its pages).
 pub const HEAT_COLUMNS: u64 = 256;

@@ -17,8 +17,8 @@ pub const DEFAULT_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 /// The family name the plots ask for.
 pub const FAMILY: &str = "sans-serif";
 
-/// Bar colours (colour-blind safe, Okabe–Ito).
-const PALETTE: [RGBColor; 8] = [
+/// Bar colours (colour-blind safe, Okabe–Ito); `squall report` draws with them too.
+pub const PALETTE: [RGBColor; 8] = [
     RGBColor(0, 114, 178),
     RGBColor(230, 159, 0),
     RGBColor(0, 158, 115),
