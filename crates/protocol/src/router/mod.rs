@@ -125,6 +125,38 @@ impl<P: ?Sized + Protocol> Router<P> {
         self.actions.push_back(Action::Send { to, msg: bytes });
     }
 
+    /// `policy`'s coherence and the index of its core, refused when the policy is invalid or
+    /// names a protocol that is not registered.
+    fn checked_policy(&self, policy: &Policy) -> Result<(Coherence, usize), ProtoError> {
+        policy.check()?;
+        let c = policy.coherence();
+        let i = core_index(c.protocol);
+        if i >= self.cores.len() {
+            return Err(ProtoError::BadPolicy {
+                why: format!("{:?}: no such protocol is registered", c.protocol),
+            });
+        }
+        Ok((c, i))
+    }
+
+    /// Sends `msg()` to every other node, expecting an ack from each before
+    /// `Action::Announced { token }`. Returns true when there is no other node (nothing to
+    /// wait for).
+    fn announce(&mut self, token: u64, msg: impl Fn() -> RouterMsg) -> bool {
+        let peers: Vec<NodeId> = (0..self.layout.nodes)
+            .map(NodeId)
+            .filter(|&n| n != self.me)
+            .collect();
+        if peers.is_empty() {
+            return true;
+        }
+        self.announcing.insert(token, peers.len());
+        for to in peers {
+            self.send(to, msg());
+        }
+        false
+    }
+
     /// This node (the manager of `alloc`'s pages) allocated them under `policy`. Returns
     /// `Ok(true)` when every node can touch them now, `Ok(false)` when they were announced:
     /// `Action::Announced { token }` follows once every node has recorded them.
@@ -134,14 +166,7 @@ impl<P: ?Sized + Protocol> Router<P> {
         policy: &Policy,
         token: u64,
     ) -> Result<bool, ProtoError> {
-        policy.check()?;
-        let c = policy.coherence();
-        let i = core_index(c.protocol);
-        if i >= self.cores.len() {
-            return Err(ProtoError::BadPolicy {
-                why: format!("{:?}: no such protocol is registered", c.protocol),
-            });
-        }
+        let (c, i) = self.checked_policy(policy)?;
         self.engaged[i] = true;
         self.cores[i].register_allocation(AllocInfo {
             placement: policy.placement,
@@ -152,26 +177,12 @@ impl<P: ?Sized + Protocol> Router<P> {
         }
         self.map.insert(alloc.first, alloc.pages, c);
         self.cores[i].apply_policy(alloc.first, alloc.pages, c);
-        let peers: Vec<NodeId> = (0..self.layout.nodes)
-            .map(NodeId)
-            .filter(|&n| n != self.me)
-            .collect();
-        if peers.is_empty() {
-            return Ok(true);
-        }
-        self.announcing.insert(token, peers.len());
-        for to in peers {
-            self.send(
-                to,
-                RouterMsg::Announce {
-                    token,
-                    first: alloc.first,
-                    pages: alloc.pages,
-                    coherence: c,
-                },
-            );
-        }
-        Ok(false)
+        Ok(self.announce(token, || RouterMsg::Announce {
+            token,
+            first: alloc.first,
+            pages: alloc.pages,
+            coherence: c,
+        }))
     }
 
     /// This node claimed `alloc` in the global part of the range under `policy` (node 0
@@ -185,40 +196,19 @@ impl<P: ?Sized + Protocol> Router<P> {
         policy: &Policy,
         token: u64,
     ) -> Result<bool, ProtoError> {
-        policy.check()?;
-        let c = policy.coherence();
-        let i = core_index(c.protocol);
-        if i >= self.cores.len() {
-            return Err(ProtoError::BadPolicy {
-                why: format!("{:?}: no such protocol is registered", c.protocol),
-            });
-        }
+        let (c, _) = self.checked_policy(policy)?;
         let alloc = AllocInfo {
             placement: policy.placement,
             ..alloc
         };
         self.record_claim(alloc, c);
-        let peers: Vec<NodeId> = (0..self.layout.nodes)
-            .map(NodeId)
-            .filter(|&n| n != self.me)
-            .collect();
-        if peers.is_empty() {
-            return Ok(true);
-        }
-        self.announcing.insert(token, peers.len());
-        for to in peers {
-            self.send(
-                to,
-                RouterMsg::Claim {
-                    token,
-                    first: alloc.first,
-                    pages: alloc.pages,
-                    coherence: c,
-                    placement: alloc.placement,
-                },
-            );
-        }
-        Ok(false)
+        Ok(self.announce(token, || RouterMsg::Claim {
+            token,
+            first: alloc.first,
+            pages: alloc.pages,
+            coherence: c,
+            placement: alloc.placement,
+        }))
     }
 
     /// Register a claim of the global part with its core (and its policy, if not the default).
