@@ -114,19 +114,12 @@ static void *wt_worker(void *p)
     return NULL;
 }
 
-static const char *USAGE = "water: Water-nsquared style molecular dynamics with per-molecule locks\n"
-                           "  -n N     molecules (default by size: tiny 216, small 2048, medium 4096, large 12288)\n"
-                           "  -i S     time steps (default by size: tiny 3, small 9, medium 15, large 6)";
-
 int main(int argc, char **argv)
 {
     app_opts o;
-    app_parse_common(argc, argv, &o, USAGE);
-    static const long NM[4] = {216, 2048, 4096, 12288};
-    static const long NS[4] = {3, 9, 15, 6};
-    int si = app_size_index(&o);
-    long n = app_flag_long(argc, argv, &o, "-n", NM[si], 2, 10000000L);
-    int steps = (int)app_flag_long(argc, argv, &o, "-i", NS[si], 1, 1000000);
+    long n;
+    int steps;
+    wt_parse(argc, argv, &o, "water", "Water-nsquared style molecular dynamics with per-molecule locks", &n, &steps);
     int T = o.threads;
 
     wt_shared *g = app_alloc(1, sizeof *g, "water shared state");

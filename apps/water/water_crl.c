@@ -29,16 +29,10 @@
 
 int main(int argc, char **argv)
 {
-    static const char *usage = "water_crl: Water-nsquared style molecular dynamics over CRL regions (SPMD)\n"
-                               "  -n N     molecules (default by size: tiny 216, small 2048, medium 4096, large 12288)\n"
-                               "  -i S     time steps (default by size: tiny 3, small 9, medium 15, large 6)";
-    static const long NM[4] = {216, 2048, 4096, 12288};
-    static const long NS[4] = {3, 9, 15, 6};
     app_opts o;
-    app_parse_common(argc, argv, &o, usage);
-    int si = app_size_index(&o);
-    long n = app_flag_long(argc, argv, &o, "-n", NM[si], 2, 10000000L);
-    int steps = (int)app_flag_long(argc, argv, &o, "-i", NS[si], 1, 1000000);
+    long n;
+    int steps;
+    wt_parse(argc, argv, &o, "water_crl", "Water-nsquared style molecular dynamics over CRL regions (SPMD)", &n, &steps);
     crl_init();
     int me = crl_self_addr, p = crl_num_nodes;
     o.threads = p;

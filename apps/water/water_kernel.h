@@ -237,4 +237,23 @@ static int wt_verify(wt_mol *init, const wt_mol *fin, long n, int steps, double 
     return *maxd <= 1e-9 && *de <= 1e-9 && isfinite(etot);
 }
 
+/* The options every style of water takes, after the common ones: molecules `-n` and time
+ * steps `-i`, with defaults by size. `name` and `what` head the usage text. */
+static inline void wt_parse(int argc, char **argv, app_opts *o, const char *name, const char *what, long *n,
+                            int *steps)
+{
+    static char usage[512];
+    snprintf(usage, sizeof usage,
+             "%s: %s\n"
+             "  -n N     molecules (default by size: tiny 216, small 2048, medium 4096, large 12288)\n"
+             "  -i S     time steps (default by size: tiny 3, small 9, medium 15, large 6)",
+             name, what);
+    static const long NM[4] = {216, 2048, 4096, 12288};
+    static const long NS[4] = {3, 9, 15, 6};
+    app_parse_common(argc, argv, o, usage);
+    int si = app_size_index(o);
+    *n = app_flag_long(argc, argv, o, "-n", NM[si], 2, 10000000L);
+    *steps = (int)app_flag_long(argc, argv, o, "-i", NS[si], 1, 1000000);
+}
+
 #endif /* WATER_KERNEL_H */

@@ -49,16 +49,10 @@ static void *sym_alloc(size_t bytes, const char *what)
 
 int main(int argc, char **argv)
 {
-    static const char *usage = "water_splitc: Water-nsquared style molecular dynamics over Split-C global pointers (SPMD)\n"
-                               "  -n N     molecules (default by size: tiny 216, small 2048, medium 4096, large 12288)\n"
-                               "  -i S     time steps (default by size: tiny 3, small 9, medium 15, large 6)";
-    static const long NM[4] = {216, 2048, 4096, 12288};
-    static const long NS[4] = {3, 9, 15, 6};
     app_opts o;
-    app_parse_common(argc, argv, &o, usage);
-    int si = app_size_index(&o);
-    long n = app_flag_long(argc, argv, &o, "-n", NM[si], 2, 10000000L);
-    int steps = (int)app_flag_long(argc, argv, &o, "-i", NS[si], 1, 1000000);
+    long n;
+    int steps;
+    wt_parse(argc, argv, &o, "water_splitc", "Water-nsquared style molecular dynamics over Split-C global pointers (SPMD)", &n, &steps);
     OK(squall_init());
     OK(squall_gptr_start());
     int me = squall_rank(), p = squall_size();
