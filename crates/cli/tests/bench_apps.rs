@@ -7,6 +7,8 @@
 //! Squall builds need the C library first (`cargo build --release -p squall-capi`); when they
 //! are missing this test runs `make -C apps SQUALL=1` for them and, if that fails, fails with
 //! the command to run: it never skips. `SQUALL_APPS_BIN=DIR` uses prebuilt binaries from DIR.
+mod common;
+use common::{make, make_squall_apps, repo};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -14,25 +16,11 @@ use std::process::{Command, Output, Stdio};
 const SQUALL: &str = env!("CARGO_BIN_EXE_squall");
 const APPS: [&str; 2] = ["sor", "clu"];
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("squall-bench-apps-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("scratch dir");
     d
-}
-
-fn make(args: &[String]) -> Output {
-    Command::new("make")
-        .arg("-C")
-        .arg(repo().join("apps"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run make")
 }
 
 /// The app binaries the test needs, built if stale or missing; panics with the fix otherwise.
@@ -71,26 +59,7 @@ fn app_bin_dir() -> PathBuf {
         .map(|a| format!("bin/{a}_squall"))
         .collect();
     if !missing.is_empty() {
-        let mut args = vec!["SQUALL=1".to_string()];
-        // Use the C library of this test's own target folder when it has been built there.
-        let lib = std::env::current_exe()
-            .ok()
-            .and_then(|e| e.ancestors().nth(3).map(|t| t.join("release")))
-            .filter(|d| d.join("libsquall.so").is_file());
-        if let Some(dir) = lib {
-            args.push(format!("SQUALL_LIBDIR={}", dir.display()));
-        }
-        args.extend(missing.iter().cloned());
-        let out = make(&args);
-        assert!(
-            out.status.success(),
-            "the Squall builds {} are missing and `make -C apps {}` failed; build the C library \
-             first (`cargo build --release -p squall-capi`, see apps/README.md), then rerun:\n{}{}",
-            missing.join(", "),
-            args.join(" "),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        make_squall_apps(&missing);
     }
     bin
 }
@@ -469,25 +438,7 @@ fn mm_style_bins() -> PathBuf {
         }
         return dir;
     }
-    let mut args = vec!["SQUALL=1".to_string()];
-    let lib = std::env::current_exe()
-        .ok()
-        .and_then(|e| e.ancestors().nth(3).map(|t| t.join("release")))
-        .filter(|d| d.join("libsquall.so").is_file());
-    if let Some(dir) = lib {
-        args.push(format!("SQUALL_LIBDIR={}", dir.display()));
-    }
-    args.extend(names.iter().map(|n| format!("bin/{n}")));
-    let out = make(&args);
-    assert!(
-        out.status.success(),
-        "`make -C apps {}` failed; build the C library first (`cargo build --release -p \
-         squall-capi`):\n{}{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    repo().join("apps/bin")
+    make_squall_apps(&names.map(|n| format!("bin/{n}")))
 }
 
 #[test]

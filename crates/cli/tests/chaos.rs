@@ -6,15 +6,13 @@
 //! The app binary comes from `make -C apps SQUALL=1 bin/sor_squall` (run here, against this
 //! test's own libsquall when it is built; it only compiles what is stale).
 //! `SQUALL_APPS_BIN=DIR` uses a prebuilt sor_squall from DIR instead.
+mod common;
+use common::make_squall_apps;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 const SQUALL: &str = env!("CARGO_BIN_EXE_squall");
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// The folder holding sor_squall, built if stale or missing.
 fn app_bin_dir() -> PathBuf {
@@ -27,31 +25,7 @@ fn app_bin_dir() -> PathBuf {
         );
         return dir;
     }
-    let mut args = vec!["SQUALL=1".to_string()];
-    let lib = std::env::current_exe()
-        .ok()
-        .and_then(|e| e.ancestors().nth(3).map(|t| t.join("release")))
-        .filter(|d| d.join("libsquall.so").is_file());
-    if let Some(dir) = lib {
-        args.push(format!("SQUALL_LIBDIR={}", dir.display()));
-    }
-    args.push("bin/sor_squall".into());
-    let out = Command::new("make")
-        .arg("-C")
-        .arg(repo().join("apps"))
-        .args(&args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run make");
-    assert!(
-        out.status.success(),
-        "`make -C apps {}` failed; build the C library first (`cargo build --release -p \
-         squall-capi`, see apps/README.md):\n{}{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    repo().join("apps/bin")
+    make_squall_apps(&["bin/sor_squall".to_string()])
 }
 
 #[test]
