@@ -329,3 +329,59 @@ fn contended_lock_json_counts_hand_offs_and_the_third_node_acquire() {
     let third = positive(row, "third_node_messages");
     assert!(third <= 3.0, "{row}");
 }
+
+#[test]
+fn costs_prints_the_basic_costs_table_from_every_bench() {
+    let out = Command::new(SQUALL)
+        .args(["bench", "costs", "--iters", "20", "--reps", "1", "--json"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run squall bench costs");
+    let so = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "bench costs failed:\n{so}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The Markdown table: one row per basic cost, each with a measured p50.
+    for op in [
+        "active-message round trip, 64 B",
+        "cold remote 4 KiB read fault",
+        "write fault on a read copy",
+        "uncontended remote lock acquire",
+        "barrier, 2 / 4 nodes",
+        "thread create + join",
+    ] {
+        let line = so
+            .lines()
+            .find(|l| l.starts_with(&format!("| {op}")))
+            .unwrap_or_else(|| panic!("no row {op:?} in:\n{so}"));
+        let p50 = line.split('|').nth(2).unwrap_or("");
+        assert!(
+            p50.chars().any(|c| c.is_ascii_digit()),
+            "row {op:?} has no p50: {line}"
+        );
+    }
+    assert!(
+        so.contains("Machine: "),
+        "the table names the machine:\n{so}"
+    );
+    let v: Value = serde_json::from_str(so.lines().last().expect("output")).expect("JSON");
+    assert_eq!(v["bench"], "costs");
+    for b in [
+        "pingpong",
+        "fault_tcp",
+        "fault_udp",
+        "lock",
+        "barrier",
+        "thread",
+    ] {
+        assert!(
+            v["benches"][b]["rows"]
+                .as_array()
+                .is_some_and(|r| !r.is_empty()),
+            "{b} rows missing in {v}"
+        );
+    }
+    assert!(v["machine"]["cpus"].as_u64().is_some_and(|n| n > 0));
+}

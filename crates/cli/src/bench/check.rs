@@ -121,6 +121,13 @@ pub fn check(cmd: &BenchCmd) -> Result<(), Bad> {
             count("--reps", a.reps as u64, MAX_REPS as u64, "5")?;
             node_counts("--nodes", &a.nodes)
         }
+        BenchCmd::Costs(a) => {
+            if let Some(i) = a.iters {
+                count("--iters", i as u64, MAX_ITERS, "200")?;
+            }
+            count("--reps", a.reps as u64, MAX_REPS as u64, "5")?;
+            node_counts("--barrier-nodes", &a.barrier_nodes)
+        }
         BenchCmd::Regions(a) => {
             transport("--transport", &a.transport)?;
             sizes("--sizes", &a.sizes)?;

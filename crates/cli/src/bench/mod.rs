@@ -7,6 +7,7 @@ pub mod apps;
 pub mod auth;
 pub mod bandwidth;
 pub mod check;
+pub mod costs;
 pub mod dsm;
 pub mod gptr;
 pub mod lockbench;
@@ -62,6 +63,9 @@ pub enum BenchCmd {
     Barrier(dsm::DsmBenchArgs),
     /// Remote and local thread create + join.
     Thread(dsm::DsmBenchArgs),
+    /// The README's basic-costs table: runs pingpong, fault (tcp, udp), lock, barrier and
+    /// thread with `--json` and prints their figures as one Markdown table naming the machine
+    Costs(costs::CostsArgs),
     /// CRL region read miss (invalidated copy, S bytes back) beside a raw request/reply of
     /// the same size, p50 and p99.
     Regions(regions::RegionsArgs),
@@ -94,6 +98,7 @@ pub fn main(cmd: BenchCmd) -> i32 {
         BenchCmd::Lock(a) => dsm::lock(a),
         BenchCmd::Barrier(a) => dsm::barrier(a),
         BenchCmd::Thread(a) => dsm::thread(a),
+        BenchCmd::Costs(a) => costs::main(a),
         BenchCmd::Regions(a) => regions::main(a),
         BenchCmd::Objects(a) => objects::main(a),
         BenchCmd::Gptr(a) => gptr::main(a),
