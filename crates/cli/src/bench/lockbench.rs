@@ -80,9 +80,10 @@ pub fn contended(a: DsmBenchArgs) -> Result<(), String> {
         }
         // Every node but the lock's manager (node 0, where the token starts) must have had
         // the token handed to it by another node to do its increments.
-        if let Some((r, _)) = results.iter().find(|(r, v)| {
-            *r != 0 && v.get("remote_acquires").and_then(Value::as_u64) == Some(0)
-        }) {
+        if let Some((r, _)) = results
+            .iter()
+            .find(|(r, v)| *r != 0 && v.get("remote_acquires").and_then(Value::as_u64) == Some(0))
+        {
             return Err(format!(
                 "{n} nodes: node {r} counted no acquire of a token from another node"
             ));
