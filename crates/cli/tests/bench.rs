@@ -328,6 +328,13 @@ fn contended_lock_json_counts_hand_offs_and_the_third_node_acquire() {
     assert!(per <= 3.0, "request, forward, grant at most: {row}");
     let third = positive(row, "third_node_messages");
     assert!(third <= 3.0, "{row}");
+    // The hand-off in round trips measured in the same job, and fairness between the home
+    // (node 0) and the other nodes, from each node's own loop time.
+    positive(row, "rtt_us");
+    positive(row, "handoff_round_trips");
+    positive(row, "remote_over_home_time");
+    assert!(row["page_fetches_per_handoff"].as_f64().is_some(), "{row}");
+    assert!(row["diffs_per_handoff"].as_f64().is_some(), "{row}");
 }
 
 #[test]

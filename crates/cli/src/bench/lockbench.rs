@@ -1,9 +1,13 @@
 //! Driver of `squall bench lock --contended`: one lock taken in a loop by one thread on every
 //! node (`--nodes`, default 2,4), a counter under it; per acquire: time (p50/p99 over the
-//! repetitions of each node's loop; hand-off: the job's time over its remote acquires), lock
-//! messages and page fetches from every node's
-//! statistics; with 3 nodes or more, the acquire of a lock last held by a third node (time,
-//! messages). Node sides are in `node::lockbench`. Owns this driver only.
+//! repetitions of each node's loop; hand-off: the job's time over its remote acquires, also in
+//! request/reply round trips measured in the same job), per hand-off between nodes the lock
+//! messages, page fetches and diffs from every node's statistics (the round trips a hand-off
+//! costs beyond the lock's own), and fairness: the slowest other node's loop time over the
+//! home's (node 0 manages the lock and is the counter's home; every node does the same number
+//! of operations); with 3 nodes or more, the acquire of a lock last held by a third node
+//! (time, messages). Checks from the statistics that the lock reached every other node from
+//! another node. Node sides are in `node::lockbench`. Owns this driver only.
 use super::dsm::{p50_p99, DsmBenchArgs};
 use super::report::{emit_json, median, round, run_nodes, Table};
 use serde_json::{json, Value};
@@ -34,9 +38,13 @@ pub fn contended(a: DsmBenchArgs) -> Result<(), String> {
             "acquire_us_p50",
             "acquire_us_p99",
             "handoff_us",
-            "lock_msgs_per_acquire",
+            "rtt_us",
+            "handoff_rtts",
+            "lock_msgs_per_handoff",
+            "fetches_per_handoff",
+            "diffs_per_handoff",
             "remote_share",
-            "page_fetches_per_acquire",
+            "remote_over_home",
             "third_node_us",
             "third_node_msgs",
         ],
@@ -70,8 +78,36 @@ pub fn contended(a: DsmBenchArgs) -> Result<(), String> {
                 "{n} nodes: {acquires} acquires, {remote} remote: the lock never moved"
             ));
         }
+        // Every node but the lock's manager (node 0, where the token starts) must have had
+        // the token handed to it by another node to do its increments.
+        if let Some((r, _)) = results
+            .iter()
+            .find(|(r, v)| *r != 0 && v.get("remote_acquires").and_then(Value::as_u64) == Some(0))
+        {
+            return Err(format!(
+                "{n} nodes: node {r} counted no acquire of a token from another node"
+            ));
+        }
+        let diffs = total(&results, "diffs") as f64 / remote as f64;
+        let rtt = median(
+            &results
+                .iter()
+                .flat_map(|(_, v)| nums(v, "rtt_us"))
+                .collect::<Vec<_>>(),
+        );
+        // Fairness: every node does the same operations; the slowest other node's loop
+        // (median over reps) over the home's.
+        let loop_median = |rank: u16| {
+            results
+                .iter()
+                .find(|(r, _)| *r == rank)
+                .map_or(0.0, |(_, v)| median(&nums(v, "loop_us")))
+        };
+        let home = loop_median(0);
+        let others = (1..n as u16).map(loop_median).fold(0.0, f64::max);
+        let fairness = if home > 0.0 { others / home } else { 0.0 };
         let msgs = total(&results, "lock_msgs") as f64 / remote as f64;
-        let fetches = total(&results, "page_fetches") as f64 / acquires as f64;
+        let fetches = total(&results, "page_fetches") as f64 / remote as f64;
         let (p50, p99) = p50_p99(&per);
         // Hand-off: the job's time (each rep's slowest loop) over its remote acquires.
         let loops: Vec<Vec<f64>> = results.iter().map(|(_, v)| nums(v, "loop_us")).collect();
@@ -84,6 +120,7 @@ pub fn contended(a: DsmBenchArgs) -> Result<(), String> {
             })
             .sum();
         let handoff = job_us / remote as f64;
+        let handoff_rtts = if rtt > 0.0 { handoff / rtt } else { 0.0 };
         let third: Vec<f64> = results
             .iter()
             .flat_map(|(_, v)| nums(v, "third_us"))
@@ -103,15 +140,22 @@ pub fn contended(a: DsmBenchArgs) -> Result<(), String> {
             format!("{p50:.1}"),
             format!("{p99:.1}"),
             format!("{handoff:.1}"),
+            format!("{rtt:.1}"),
+            format!("{handoff_rtts:.2}"),
             format!("{msgs:.2}"),
-            format!("{:.2}", remote as f64 / acquires as f64),
             format!("{fetches:.2}"),
+            format!("{diffs:.2}"),
+            format!("{:.2}", remote as f64 / acquires as f64),
+            format!("{fairness:.2}"),
             t50,
             tmsgs,
         ]);
         rows.push(json!({"nodes": n, "acquire_us_p50": round(p50, 2), "acquire_us_p99": round(p99, 2), "handoff_us": round(handoff, 2),
             "lock_messages_per_remote_acquire": round(msgs, 3), "acquires": acquires,
-            "remote_acquires": remote, "page_fetches_per_acquire": round(fetches, 3),
+            "remote_acquires": remote, "rtt_us": round(rtt, 2),
+            "handoff_round_trips": round(handoff_rtts, 3),
+            "page_fetches_per_handoff": round(fetches, 3), "diffs_per_handoff": round(diffs, 3),
+            "remote_over_home_time": round(fairness, 3),
             "third_node_acquire_us": if third_acq > 0 { json!(round(median(&third), 2)) } else { Value::Null },
             "third_node_messages": if third_acq > 0 { json!(round(third_msgs, 3)) } else { Value::Null }}));
     }

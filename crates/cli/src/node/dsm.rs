@@ -33,7 +33,7 @@ fn us(t: Instant) -> f64 {
 
 /// A small request/reply round trip between node 0 and node 1 in microseconds (median), the
 /// unit the lock and barrier benches report in.
-fn rtt_us(node: &Node, iters: usize) -> Result<f64, NodeError> {
+pub(super) fn rtt_us(node: &Node, iters: usize) -> Result<f64, NodeError> {
     let mut s = Vec::with_capacity(iters);
     for _ in 0..iters {
         let t = Instant::now();
@@ -44,7 +44,7 @@ fn rtt_us(node: &Node, iters: usize) -> Result<f64, NodeError> {
 }
 
 /// Every node answers FETCH with `len` bytes (len in the request's first 8 bytes, default a page).
-fn serve_fetch(node: &Node) {
+pub(super) fn serve_fetch(node: &Node) {
     node.endpoint().register(FETCH, |ep, m| {
         let page = vec![7u8; PAGE_SIZE];
         if let Err(e) = ep.reply(&m, page) {

@@ -5,41 +5,67 @@
 //! (its manager node 1). Every node prints its own counts (statistics deltas); node 0 adds
 //! the timings and checks the counter. Owns these measurements; must not touch protocol
 //! internals (it reads only the public statistics).
-use super::dsm::{dsm, SyncNodeArgs};
+use super::dsm::{dsm, rtt_us, serve_fetch, SyncNodeArgs};
 use super::NodeError;
 use crate::bench::report::emit_result;
 use serde_json::{json, Value};
 use squall::{LockId, Node, NodeId, Placement};
 use std::time::Instant;
 
-/// Lock messages (request, forward, grant: `squall_sync::message::KIND_NAMES` 0..3) and page
-/// fetches of this node so far.
-fn counts(node: &Node) -> (u64, u64, u64) {
+/// One node's counters at a point in time (statistics), for deltas over a loop.
+#[derive(Clone, Copy, Default)]
+struct Counts {
+    /// Lock messages sent (request, forward, grant: `squall_sync::message::KIND_NAMES` 0..3).
+    lock_msgs: u64,
+    /// Acquisitions of a token that came from another node (hand-offs into this node).
+    remote: u64,
+    /// Page fetches this node sent.
+    fetches: u64,
+    /// Diffs this node created (each is a diff/ack round trip to the page's home).
+    diffs: u64,
+}
+
+fn counts(node: &Node) -> Counts {
     let st = node.stats();
     let sync = st.counts.get("sync");
     let lock_msgs = sync
         .and_then(|p| p.get("messages_sent"))
         .and_then(Value::as_array)
         .map_or(0, |a| a.iter().take(3).filter_map(Value::as_u64).sum());
-    let remote = sync
-        .and_then(|p| p.get("lock_acquires_remote"))
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
-    let fetches = st
-        .counts
-        .get("protocol")
-        .and_then(|p| p.get("page_fetches"))
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
-    (lock_msgs, remote, fetches)
+    let key = |part: &str, k: &str| {
+        st.counts
+            .get(part)
+            .and_then(|p| p.get(k))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    Counts {
+        lock_msgs,
+        remote: key("sync", "lock_acquires_remote"),
+        fetches: key("protocol", "page_fetches"),
+        diffs: key("protocol", "diffs_created"),
+    }
 }
 
-fn delta(a: (u64, u64, u64), b: (u64, u64, u64)) -> (u64, u64, u64) {
-    (b.0 - a.0, b.1 - a.1, b.2 - a.2)
+fn delta(a: Counts, b: Counts) -> Counts {
+    Counts {
+        lock_msgs: b.lock_msgs.saturating_sub(a.lock_msgs),
+        remote: b.remote.saturating_sub(a.remote),
+        fetches: b.fetches.saturating_sub(a.fetches),
+        diffs: b.diffs.saturating_sub(a.diffs),
+    }
+}
+
+fn add(a: &mut Counts, d: Counts) {
+    a.lock_msgs += d.lock_msgs;
+    a.remote += d.remote;
+    a.fetches += d.fetches;
+    a.diffs += d.diffs;
 }
 
 pub fn contended(a: SyncNodeArgs) -> Result<(), NodeError> {
     let node = squall::init().map_err(dsm)?;
+    serve_fetch(&node);
     node.barrier().map_err(dsm)?;
     let me = node.rank().0;
     let nodes = node.size();
@@ -48,7 +74,7 @@ pub fn contended(a: SyncNodeArgs) -> Result<(), NodeError> {
         .alloc_array_collective::<u64>(a.reps.max(1), Placement::Node(NodeId(0)))
         .map_err(dsm)?;
     let (mut per_acquire_us, mut loop_us) = (Vec::new(), Vec::new());
-    let (mut msgs, mut remote, mut fetches) = (0u64, 0u64, 0u64);
+    let mut sum = Counts::default();
     let (mut third_us, mut third_msgs) = (Vec::new(), 0u64);
     for rep in 0..a.reps {
         let l = LockId(500 + u64::from(nodes) * rep as u64);
@@ -74,10 +100,7 @@ pub fn contended(a: SyncNodeArgs) -> Result<(), NodeError> {
         })?;
         let took = t.elapsed().as_secs_f64() * 1e6;
         node.barrier().map_err(dsm)?;
-        let d = delta(c0, counts(&node));
-        msgs += d.0;
-        remote += d.1;
-        fetches += d.2;
+        add(&mut sum, delta(c0, counts(&node)));
         loop_us.push(took);
         per_acquire_us.push(took / (a.iters as f64 * f64::from(nodes) * threads as f64));
         if me == 0 {
@@ -107,13 +130,21 @@ pub fn contended(a: SyncNodeArgs) -> Result<(), NodeError> {
                 node.unlock(l3).map_err(dsm)?;
             }
             node.barrier().map_err(dsm)?;
-            third_msgs += delta(c1, counts(&node)).0;
+            third_msgs += delta(c1, counts(&node)).lock_msgs;
         }
     }
+    // The unit hand-offs are reported in: a small request/reply round trip, node 0 <-> 1.
+    let rtt = if me == 0 {
+        vec![rtt_us(&node, 200)?]
+    } else {
+        Vec::new()
+    };
+    node.barrier().map_err(dsm)?;
     emit_result(
         &json!({"rank": me, "per_acquire_us": per_acquire_us, "loop_us": loop_us,
-        "acquires": a.iters * a.reps * threads, "lock_msgs": msgs, "remote_acquires": remote,
-        "page_fetches": fetches, "third_us": third_us, "third_msgs": third_msgs,
+        "acquires": a.iters * a.reps * threads, "lock_msgs": sum.lock_msgs,
+        "remote_acquires": sum.remote, "page_fetches": sum.fetches, "diffs": sum.diffs,
+        "rtt_us": rtt, "third_us": third_us, "third_msgs": third_msgs,
         "third_acquires": if nodes >= 3 { a.reps } else { 0 }}),
     );
     node.finalize().map_err(dsm)
