@@ -193,7 +193,7 @@ static double wt_init(wt_mol *m, long n)
 }
 
 /* Forces of the initial configuration into fold (so the first predict uses real forces). */
-static void wt_initial_forces(wt_mol *m, long n, double box, double cutoff2)
+static inline void wt_initial_forces(wt_mol *m, long n, double box, double cutoff2)
 {
     for (long i = 0; i < n; i++)
         memset(m[i].force, 0, sizeof m[i].force);

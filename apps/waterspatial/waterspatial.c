@@ -191,57 +191,65 @@ static void *ws_worker(void *arg)
     return NULL;
 }
 
-/* The sequential reference: the same model and integrator, the cell lists rebuilt from
- * scratch every step (arrays of molecule ids per cell, in id order), each pair once over the
- * half shell of neighbour cells. Fills rp/rk per step. */
-static void ws_reference(wt_mol *m, long n, int nsteps, double *rp, double *rk)
+/* Sequential inter-molecular forces of m (added to each force) over cell lists built from
+ * scratch (molecule ids bucketed per cell in id order), each pair once over the half shell of
+ * neighbour cells; returns the potential energy. */
+static double ws_cell_forces(wt_mol *m, long n)
 {
     long nc3 = (long)ncell * ncell * ncell;
     int *count = app_alloc((size_t)nc3 + 1, sizeof(int), "reference cell counts");
+    int *fill = app_alloc((size_t)nc3, sizeof(int), "reference fill");
     int *members = app_alloc((size_t)n, sizeof(int), "reference cell members");
     int *cellof = app_alloc((size_t)n, sizeof(int), "reference cells");
+    for (long i = 0; i < n; i++) {
+        cellof[i] = cell_of(m[i].pos[0], ncell, box);
+        count[cellof[i] + 1]++;
+    }
+    for (long c = 0; c < nc3; c++)
+        count[c + 1] += count[c];
+    for (long i = 0; i < n; i++)
+        members[count[cellof[i]] + fill[cellof[i]]++] = (int)i;
+    double u = 0.0;
+    for (long c = 0; c < nc3; c++)
+        for (int a = count[c]; a < count[c + 1]; a++) {
+            int i = members[a];
+            /* same cell: pairs with a later member */
+            for (int b = a + 1; b < count[c + 1]; b++) {
+                int j = members[b];
+                u += wt_pair(&m[i], &m[j], box, cutoff2, m[i].force, m[j].force);
+            }
+            /* the 13 neighbour cells with a larger offset index (each neighbour pair once) */
+            for (int off = 14; off < 27; off++) {
+                int nb = cell_near((int)c, off % 3 - 1, (off / 3) % 3 - 1, off / 9 - 1, ncell);
+                for (int b = count[nb]; b < count[nb + 1]; b++) {
+                    int j = members[b];
+                    u += wt_pair(&m[i], &m[j], box, cutoff2, m[i].force, m[j].force);
+                }
+            }
+        }
+    free(count);
+    free(fill);
+    free(members);
+    free(cellof);
+    return u;
+}
+
+/* The sequential reference: the same model and integrator with ws_cell_forces. Fills rp/rk
+ * per step. */
+static void ws_reference(wt_mol *m, long n, int nsteps, double *rp, double *rk)
+{
     for (int step = 0; step < nsteps; step++) {
         double u = 0.0, ke = 0.0;
         for (long i = 0; i < n; i++) {
             wt_predict(&m[i], dt, box);
             u += wt_intra(&m[i], m[i].force);
         }
-        memset(count, 0, sizeof(int) * ((size_t)nc3 + 1));
-        for (long i = 0; i < n; i++) {
-            cellof[i] = cell_of(m[i].pos[0], ncell, box);
-            count[cellof[i] + 1]++;
-        }
-        for (long c = 0; c < nc3; c++)
-            count[c + 1] += count[c];
-        int *fill = app_alloc((size_t)nc3, sizeof(int), "reference fill");
-        for (long i = 0; i < n; i++)
-            members[count[cellof[i]] + fill[cellof[i]]++] = (int)i;
-        free(fill);
-        for (long c = 0; c < nc3; c++)
-            for (int a = count[c]; a < count[c + 1]; a++) {
-                int i = members[a];
-                /* same cell: pairs with a later member */
-                for (int b = a + 1; b < count[c + 1]; b++) {
-                    int j = members[b];
-                    u += wt_pair(&m[i], &m[j], box, cutoff2, m[i].force, m[j].force);
-                }
-                /* the 13 neighbour cells with a larger offset index (each neighbour pair once) */
-                for (int off = 14; off < 27; off++) {
-                    int nb = cell_near((int)c, off % 3 - 1, (off / 3) % 3 - 1, off / 9 - 1, ncell);
-                    for (int b = count[nb]; b < count[nb + 1]; b++) {
-                        int j = members[b];
-                        u += wt_pair(&m[i], &m[j], box, cutoff2, m[i].force, m[j].force);
-                    }
-                }
-            }
+        u += ws_cell_forces(m, n);
         for (long i = 0; i < n; i++)
             ke += wt_correct(&m[i], dt);
         rp[step] = u;
         rk[step] = ke;
     }
-    free(count);
-    free(members);
-    free(cellof);
 }
 
 int main(int argc, char **argv)
@@ -272,8 +280,12 @@ int main(int argc, char **argv)
         exit(2);
     }
     cutoff2 = CUTOFF * CUTOFF;
-    /* initial forces: the reference's cell-free all-pairs loop is fine once */
-    wt_initial_forces(mol, nmol, box, cutoff2);
+    /* forces of the initial configuration into fold (so the first predict uses real forces) */
+    for (long i = 0; i < nmol; i++)
+        (void)wt_intra(&mol[i], mol[i].force);
+    (void)ws_cell_forces(mol, nmol);
+    for (long i = 0; i < nmol; i++)
+        memcpy(mol[i].fold, mol[i].force, sizeof mol[i].fold);
     wt_mol *init = NULL;
     if (o.verify) {
         init = app_alloc((size_t)nmol, sizeof(wt_mol), "reference molecules");
