@@ -193,7 +193,7 @@ static double wt_init(wt_mol *m, long n)
 }
 
 /* Forces of the initial configuration into fold (so the first predict uses real forces). */
-static void wt_initial_forces(wt_mol *m, long n, double box, double cutoff2)
+static inline void wt_initial_forces(wt_mol *m, long n, double box, double cutoff2)
 {
     for (long i = 0; i < n; i++)
         memset(m[i].force, 0, sizeof m[i].force);
@@ -210,7 +210,7 @@ static void wt_initial_forces(wt_mol *m, long n, double box, double cutoff2)
  * overwrites) and compares it with the parallel run: the final positions `fin` relative to the
  * box and every step's potential and kinetic energies. Returns whether both agree within 1e-9;
  * `*rtot` gets the reference's final energy, `*maxd` and `*de` the largest differences. */
-static int wt_verify(wt_mol *init, const wt_mol *fin, long n, int steps, double box, double cutoff2, double dt,
+static inline int wt_verify(wt_mol *init, const wt_mol *fin, long n, int steps, double box, double cutoff2, double dt,
                      const double *epot, const double *ekin, double etot, double *rtot, double *maxd, double *de)
 {
     double *rp = app_alloc((size_t)steps, sizeof(double), "reference potentials");

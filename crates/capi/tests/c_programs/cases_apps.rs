@@ -11,7 +11,7 @@ const LOSSY_UDP: &str = "loss=0.03,dup=0.02,reorder=0.05";
 /// The fine-grain apps (issue 21 item 6: a lock or a condition variable per unit of work),
 /// run at size `tiny` on 2 and 4 nodes only: at `small` they take minutes on Squall, and
 /// `squall bench apps` is where their larger sizes are measured.
-const FINE_GRAIN: [&str; 3] = ["cholesky", "radix", "raytrace"];
+const FINE_GRAIN: [&str; 5] = ["cholesky", "radix", "raytrace", "volrend", "waterspatial"];
 
 pub fn add(v: &mut Cases) {
     // Every seed application of apps/, built from its unchanged source with the pthreads
