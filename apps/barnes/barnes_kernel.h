@@ -397,6 +397,68 @@ static inline void bh_plummer(char *bodies, size_t stride, long n, unsigned long
         }
 }
 
+/* Morton (space-filling curve) key of p in the cube [lo, lo + side): 21 bits per axis, each
+ * 3-bit digit in bh_octant's order (x lowest), the top level first. */
+static inline unsigned long long bh_morton(const double *p, const double lo[3], double side)
+{
+    unsigned long long key = 0, q[3];
+    for (int k = 0; k < 3; k++) {
+        double f = (p[k] - lo[k]) / side * 2097152.0;
+        q[k] = f <= 0.0 ? 0 : f >= 2097151.0 ? 2097151 : (unsigned long long)f;
+    }
+    for (int bit = 20; bit >= 0; bit--)
+        for (int k = 2; k >= 0; k--)
+            key = (key << 1) | ((q[k] >> bit) & 1);
+    return key;
+}
+
+typedef struct {
+    unsigned long long key;
+    long idx;
+} bh_keyed;
+
+static inline int bh_keyed_cmp(const void *a, const void *b)
+{
+    const bh_keyed *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* Renumbers n contiguous bodies in Morton order of their positions, so that a block partition
+ * by index gives each node a compact region of space (SPLASH-2's costzones, without the cost
+ * weighting: the tree and the results do not depend on the numbering). Returns the old index
+ * of each new one (the caller frees it). */
+static inline long *bh_morton_sort(bh_body *b, long n)
+{
+    double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (long i = 0; i < n; i++)
+        for (int k = 0; k < 3; k++) {
+            lo[k] = b[i].pos[k] < lo[k] ? b[i].pos[k] : lo[k];
+            hi[k] = b[i].pos[k] > hi[k] ? b[i].pos[k] : hi[k];
+        }
+    double side = 0.0;
+    for (int k = 0; k < 3; k++)
+        side = hi[k] - lo[k] > side ? hi[k] - lo[k] : side;
+    side = side > 0.0 ? side * 1.0001 : 1.0;
+    bh_keyed *ks = app_alloc((size_t)n, sizeof *ks, "morton keys");
+    for (long i = 0; i < n; i++) {
+        ks[i].key = bh_morton(b[i].pos, lo, side);
+        ks[i].idx = i;
+    }
+    qsort(ks, (size_t)n, sizeof *ks, bh_keyed_cmp);
+    bh_body *tmp = app_alloc((size_t)n, sizeof *tmp, "morton-ordered bodies");
+    for (long i = 0; i < n; i++)
+        tmp[i] = b[ks[i].idx];
+    memcpy(b, tmp, (size_t)n * sizeof *b);
+    long *old = app_alloc((size_t)n, sizeof *old, "morton permutation");
+    for (long i = 0; i < n; i++)
+        old[i] = ks[i].idx;
+    free(tmp);
+    free(ks);
+    return old;
+}
+
 /* Kinetic and potential energy, interactions per body and the check value (sum of |x|+|y|+|z|
  * over the final positions) of n contiguous bodies. */
 static inline void bh_summary(const bh_body *b, long n, double *ke, double *pe, double *ipb, double *check)
