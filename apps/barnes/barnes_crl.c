@@ -8,8 +8,9 @@
  * for the check. Must not touch: the physics, the initial state, the serial reference and the
  * checks (barnes_kernel.h, shared with barnes.c).
  *
- * SPMD: every node runs main (`squall run -n N bin/barnes_crl -s tiny`). Node q owns the
- * contiguous block of bodies barnes.c's thread q owns: it creates (homes) and fills their
+ * SPMD: every node runs main (`squall run -n N bin/barnes_crl -s tiny`). The bodies are first
+ * renumbered in Morton order (bh_morton_sort), so node q's contiguous block of them is a compact
+ * region of space (SPLASH-2's costzones without the cost weighting): it creates (homes) and fills their
  * regions (120 bytes each), and the nodes broadcast their region ids in turn. Cells are 104-byte
  * regions (geometry, mass, centre of mass, eight child slots holding a region id or a body
  * index); each node keeps a pool of cell regions it created (homed on it), reused every step
@@ -23,7 +24,7 @@
  *     barnes.c), re-read there: store the body, or take a cell from the pool, fill it in a
  *     write operation of its own, move the old body into it and publish it in the slot while
  *     the parent is still open for writing; barrier
- *   centre of mass: the root's 64 grandchildren round-robin over the nodes (each subtree's
+ *   centre of mass: the root's 64 grandchildren in blocks over the nodes (each subtree's
  *     cells read, then written with their mass and centre), node 0 the top two levels; barrier
  *   forces: each node walks the tree for its bodies, every cell and body it visits read in a
  *     read operation (cached after the first miss: nobody writes the tree in this phase);
