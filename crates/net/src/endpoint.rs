@@ -366,6 +366,7 @@ impl std::fmt::Debug for Endpoint {
 impl Endpoint {
     /// Starts the service thread over a connected backend. `setup` runs first, on the service
     /// thread, before any packet is handled: register handlers there to miss nothing.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn start(
         rank: NodeId,
         size: u16,
