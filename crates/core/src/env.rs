@@ -36,6 +36,7 @@ pub const MPI_SHM: &str = "SQUALL_MPI_SHM";
 pub const MPI_SHM_GROUPS: &str = "SQUALL_MPI_SHM_GROUPS";
 pub const SERVICE_SLICE_US: &str = "SQUALL_SERVICE_SLICE_US";
 pub const POLL_SPIN_US: &str = "SQUALL_POLL_SPIN_US";
+pub const REPLY_SPIN_US: &str = "SQUALL_REPLY_SPIN_US";
 pub const BARRIER_EAGER: &str = "SQUALL_BARRIER_EAGER";
 pub const BARRIER_FETCH: &str = "SQUALL_BARRIER_FETCH";
 pub const PUSH_UPDATES: &str = "SQUALL_PUSH_UPDATES";
@@ -184,6 +185,11 @@ pub const ALL: &[EnvVar] = &[
         name: POLL_SPIN_US,
         default: "auto (20 when LOCAL_NODES < CPUs, else 0)",
         meaning: "microseconds (1-1000) the service thread keeps polling the network and the fault source without sleeping after it served a message or fault, so a reply due within microseconds is read without a wake-up; windows that end empty make the next ones be skipped (back-off); 0: never",
+    },
+    EnvVar {
+        name: REPLY_SPIN_US,
+        default: "200",
+        meaning: "microseconds (1-10000) an application thread waiting for a reply (a blocking request) polls the sockets itself, yielding the CPU between looks, before it sleeps until the service thread hands the reply over: a reply read this way costs no thread wake-up; 0: sleep at once",
     },
     EnvVar {
         name: BARRIER_EAGER,

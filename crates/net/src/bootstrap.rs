@@ -139,6 +139,7 @@ pub fn start_with(
         backend,
         cfg.peer_timeout,
         cfg.poll_spin,
+        cfg.reply_spin,
         Box::new(setup),
     )
 }

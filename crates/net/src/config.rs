@@ -91,6 +91,12 @@ pub struct NetConfig {
     /// be skipped (exponential back-off), so an idle or slow peer costs almost no CPU.
     /// `single()`: None; from the environment: see `SQUALL_POLL_SPIN_US`.
     pub poll_spin: Option<Duration>,
+    /// How long an application thread that waits for a reply ([`crate::Endpoint::request`])
+    /// polls the sockets itself, yielding the CPU between looks, before it sleeps until the
+    /// service thread hands the reply over: a reply read this way costs no thread wake-up.
+    /// None: it sleeps at once. `single()` and from the environment: see
+    /// `SQUALL_REPLY_SPIN_US`.
+    pub reply_spin: Option<Duration>,
     /// The job's key when packets are authenticated (tcp, udp; `SQUALL_AUTH`); every node of
     /// the job must have the same.
     pub auth: Option<AuthKey>,
@@ -201,6 +207,10 @@ pub fn auth_from_lookup(
 pub const DEFAULT_SERVICE_SLICE: Duration = Duration::from_micros(100);
 /// Default of [`NetConfig::poll_spin`] (`SQUALL_POLL_SPIN_US`).
 pub const DEFAULT_POLL_SPIN: Duration = Duration::from_micros(20);
+/// Default of [`NetConfig::reply_spin`] (`SQUALL_REPLY_SPIN_US`): longer than a round trip
+/// whose peer must wake from idle on the measuring machine (~50-100 µs), so such a reply
+/// is still read by the waiting thread.
+pub const DEFAULT_REPLY_SPIN: Duration = Duration::from_micros(200);
 
 impl NetConfig {
     /// A single-node job (no network peers).
@@ -219,13 +229,14 @@ impl NetConfig {
             join_timeout: Duration::from_secs(30),
             service_slice: Some(DEFAULT_SERVICE_SLICE),
             poll_spin: None,
+            reply_spin: Some(DEFAULT_REPLY_SPIN),
             auth: None,
             encrypt: false,
         }
     }
 
     /// Reads `SQUALL_RANK`, `SQUALL_SIZE`, `SQUALL_RENDEZVOUS`, `SQUALL_JOB_ID`,
-    /// `SQUALL_TRANSPORT`, `SQUALL_NET_FAULTS`, `SQUALL_BIND_ADDR`, `SQUALL_PEER_TIMEOUT_MS`, `SQUALL_SERVICE_SLICE_US`, `SQUALL_POLL_SPIN_US`.
+    /// `SQUALL_TRANSPORT`, `SQUALL_NET_FAULTS`, `SQUALL_BIND_ADDR`, `SQUALL_PEER_TIMEOUT_MS`, `SQUALL_SERVICE_SLICE_US`, `SQUALL_POLL_SPIN_US`, `SQUALL_REPLY_SPIN_US`.
     pub fn from_env() -> Result<NetConfig, NetError> {
         Self::from_lookup(|k| std::env::var(k).ok())
     }
@@ -391,6 +402,18 @@ impl NetConfig {
         }
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         cfg.poll_spin = poll_spin(get, cpus)?;
+        if let Some(t) = get(env::REPLY_SPIN_US).filter(|s| !s.trim().is_empty()) {
+            cfg.reply_spin = match t.trim().parse::<u64>() {
+                Ok(0) => None,
+                Ok(us @ 1..=10_000) => Some(Duration::from_micros(us)),
+                _ => {
+                    return Err(NetError::Config(format!(
+                        "{}={t:?}: give microseconds from 1 to 10000, or 0 to sleep at once",
+                        env::REPLY_SPIN_US
+                    )))
+                }
+            };
+        }
         Ok(())
     }
 }
@@ -587,6 +610,22 @@ mod tests {
         for bad in ["-1", "1001", "soon"] {
             let e = spin(bad).expect_err(bad);
             assert!(e.to_string().contains("SQUALL_POLL_SPIN_US"), "{e}");
+        }
+    }
+
+    #[test]
+    fn reply_spin_default_off_and_range() {
+        let spin = |v: &str| cfg(&[("SQUALL_SIZE", "1"), ("SQUALL_REPLY_SPIN_US", v)]);
+        let c = cfg(&[("SQUALL_SIZE", "1")]).expect("default");
+        assert_eq!(c.reply_spin, Some(DEFAULT_REPLY_SPIN));
+        assert_eq!(spin("0").expect("off").reply_spin, None);
+        assert_eq!(
+            spin(" 50 ").expect("50").reply_spin,
+            Some(Duration::from_micros(50))
+        );
+        for bad in ["10001", "soon", "-1"] {
+            let e = spin(bad).expect_err(bad);
+            assert!(e.to_string().contains("SQUALL_REPLY_SPIN_US"), "{e}");
         }
     }
 

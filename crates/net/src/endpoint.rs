@@ -12,7 +12,10 @@
 //! heartbeats, peer timeouts) are kept by a small timer thread that wakes the service thread
 //! through the waker, so the poll normally sleeps with no kernel timer armed; a send from
 //! another thread that creates an earlier timer lowers that thread's deadline instead of waking
-//! the service thread. A blocking [`Endpoint::request`] waits on a per-thread reply slot.
+//! the service thread. A blocking [`Endpoint::request`] waits on a per-thread reply slot;
+//! first, for `NetConfig::reply_spin`, the waiting thread polls the socket itself (see
+//! [`Endpoint::wait_reply`]): a reply it reads there is handed over with no thread wake-up at
+//! all, and what else it reads goes to the service thread's inbox, in order.
 //! After a pass that served input the loop may linger (`NetConfig::poll_spin`): it polls
 //! without sleeping for a few microseconds, so the answer to what it just sent is read without
 //! a wake-up; lingers that end empty are skipped more and more often (see `Linger`).
@@ -209,6 +212,15 @@ impl ReplySlot {
         self.cv.notify_one();
     }
 
+    /// The outcome of request `id` if it is here (an earlier request's is dropped).
+    fn try_take(&self, id: u64) -> Option<Result<Incoming, NetError>> {
+        let mut v = self.value.lock();
+        match v.take() {
+            Some((rid, r)) if rid == id => Some(r),
+            _ => None,
+        }
+    }
+
     /// Blocks until the outcome of request `id` is here.
     fn take(&self, id: u64) -> Result<Incoming, NetError> {
         let mut v = self.value.lock();
@@ -267,6 +279,10 @@ struct Driver {
     sleeping_until: Option<Option<Instant>>,
     /// Until this instant the service thread polls without sleeping ([`Endpoint::spin_until`]).
     spin_until: Option<Instant>,
+    /// Events a thread waiting for a reply read from the backend and left to the service
+    /// thread, oldest first (see [`Endpoint::poll_for_reply`]); they go before anything the
+    /// service thread reads later.
+    inbox: Vec<BackendEvent>,
 }
 
 /// The timer thread's state: it wakes the service thread (through the waker) at `deadline`.
@@ -320,6 +336,15 @@ struct Shared {
     /// Lingers started and lingers that caught input (statistics).
     poll_spins: AtomicU64,
     poll_spin_hits: AtomicU64,
+    /// How long a thread waiting for a reply polls the backend itself (`NetConfig::reply_spin`).
+    reply_spin: Option<Duration>,
+    /// True from the moment the service thread takes events out of the backend (under the
+    /// driver lock) until it has dispatched them all: while it is, a waiting thread must not
+    /// hand a reply over ahead of them (FIFO per peer).
+    svc_busy: AtomicBool,
+    /// Replies taken by a spinning waiter, and of those, read by the waiter itself.
+    replies_spun: AtomicU64,
+    replies_polled: AtomicU64,
 }
 
 /// The node's network handle: cheap to clone, usable from any thread.
@@ -341,6 +366,7 @@ impl std::fmt::Debug for Endpoint {
 impl Endpoint {
     /// Starts the service thread over a connected backend. `setup` runs first, on the service
     /// thread, before any packet is handled: register handlers there to miss nothing.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn start(
         rank: NodeId,
         size: u16,
@@ -348,6 +374,7 @@ impl Endpoint {
         mut backend: Box<dyn Backend>,
         peer_timeout: Duration,
         poll_spin: Option<Duration>,
+        reply_spin: Option<Duration>,
         setup: Box<dyn FnOnce(&Endpoint) + Send>,
     ) -> Result<Endpoint, NetError> {
         let poll = Poll::new().map_err(|e| NetError::io("creating the poll", e))?;
@@ -366,6 +393,7 @@ impl Endpoint {
                 backend,
                 sleeping_until: None,
                 spin_until: None,
+                inbox: Vec::new(),
             }),
             waker,
             timer: Mutex::new(TimerState {
@@ -395,6 +423,10 @@ impl Endpoint {
             poll_spin,
             poll_spins: AtomicU64::new(0),
             poll_spin_hits: AtomicU64::new(0),
+            reply_spin,
+            svc_busy: AtomicBool::new(false),
+            replies_spun: AtomicU64::new(0),
+            replies_polled: AtomicU64::new(0),
         });
         let ep = Endpoint { shared };
         let timer_ep = ep.clone();
@@ -528,7 +560,125 @@ impl Endpoint {
             }
             return Err(e);
         }
-        slot.take(id).map(|inc| inc.payload)
+        self.wait_reply(&slot, id, to).map(|inc| inc.payload)
+    }
+
+    /// Waits for the outcome of blocking request `id` to `to`. For `reply_spin` this thread
+    /// (idle anyway) polls the backend itself between looks at its slot, yielding the CPU
+    /// after each so it never keeps a runnable thread (the service thread, a peer's) off it:
+    /// the reply is then read and taken with no thread wake-up. After that, or if the backend
+    /// cannot be polled from here, it sleeps until the service thread hands the outcome over.
+    fn wait_reply(&self, slot: &ReplySlot, id: u64, to: NodeId) -> Result<Incoming, NetError> {
+        let Some(window) = self.shared.reply_spin else {
+            return slot.take(id);
+        };
+        let until = Instant::now() + window;
+        // Requests to oneself are delivered through the service thread.
+        let mut polling = to != self.shared.rank;
+        let mut evs = Vec::new();
+        loop {
+            if polling {
+                polling = self.poll_for_reply(to, &mut evs);
+            }
+            if let Some(r) = slot.try_take(id) {
+                self.shared.replies_spun.fetch_add(1, Ordering::Relaxed);
+                return r;
+            }
+            if Instant::now() >= until {
+                return slot.take(id);
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// One look at the backend's input from a thread waiting for a reply from `from` (see
+    /// [`Endpoint::wait_reply`]). Replies to blocking requests at the head of what it read are
+    /// handed to their waiters from here, when nothing read earlier still waits for the
+    /// service thread; everything else, and everything after it, goes to the service
+    /// thread's inbox in order, and wakes it. False if the backend cannot be polled this way.
+    fn poll_for_reply(&self, from: NodeId, evs: &mut Vec<BackendEvent>) -> bool {
+        let mut direct: Vec<(u64, Arc<ReplySlot>, Incoming)> = Vec::new();
+        let (timer, wake) = {
+            // The service thread is at the backend: it reads what came; look again later.
+            let Some(mut d) = self.shared.driver.try_lock() else {
+                return true;
+            };
+            if !d.backend.poll_input(Instant::now(), from, evs) {
+                return false;
+            }
+            let mut in_order = d.inbox.is_empty() && !self.shared.svc_busy.load(Ordering::Acquire);
+            let mut wake = false;
+            for ev in evs.drain(..) {
+                if in_order {
+                    match self.take_blocking_reply(ev) {
+                        Ok(r) => {
+                            direct.extend(r);
+                            continue;
+                        }
+                        Err(ev) => {
+                            in_order = false;
+                            d.inbox.push(ev);
+                        }
+                    }
+                } else {
+                    d.inbox.push(ev);
+                }
+                wake = true;
+            }
+            // What the read set going (e.g. an acknowledgement's timer) while the service
+            // thread sleeps: as for a send.
+            (Self::timer_for_sleeper(&mut d), wake)
+        };
+        for (id, slot, inc) in direct {
+            self.shared.by_type.received(inc.ty.0, inc.payload.len());
+            self.shared.replies_polled.fetch_add(1, Ordering::Relaxed);
+            slot.put(id, Ok(inc));
+        }
+        if let Some(t) = timer {
+            self.arm_timer(t);
+        }
+        if wake {
+            let _ = self.shared.waker.wake();
+        }
+        true
+    }
+
+    /// `ev` if it is not a reply to a blocking request; else that request's slot and reply
+    /// (taken out of the pending table), or None if nobody waits for it any more.
+    #[allow(clippy::type_complexity)]
+    fn take_blocking_reply(
+        &self,
+        ev: BackendEvent,
+    ) -> Result<Option<(u64, Arc<ReplySlot>, Incoming)>, BackendEvent> {
+        let BackendEvent::Deliver(m) = ev else {
+            return Err(ev);
+        };
+        if !m.flags.contains(Flags::REPLY) || m.ty.0 == TY_LOST_NOTICE {
+            return Err(BackendEvent::Deliver(m));
+        }
+        let mut p = self.shared.pending.lock();
+        match p.get(&m.request_id) {
+            Some((_, Pending::Blocking(_))) => {}
+            // An asynchronous request's callback runs on the service thread.
+            Some((_, Pending::Async(_))) => return Err(BackendEvent::Deliver(m)),
+            None => {
+                drop(p);
+                // A reply nobody waits for any more (as `deliver` drops it).
+                self.shared.by_type.received(m.ty.0, m.payload.len());
+                return Ok(None);
+            }
+        }
+        let Some((_, Pending::Blocking(slot))) = p.remove(&m.request_id) else {
+            return Ok(None);
+        };
+        let inc = Incoming {
+            src: m.src,
+            ty: m.ty,
+            payload: m.payload,
+            request_id: m.request_id,
+            flags: m.flags,
+        };
+        Ok(Some((m.request_id, slot, inc)))
     }
 
     /// Sends a request; `on_reply` runs on the service thread with the reply (or the error that
@@ -689,6 +839,8 @@ impl Endpoint {
             by_type: self.shared.by_type.snapshot(),
             poll_spins: self.shared.poll_spins.load(Ordering::Relaxed),
             poll_spin_hits: self.shared.poll_spin_hits.load(Ordering::Relaxed),
+            replies_spun: self.shared.replies_spun.load(Ordering::Relaxed),
+            replies_polled: self.shared.replies_polled.load(Ordering::Relaxed),
             ..NetStats::default()
         };
         self.shared
@@ -791,14 +943,7 @@ impl Endpoint {
                 false => None,
             };
             d.backend.send(now.unwrap_or_else(Instant::now), msg)?;
-            match d.sleeping_until {
-                // Awake: it computes its next sleep after this send.
-                None => None,
-                Some(deadline) => match (d.backend.poll_timeout(), deadline) {
-                    (Some(t), Some(dl)) if t + WAKE_SLACK >= dl => None,
-                    (t, _) => t,
-                },
-            }
+            Self::timer_for_sleeper(&mut d)
         };
         if let Some(t) = timer {
             // A timer created while the service thread sleeps (e.g. the retransmission timer
@@ -807,6 +952,43 @@ impl Endpoint {
             self.arm_timer(t);
         }
         Ok(())
+    }
+
+    /// After another thread used the backend: the backend's next timer if the service thread
+    /// sleeps past it (then the caller arms the timer thread); None while it is awake (it
+    /// computes its next sleep afterwards) or already wakes in time.
+    fn timer_for_sleeper(d: &mut Driver) -> Option<Instant> {
+        match d.sleeping_until {
+            None => None,
+            Some(deadline) => match (d.backend.poll_timeout(), deadline) {
+                (Some(t), Some(dl)) if t + WAKE_SLACK >= dl => None,
+                (t, _) => t,
+            },
+        }
+    }
+
+    /// Moves what waiting threads read for the service thread ahead of what it reads now
+    /// (service thread, under the driver lock; `out` is empty between dispatches).
+    fn take_inbox(d: &mut Driver, out: &mut Vec<BackendEvent>) {
+        if !d.inbox.is_empty() {
+            out.append(&mut d.inbox);
+        }
+    }
+
+    /// The service thread took `out` from the backend (under the driver lock): until it has
+    /// dispatched them, waiting threads leave replies they read to it.
+    fn mark_busy(&self, out: &[BackendEvent]) {
+        if !out.is_empty() {
+            self.shared.svc_busy.store(true, Ordering::Release);
+        }
+    }
+
+    /// Dispatches `out` and ends the busy mark.
+    fn dispatch_out(&self, out: &mut Vec<BackendEvent>) {
+        if !out.is_empty() {
+            self.handle_events(out);
+            self.shared.svc_busy.store(false, Ordering::Release);
+        }
     }
 
     /// Makes the timer thread wake the service thread by `t` (give or take [`WAKE_SLACK`]:
@@ -1100,11 +1282,11 @@ impl Endpoint {
                 if !d.backend.hot() {
                     return;
                 }
+                Self::take_inbox(&mut d, out);
                 d.backend.poll_hot(out);
+                self.mark_busy(out);
             }
-            if !out.is_empty() {
-                self.handle_events(out);
-            }
+            self.dispatch_out(out);
             if self.shared.posted_len.load(Ordering::Acquire) > 0
                 || self.shared.shutting_down.load(Ordering::Acquire)
             {
@@ -1152,6 +1334,7 @@ impl Endpoint {
                 let lingering = linger_until.is_some_and(|u| u > now);
                 let t = if spinning
                     || lingering
+                    || !d.inbox.is_empty()
                     || self.shared.posted_len.load(Ordering::Acquire) > 0
                 {
                     Some(now)
@@ -1211,6 +1394,7 @@ impl Endpoint {
                         eprintln!("squall: node {}: poll failed: {e}", self.shared.rank.0);
                     }
                 }
+                Self::take_inbox(&mut d, &mut out);
                 for ev in events.iter() {
                     if ev.token().0 >= SOURCE_TOKEN_BASE {
                         ready.push(ev.token().0);
@@ -1218,6 +1402,7 @@ impl Endpoint {
                         d.backend.handle_event(now, ev, &mut out);
                     }
                 }
+                self.mark_busy(&out);
             }
             // Input served in this pass (not a bare wake-up): its answer may come soon.
             let served = !ready.is_empty() || !out.is_empty();
@@ -1240,17 +1425,14 @@ impl Endpoint {
                     (f.lock())(self);
                 }
             }
-            if !out.is_empty() {
-                self.handle_events(&mut out);
+            self.dispatch_out(&mut out);
+            {
+                let mut d = self.shared.driver.lock();
+                Self::take_inbox(&mut d, &mut out);
+                d.backend.handle_timeout(Instant::now(), &mut out);
+                self.mark_busy(&out);
             }
-            self.shared
-                .driver
-                .lock()
-                .backend
-                .handle_timeout(Instant::now(), &mut out);
-            if !out.is_empty() {
-                self.handle_events(&mut out);
-            }
+            self.dispatch_out(&mut out);
         }
         self.shared.stopped.store(true, Ordering::Release);
         self.shared.timer.lock().stop = true;

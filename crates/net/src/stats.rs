@@ -66,6 +66,11 @@ pub struct NetStats {
     /// (`SQUALL_POLL_SPIN_US`), and how many of those caught input before the window ended.
     pub poll_spins: u64,
     pub poll_spin_hits: u64,
+    /// Replies to blocking requests that reached their waiting thread while it was still
+    /// polling (`SQUALL_REPLY_SPIN_US`): no wake-up of that thread; and, of those, the ones it
+    /// read from the socket itself (no service thread on the path either).
+    pub replies_spun: u64,
+    pub replies_polled: u64,
 }
 
 impl NetStats {

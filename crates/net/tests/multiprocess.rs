@@ -16,6 +16,9 @@ const T_ECHO: MsgType = MsgType(101);
 const T_BULK: MsgType = MsgType(102);
 const T_DONE: MsgType = MsgType(103);
 const T_PING: MsgType = MsgType(104);
+/// A request answered only after a one-way `T_MARK` carrying the same token went first.
+const T_AFTER: MsgType = MsgType(105);
+const T_MARK: MsgType = MsgType(106);
 
 const SEQ_PER_PEER: u64 = 2000;
 const BULK: usize = 1 << 20;
@@ -32,6 +35,8 @@ struct State {
     seq_errors: Vec<String>,
     bulk_ok: usize,
     done: usize,
+    /// Tokens of the `T_MARK` messages handled.
+    marks: std::collections::HashSet<u64>,
 }
 
 struct Shared {
@@ -96,6 +101,16 @@ fn start_node(sh: &Arc<Shared>) -> Endpoint {
         });
         ep.register(T_PING, |ep, inc| {
             let _ = ep.reply(&inc, inc.payload.clone());
+        });
+        ep.register(T_AFTER, |ep, inc| {
+            ep.send(inc.src, T_MARK, inc.payload.clone())
+                .expect("send mark");
+            ep.reply(&inc, inc.payload.clone()).expect("reply");
+        });
+        let s = s1.clone();
+        ep.register(T_MARK, move |_, inc| {
+            let token = u64::from_le_bytes(inc.payload[..8].try_into().expect("8 bytes"));
+            s.st.lock().marks.insert(token);
         });
     })
     .expect("join the job")
@@ -188,6 +203,54 @@ fn role_message(ep: &Endpoint, sh: &Shared) {
     );
     barrier_and_shutdown(ep, sh);
     println!("message ok on {me}");
+}
+
+/// Requests from two application threads to every peer, every other one answered after a
+/// one-way message sent first: when the reply is back, that message's handler has run (FIFO per
+/// peer holds between the messages the service thread handles and the replies a waiting
+/// thread reads from the socket itself, `SQUALL_REPLY_SPIN_US`).
+fn role_ordered(ep: &Endpoint, sh: &Arc<Shared>) {
+    const PER_PEER: u64 = 300;
+    let me = ep.rank();
+    let peers: Vec<NodeId> = (0..ep.size()).map(NodeId).filter(|p| *p != me).collect();
+    let threads: Vec<_> = (0..2u64)
+        .map(|t| {
+            let (ep, sh, peers) = (ep.clone(), sh.clone(), peers.clone());
+            std::thread::spawn(move || {
+                for i in 0..PER_PEER {
+                    for p in &peers {
+                        let token = u64::from(me.0) << 32 | t << 24 | i;
+                        // Every other request is a plain echo: a reply with nothing ahead of
+                        // it, which its waiter may take straight from the socket.
+                        let ty = if i % 2 == 0 { T_AFTER } else { T_ECHO };
+                        let r = ep
+                            .request(*p, ty, token.to_le_bytes().to_vec())
+                            .expect("request");
+                        assert_eq!(&r[..], &token.to_le_bytes(), "reply of {token:#x}");
+                        assert!(
+                            ty == T_ECHO || sh.st.lock().marks.contains(&token),
+                            "{me}: the reply of {token:#x} from {p} came before its mark"
+                        );
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("requester thread");
+    }
+    let st = ep.stats();
+    eprintln!(
+        "{me}: replies spun {} polled {}",
+        st.replies_spun, st.replies_polled
+    );
+    if ep.size() == 2 && std::env::var("SQUALL_NET_FAULTS").is_err() {
+        // A 10 ms spin (set by the test) outlasts a round trip almost always: some of the
+        // 300 plain echoes must have been read by their waiter.
+        assert!(st.replies_polled > 0, "{me}: no reply read by its waiter");
+    }
+    barrier_and_shutdown(ep, sh);
+    println!("ordered ok on {me}");
 }
 
 fn role_victim(ep: &Endpoint) {
@@ -355,6 +418,7 @@ fn child_entry() {
     match role.as_str() {
         "suite" => role_suite(&ep, &sh),
         "message" => role_message(&ep, &sh),
+        "ordered" => role_ordered(&ep, &sh),
         "victim" => role_victim(&ep),
         "garbage" => role_garbage(&ep, &sh),
         "forged" => role_forged(&ep, &sh),
@@ -564,6 +628,31 @@ fn suite_tcp_2_delay() {
         "tcp",
         "suite",
         &[("SQUALL_NET_FAULTS", "delay=50us,reorder=0.1,seed=3")],
+    );
+}
+const LONG_REPLY_SPIN: (&str, &str) = ("SQUALL_REPLY_SPIN_US", "10000");
+#[test]
+fn replies_read_by_their_waiter_keep_fifo_tcp_2() {
+    run(2, "tcp", "ordered", &[LONG_REPLY_SPIN]);
+}
+#[test]
+fn replies_read_by_their_waiter_keep_fifo_udp_2() {
+    run(2, "udp", "ordered", &[LONG_REPLY_SPIN]);
+}
+#[test]
+fn replies_read_by_their_waiter_keep_fifo_tcp_4() {
+    run(4, "tcp", "ordered", &[]);
+}
+#[test]
+fn replies_read_by_their_waiter_keep_fifo_udp_4_faults() {
+    run(
+        4,
+        "udp",
+        "ordered",
+        &[
+            LONG_REPLY_SPIN,
+            ("SQUALL_NET_FAULTS", "loss=0.05,dup=0.05,reorder=0.1,seed=5"),
+        ],
     );
 }
 #[test]

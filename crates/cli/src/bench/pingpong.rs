@@ -1,7 +1,9 @@
 //! `squall bench pingpong`: round-trip latency between 2 nodes. Squall's number is an
 //! active-message ping-pong (node 0's pong handler sends the next ping from the service
 //! thread); beside it the blocking `request()` round trip from an application thread, and a
-//! raw socket ping-pong of the same kind. For `--transport mpi` the raw baseline is plain
+//! raw socket ping-pong of the same kind: blocking sockets (`raw_rtt_us`, `ratio`) and
+//! non-blocking ones both ends busy-poll (`raw_spin_rtt_us`, `ratio_spin`: no thread wake-up,
+//! the machine's floor). For `--transport mpi` the raw baseline is plain
 //! MPI_Send/MPI_Recv between 2 ranks of their own mpirun jobs, alternating rep by rep with
 //! Squall's, and `ratio` the median of the per-rep ratios. Beside it, measured inside Squall's
 //! processes right after each rep (see `crate::node::rawmpi`): the same raw ping-pong over MPI
@@ -96,9 +98,12 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
             "squall_rtt_us",
             "squall_p99_us",
             "squall_req_rtt_us",
+            "squall_req_p99_us",
             "raw_rtt_us",
             "raw_p99_us",
             "ratio",
+            "raw_spin_rtt_us",
+            "ratio_spin",
             "raw_lent_rtt_us",
             "ratio_lent",
             "floor_rtt_us",
@@ -126,6 +131,9 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
         let mut am99: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
         let mut raw99: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
         let mut req: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
+        let mut req99: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
+        // tcp, udp: the per-rep medians of the busy-polling raw ping-pong.
+        let mut spin_reps: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
         let mut raw_reps: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
         // mpi only: the per-rep medians of the raw ping-pong over lent MPI and of the floor.
         let mut lent_reps: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
@@ -146,6 +154,7 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
                     am[i].extend(num(row, "am_rtt_us"));
                     am99[i].extend(num(row, "am_p99_us"));
                     req[i].extend(num(row, "req_rtt_us"));
+                    req99[i].extend(num(row, "req_p99_us"));
                     lent_reps[i].extend(num(row, "raw_rtt_us"));
                     floor_reps[i].extend(num(row, "floor_rtt_us"));
                     let raw = size_row(&raw_rows, size).ok_or_else(|| {
@@ -162,6 +171,7 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
                 am[i] = num(row, "am_rtt_us");
                 am99[i] = num(row, "am_p99_us");
                 req[i] = num(row, "req_rtt_us");
+                req99[i] = num(row, "req_p99_us");
                 for _ in 0..a.reps {
                     let samples = match *t {
                         "udp" => raw::udp_pingpong(size, a.iters, warmup)?,
@@ -169,6 +179,13 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
                     };
                     raw_reps[i].push(median(&samples));
                     raw99[i].push(p99(&samples));
+                    let spun = match *t {
+                        "udp" => raw::udp_pingpong_spin(size, a.iters, warmup)?,
+                        _ => Some(raw::tcp_pingpong_spin(size, a.iters, warmup)?),
+                    };
+                    if let Some(samples) = spun {
+                        spin_reps[i].push(median(&samples));
+                    }
                 }
             }
         }
@@ -177,7 +194,10 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
             let squall99 = median(&am99[i]);
             let raw99v = (!raw99[i].is_empty()).then(|| median(&raw99[i]));
             let reqv = median(&req[i]);
+            let req99v = (!req99[i].is_empty()).then(|| median(&req99[i]));
             let rawv = median(&raw_reps[i]);
+            let spinv = (!spin_reps[i].is_empty()).then(|| median(&spin_reps[i]));
+            let ratio_spin = spinv.filter(|v| *v > 0.0).map(|v| squall / v);
             // mpi: the median of the per-rep ratios (each squall rep over the raw rep measured
             // beside it); otherwise, or if the reps do not pair up, the medians' ratio.
             let paired = |base: &[f64]| -> Option<f64> {
@@ -206,9 +226,12 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
                 format!("{squall:.1}"),
                 format!("{squall99:.1}"),
                 format!("{reqv:.1}"),
+                cell(req99v, 1),
                 format!("{rawv:.1}"),
                 cell(raw99v, 1),
                 format!("{ratio:.2}"),
+                cell(spinv, 1),
+                cell(ratio_spin, 2),
                 cell(lent, 1),
                 cell(ratio_lent, 2),
                 cell(floor, 1),
@@ -222,7 +245,10 @@ pub fn main(a: PingpongArgs) -> Result<(), String> {
                 "ratio": round(ratio, 3),
             });
             for (key, v, digits) in [
+                ("squall_req_p99_us", req99v, 2),
                 ("raw_p99_us", raw99v, 2),
+                ("raw_spin_rtt_us", spinv, 2),
+                ("ratio_spin", ratio_spin, 3),
                 ("raw_lent_rtt_us", lent, 2),
                 ("ratio_lent", ratio_lent, 3),
                 ("floor_rtt_us", floor, 2),

@@ -1,5 +1,7 @@
 //! Raw-socket baselines the benches compare Squall against: blocking TCP (TCP_NODELAY) and UDP
-//! sockets on loopback, an echo thread on one end and the measuring thread on the other.
+//! sockets on loopback, an echo thread on one end and the measuring thread on the other; and
+//! the same ping-pongs over non-blocking sockets that both ends busy-poll (`*_spin`), which
+//! take no thread wake-up: the machine's floor for a socket round trip.
 //! Owns only these sockets; must not use the Squall backbone.
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream, UdpSocket};
@@ -126,6 +128,138 @@ pub fn udp_request_reply(
     Ok(samples)
 }
 
+/// Retries `f` while it would block, yielding the CPU between tries (so two busy-polling
+/// threads on one CPU, or a busy machine, still make progress); gives up after
+/// [`UDP_TIMEOUT`] without success.
+fn spin<T>(what: &str, mut f: impl FnMut() -> std::io::Result<T>) -> Result<T, String> {
+    let mut deadline: Option<Instant> = None;
+    loop {
+        match f() {
+            Ok(v) => return Ok(v),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::Interrupted =>
+            {
+                let now = Instant::now();
+                match deadline {
+                    None => deadline = Some(now + UDP_TIMEOUT),
+                    Some(d) if now >= d => {
+                        return Err(format!("raw {what}: nothing for {UDP_TIMEOUT:?}"))
+                    }
+                    Some(_) => {}
+                }
+                std::thread::yield_now();
+            }
+            Err(e) => return Err(io_err(what, e)),
+        }
+    }
+}
+
+/// Reads exactly `buf.len()` bytes from a non-blocking stream, busy-polling; false if the
+/// peer closed before the first byte.
+fn spin_read_exact(s: &mut TcpStream, buf: &mut [u8]) -> Result<bool, String> {
+    let mut got = 0;
+    while got < buf.len() {
+        match spin("tcp spin read", || s.read(&mut buf[got..]))? {
+            0 if got == 0 => return Ok(false),
+            0 => return Err("raw tcp spin read: closed mid-message".into()),
+            n => got += n,
+        }
+    }
+    Ok(true)
+}
+
+fn spin_write_all(s: &mut TcpStream, buf: &[u8]) -> Result<(), String> {
+    let mut put = 0;
+    while put < buf.len() {
+        put += spin("tcp spin write", || s.write(&buf[put..]))?;
+    }
+    Ok(())
+}
+
+/// Round-trip times in microseconds like [`tcp_pingpong`], but both ends busy-poll
+/// non-blocking sockets instead of sleeping in `read`: no thread wake-up on the path.
+pub fn tcp_pingpong_spin(size: usize, iters: usize, warmup: usize) -> Result<Vec<f64>, String> {
+    let listener =
+        TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| io_err("tcp bind", e))?;
+    let addr = listener.local_addr().map_err(|e| io_err("tcp addr", e))?;
+    let echo = std::thread::spawn(move || -> Result<(), String> {
+        let (mut s, _) = listener.accept().map_err(|e| io_err("tcp accept", e))?;
+        s.set_nodelay(true).map_err(|e| io_err("tcp nodelay", e))?;
+        s.set_nonblocking(true)
+            .map_err(|e| io_err("tcp nonblocking", e))?;
+        let mut buf = vec![0u8; size];
+        while size > 0 && spin_read_exact(&mut s, &mut buf)? {
+            spin_write_all(&mut s, &buf)?;
+        }
+        Ok(())
+    });
+    let mut s = TcpStream::connect(addr).map_err(|e| io_err("tcp connect", e))?;
+    s.set_nodelay(true).map_err(|e| io_err("tcp nodelay", e))?;
+    s.set_nonblocking(true)
+        .map_err(|e| io_err("tcp nonblocking", e))?;
+    let out = vec![0x5au8; size];
+    let mut back = vec![0u8; size];
+    let mut samples = Vec::with_capacity(iters);
+    for i in 0..warmup + iters {
+        let t0 = Instant::now();
+        spin_write_all(&mut s, &out)?;
+        if !spin_read_exact(&mut s, &mut back)? {
+            return Err("raw tcp spin: the echo closed".into());
+        }
+        if i >= warmup {
+            samples.push(t0.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    drop(s);
+    echo.join()
+        .map_err(|_| "raw tcp spin echo thread panicked".to_string())??;
+    Ok(samples)
+}
+
+/// Round-trip times in microseconds like [`udp_pingpong`], but both ends busy-poll
+/// non-blocking sockets; messages of at most one datagram (60 000 bytes), else None.
+pub fn udp_pingpong_spin(
+    size: usize,
+    iters: usize,
+    warmup: usize,
+) -> Result<Option<Vec<f64>>, String> {
+    if size > UDP_CHUNK {
+        return Ok(None);
+    }
+    let a = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| io_err("udp bind", e))?;
+    let b = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| io_err("udp bind", e))?;
+    let b_addr = b.local_addr().map_err(|e| io_err("udp addr", e))?;
+    a.connect(b_addr).map_err(|e| io_err("udp connect", e))?;
+    for s in [&a, &b] {
+        s.set_nonblocking(true)
+            .map_err(|e| io_err("udp nonblocking", e))?;
+    }
+    let total = warmup + iters;
+    let echo = std::thread::spawn(move || -> Result<(), String> {
+        let mut buf = vec![0u8; 65_536];
+        for _ in 0..total {
+            let (n, from) = spin("udp spin echo recv", || b.recv_from(&mut buf))?;
+            spin("udp spin echo send", || b.send_to(&buf[..n], from))?;
+        }
+        Ok(())
+    });
+    let out = vec![0x5au8; size];
+    let mut back = vec![0u8; 65_536];
+    let mut samples = Vec::with_capacity(iters);
+    for i in 0..total {
+        let t0 = Instant::now();
+        spin("udp spin send", || a.send(&out))?;
+        spin("udp spin recv", || a.recv(&mut back))?;
+        if i >= warmup {
+            samples.push(t0.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    echo.join()
+        .map_err(|_| "raw udp spin echo thread panicked".to_string())??;
+    Ok(Some(samples))
+}
+
 /// [`udp_pingpong`] of messages above one datagram: sent as several, echoed one by one.
 fn udp_echo(size: usize, iters: usize, warmup: usize) -> Result<Vec<f64>, String> {
     let a = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| io_err("udp bind", e))?;
@@ -249,6 +383,20 @@ mod tests {
         let s = udp_request_reply(8, 4096, 10, 1).expect("udp request/reply");
         assert_eq!(s.len(), 10);
         assert!(udp_request_reply(8, 70_000, 1, 0).is_err());
+    }
+
+    #[test]
+    fn spin_pingpongs_measure_every_iteration() {
+        for size in [64, 4096] {
+            let s = tcp_pingpong_spin(size, 20, 2).expect("tcp spin pingpong");
+            assert_eq!(s.len(), 20);
+            assert!(s.iter().all(|&x| x > 0.0));
+            let s = udp_pingpong_spin(size, 20, 2)
+                .expect("udp spin pingpong")
+                .expect("one datagram");
+            assert_eq!(s.len(), 20);
+        }
+        assert!(udp_pingpong_spin(70_000, 1, 0).expect("too big").is_none());
     }
 
     #[test]

@@ -174,6 +174,7 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
         let mut am = Vec::with_capacity(a.reps);
         let mut am_p99 = Vec::with_capacity(a.reps);
         let mut req = Vec::with_capacity(a.reps);
+        let mut req_p99 = Vec::with_capacity(a.reps);
         // (--mpi-baselines) per rep, measured right after Squall's.
         let mut raw: Vec<f64> = Vec::with_capacity(a.reps);
         let mut floor: Vec<f64> = Vec::with_capacity(a.reps);
@@ -217,6 +218,9 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
                 continue;
             }
 
+            let echo_sent =
+                |ep: &Endpoint| ep.stats().by_type.get(&ty::ECHO.0).map_or(0, |c| c.sent);
+            let echoes0 = echo_sent(&ep);
             let mut s = Vec::with_capacity(a.iters);
             for i in 0..a.warmup + a.iters {
                 let t0 = Instant::now();
@@ -232,10 +236,19 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
                     s.push(dt);
                 }
             }
+            // The requests went out: one message each.
+            let echoes = echo_sent(&ep) - echoes0;
+            if echoes != (a.warmup + a.iters) as u64 {
+                return Err(NodeError::Check(format!(
+                    "{echoes} echo requests sent for {} round trips",
+                    a.warmup + a.iters
+                )));
+            }
             req.push(median(&s));
+            req_p99.push(p99(&s));
         }
-        let mut row =
-            json!({"size": size, "am_rtt_us": am, "am_p99_us": am_p99, "req_rtt_us": req});
+        let mut row = json!({"size": size, "am_rtt_us": am, "am_p99_us": am_p99,
+            "req_rtt_us": req, "req_p99_us": req_p99});
         if a.mpi_baselines {
             row["raw_rtt_us"] = json!(raw);
             row["floor_rtt_us"] = json!(floor);
@@ -250,6 +263,8 @@ pub fn pingpong(a: PingpongNodeArgs) -> Result<(), NodeError> {
         "authenticated": authenticated,
         "poll_spins": st.poll_spins,
         "poll_spin_hits": st.poll_spin_hits,
+        "replies_spun": st.replies_spun,
+        "replies_polled": st.replies_polled,
     }));
     finish(&ep, &barrier)
 }

@@ -82,6 +82,15 @@ pub(crate) trait Backend: Send {
     }
     /// Handles one readiness event for a backend token.
     fn handle_event(&mut self, now: Instant, event: &Event, out: &mut Vec<BackendEvent>);
+    /// Reads what has arrived, without a readiness event, for an application thread that
+    /// waits for a reply from `from` ([`crate::Endpoint::request`]); what it read goes to `out`
+    /// like `handle_event`'s events. Called from any thread under the endpoint's lock; it must
+    /// leave the sockets as `handle_event` would (edge-triggered readiness: a reader drains
+    /// what it starts on). False if this backend cannot be read this way (the waiter then
+    /// leaves its input to the service thread). Default: false.
+    fn poll_input(&mut self, _now: Instant, _from: NodeId, _out: &mut Vec<BackendEvent>) -> bool {
+        false
+    }
     /// Handles timers (retransmission, heartbeats, delayed packets, peer timeouts).
     fn handle_timeout(&mut self, now: Instant, out: &mut Vec<BackendEvent>);
     /// The earliest instant `handle_timeout` has work.

@@ -676,6 +676,15 @@ impl Backend for TcpBackend {
         }
     }
 
+    fn poll_input(&mut self, now: Instant, from: NodeId, out: &mut Vec<BackendEvent>) -> bool {
+        // Only the waited-for peer's connection: one read per look (a short read or
+        // `EWOULDBLOCK` ends it, as after a readiness event).
+        if from.index() < self.peers.len() {
+            self.on_readable(now, from.index(), out);
+        }
+        true
+    }
+
     fn handle_timeout(&mut self, now: Instant, out: &mut Vec<BackendEvent>) {
         self.tick(now, out);
         let registry = self.registry.as_ref();

@@ -205,6 +205,15 @@ impl Backend for UdpBackend {
         self.drain_events(out);
     }
 
+    fn poll_input(&mut self, now: Instant, _from: NodeId, out: &mut Vec<BackendEvent>) -> bool {
+        // One socket for every peer: drained whole (acknowledgements the core owes go out in
+        // the flush), as `handle_timeout` finishes a drain.
+        self.read(now, None);
+        self.flush(now);
+        self.drain_events(out);
+        true
+    }
+
     fn handle_timeout(&mut self, now: Instant, out: &mut Vec<BackendEvent>) {
         if self.undrained.is_some() {
             self.read(now, None);
