@@ -38,13 +38,13 @@ pub struct ObjectsArgs {
     #[arg(long, default_value_t = 120)]
     pub range: i64,
     /// genetic population (even).
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 256)]
     pub pop: usize,
     /// genetic generations.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 20)]
     pub gens: usize,
     /// genetic fitness bases 2..=B (its think time).
-    #[arg(long, default_value_t = 24)]
+    #[arg(long, default_value_t = 40)]
     pub bases: u64,
     /// End the table with one JSON line.
     #[arg(long)]
@@ -74,7 +74,7 @@ pub fn main(a: ObjectsArgs) -> Result<(), String> {
             "--reps, --iters, --steps and --range must be positive, --grid at least 3".into(),
         );
     }
-    if a.pop < 2 || a.pop % 2 != 0 || a.gens == 0 || a.bases < 2 {
+    if a.pop < 2 || !a.pop.is_multiple_of(2) || a.gens == 0 || a.bases < 2 {
         return Err(
             "--pop must be even and at least 2, --gens positive, --bases at least 2".into(),
         );
