@@ -96,6 +96,13 @@ pub trait RegionMemory {
     /// Copy the node's copy of `rid` into `out` (its size; for a recall or flush: no write
     /// bracket is open).
     fn read_into(&self, rid: RegionId, out: &mut [u8]);
+    /// Append the node's copy of `rid` (`len` bytes) to `out`, under `read_into`'s rule (a
+    /// store that can copy straight from its bytes overrides this: no zero-fill first).
+    fn append_to(&self, rid: RegionId, len: usize, out: &mut Vec<u8>) {
+        let at = out.len();
+        out.resize(at + len, 0);
+        self.read_into(rid, &mut out[at..]);
+    }
     /// The region is gone: drop the node's copy.
     fn forget(&mut self, rid: RegionId);
 }
