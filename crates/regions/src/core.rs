@@ -855,7 +855,7 @@ mod tests {
         assert!(run(&mut n).contains(&(10, Ok(0))));
         n[0].1 .0.insert(rid, vec![1, 2, 3, 4]);
         let (r, m) = &mut n[0];
-        r.end_write(rid, m).unwrap();
+        r.end_write(rid, m).expect("in a write bracket");
         // A remote read gets the written bytes straight from the home's copy.
         let (r, m) = &mut n[1];
         r.start_read(11, rid, m);
@@ -863,8 +863,8 @@ mod tests {
         assert_eq!(n[1].1 .0[&rid], [1, 2, 3, 4]);
         assert!(n[0].0.dirs[&rid].stale);
         let (r, m) = &mut n[1];
-        r.end_read(rid, m).unwrap();
-        r.flush(rid, m).unwrap();
+        r.end_read(rid, m).expect("in a read bracket");
+        r.flush(rid, m).expect("no bracket open");
         run(&mut n);
         n[1].1 .0.insert(rid, vec![0; 4]);
         // A remote write invalidates the home's copy: the home copy catches up first and the

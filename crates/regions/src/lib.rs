@@ -15,7 +15,10 @@
 //! completions of waiting calls) through [`Regions::poll_action`]. It assumes the backbone's
 //! delivery: exactly once, FIFO per pair of nodes (the simulator runs it over its reliable
 //! layer). The node's own copies are reached through [`RegionMemory`] (the runtime's buffers
-//! that the application reads and writes); the home's copy is the core's own.
+//! that the application reads and writes); the home's copy is the core's own, except while
+//! the home node's own read copy is current (after its written copy was downgraded for a
+//! reader): reads are then served from that copy, and the home's copy catches up before the
+//! home node's copy stops being a read copy.
 //!
 //! Owns region state and the protocol; must not touch sockets, clocks or threads.
 
