@@ -42,8 +42,13 @@ struct Cached {
 /// The home's record of a region.
 #[derive(Debug)]
 struct Dir {
-    /// The home copy (current while nobody owns the region).
+    /// The home copy (current while nobody owns the region and `stale` is false).
     data: Vec<u8>,
+    /// The home node's own cached copy (Shared) holds the current bytes and `data` is behind:
+    /// set when the home's written copy is downgraded for a reader, so the read reply is
+    /// built straight from that copy (one pass instead of two); `data` is brought up to
+    /// date before the home's copy stops being Shared.
+    stale: bool,
     sharers: BTreeSet<NodeId>,
     owner: Option<NodeId>,
     /// Requests waiting for the one in progress.
@@ -117,6 +122,7 @@ impl Regions {
             rid,
             Dir {
                 data: vec![0; size],
+                stale: false,
                 sharers: BTreeSet::new(),
                 owner: None,
                 queue: VecDeque::new(),
@@ -266,11 +272,16 @@ impl Regions {
         let was = c.state;
         c.state = St::Invalid;
         self.stats.flushes += 1;
+        if was == St::Shared {
+            if let Some(d) = self.dirs.get_mut(&rid) {
+                catch_up(d, rid, mem);
+            }
+        }
         match was {
             St::Exclusive => {
-                let msg = Msg::encode_from(Kind::Flush, rid, c.size as usize, |out| {
-                    mem.read_into(rid, out)
-                });
+                let size = c.size as usize;
+                let msg =
+                    Msg::encode_from(Kind::Flush, rid, size, |out| mem.append_to(rid, size, out));
                 self.push_send(rid.home(), Kind::Flush, msg);
             }
             St::Shared => self.send(rid.home(), Msg::new(Kind::Drop, rid)),
@@ -403,6 +414,7 @@ impl Regions {
                     if let Some(data) = m.data {
                         check_len(from, data, d.data.len())?;
                         d.data.copy_from_slice(data);
+                        d.stale = false;
                     }
                     if d.owner == Some(from) {
                         d.owner = None;
@@ -421,6 +433,7 @@ impl Regions {
                     if d.owner == Some(from) {
                         check_len(from, data, d.data.len())?;
                         d.data.copy_from_slice(data);
+                        d.stale = false;
                         d.owner = None;
                     }
                 }
@@ -541,6 +554,9 @@ impl Regions {
                 if c.state == St::Shared {
                     c.state = St::Invalid;
                     self.stats.invalidations += 1;
+                    if let Some(d) = self.dirs.get_mut(&rid) {
+                        catch_up(d, rid, mem);
+                    }
                 }
                 self.send(home, Msg::new(Kind::InvAck, rid));
             } else {
@@ -557,8 +573,9 @@ impl Regions {
                 c.state = if for_write { St::Invalid } else { St::Shared };
                 self.stats.recalls += 1;
                 let size = c.size as usize;
-                let msg =
-                    Msg::encode_from(Kind::RecallData, rid, size, |out| mem.read_into(rid, out));
+                let msg = Msg::encode_from(Kind::RecallData, rid, size, |out| {
+                    mem.append_to(rid, size, out)
+                });
                 self.push_send(home, Kind::RecallData, msg);
             }
         }
@@ -634,23 +651,28 @@ impl Regions {
                 }
                 // Every answer is in: grant.
                 let Some(t) = d.txn.take() else { return };
-                let mut m;
-                match t.want {
+                let (kind, with_data) = match t.want {
                     Want::Read => {
                         d.sharers.insert(t.req);
-                        m = Msg::new(Kind::ReadData, rid);
-                        m.data = Some(&d.data);
+                        (Kind::ReadData, true)
                     }
                     Want::Write => {
                         d.sharers.clear();
                         d.owner = Some(t.req);
-                        m = Msg::new(Kind::WriteGrant, rid);
-                        if !t.had_copy {
-                            m.data = Some(&d.data);
-                        }
+                        (Kind::WriteGrant, !t.had_copy)
                     }
-                }
-                let (kind, bytes) = (m.kind, m.encode());
+                };
+                let bytes = if with_data && d.stale {
+                    // The home's own Shared copy is current: one copy into the message.
+                    let len = d.data.len();
+                    Msg::encode_from(kind, rid, len, |out| mem.append_to(rid, len, out))
+                } else {
+                    let mut m = Msg::new(kind, rid);
+                    if with_data {
+                        m.data = Some(&d.data);
+                    }
+                    m.encode()
+                };
                 self.push_send(t.req, kind, bytes);
                 continue;
             }
@@ -676,12 +698,15 @@ impl Regions {
             });
             if let Some(c) = local {
                 if d.owner == Some(self.me) && req != self.me && c.state == St::Exclusive {
-                    mem.read_into(rid, &mut d.data);
                     d.owner = None;
                     self.stats.recalls += 1;
                     if for_write {
+                        mem.read_into(rid, &mut d.data);
+                        d.stale = false;
                         c.state = St::Invalid;
                     } else {
+                        // The home's copy stays (Shared) and current: no copy into `data`.
+                        d.stale = true;
                         c.state = St::Shared;
                         d.sharers.insert(self.me);
                     }
@@ -691,6 +716,7 @@ impl Regions {
                     && c.state == St::Shared
                     && d.sharers.remove(&self.me)
                 {
+                    catch_up(d, rid, mem);
                     c.state = St::Invalid;
                     self.stats.invalidations += 1;
                 }
@@ -743,6 +769,15 @@ fn kind_of(w: Want) -> Kind {
     }
 }
 
+/// Bring the home copy up to date from the home node's own (Shared, so unwritten) copy
+/// before that copy stops being Shared.
+fn catch_up(d: &mut Dir, rid: RegionId, mem: &dyn RegionMemory) {
+    if d.stale {
+        mem.read_into(rid, &mut d.data);
+        d.stale = false;
+    }
+}
+
 fn check_len(from: NodeId, data: &[u8], size: usize) -> Result<(), RegionError> {
     if data.len() == size {
         Ok(())
@@ -751,5 +786,94 @@ fn check_len(from: NodeId, data: &[u8], size: usize) -> Result<(), RegionError> 
             from,
             what: "region data of the wrong size",
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Plain per-node copies (what the runtime's buffers are).
+    #[derive(Default)]
+    struct Mem(HashMap<RegionId, Vec<u8>>);
+
+    impl RegionMemory for Mem {
+        fn ensure(&mut self, rid: RegionId, size: usize) {
+            self.0.entry(rid).or_insert_with(|| vec![0; size]);
+        }
+        fn install(&mut self, rid: RegionId, data: &[u8]) {
+            if let Some(c) = self.0.get_mut(&rid) {
+                c.copy_from_slice(data);
+            }
+        }
+        fn read_into(&self, rid: RegionId, out: &mut [u8]) {
+            if let Some(c) = self.0.get(&rid) {
+                out.copy_from_slice(c);
+            }
+        }
+        fn forget(&mut self, rid: RegionId) {
+            self.0.remove(&rid);
+        }
+    }
+
+    /// Deliver every message until the two nodes are quiet; the completed waiters.
+    fn run(nodes: &mut [(Regions, Mem)]) -> Vec<(Waiter, Result<u64, RegionError>)> {
+        let mut done = Vec::new();
+        loop {
+            let mut sends = Vec::new();
+            for (i, (r, _)) in nodes.iter_mut().enumerate() {
+                while let Some(a) = r.poll_action() {
+                    match a {
+                        Action::Send { to, msg } => sends.push((NodeId(i as u16), to, msg)),
+                        Action::Complete { waiter, result } => done.push((waiter, result)),
+                    }
+                }
+            }
+            if sends.is_empty() {
+                return done;
+            }
+            for (from, to, msg) in sends {
+                let (r, m) = &mut nodes[to.0 as usize];
+                r.on_message(from, &msg, m).expect("well-formed message");
+            }
+        }
+    }
+
+    #[test]
+    fn read_reply_from_the_homes_written_copy_and_catch_up() {
+        let mut n: Vec<(Regions, Mem)> = (0..2)
+            .map(|i| (Regions::new(NodeId(i), 2), Mem::default()))
+            .collect();
+        let rid = n[0].0.create(4);
+        for (i, (r, m)) in n.iter_mut().enumerate() {
+            r.map(i as Waiter, rid, m);
+        }
+        run(&mut n);
+        // The home writes its copy.
+        let (r, m) = &mut n[0];
+        r.start_write(10, rid, m);
+        assert!(run(&mut n).contains(&(10, Ok(0))));
+        n[0].1 .0.insert(rid, vec![1, 2, 3, 4]);
+        let (r, m) = &mut n[0];
+        r.end_write(rid, m).expect("in a write bracket");
+        // A remote read gets the written bytes straight from the home's copy.
+        let (r, m) = &mut n[1];
+        r.start_read(11, rid, m);
+        assert!(run(&mut n).contains(&(11, Ok(0))));
+        assert_eq!(n[1].1 .0[&rid], [1, 2, 3, 4]);
+        assert!(n[0].0.dirs[&rid].stale);
+        let (r, m) = &mut n[1];
+        r.end_read(rid, m).expect("in a read bracket");
+        r.flush(rid, m).expect("no bracket open");
+        run(&mut n);
+        n[1].1 .0.insert(rid, vec![0; 4]);
+        // A remote write invalidates the home's copy: the home copy catches up first and the
+        // grant carries the written bytes.
+        let (r, m) = &mut n[1];
+        r.start_write(12, rid, m);
+        assert!(run(&mut n).contains(&(12, Ok(0))));
+        assert_eq!(n[1].1 .0[&rid], [1, 2, 3, 4]);
+        assert!(!n[0].0.dirs[&rid].stale);
+        assert_eq!(n[0].0.dirs[&rid].data, [1, 2, 3, 4]);
     }
 }

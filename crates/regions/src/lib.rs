@@ -15,7 +15,10 @@
 //! completions of waiting calls) through [`Regions::poll_action`]. It assumes the backbone's
 //! delivery: exactly once, FIFO per pair of nodes (the simulator runs it over its reliable
 //! layer). The node's own copies are reached through [`RegionMemory`] (the runtime's buffers
-//! that the application reads and writes); the home's copy is the core's own.
+//! that the application reads and writes); the home's copy is the core's own, except while
+//! the home node's own read copy is current (after its written copy was downgraded for a
+//! reader): reads are then served from that copy, and the home's copy catches up before the
+//! home node's copy stops being a read copy.
 //!
 //! Owns region state and the protocol; must not touch sockets, clocks or threads.
 
@@ -96,6 +99,13 @@ pub trait RegionMemory {
     /// Copy the node's copy of `rid` into `out` (its size; for a recall or flush: no write
     /// bracket is open).
     fn read_into(&self, rid: RegionId, out: &mut [u8]);
+    /// Append the node's copy of `rid` (`len` bytes) to `out`, under `read_into`'s rule (a
+    /// store that can copy straight from its bytes overrides this: no zero-fill first).
+    fn append_to(&self, rid: RegionId, len: usize, out: &mut Vec<u8>) {
+        let at = out.len();
+        out.resize(at + len, 0);
+        self.read_into(rid, &mut out[at..]);
+    }
     /// The region is gone: drop the node's copy.
     fn forget(&mut self, rid: RegionId);
 }

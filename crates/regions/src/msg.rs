@@ -128,21 +128,21 @@ impl<'a> Msg<'a> {
         b
     }
 
-    /// Encodes a message carrying `len` bytes of data that `fill` writes in place (one copy
-    /// from the node's buffer straight into the message).
+    /// Encodes a message carrying `len` bytes of data that `fill` appends (one copy from the
+    /// node's buffer straight into the message).
     pub fn encode_from(
         kind: Kind,
         rid: RegionId,
         len: usize,
-        fill: impl FnOnce(&mut [u8]),
+        fill: impl FnOnce(&mut Vec<u8>),
     ) -> Vec<u8> {
         let mut b = Vec::with_capacity(18 + len);
         b.push(kind as u8);
         b.extend_from_slice(&rid.0.to_le_bytes());
         b.extend_from_slice(&0u64.to_le_bytes());
         b.push(1);
+        fill(&mut b);
         b.resize(18 + len, 0);
-        fill(&mut b[18..]);
         b
     }
 

@@ -2,11 +2,12 @@
 //! microbenchmarks as `Read()`/`Write()` latency per engine, local and remote, beside a raw
 //! 8-byte request/reply of the same transport measured in the same run; and its workloads
 //! `sea` (most communication) and `xstate` (least) on each engine at 1, 2 and 4 nodes, like
-//! its Figures 9 and 11, normalised to the same computation run sequentially (plain arrays,
+//! its Figures 9 and 11, and `genetic` (moderate communication) like its Figure 10, normalised to the same computation run sequentially (plain arrays,
 //! no Squall), as the seed normalises to its uniprocessor binaries. The node program checks
 //! the OU and MSI answers against the sequential ones and, from the object statistics, that
 //! remote operations happened. `sea` also runs on page-based shared memory (engine column
-//! `pages`: the run's page protocol) for the comparison. Owns this driver only.
+//! `pages`: the run's page protocol) for the comparison, and so does `genetic` (the algorithm
+//! of apps/genetic, in Rust). Owns this driver only.
 use super::report::{emit_json, median, round, run_nodes, set_transports, Table};
 use super::TransportChoice;
 use clap::Args;
@@ -36,6 +37,15 @@ pub struct ObjectsArgs {
     /// xstate range (candidates per dimension, from -range to range).
     #[arg(long, default_value_t = 120)]
     pub range: i64,
+    /// genetic population (even).
+    #[arg(long, default_value_t = 256)]
+    pub pop: usize,
+    /// genetic generations.
+    #[arg(long, default_value_t = 20)]
+    pub gens: usize,
+    /// genetic fitness bases 2..=B (its think time).
+    #[arg(long, default_value_t = 40)]
+    pub bases: u64,
     /// End the table with one JSON line.
     #[arg(long)]
     pub json: bool,
@@ -64,6 +74,11 @@ pub fn main(a: ObjectsArgs) -> Result<(), String> {
             "--reps, --iters, --steps and --range must be positive, --grid at least 3".into(),
         );
     }
+    if a.pop < 2 || !a.pop.is_multiple_of(2) || a.gens == 0 || a.bases < 2 {
+        return Err(
+            "--pop must be even and at least 2, --gens positive, --bases at least 2".into(),
+        );
+    }
     if a.nodes.iter().any(|&n| n == 0 || n > 64) {
         return Err("--nodes: counts from 1 to 64".into());
     }
@@ -79,7 +94,14 @@ pub fn main(a: ObjectsArgs) -> Result<(), String> {
         ),
         &["transport", "nodes", "engine", "sea_s", "sea_x_seq", "sea_ok", "xstate_s", "xstate_x_seq", "xstate_ok", "remote_ops_node0"],
     );
-    let mut out = json!({"micro": [], "workloads": []});
+    let mut ga_t = Table::new(
+        format!(
+            "genetic (Figure 10): population {} x {} generations, bases 2..{}; median s of {} reps; x seq = time / sequential",
+            a.pop, a.gens, a.bases, a.reps
+        ),
+        &["transport", "nodes", "engine", "genetic_s", "x_seq", "same_as_seq", "whole"],
+    );
+    let mut out = json!({"micro": [], "workloads": [], "genetic": []});
     for t in &transports {
         let mut counts = a.nodes.clone();
         if !counts.contains(&2) {
@@ -98,6 +120,12 @@ pub fn main(a: ObjectsArgs) -> Result<(), String> {
                 a.steps.to_string(),
                 "--range".into(),
                 a.range.to_string(),
+                "--pop".into(),
+                a.pop.to_string(),
+                "--gens".into(),
+                a.gens.to_string(),
+                "--bases".into(),
+                a.bases.to_string(),
             ];
             if n != 2 {
                 args.push("--no-micro".into());
@@ -159,6 +187,42 @@ pub fn main(a: ObjectsArgs) -> Result<(), String> {
                 arr.push(json!({"transport": t, "nodes": n, "engine": "pages",
                     "sea_s": round(pages, 5), "sea_seq_s": round(seq_sea, 5), "sea_ok": v["sea_pages_ok"]}));
             }
+            let seq_ga = v["genetic_seq_s"].as_f64().unwrap_or(f64::NAN);
+            let mut ga_row = |engine: &str, s: f64, same: &Value, whole: &Value| {
+                ga_t.row(vec![
+                    t.to_string(),
+                    n.to_string(),
+                    engine.into(),
+                    format!("{s:.4}"),
+                    format!("{:.2}", s / seq_ga),
+                    same.to_string(),
+                    whole.to_string(),
+                ]);
+                if let Some(arr) = out["genetic"].as_array_mut() {
+                    arr.push(json!({"transport": t, "nodes": n, "engine": engine,
+                        "genetic_s": round(s, 5), "genetic_seq_s": round(seq_ga, 5),
+                        "same_as_seq": same, "whole": whole}));
+                }
+            };
+            ga_row(
+                "pages",
+                median(&f64s(&v["genetic_pages_s"])),
+                &v["genetic_pages_ok"],
+                &v["genetic_pages_ok"],
+            );
+            for w in v["workloads"].as_array().cloned().unwrap_or_default() {
+                ga_row(
+                    w["engine"].as_str().unwrap_or("?"),
+                    median(&f64s(&w["genetic_s"])),
+                    &w["genetic_ok"],
+                    &w["genetic_whole"],
+                );
+            }
+            if let Some(arr) = out["genetic"].as_array_mut() {
+                if n == 1 {
+                    arr.push(json!({"transport": t, "sequential": v["genetic_seq"]}));
+                }
+            }
             let seq_x = v["xstate_seq_s"].as_f64().unwrap_or(f64::NAN);
             for w in v["workloads"].as_array().cloned().unwrap_or_default() {
                 let s = median(&f64s(&w["sea_s"]));
@@ -187,6 +251,8 @@ pub fn main(a: ObjectsArgs) -> Result<(), String> {
     micro_t.print();
     println!();
     work_t.print();
+    println!();
+    ga_t.print();
     println!("(NC answers are reported, not required: NC promises no consistency.)");
     if a.json {
         set_transports(&mut out, &transports);

@@ -6,7 +6,10 @@
 //! shared array under one `DSM_Lock`, one barrier at the end: the least), each verified
 //! against the same computation run sequentially on node 0 (NC results are reported, not
 //! required to match: NC promises no consistency); `sea` also on page-based shared memory
-//! (`SharedArray`, the run's page protocol) for comparison. Node 0 prints one result line.
+//! (`SharedArray`, the run's page protocol) for comparison; `genetic` (module `genetic`: a
+//! genetic algorithm over a shared population, two barriers per generation: moderate
+//! communication) on each engine and on pages, verified the same way. Node 0 prints one
+//! result line.
 //! Owns these measurements; must not touch the object core (public API and statistics only).
 use super::NodeError;
 use crate::bench::report::emit_result;
@@ -16,6 +19,8 @@ use squall::objects::{self, Engine, SharedObject};
 use squall::{LockId, Node, NodeId};
 use squall_wire::MsgType;
 use std::time::Instant;
+
+mod genetic;
 
 /// Raw 8-byte request/reply (the baseline).
 const PING8: MsgType = MsgType(0xF011);
@@ -37,6 +42,18 @@ pub struct ObjectsNodeArgs {
     /// xstate search range (candidates per dimension).
     #[arg(long, default_value_t = 120)]
     pub range: i64,
+    /// genetic population (even).
+    #[arg(long, default_value_t = 256)]
+    pub pop: usize,
+    /// genetic generations.
+    #[arg(long, default_value_t = 20)]
+    pub gens: usize,
+    /// genetic fitness bases 2..=B (the think time).
+    #[arg(long, default_value_t = 40)]
+    pub bases: u64,
+    /// genetic individuals per coherence segment.
+    #[arg(long, default_value_t = 8)]
+    pub ga_seg: u32,
     /// Skip the micro measurements.
     #[arg(long)]
     pub no_micro: bool,
@@ -358,6 +375,44 @@ pub fn run(a: ObjectsNodeArgs) -> Result<(), NodeError> {
     } else {
         None
     };
+    if a.pop < 2 || !a.pop.is_multiple_of(2) || a.gens == 0 || a.bases < 2 {
+        return Err(NodeError::Check(
+            "--pop must be even and at least 2, --gens positive, --bases at least 2".into(),
+        ));
+    }
+    let ga = genetic::GaSize {
+        pop: a.pop,
+        gens: a.gens,
+        bases: a.bases,
+        seed: 0x05ee_d004,
+    };
+    // The sequential run is short: its median over the repetitions.
+    let seq_ga = if me == 0 {
+        let mut ts = Vec::new();
+        let mut r = genetic::sequential(&ga);
+        for _ in 0..a.reps {
+            let t = Instant::now();
+            r = genetic::sequential(&ga);
+            ts.push(t.elapsed().as_secs_f64());
+        }
+        Some((pct(&mut ts, 0.5), r))
+    } else {
+        None
+    };
+    let mut ga_page_times = Vec::new();
+    let mut ga_page_ok = true;
+    for _ in 0..a.reps {
+        let r = genetic::on_pages(&node, &ga)?;
+        ga_page_times.push(r.secs);
+        if let Some((_, want)) = seq_ga {
+            ga_page_ok &= r.whole && r.result == want;
+        }
+    }
+    if me == 0 && !ga_page_ok {
+        return Err(NodeError::Check(
+            "genetic on page-based memory: wrong population".into(),
+        ));
+    }
     let mut page_times = Vec::new();
     let mut page_ok = true;
     for _ in 0..a.reps {
@@ -375,7 +430,8 @@ pub fn run(a: ObjectsNodeArgs) -> Result<(), NodeError> {
     for engine in ENGINES {
         let mut times = Vec::new();
         let mut xtimes = Vec::new();
-        let (mut sea_ok, mut x_ok) = (true, true);
+        let mut gtimes = Vec::new();
+        let (mut sea_ok, mut x_ok, mut ga_ok, mut ga_whole) = (true, true, true, true);
         let before = objects::stats().map_err(dsm)?;
         for _ in 0..a.reps {
             let (t, sum) = sea(&node, engine, a.grid, a.steps)?;
@@ -388,6 +444,12 @@ pub fn run(a: ObjectsNodeArgs) -> Result<(), NodeError> {
             if let Some((_, want)) = seq_x {
                 x_ok &= c == want;
             }
+            let r = genetic::on_objects(&node, engine, &ga, a.ga_seg)?;
+            gtimes.push(r.secs);
+            if let Some((_, want)) = seq_ga {
+                ga_ok &= r.result == want;
+                ga_whole &= r.whole;
+            }
         }
         let after = objects::stats().map_err(dsm)?;
         let remote = after.reads_remote + after.writes_remote + after.nc_updates_applied
@@ -395,9 +457,16 @@ pub fn run(a: ObjectsNodeArgs) -> Result<(), NodeError> {
             - before.writes_remote
             - before.nc_updates_applied;
         if me == 0 {
-            if engine != Engine::Nc && !(sea_ok && x_ok) {
+            if engine != Engine::Nc && !(sea_ok && x_ok && ga_ok) {
                 return Err(NodeError::Check(format!(
-                    "{}: wrong answer (sea {sea_ok}, xstate {x_ok})",
+                    "{}: wrong answer (sea {sea_ok}, xstate {x_ok}, genetic {ga_ok})",
+                    engine.name()
+                )));
+            }
+            // Every engine, NC included, promises that an element is written whole.
+            if !ga_whole {
+                return Err(NodeError::Check(format!(
+                    "{}: genetic read a torn individual",
                     engine.name()
                 )));
             }
@@ -409,16 +478,28 @@ pub fn run(a: ObjectsNodeArgs) -> Result<(), NodeError> {
             }
             work.push(
                 json!({"engine": engine.name(), "sea_s": times, "sea_ok": sea_ok,
-                             "xstate_s": xtimes, "xstate_ok": x_ok, "remote_ops_node0": remote}),
+                             "xstate_s": xtimes, "xstate_ok": x_ok, "genetic_s": gtimes,
+                             "genetic_ok": ga_ok, "genetic_whole": ga_whole,
+                             "remote_ops_node0": remote}),
             );
         }
     }
     if me == 0 {
         let (ss, _) = seq_sea.unwrap_or((f64::NAN, 0));
         let (xs, _) = seq_x.unwrap_or((f64::NAN, 0));
+        let (gs, gr) = match seq_ga {
+            Some((t, r)) => (
+                t,
+                json!({"best_fitness": r.best.fitness,
+                "best_genome": r.best.genome, "checksum": format!("{:016x}", r.checksum)}),
+            ),
+            None => (f64::NAN, Value::Null),
+        };
         emit_result(
             &json!({"micro": micro, "workloads": work, "sea_seq_s": ss, "xstate_seq_s": xs,
-                    "sea_pages_s": page_times, "sea_pages_ok": page_ok}),
+                    "sea_pages_s": page_times, "sea_pages_ok": page_ok,
+                    "genetic_seq_s": gs, "genetic_seq": gr,
+                    "genetic_pages_s": ga_page_times, "genetic_pages_ok": ga_page_ok}),
         );
     }
     node.finalize().map_err(dsm)

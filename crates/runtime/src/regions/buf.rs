@@ -76,4 +76,13 @@ impl RegionBuf {
         // for the writer's end_write), so the bytes do not change under the copy.
         out[..n].copy_from_slice(&unsafe { self.slice() }[..n]);
     }
+
+    /// Append the block's first `len` bytes to `out` (as `read_into`, without zero-filling
+    /// the destination first).
+    pub fn append_to(&self, len: usize, out: &mut Vec<u8>) {
+        let n = len.min(self.len());
+        // SAFETY: as `read_into`: no write bracket is open while the core copies the block
+        // out, so the bytes do not change under the copy.
+        out.extend_from_slice(&unsafe { self.slice() }[..n]);
+    }
 }

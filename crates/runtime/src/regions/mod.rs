@@ -71,6 +71,11 @@ impl RegionMemory for Bufs {
             b.read_into(out);
         }
     }
+    fn append_to(&self, rid: RegionId, len: usize, out: &mut Vec<u8>) {
+        if let Some(b) = self.map.get(&rid) {
+            b.append_to(len, out);
+        }
+    }
     fn forget(&mut self, rid: RegionId) {
         self.map.remove(&rid);
     }
