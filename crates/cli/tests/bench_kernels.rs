@@ -50,8 +50,17 @@ fn every_kernel_runs_checked_on_two_nodes() {
     let p = prefix();
     let out = Command::new(SQUALL)
         .args([
-            "bench", "kernels", "--size", "tiny", "--reps", "1", "--nodes", "2", "--timeout",
-            "120", "--json",
+            "bench",
+            "kernels",
+            "--size",
+            "tiny",
+            "--reps",
+            "1",
+            "--nodes",
+            "2",
+            "--timeout",
+            "120",
+            "--json",
         ])
         .arg("--prefix")
         .arg(&p)
@@ -80,7 +89,10 @@ fn every_kernel_runs_checked_on_two_nodes() {
         let seq = positive(r, "seq_s");
         let ratio = positive(r, "squall_over_seq");
         assert!((ratio - sq / seq).abs() <= 0.01 * ratio + 1e-3, "{r}");
-        assert!(r["argo_s"].is_null() && r["squall_over_argo"].is_null(), "{r}");
+        assert!(
+            r["argo_s"].is_null() && r["squall_over_argo"].is_null(),
+            "{r}"
+        );
         // Node 0 at least gathers the other node's results: remote pages moved.
         positive(r, "page_fetches");
         positive(r, "messages");

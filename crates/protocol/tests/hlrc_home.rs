@@ -89,7 +89,11 @@ fn first_touch_allocations_are_still_asked_about() {
         c.settle();
     }
     let s = c.total_stats();
-    assert_eq!(s.messages_of("home_query"), 2, "no placement to compute homes from");
+    assert_eq!(
+        s.messages_of("home_query"),
+        2,
+        "no placement to compute homes from"
+    );
     assert_eq!(s.homes_computed, 0);
     assert_eq!(c.access(1, 8), Access::ReadWrite);
 }

@@ -356,7 +356,9 @@ fn parse_line(text: &str, who: &str) -> Result<Value, String> {
 fn check_line(v: &Value, kernel: &str, i: Impl, nodes: usize, who: &str) -> Result<(), String> {
     let want_nodes = if i == Impl::Seq { 1 } else { nodes as u64 };
     if v["ok"] != 1 {
-        return Err(format!("{who}: the answer does not match the sequential computation: {v}"));
+        return Err(format!(
+            "{who}: the answer does not match the sequential computation: {v}"
+        ));
     }
     if v["kernel"] != kernel || v["impl"] != i.name() || v["nodes"] != want_nodes {
         return Err(format!("{who}: unexpected result line {v}"));
