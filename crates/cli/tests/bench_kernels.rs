@@ -96,6 +96,6 @@ fn every_kernel_runs_checked_on_two_nodes() {
         // Node 0 at least gathers the other node's results: remote pages moved.
         positive(r, "page_fetches");
         positive(r, "messages");
-        positive(r, "mib_sent");
+        positive(r, "bytes_sent");
     }
 }

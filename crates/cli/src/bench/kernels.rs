@@ -241,6 +241,7 @@ fn summarize(kernel: &str, args: &[String], runs: &Runs, argo: bool) -> Value {
         "squall_over_argo": Value::Null,
         "page_fetches": stat(|s| s.page_fetches),
         "messages": stat(|s| s.messages),
+        "bytes_sent": stat(|s| s.bytes),
         "mib_sent": round(stat(|s| s.bytes) / (1024.0 * 1024.0), 2),
         "home_queries": stat(|s| s.home_queries),
         "pages_barrier_fetched": stat(|s| s.pages_barrier_fetched),
