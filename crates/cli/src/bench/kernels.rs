@@ -348,7 +348,7 @@ fn parse_line(text: &str, who: &str) -> Result<Value, String> {
     let line = text
         .lines()
         .filter_map(|l| l.trim().strip_prefix(TAG))
-        .last()
+        .next_back()
         .ok_or_else(|| format!("{who} printed no result line"))?;
     serde_json::from_str(line).map_err(|e| format!("{who} printed a bad result line ({e}): {line}"))
 }
