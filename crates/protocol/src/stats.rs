@@ -48,6 +48,9 @@ pub struct ProtoStats {
     pub barrier_fetches: u64,
     #[serde(default)]
     pub pages_barrier_fetched: u64,
+    /// hlrc: homes this node took from a static placement instead of asking the manager.
+    #[serde(default)]
+    pub homes_computed: u64,
     pub atomics: u64,
     /// Synchronization info bytes that could not be decoded (a bug in a peer).
     pub malformed_sync_info: u64,
@@ -77,6 +80,7 @@ impl ProtoStats {
         self.push_kept += other.push_kept;
         self.push_probe_hits += other.push_probe_hits;
         self.barrier_fetches += other.barrier_fetches;
+        self.homes_computed += other.homes_computed;
         self.pages_barrier_fetched += other.pages_barrier_fetched;
         self.atomics += other.atomics;
         self.malformed_sync_info += other.malformed_sync_info;

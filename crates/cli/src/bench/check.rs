@@ -142,6 +142,11 @@ pub fn check(cmd: &BenchCmd) -> Result<(), Bad> {
             count("--grid", a.grid as u64, 4096, "64")?;
             count("--range", a.range.max(0) as u64, 10_000, "120")
         }
+        BenchCmd::Kernels(a) => {
+            node_counts("--nodes", &[a.nodes])?;
+            count("--reps", a.reps as u64, MAX_REPS as u64, "3")?;
+            count("--timeout", a.timeout, 7 * 24 * 3600, "600")
+        }
         BenchCmd::Omp(a) => {
             node_counts("--nodes", &a.nodes)?;
             count("--threads-per-node", a.threads_per_node as u64, 256, "1")?;

@@ -10,6 +10,7 @@ pub mod check;
 pub mod costs;
 pub mod dsm;
 pub mod gptr;
+pub mod kernels;
 pub mod lockbench;
 pub mod message;
 pub mod objects;
@@ -79,6 +80,9 @@ pub enum BenchCmd {
     /// join, team barrier, dynamic-schedule chunk (p50/p99), and the stencil and matrix
     /// multiply kernels; needs gcc and an installed squall-openmp (`--prefix`).
     Omp(omp::OmpArgs),
+    /// The side-by-side kernels (bench/sidebyside: MM, CG, stencil, EP) sequentially, on
+    /// Squall and, with `ARGO_HOME`, on ArgoDSM at the same node count; medians and ratios.
+    Kernels(kernels::KernelsArgs),
 }
 
 pub fn main(cmd: BenchCmd) -> i32 {
@@ -103,6 +107,7 @@ pub fn main(cmd: BenchCmd) -> i32 {
         BenchCmd::Objects(a) => objects::main(a),
         BenchCmd::Gptr(a) => gptr::main(a),
         BenchCmd::Omp(a) => omp::main(a),
+        BenchCmd::Kernels(a) => kernels::main(a),
     };
     match result {
         Ok(()) => 0,

@@ -15,7 +15,12 @@ impl<M: PageMemory> Hlrc<M> {
     pub(super) fn on_message(&mut self, from: NodeId, msg: Msg) -> Result<(), ProtoError> {
         match msg {
             Msg::HomeQuery { page } => self.on_home_query(from, page),
-            Msg::HomeReply { page, home, more } => self.on_home_reply(page, home, more)?,
+            Msg::HomeReply {
+                page,
+                home,
+                more,
+                alloc,
+            } => self.on_home_reply(page, home, more, alloc)?,
             Msg::HomeMoved { page, home } => self.on_home_moved(page, home),
             Msg::Fetch {
                 page,

@@ -12,7 +12,7 @@ use super::Hlrc;
 use crate::shared::access::set_access_runs;
 use crate::shared::home::{HomeRef, Lookup};
 use crate::{Action, ProtoError};
-use squall_core::{Access, NodeId, PageId, PageMemory, PAGE_SIZE};
+use squall_core::{Access, AllocInfo, NodeId, PageId, PageMemory, PAGE_SIZE};
 
 impl<M: PageMemory> Hlrc<M> {
     /// Manager side: answer a home look-up (with the decided homes of the following pages).
@@ -22,7 +22,16 @@ impl<M: PageMemory> Hlrc<M> {
             Some(_) => self.dir.manager_known_run(PageId(page.0 + 1), HOME_RUN),
             None => Vec::new(),
         };
-        self.send(from, Msg::HomeReply { page, home, more });
+        let alloc = self.dir.manager_placement(page);
+        self.send(
+            from,
+            Msg::HomeReply {
+                page,
+                home,
+                more,
+                alloc,
+            },
+        );
     }
 
     /// Manager side: a page's old home tells where the home moved.
@@ -37,7 +46,11 @@ impl<M: PageMemory> Hlrc<M> {
         page: PageId,
         home: Option<HomeRef>,
         more: Vec<HomeRef>,
+        alloc: Option<AllocInfo>,
     ) -> Result<(), ProtoError> {
+        if let Some(a) = alloc {
+            self.dir.learn_placement(a);
+        }
         let work = self.resolving.remove(&page).unwrap_or_default();
         let Some(h) = home else {
             return Err(ProtoError::NotAllocated { page });
@@ -148,12 +161,32 @@ impl<M: PageMemory> Hlrc<M> {
         }
     }
 
+    /// Whether this node can take itself as `page`'s home without asking the manager: the
+    /// page's static placement (an allocation registered here, or learned from a manager's
+    /// home reply) puts it here at epoch 0, and it has not moved away since (this node would
+    /// hold a forward pointer, and a newer home in its cache). Nothing is in flight then: a
+    /// migration away starts at this node. Under blocked placement a node otherwise asked the
+    /// manager about the pages of its own block (one query per `HOME_RUN` pages at best).
+    fn own_first_home(&self, page: PageId) -> Option<HomeRef> {
+        self.dir
+            .first_home(page)
+            .filter(|h| h.node == self.me)
+            .filter(|_| self.pages.get(&page).is_none_or(|st| st.forward.is_none()))
+    }
+
     /// Find the home of `page`, or start looking it up (`work` waits for the answer).
     pub(super) fn resolve(
         &mut self,
         page: PageId,
         work: Deferred,
     ) -> Result<Option<HomeRef>, ProtoError> {
+        if self.dir.cached(page).is_none() && !self.resolving.contains_key(&page) {
+            if let Some(h) = self.own_first_home(page) {
+                self.dir.learn(page, h);
+                self.stats.homes_computed += 1;
+                return Ok(Some(h));
+            }
+        }
         match self.dir.resolve(&mut self.resolving, page, work)? {
             Lookup::Known(h) => Ok(Some(h)),
             Lookup::Waiting => Ok(None),

@@ -12,7 +12,13 @@ use crate::shared::atomic::{decode_call, decode_infos, encode_call, encode_infos
 use crate::shared::codec::{Reader, Writer};
 use crate::shared::home::HomeRef;
 use crate::{AtomicCall, ProtoError};
-use squall_core::{HeapLayout, NodeId, PageId, PageMemory, PAGE_SIZE};
+use squall_core::{AllocInfo, HeapLayout, NodeId, PageId, PageMemory, Placement, PAGE_SIZE};
+
+/// Placements in a `home_reply`'s allocation.
+const PLACE_FIRST_TOUCH: u8 = 0;
+const PLACE_ROUND_ROBIN: u8 = 1;
+const PLACE_BLOCKED: u8 = 2;
+const PLACE_NODE: u8 = 3;
 
 /// The kind of an `hlrc` message: its first byte on the wire (the numbers are the format; a
 /// new kind takes a new number, an old number is never reused).
@@ -104,10 +110,13 @@ pub(super) enum Msg {
     HomeQuery { page: PageId },
     /// The manager's answer; `None`: the page is in no allocation. `more`: the homes of the
     /// pages right after it that are already decided (so a sequential reader asks once).
+    /// `alloc`: the page's allocation when its placement is static (the asker computes the
+    /// first homes of its pages from then on, and asks no more about its own).
     HomeReply {
         page: PageId,
         home: Option<HomeRef>,
         more: Vec<HomeRef>,
+        alloc: Option<AllocInfo>,
     },
     /// The old home tells the manager the page moved.
     HomeMoved { page: PageId, home: HomeRef },
@@ -228,7 +237,12 @@ impl Msg {
     pub(crate) fn encode(&self) -> Vec<u8> {
         match self {
             Msg::HomeQuery { page } => Writer::new(Kind::HomeQuery.tag()).page(*page).finish(),
-            Msg::HomeReply { page, home, more } => {
+            Msg::HomeReply {
+                page,
+                home,
+                more,
+                alloc,
+            } => {
                 let mut w = Writer::new(Kind::HomeReply.tag());
                 w.page(*page);
                 match home {
@@ -239,6 +253,20 @@ impl Msg {
                 for h in more {
                     w.home(*h);
                 }
+                match alloc {
+                    Some(a) => {
+                        let (kind, arg) = match a.placement {
+                            Placement::FirstTouch => (PLACE_FIRST_TOUCH, 0),
+                            Placement::RoundRobin { block_pages } => {
+                                (PLACE_ROUND_ROBIN, block_pages)
+                            }
+                            Placement::Blocked => (PLACE_BLOCKED, 0),
+                            Placement::Node(n) => (PLACE_NODE, u64::from(n.0)),
+                        };
+                        w.u8(1).page(a.first).u64(a.pages).u8(kind).u64(arg)
+                    }
+                    None => w.u8(0),
+                };
                 w.finish()
             }
             Msg::HomeMoved { page, home } => Writer::new(Kind::HomeMoved.tag())
@@ -390,7 +418,37 @@ impl Msg {
                 let more = (0..k)
                     .map(|_| r.home(n))
                     .collect::<Result<Vec<_>, ProtoError>>()?;
-                Msg::HomeReply { page, home, more }
+                let alloc = if r.bool()? {
+                    let first = r.page(t)?;
+                    let pages = r.u64()?;
+                    if pages == 0 || pages > t - first.0 {
+                        return Err(r.err("allocation beyond the heap"));
+                    }
+                    let kind = r.u8()?;
+                    let arg = r.u64()?;
+                    let placement = match (kind, arg) {
+                        (PLACE_FIRST_TOUCH, _) => Placement::FirstTouch,
+                        (PLACE_ROUND_ROBIN, b) => Placement::RoundRobin { block_pages: b },
+                        (PLACE_BLOCKED, _) => Placement::Blocked,
+                        (PLACE_NODE, node) if node < u64::from(n) => {
+                            Placement::Node(NodeId(node as u16))
+                        }
+                        _ => return Err(r.err("bad placement")),
+                    };
+                    Some(AllocInfo {
+                        first,
+                        pages,
+                        placement,
+                    })
+                } else {
+                    None
+                };
+                Msg::HomeReply {
+                    page,
+                    home,
+                    more,
+                    alloc,
+                }
             }
             Kind::HomeMoved => Msg::HomeMoved {
                 page: r.page(t)?,
@@ -753,6 +811,27 @@ mod tests {
                 page: PageId(9),
                 home: Some(home),
                 more: vec![home, home],
+                alloc: None,
+            },
+            Msg::HomeReply {
+                page: PageId(9),
+                home: Some(home),
+                more: vec![],
+                alloc: Some(AllocInfo {
+                    first: PageId(8),
+                    pages: 4,
+                    placement: Placement::RoundRobin { block_pages: 2 },
+                }),
+            },
+            Msg::HomeReply {
+                page: PageId(9),
+                home: None,
+                more: vec![],
+                alloc: Some(AllocInfo {
+                    first: PageId(2),
+                    pages: 10,
+                    placement: Placement::Node(NodeId(1)),
+                }),
             },
             Msg::HomeMoved {
                 page: PageId(9),

@@ -8,7 +8,7 @@
 //! became its home. Newer epochs win, so stale information is never taken over fresh.
 
 use crate::ProtoError;
-use squall_core::{AllocInfo, HeapLayout, NodeId, PageId};
+use squall_core::{AllocInfo, HeapLayout, NodeId, PageId, Placement};
 use std::collections::BTreeMap;
 
 /// `page` must lie inside the shared heap.
@@ -50,6 +50,9 @@ pub struct HomeDirectory {
     assigned: BTreeMap<PageId, HomeRef>,
     /// This node's cache of homes.
     cache: BTreeMap<PageId, HomeRef>,
+    /// Allocations with a static placement that other managers told this node about (in
+    /// their home replies), by first page: the first home of their pages is computed here.
+    placed: BTreeMap<u64, AllocInfo>,
     /// Allocations whose coherence unit is several pages: first page → (one past the last,
     /// pages per unit). Every page of a unit has the home of the unit's first page.
     units: BTreeMap<u64, (u64, u32)>,
@@ -63,6 +66,7 @@ impl HomeDirectory {
             allocs: BTreeMap::new(),
             assigned: BTreeMap::new(),
             cache: BTreeMap::new(),
+            placed: BTreeMap::new(),
             units: BTreeMap::new(),
         }
     }
@@ -109,6 +113,45 @@ impl HomeDirectory {
 
     pub fn register(&mut self, alloc: AllocInfo) {
         self.allocs.insert(alloc.first.0, alloc);
+    }
+
+    /// An allocation with a static placement another node manages (learned from its home
+    /// reply): `first_home` computes its pages' first homes from now on.
+    pub fn learn_placement(&mut self, alloc: AllocInfo) {
+        if alloc.placement != Placement::FirstTouch && alloc.pages > 0 {
+            self.placed.insert(alloc.first.0, alloc);
+        }
+    }
+
+    /// The allocation holding `page` among those registered here or learned, if any.
+    fn alloc_of(&self, page: PageId) -> Option<AllocInfo> {
+        let find = |m: &BTreeMap<u64, AllocInfo>| {
+            m.range(..=page.0)
+                .next_back()
+                .map(|(_, a)| *a)
+                .filter(|a| page.0 < a.first.0 + a.pages)
+        };
+        find(&self.allocs).or_else(|| find(&self.placed))
+    }
+
+    /// The home `page` had when it was allocated, when its placement gives it (static
+    /// placements of an allocation registered here or learned from a manager): epoch 0. The
+    /// caller decides whether the page may have moved since.
+    pub fn first_home(&self, page: PageId) -> Option<HomeRef> {
+        let start = self.unit_of(page).0;
+        self.alloc_of(page)
+            .and_then(|a| a.static_home(start, self.layout.nodes))
+            .map(|node| HomeRef { node, epoch: 0 })
+    }
+
+    /// Manager side: the allocation of `page` if its placement is static (sent along with a
+    /// home reply, so the asker computes its own homes in it from then on).
+    pub fn manager_placement(&self, page: PageId) -> Option<AllocInfo> {
+        self.allocs
+            .range(..=page.0)
+            .next_back()
+            .map(|(_, a)| *a)
+            .filter(|a| page.0 < a.first.0 + a.pages && a.placement != Placement::FirstTouch)
     }
 
     /// Cached home of `page`, if known.
@@ -225,7 +268,6 @@ impl HomeDirectory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use squall_core::Placement;
 
     #[test]
     fn first_touch_assigns_first_asker_and_epochs_order_updates() {
