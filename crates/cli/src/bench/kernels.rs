@@ -8,13 +8,13 @@
 //! sequential computation) and, for Squall, its statistics show the shared-memory traffic
 //! (remote page fetches and messages). Owns this driver; must not touch the runtime.
 use super::apps::stats::StatsSummary;
+use super::cprog::{pkg_config, run_tagged, JobError};
 use super::report::{emit_json, median, round, Table};
 use clap::Args;
 use serde_json::{json, Value};
-use squall_launch::{run_job, JobSpec, LineSink, Stream};
+use squall_launch::JobSpec;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The sources (bench/sidebyside), written out and compiled at run time.
@@ -128,7 +128,7 @@ struct Runs {
 }
 
 fn run(a: &KernelsArgs, dir: &Path) -> Result<(), String> {
-    let squall_flags = pkg_config(a.prefix.as_deref())?;
+    let squall_flags = pkg_config("squall", a.prefix.as_deref())?;
     let argo = a.argo_home.as_deref();
     let mut impls = vec![Impl::Seq, Impl::Squall];
     if argo.is_some() {
@@ -270,34 +270,6 @@ fn write_sources(dir: &Path, kernel: &str) -> Result<PathBuf, String> {
     write(&format!("{kernel}.c"), text)
 }
 
-/// `pkg-config --cflags --libs squall` (under `prefix` if given).
-fn pkg_config(prefix: Option<&Path>) -> Result<Vec<String>, String> {
-    let mut pc = Command::new("pkg-config");
-    pc.args(["--cflags", "--libs", "squall"]);
-    if let Some(p) = prefix {
-        let mut path = p.join("lib/pkgconfig").into_os_string();
-        if let Some(old) = std::env::var_os("PKG_CONFIG_PATH") {
-            path.push(":");
-            path.push(old);
-        }
-        pc.env("PKG_CONFIG_PATH", path);
-    }
-    let out = pc
-        .output()
-        .map_err(|e| format!("cannot run pkg-config: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "pkg-config does not find squall ({}): install the C library with \
-             crates/capi/install.sh PREFIX and pass --prefix PREFIX",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .map(str::to_string)
-        .collect())
-}
-
 fn build(
     dir: &Path,
     src: &Path,
@@ -428,35 +400,6 @@ fn read_all<R: std::io::Read + Send + 'static>(mut r: R) -> std::thread::JoinHan
     })
 }
 
-/// Lines of the other output a failed run shows.
-const TAIL: usize = 30;
-
-/// Rank 0's result lines, and the last [`TAIL`] other lines (shown if the run fails).
-#[derive(Default)]
-struct Capture {
-    results: Mutex<String>,
-    other: Mutex<std::collections::VecDeque<String>>,
-}
-
-impl LineSink for Capture {
-    fn line(&self, rank: u16, stream: Stream, line: &[u8]) {
-        let text = String::from_utf8_lossy(line);
-        if stream == Stream::Stdout && rank == 0 && text.starts_with(TAG) {
-            if let Ok(mut s) = self.results.lock() {
-                s.push_str(&text);
-                s.push('\n');
-            }
-            return;
-        }
-        if let Ok(mut o) = self.other.lock() {
-            if o.len() == TAIL {
-                o.pop_front();
-            }
-            o.push_back(format!("[{rank}] {text}"));
-        }
-    }
-}
-
 fn run_squall(
     exe: &Path,
     args: &[String],
@@ -474,29 +417,10 @@ fn run_squall(
         squall_core::env::STATS_FILE.into(),
         stats_file.to_string_lossy().into_owned(),
     )];
-    let capture = Arc::new(Capture::default());
-    let sink: Arc<dyn LineSink> = capture.clone();
-    let report = run_job(&spec, sink).map_err(|e| format!("{who}: {e}"))?;
-    if !report.success() {
-        let tail = capture
-            .other
-            .lock()
-            .map(|o| o.iter().cloned().collect::<Vec<_>>().join("\n"))
-            .unwrap_or_default();
-        return Err(format!(
-            "{who} failed: {}\n{tail}",
-            if report.timed_out {
-                format!("timed out after {} s", timeout.as_secs())
-            } else {
-                format!("exit status {}", report.exit_code())
-            }
-        ));
-    }
-    let text = capture
-        .results
-        .lock()
-        .map(|s| s.clone())
-        .unwrap_or_default();
+    let text = run_tagged(&spec, TAG, who).map_err(|e| match e {
+        JobError::Launch(e) => e,
+        JobError::Failed { why, tail } => format!("{why}\n{}", tail.join("\n")),
+    })?;
     parse_line(&text, who)
 }
 

@@ -8,6 +8,7 @@ pub mod auth;
 pub mod bandwidth;
 pub mod check;
 pub mod costs;
+pub mod cprog;
 pub mod dsm;
 pub mod gptr;
 pub mod kernels;

@@ -10,14 +10,14 @@
 //! computation), and every Squall `ops` run's statistics must show at least one barrier episode
 //! per timed barrier. Owns this driver; must not touch the runtime.
 use super::apps::stats::StatsSummary;
+use super::cprog::{pkg_config, run_tagged, JobError};
 use super::report::{emit_json, median, round, Table};
 use clap::Args;
 use serde_json::{json, Value};
-use squall_launch::{run_job, JobSpec, LineSink, Stream};
+use squall_launch::JobSpec;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The benchmark program's source (built at run time by gcc, twice).
@@ -193,30 +193,7 @@ fn wait_policy() -> String {
 fn build(dir: &Path, prefix: Option<&Path>) -> Result<(PathBuf, PathBuf), String> {
     let src = dir.join("bench.c");
     std::fs::write(&src, SOURCE).map_err(|e| format!("cannot write {}: {e}", src.display()))?;
-    let mut pc = Command::new("pkg-config");
-    pc.args(["--cflags", "--libs", "squall-openmp"]);
-    if let Some(p) = prefix {
-        let mut path = p.join("lib/pkgconfig").into_os_string();
-        if let Some(old) = std::env::var_os("PKG_CONFIG_PATH") {
-            path.push(":");
-            path.push(old);
-        }
-        pc.env("PKG_CONFIG_PATH", path);
-    }
-    let out = pc
-        .output()
-        .map_err(|e| format!("cannot run pkg-config: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "pkg-config does not find squall-openmp ({}): install the C library with \
-             crates/capi/install.sh PREFIX and pass --prefix PREFIX",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    let flags: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .map(str::to_string)
-        .collect();
+    let flags = pkg_config("squall-openmp", prefix)?;
     let native = dir.join("bench_native");
     let squall = dir.join("bench_squall");
     for (exe, extra) in [(&native, &[][..]), (&squall, &flags[..])] {
@@ -304,36 +281,6 @@ fn run_native(
     parse_lines(&String::from_utf8_lossy(&out.stdout), &who)
 }
 
-/// Lines of the other output a failed run shows.
-const TAIL: usize = 30;
-
-/// Keeps rank 0's result lines, and the last [`TAIL`] other lines (shown if the run fails;
-/// the statistics table every node prints is not wanted otherwise).
-#[derive(Default)]
-struct Capture {
-    results: Mutex<String>,
-    other: Mutex<std::collections::VecDeque<String>>,
-}
-
-impl LineSink for Capture {
-    fn line(&self, rank: u16, stream: Stream, line: &[u8]) {
-        let text = String::from_utf8_lossy(line);
-        if stream == Stream::Stdout && rank == 0 && text.starts_with(TAG) {
-            if let Ok(mut s) = self.results.lock() {
-                s.push_str(&text);
-                s.push('\n');
-            }
-            return;
-        }
-        if let Ok(mut o) = self.other.lock() {
-            if o.len() == TAIL {
-                o.pop_front();
-            }
-            o.push_back(format!("[{rank}] {text}"));
-        }
-    }
-}
-
 fn run_squall(
     exe: &Path,
     args: &[String],
@@ -359,30 +306,16 @@ fn run_squall(
             stats_file.to_string_lossy().into_owned(),
         ),
     ];
-    let capture = Arc::new(Capture::default());
-    let sink: Arc<dyn LineSink> = capture.clone();
-    let report = run_job(&spec, sink).map_err(|e| format!("{who}: {e}"))?;
-    if !report.success() {
-        if let Ok(o) = capture.other.lock() {
+    let text = run_tagged(&spec, TAG, &who).map_err(|e| match e {
+        JobError::Launch(e) => e,
+        JobError::Failed { why, tail } => {
             let mut err = std::io::stderr().lock();
-            for l in o.iter() {
+            for l in &tail {
                 let _ = writeln!(err, "{l}");
             }
+            why
         }
-        return Err(format!(
-            "{who} failed: {}",
-            if report.timed_out {
-                format!("timed out after {} s", timeout.as_secs())
-            } else {
-                format!("exit status {}", report.exit_code())
-            }
-        ));
-    }
-    let text = capture
-        .results
-        .lock()
-        .map(|s| s.clone())
-        .unwrap_or_default();
+    })?;
     parse_lines(&text, &who)
 }
 
