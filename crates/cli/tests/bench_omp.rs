@@ -4,49 +4,16 @@
 //! count; checks the JSON shape, that every operation was counted, and the ratios. Needs
 //! `cargo build --release -p squall-capi` first (fails with that command otherwise).
 use serde_json::Value;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+mod installed;
+use installed::{positive, prefix};
 
 const SQUALL: &str = env!("CARGO_BIN_EXE_squall");
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Install this target folder's libsquall.so into a fresh prefix.
-fn prefix() -> PathBuf {
-    let lib = std::env::current_exe()
-        .ok()
-        .and_then(|e| e.ancestors().nth(3).map(|t| t.join("release")))
-        .filter(|d| d.join("libsquall.so").is_file())
-        .expect("libsquall.so is not built in this target folder: run `cargo build --release -p squall-capi` first");
-    let p = std::env::temp_dir().join(format!("squall-bench-omp-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&p);
-    let out = Command::new("sh")
-        .arg(repo().join("crates/capi/install.sh"))
-        .arg(&p)
-        .arg(&lib)
-        .output()
-        .expect("run install.sh");
-    assert!(
-        out.status.success(),
-        "install.sh failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    p
-}
-
-fn positive(row: &Value, key: &str) -> f64 {
-    let v = row[key]
-        .as_f64()
-        .unwrap_or_else(|| panic!("{key} missing in {row}"));
-    assert!(v > 0.0 && v.is_finite(), "{key} = {v} in {row}");
-    v
-}
-
 #[test]
 fn omp_json_has_the_documented_shape() {
-    let p = prefix();
+    let p = prefix("bench-omp");
     let ops = 20;
     let out = Command::new(SQUALL)
         .args(["bench", "omp", "--nodes", "2,4", "--reps", "1", "--ops"])
