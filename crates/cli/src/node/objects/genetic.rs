@@ -200,14 +200,40 @@ fn record_object(len: usize, seg: u32, engine: Engine) -> Result<ObjectId, NodeE
     .map_err(dsm)
 }
 
-fn get(id: ObjectId, i: usize) -> Result<Ind, squall::SquallError> {
-    let mut b = [0u8; 16];
-    objects::read_into(id, i as u64, &mut b)?;
-    Ok(Ind::from_bytes(&b))
+/// Where a distributed run keeps its population buffers and offspring slots: shared objects
+/// or page-based shared memory.
+trait Population {
+    fn get(&self, i: usize) -> Result<Ind, NodeError>;
+    fn put(&self, i: usize, v: Ind) -> Result<(), NodeError>;
 }
 
-fn put(id: ObjectId, i: usize, v: Ind) -> Result<(), NodeError> {
-    objects::write_from(id, i as u64, &v.to_bytes()).map_err(dsm)
+/// A shared object of 16-byte records.
+impl Population for ObjectId {
+    fn get(&self, i: usize) -> Result<Ind, NodeError> {
+        let mut b = [0u8; 16];
+        objects::read_into(*self, i as u64, &mut b).map_err(dsm)?;
+        Ok(Ind::from_bytes(&b))
+    }
+
+    fn put(&self, i: usize, v: Ind) -> Result<(), NodeError> {
+        objects::write_from(*self, i as u64, &v.to_bytes()).map_err(dsm)
+    }
+}
+
+/// A shared array, an individual as two adjacent words.
+impl Population for squall::SharedArray<u64> {
+    fn get(&self, i: usize) -> Result<Ind, NodeError> {
+        Ok(Ind {
+            genome: squall::SharedArray::get(self, 2 * i),
+            fitness: squall::SharedArray::get(self, 2 * i + 1) as i64,
+        })
+    }
+
+    fn put(&self, i: usize, v: Ind) -> Result<(), NodeError> {
+        self.set(2 * i, v.genome);
+        self.set(2 * i + 1, v.fitness as u64);
+        Ok(())
+    }
 }
 
 /// What a distributed run gives back: parallel-phase seconds, the result (node 0: of the
@@ -220,113 +246,65 @@ pub struct GaRun {
 
 /// genetic over shared objects of `engine`, segments of `seg` individuals.
 pub fn on_objects(node: &Node, engine: Engine, s: &GaSize, seg: u32) -> Result<GaRun, NodeError> {
-    let n = usize::from(node.size());
-    let me = usize::from(node.rank().0);
-    let half = s.pop / 2;
     let bufs = [
         record_object(s.pop, seg, engine)?,
         record_object(s.pop, seg, engine)?,
     ];
-    let off = record_object(half, seg, engine)?;
-    let init = initial(s);
-    for i in block(s.pop, n, me) {
-        put(bufs[0], i, init[i])?;
-    }
-    node.barrier().map_err(dsm)?;
-    let t = Instant::now();
-    let mut merged = Vec::with_capacity(s.pop);
-    for gen in 0..s.gens {
-        let (cur, next) = (bufs[gen % 2], bufs[(gen + 1) % 2]);
-        // Phase 1: read parents, write my offspring slots.
-        for k in block(half, n, me) {
-            let child = breed(s, gen, k, |i| get(cur, i).map(|x| x.genome)).map_err(dsm)?;
-            put(off, k, child)?;
-        }
-        node.barrier().map_err(dsm)?;
-        // Phase 2: read the fitter half and the offspring, write my block of the new order.
-        merged.clear();
-        for i in 0..half {
-            merged.push(get(cur, i).map_err(dsm)?);
-        }
-        for k in 0..half {
-            merged.push(get(off, k).map_err(dsm)?);
-        }
-        merged.sort_by(Ind::order);
-        for i in block(s.pop, n, me) {
-            put(next, i, merged[i])?;
-        }
-        node.barrier().map_err(dsm)?;
-    }
-    let secs = t.elapsed().as_secs_f64();
-    let fin = bufs[s.gens % 2];
-    let mut pop = Vec::new();
-    if me == 0 {
-        for i in 0..s.pop {
-            pop.push(get(fin, i).map_err(dsm)?);
-        }
-    }
-    node.barrier().map_err(dsm)?;
-    let t = target(s);
-    let whole = pop
-        .iter()
-        .all(|i| i.fitness == fitness(i.genome, t, s.bases));
-    Ok(GaRun {
-        secs,
-        result: summarize(&pop),
-        whole,
-    })
+    let off = record_object(s.pop / 2, seg, engine)?;
+    run(node, s, &bufs, &off)
 }
 
 /// genetic on page-based shared memory (`SharedArray`, the run's page protocol): the same
 /// phases and barriers, an individual as two adjacent words.
 pub fn on_pages(node: &Node, s: &GaSize) -> Result<GaRun, NodeError> {
+    let arr = |len| node.alloc_array_collective::<u64>(2 * len, Placement::Blocked);
+    let bufs = [arr(s.pop).map_err(dsm)?, arr(s.pop).map_err(dsm)?];
+    let off = arr(s.pop / 2).map_err(dsm)?;
+    run(node, s, &bufs, &off)
+}
+
+/// The distributed algorithm over two population buffers and the offspring slots.
+fn run<P: Population>(node: &Node, s: &GaSize, bufs: &[P; 2], off: &P) -> Result<GaRun, NodeError> {
     let n = usize::from(node.size());
     let me = usize::from(node.rank().0);
     let half = s.pop / 2;
-    let arr = |len| node.alloc_array_collective::<u64>(2 * len, Placement::Blocked);
-    let bufs = [arr(s.pop).map_err(dsm)?, arr(s.pop).map_err(dsm)?];
-    let off = arr(half).map_err(dsm)?;
-    let get = |a: &squall::SharedArray<u64>, i: usize| Ind {
-        genome: a.get(2 * i),
-        fitness: a.get(2 * i + 1) as i64,
-    };
-    let put = |a: &squall::SharedArray<u64>, i: usize, v: Ind| {
-        a.set(2 * i, v.genome);
-        a.set(2 * i + 1, v.fitness as u64);
-    };
     let init = initial(s);
     for i in block(s.pop, n, me) {
-        put(&bufs[0], i, init[i]);
+        bufs[0].put(i, init[i])?;
     }
     node.barrier().map_err(dsm)?;
     let t = Instant::now();
     let mut merged = Vec::with_capacity(s.pop);
     for gen in 0..s.gens {
         let (cur, next) = (&bufs[gen % 2], &bufs[(gen + 1) % 2]);
+        // Phase 1: read parents, write my offspring slots.
         for k in block(half, n, me) {
-            let child = breed(s, gen, k, |i| Ok::<u64, ()>(get(cur, i).genome)).unwrap_or(Ind {
-                genome: 0,
-                fitness: 0,
-            });
-            put(&off, k, child);
+            let child = breed(s, gen, k, |i| cur.get(i).map(|x| x.genome))?;
+            off.put(k, child)?;
         }
         node.barrier().map_err(dsm)?;
+        // Phase 2: read the fitter half and the offspring, write my block of the new order.
         merged.clear();
-        merged.extend((0..half).map(|i| get(cur, i)));
-        merged.extend((0..half).map(|k| get(&off, k)));
+        for i in 0..half {
+            merged.push(cur.get(i)?);
+        }
+        for k in 0..half {
+            merged.push(off.get(k)?);
+        }
         merged.sort_by(Ind::order);
         for i in block(s.pop, n, me) {
-            put(next, i, merged[i]);
+            next.put(i, merged[i])?;
         }
         node.barrier().map_err(dsm)?;
     }
     let secs = t.elapsed().as_secs_f64();
     let fin = &bufs[s.gens % 2];
-    let pop: Vec<Ind> = if me == 0 {
-        (0..s.pop).map(|i| get(fin, i)).collect()
-    } else {
-        Vec::new()
-    };
+    let mut pop = Vec::new();
+    if me == 0 {
+        for i in 0..s.pop {
+            pop.push(fin.get(i)?);
+        }
+    }
     node.barrier().map_err(dsm)?;
     let t = target(s);
     let whole = pop
