@@ -136,11 +136,11 @@ pub fn check(cmd: &BenchCmd) -> Result<(), Bad> {
         }
         BenchCmd::Objects(a) => {
             node_counts("--nodes", &a.nodes)?;
-            count("--iters", a.iters as u64, MAX_ITERS, "200")?;
-            count("--reps", a.reps as u64, MAX_REPS as u64, "3")?;
-            count("--steps", a.steps as u64, MAX_ITERS, "10")?;
-            count("--grid", a.grid as u64, 4096, "64")?;
-            count("--range", a.range.max(0) as u64, 10_000, "120")
+            count("--iters", a.w.iters as u64, MAX_ITERS, "200")?;
+            count("--reps", a.w.reps as u64, MAX_REPS as u64, "3")?;
+            count("--steps", a.w.steps as u64, MAX_ITERS, "10")?;
+            count("--grid", a.w.grid as u64, 4096, "64")?;
+            count("--range", a.w.range.max(0) as u64, 10_000, "120")
         }
         BenchCmd::Kernels(a) => {
             node_counts("--nodes", &[a.nodes])?;

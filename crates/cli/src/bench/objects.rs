@@ -10,6 +10,7 @@
 //! of apps/genetic, in Rust). Owns this driver only.
 use super::report::{emit_json, median, round, run_nodes, set_transports, Table};
 use super::TransportChoice;
+use crate::node::objects::ObjectsWork;
 use clap::Args;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -22,30 +23,8 @@ pub struct ObjectsArgs {
     /// Node counts for the workloads (the micro measurements run at 2).
     #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
     pub nodes: Vec<usize>,
-    /// Timed operations per micro measurement and repetition.
-    #[arg(long, default_value_t = 200)]
-    pub iters: usize,
-    /// Repetitions (medians over them; p99 over every micro sample).
-    #[arg(long, default_value_t = 3)]
-    pub reps: usize,
-    /// sea grid side.
-    #[arg(long, default_value_t = 64)]
-    pub grid: usize,
-    /// sea sweeps.
-    #[arg(long, default_value_t = 10)]
-    pub steps: usize,
-    /// xstate range (candidates per dimension, from -range to range).
-    #[arg(long, default_value_t = 120)]
-    pub range: i64,
-    /// genetic population (even).
-    #[arg(long, default_value_t = 256)]
-    pub pop: usize,
-    /// genetic generations.
-    #[arg(long, default_value_t = 20)]
-    pub gens: usize,
-    /// genetic fitness bases 2..=B (its think time).
-    #[arg(long, default_value_t = 40)]
-    pub bases: u64,
+    #[command(flatten)]
+    pub w: ObjectsWork,
     /// End the table with one JSON line.
     #[arg(long)]
     pub json: bool,
@@ -69,35 +48,31 @@ fn p99us(v: &Value) -> f64 {
 }
 
 pub fn main(a: ObjectsArgs) -> Result<(), String> {
-    if a.reps == 0 || a.iters == 0 || a.grid < 3 || a.steps == 0 || a.range <= 0 {
+    if a.w.reps == 0 || a.w.iters == 0 || a.w.grid < 3 || a.w.steps == 0 || a.w.range <= 0 {
         return Err(
             "--reps, --iters, --steps and --range must be positive, --grid at least 3".into(),
         );
     }
-    if a.pop < 2 || !a.pop.is_multiple_of(2) || a.gens == 0 || a.bases < 2 {
-        return Err(
-            "--pop must be even and at least 2, --gens positive, --bases at least 2".into(),
-        );
-    }
+    a.w.check_genetic()?;
     if a.nodes.iter().any(|&n| n == 0 || n > 64) {
         return Err("--nodes: counts from 1 to 64".into());
     }
     let transports = a.transport.names();
     let mut micro_t = Table::new(
-        format!("shared-object Read()/Write() latency on node 0 (2 nodes), median (p99) us over {} x {}", a.reps, a.iters),
+        format!("shared-object Read()/Write() latency on node 0 (2 nodes), median (p99) us over {} x {}", a.w.reps, a.w.iters),
         &["transport", "engine", "read_local", "read_remote", "write_local", "write_remote", "remote/raw", "remote_ops"],
     );
     let mut work_t = Table::new(
         format!(
             "workloads: sea {}x{} x {} sweeps, xstate range {}; median s of {} reps; x seq = time / sequential",
-            a.grid, a.grid, a.steps, a.range, a.reps
+            a.w.grid, a.w.grid, a.w.steps, a.w.range, a.w.reps
         ),
         &["transport", "nodes", "engine", "sea_s", "sea_x_seq", "sea_ok", "xstate_s", "xstate_x_seq", "xstate_ok", "remote_ops_node0"],
     );
     let mut ga_t = Table::new(
         format!(
             "genetic (Figure 10): population {} x {} generations, bases 2..{}; median s of {} reps; x seq = time / sequential",
-            a.pop, a.gens, a.bases, a.reps
+            a.w.pop, a.w.gens, a.w.bases, a.w.reps
         ),
         &["transport", "nodes", "engine", "genetic_s", "x_seq", "same_as_seq", "whole"],
     );
@@ -108,25 +83,8 @@ pub fn main(a: ObjectsArgs) -> Result<(), String> {
             counts.push(2);
         }
         for &n in &counts {
-            let mut args = vec![
-                "bench-objects".to_string(),
-                "--iters".into(),
-                a.iters.to_string(),
-                "--reps".into(),
-                a.reps.to_string(),
-                "--grid".into(),
-                a.grid.to_string(),
-                "--steps".into(),
-                a.steps.to_string(),
-                "--range".into(),
-                a.range.to_string(),
-                "--pop".into(),
-                a.pop.to_string(),
-                "--gens".into(),
-                a.gens.to_string(),
-                "--bases".into(),
-                a.bases.to_string(),
-            ];
+            let mut args = vec!["bench-objects".to_string()];
+            args.extend(a.w.node_args());
             if n != 2 {
                 args.push("--no-micro".into());
             }

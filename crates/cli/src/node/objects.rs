@@ -25,21 +25,23 @@ mod genetic;
 /// Raw 8-byte request/reply (the baseline).
 const PING8: MsgType = MsgType(0xF011);
 
-#[derive(Args, Debug)]
-pub struct ObjectsNodeArgs {
-    /// Timed operations per micro measurement.
+/// The measurement and workload sizes, the same flags on `squall bench objects` (the driver
+/// passes them on with [`ObjectsWork::node_args`]) and on its node program.
+#[derive(Args, Debug, Clone)]
+pub struct ObjectsWork {
+    /// Timed operations per micro measurement and repetition.
     #[arg(long, default_value_t = 200)]
     pub iters: usize,
-    /// Repetitions of each measurement (medians and p99 over all samples).
+    /// Repetitions of each measurement (medians over them; p99 over every micro sample).
     #[arg(long, default_value_t = 3)]
     pub reps: usize,
     /// sea grid side (cells).
     #[arg(long, default_value_t = 64)]
     pub grid: usize,
-    /// sea iterations.
+    /// sea iterations (sweeps).
     #[arg(long, default_value_t = 10)]
     pub steps: usize,
-    /// xstate search range (candidates per dimension).
+    /// xstate search range (candidates per dimension, from -range to range).
     #[arg(long, default_value_t = 120)]
     pub range: i64,
     /// genetic population (even).
@@ -51,6 +53,41 @@ pub struct ObjectsNodeArgs {
     /// genetic fitness bases 2..=B (the think time).
     #[arg(long, default_value_t = 40)]
     pub bases: u64,
+}
+
+impl ObjectsWork {
+    /// The flags that give the node program these sizes.
+    pub fn node_args(&self) -> Vec<String> {
+        [
+            ("--iters", self.iters.to_string()),
+            ("--reps", self.reps.to_string()),
+            ("--grid", self.grid.to_string()),
+            ("--steps", self.steps.to_string()),
+            ("--range", self.range.to_string()),
+            ("--pop", self.pop.to_string()),
+            ("--gens", self.gens.to_string()),
+            ("--bases", self.bases.to_string()),
+        ]
+        .into_iter()
+        .flat_map(|(flag, v)| [flag.to_string(), v])
+        .collect()
+    }
+
+    /// genetic's sizes are usable.
+    pub fn check_genetic(&self) -> Result<(), String> {
+        if self.pop < 2 || !self.pop.is_multiple_of(2) || self.gens == 0 || self.bases < 2 {
+            return Err(
+                "--pop must be even and at least 2, --gens positive, --bases at least 2".into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct ObjectsNodeArgs {
+    #[command(flatten)]
+    pub w: ObjectsWork,
     /// genetic individuals per coherence segment.
     #[arg(long, default_value_t = 8)]
     pub ga_seg: u32,
@@ -101,8 +138,8 @@ fn micro(node: &Node, a: &ObjectsNodeArgs) -> Result<Value, NodeError> {
         let remote_i = (0..64).find(|s| (id + s) % n == 1).unwrap_or(1);
         let (mut rl, mut rr, mut wl, mut wr) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let before = objects::stats().map_err(dsm)?;
-        for _ in 0..a.reps {
-            for k in 0..a.iters {
+        for _ in 0..a.w.reps {
+            for k in 0..a.w.iters {
                 // Remote read.
                 if me == 1 {
                     obj.write(remote_i, k as i64).map_err(dsm)?;
@@ -140,7 +177,7 @@ fn micro(node: &Node, a: &ObjectsNodeArgs) -> Result<Value, NodeError> {
                     local_i
                 };
                 obj.write(li, 1).map_err(dsm)?;
-                for k in 0..a.iters {
+                for k in 0..a.w.iters {
                     let t = Instant::now();
                     let _ = obj.read(li).map_err(dsm)?;
                     rl.push(ns(t));
@@ -173,7 +210,7 @@ fn micro(node: &Node, a: &ObjectsNodeArgs) -> Result<Value, NodeError> {
     }
     if me == 0 {
         let mut raw = Vec::new();
-        for _ in 0..a.reps * a.iters {
+        for _ in 0..a.w.reps * a.w.iters {
             let t = Instant::now();
             node.endpoint().request(NodeId(1), PING8, vec![0u8; 8])?;
             raw.push(ns(t));
@@ -363,34 +400,30 @@ pub fn run(a: ObjectsNodeArgs) -> Result<(), NodeError> {
     let mut work = Vec::new();
     let seq_sea = if me == 0 {
         let t = Instant::now();
-        let s = sea_seq(a.grid, a.steps);
+        let s = sea_seq(a.w.grid, a.w.steps);
         Some((t.elapsed().as_secs_f64(), s))
     } else {
         None
     };
     let seq_x = if me == 0 {
         let t = Instant::now();
-        let s = xstate_seq(a.range);
+        let s = xstate_seq(a.w.range);
         Some((t.elapsed().as_secs_f64(), s))
     } else {
         None
     };
-    if a.pop < 2 || !a.pop.is_multiple_of(2) || a.gens == 0 || a.bases < 2 {
-        return Err(NodeError::Check(
-            "--pop must be even and at least 2, --gens positive, --bases at least 2".into(),
-        ));
-    }
+    a.w.check_genetic().map_err(NodeError::Check)?;
     let ga = genetic::GaSize {
-        pop: a.pop,
-        gens: a.gens,
-        bases: a.bases,
+        pop: a.w.pop,
+        gens: a.w.gens,
+        bases: a.w.bases,
         seed: 0x05ee_d004,
     };
     // The sequential run is short: its median over the repetitions.
     let seq_ga = if me == 0 {
         let mut ts = Vec::new();
         let mut r = genetic::sequential(&ga);
-        for _ in 0..a.reps {
+        for _ in 0..a.w.reps {
             let t = Instant::now();
             r = genetic::sequential(&ga);
             ts.push(t.elapsed().as_secs_f64());
@@ -401,7 +434,7 @@ pub fn run(a: ObjectsNodeArgs) -> Result<(), NodeError> {
     };
     let mut ga_page_times = Vec::new();
     let mut ga_page_ok = true;
-    for _ in 0..a.reps {
+    for _ in 0..a.w.reps {
         let r = genetic::on_pages(&node, &ga)?;
         ga_page_times.push(r.secs);
         if let Some((_, want)) = seq_ga {
@@ -415,8 +448,8 @@ pub fn run(a: ObjectsNodeArgs) -> Result<(), NodeError> {
     }
     let mut page_times = Vec::new();
     let mut page_ok = true;
-    for _ in 0..a.reps {
-        let (t, sum) = sea_pages(&node, a.grid, a.steps)?;
+    for _ in 0..a.w.reps {
+        let (t, sum) = sea_pages(&node, a.w.grid, a.w.steps)?;
         page_times.push(t);
         if let Some((_, want)) = seq_sea {
             page_ok &= sum == want;
@@ -433,13 +466,13 @@ pub fn run(a: ObjectsNodeArgs) -> Result<(), NodeError> {
         let mut gtimes = Vec::new();
         let (mut sea_ok, mut x_ok, mut ga_ok, mut ga_whole) = (true, true, true, true);
         let before = objects::stats().map_err(dsm)?;
-        for _ in 0..a.reps {
-            let (t, sum) = sea(&node, engine, a.grid, a.steps)?;
+        for _ in 0..a.w.reps {
+            let (t, sum) = sea(&node, engine, a.w.grid, a.w.steps)?;
             times.push(t);
             if let Some((_, want)) = seq_sea {
                 sea_ok &= sum == want;
             }
-            let (t, c) = xstate(&node, engine, a.range)?;
+            let (t, c) = xstate(&node, engine, a.w.range)?;
             xtimes.push(t);
             if let Some((_, want)) = seq_x {
                 x_ok &= c == want;
