@@ -17,6 +17,32 @@ fn io_err(what: &str, e: std::io::Error) -> String {
     format!("raw {what}: {e}")
 }
 
+/// Times `warmup + iters` calls of `round` in microseconds; the first `warmup` are not kept.
+fn time_rounds(
+    iters: usize,
+    warmup: usize,
+    mut round: impl FnMut() -> Result<(), String>,
+) -> Result<Vec<f64>, String> {
+    let mut samples = Vec::with_capacity(iters);
+    for i in 0..warmup + iters {
+        let t0 = Instant::now();
+        round()?;
+        if i >= warmup {
+            samples.push(t0.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    Ok(samples)
+}
+
+/// Two UDP sockets on loopback, the first connected to the second.
+fn udp_pair() -> Result<(UdpSocket, UdpSocket), String> {
+    let a = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| io_err("udp bind", e))?;
+    let b = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| io_err("udp bind", e))?;
+    let b_addr = b.local_addr().map_err(|e| io_err("udp addr", e))?;
+    a.connect(b_addr).map_err(|e| io_err("udp connect", e))?;
+    Ok((a, b))
+}
+
 /// Round-trip times in microseconds, one per iteration, over a TCP_NODELAY loopback pair.
 /// `warmup` round trips are run first and not recorded.
 pub fn tcp_pingpong(size: usize, iters: usize, warmup: usize) -> Result<Vec<f64>, String> {
@@ -54,15 +80,11 @@ pub fn tcp_request_reply(
     s.set_nodelay(true).map_err(|e| io_err("tcp nodelay", e))?;
     let out = vec![0x5au8; size];
     let mut back = vec![0u8; reply];
-    let mut samples = Vec::with_capacity(iters);
-    for i in 0..warmup + iters {
-        let t0 = Instant::now();
+    let samples = time_rounds(iters, warmup, || {
         s.write_all(&out).map_err(|e| io_err("tcp write", e))?;
         s.read_exact(&mut back).map_err(|e| io_err("tcp read", e))?;
-        if i >= warmup {
-            samples.push(t0.elapsed().as_secs_f64() * 1e6);
-        }
-    }
+        Ok(())
+    })?;
     drop(s);
     echo.join()
         .map_err(|_| "raw tcp echo thread panicked".to_string())??;
@@ -91,10 +113,7 @@ pub fn udp_request_reply(
             "raw udp request/reply: {req} or {reply} bytes is above one datagram"
         ));
     }
-    let a = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| io_err("udp bind", e))?;
-    let b = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| io_err("udp bind", e))?;
-    let b_addr = b.local_addr().map_err(|e| io_err("udp addr", e))?;
-    a.connect(b_addr).map_err(|e| io_err("udp connect", e))?;
+    let (a, b) = udp_pair()?;
     for s in [&a, &b] {
         s.set_read_timeout(Some(UDP_TIMEOUT))
             .map_err(|e| io_err("udp timeout", e))?;
@@ -114,15 +133,11 @@ pub fn udp_request_reply(
     });
     let out = vec![0x5au8; req];
     let mut back = vec![0u8; 65_536];
-    let mut samples = Vec::with_capacity(iters);
-    for i in 0..total {
-        let t0 = Instant::now();
+    let samples = time_rounds(iters, warmup, || {
         a.send(&out).map_err(|e| io_err("udp send", e))?;
         a.recv(&mut back).map_err(|e| io_err("udp recv", e))?;
-        if i >= warmup {
-            samples.push(t0.elapsed().as_secs_f64() * 1e6);
-        }
-    }
+        Ok(())
+    })?;
     echo.join()
         .map_err(|_| "raw udp echo thread panicked".to_string())??;
     Ok(samples)
@@ -200,17 +215,13 @@ pub fn tcp_pingpong_spin(size: usize, iters: usize, warmup: usize) -> Result<Vec
         .map_err(|e| io_err("tcp nonblocking", e))?;
     let out = vec![0x5au8; size];
     let mut back = vec![0u8; size];
-    let mut samples = Vec::with_capacity(iters);
-    for i in 0..warmup + iters {
-        let t0 = Instant::now();
+    let samples = time_rounds(iters, warmup, || {
         spin_write_all(&mut s, &out)?;
         if !spin_read_exact(&mut s, &mut back)? {
             return Err("raw tcp spin: the echo closed".into());
         }
-        if i >= warmup {
-            samples.push(t0.elapsed().as_secs_f64() * 1e6);
-        }
-    }
+        Ok(())
+    })?;
     drop(s);
     echo.join()
         .map_err(|_| "raw tcp spin echo thread panicked".to_string())??;
@@ -227,10 +238,7 @@ pub fn udp_pingpong_spin(
     if size > UDP_CHUNK {
         return Ok(None);
     }
-    let a = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| io_err("udp bind", e))?;
-    let b = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| io_err("udp bind", e))?;
-    let b_addr = b.local_addr().map_err(|e| io_err("udp addr", e))?;
-    a.connect(b_addr).map_err(|e| io_err("udp connect", e))?;
+    let (a, b) = udp_pair()?;
     for s in [&a, &b] {
         s.set_nonblocking(true)
             .map_err(|e| io_err("udp nonblocking", e))?;
@@ -246,15 +254,11 @@ pub fn udp_pingpong_spin(
     });
     let out = vec![0x5au8; size];
     let mut back = vec![0u8; 65_536];
-    let mut samples = Vec::with_capacity(iters);
-    for i in 0..total {
-        let t0 = Instant::now();
+    let samples = time_rounds(iters, warmup, || {
         spin("udp spin send", || a.send(&out))?;
         spin("udp spin recv", || a.recv(&mut back))?;
-        if i >= warmup {
-            samples.push(t0.elapsed().as_secs_f64() * 1e6);
-        }
-    }
+        Ok(())
+    })?;
     echo.join()
         .map_err(|_| "raw udp spin echo thread panicked".to_string())??;
     Ok(Some(samples))
@@ -262,10 +266,7 @@ pub fn udp_pingpong_spin(
 
 /// [`udp_pingpong`] of messages above one datagram: sent as several, echoed one by one.
 fn udp_echo(size: usize, iters: usize, warmup: usize) -> Result<Vec<f64>, String> {
-    let a = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| io_err("udp bind", e))?;
-    let b = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| io_err("udp bind", e))?;
-    let b_addr = b.local_addr().map_err(|e| io_err("udp addr", e))?;
-    a.connect(b_addr).map_err(|e| io_err("udp connect", e))?;
+    let (a, b) = udp_pair()?;
     a.set_read_timeout(Some(UDP_TIMEOUT))
         .map_err(|e| io_err("udp timeout", e))?;
     b.set_read_timeout(Some(UDP_TIMEOUT))
@@ -293,17 +294,13 @@ fn udp_echo(size: usize, iters: usize, warmup: usize) -> Result<Vec<f64>, String
     });
     let out = vec![0x5au8; UDP_CHUNK];
     let mut back = vec![0u8; 65_536];
-    let mut samples = Vec::with_capacity(iters);
-    for i in 0..total {
-        let t0 = Instant::now();
+    let samples = time_rounds(iters, warmup, || {
         for &len in &chunks {
             a.send(&out[..len]).map_err(|e| io_err("udp send", e))?;
             a.recv(&mut back).map_err(|e| io_err("udp recv", e))?;
         }
-        if i >= warmup {
-            samples.push(t0.elapsed().as_secs_f64() * 1e6);
-        }
-    }
+        Ok(())
+    })?;
     echo.join()
         .map_err(|_| "raw udp echo thread panicked".to_string())??;
     Ok(samples)
