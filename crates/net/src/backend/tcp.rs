@@ -224,15 +224,23 @@ impl TcpBackend {
     /// Fast path: nothing queued for the peer and no fault delay, so write header and payload
     /// straight to the socket (one `writev`, no copy); only a remainder is buffered.
     /// `Ok(None)` means the caller must take the queued path.
-    fn try_write_direct(&mut self, msg: &OutMsg) -> Result<Option<Result<(), NetError>>, NetError> {
-        let len = u32::try_from(msg.payload.len()).map_err(|_| NetError::TooLarge {
-            len: msg.payload.len(),
-        })?;
+    /// `body` (borrowed) follows `msg.payload` in the frame; with it non-empty, a link that
+    /// authenticates takes the queued path (its trailer is computed over one slice).
+    fn try_write_direct(
+        &mut self,
+        msg: &OutMsg,
+        body: &[u8],
+    ) -> Result<Option<Result<(), NetError>>, NetError> {
+        let whole = msg.payload.len() + body.len();
+        let len = u32::try_from(whole).map_err(|_| NetError::TooLarge { len: whole })?;
         let registry = self.registry.as_ref();
         let Some(p) = self.peers.get_mut(msg.to.index()).and_then(Option::as_mut) else {
             return Ok(None);
         };
         if !p.open || p.want_write || p.wpos != p.wbuf.len() || p.delay.is_some() {
+            return Ok(None);
+        }
+        if self.auth.is_some() && !body.is_empty() {
             return Ok(None);
         }
         if self.auth.as_ref().is_some_and(LinkAuth::encrypts) {
@@ -251,11 +259,16 @@ impl TcpBackend {
             .auth
             .as_mut()
             .map(|a| a.trailer(msg.to, &hb, &msg.payload));
-        let parts: [&[u8]; 3] = [&hb, &msg.payload, trailer.as_ref().map_or(&[], |t| &t[..])];
+        let parts: [&[u8]; 4] = [
+            &hb,
+            &msg.payload,
+            body,
+            trailer.as_ref().map_or(&[], |t| &t[..]),
+        ];
         let total: usize = parts.iter().map(|x| x.len()).sum();
         let mut written = 0usize;
         while written < total {
-            let mut bufs = [io::IoSlice::new(&[]); 3];
+            let mut bufs = [io::IoSlice::new(&[]); 4];
             let k = rest_of(&parts, written, |i, part| bufs[i] = io::IoSlice::new(part));
             // MSG_NOSIGNAL: a peer gone meanwhile is an error here, not a SIGPIPE that kills
             // a node whose program has SIGPIPE's default action (C programs: std's writes
@@ -649,9 +662,23 @@ impl Backend for TcpBackend {
             self.cut_drops += 1;
             return Ok(());
         }
-        if let Some(done) = self.try_write_direct(&msg)? {
+        if let Some(done) = self.try_write_direct(&msg, &[])? {
             return done;
         }
+        let frame = self.frame(&msg)?;
+        self.enqueue(now, msg.to, frame)
+    }
+
+    fn send_split(&mut self, now: Instant, mut msg: OutMsg, body: &[u8]) -> Result<(), NetError> {
+        if self.is_cut(msg.to, now) {
+            self.cut_drops += 1;
+            return Ok(());
+        }
+        // Straight from the caller's buffer; only what the socket does not take is copied.
+        if let Some(done) = self.try_write_direct(&msg, body)? {
+            return done;
+        }
+        msg.payload = super::join(&msg.payload, body);
         let frame = self.frame(&msg)?;
         self.enqueue(now, msg.to, frame)
     }
@@ -790,7 +817,7 @@ impl Backend for TcpBackend {
 
 /// Calls `f(i, slice)` for the bytes of `parts` (one frame, in order) from byte `from` on,
 /// numbering the non-empty slices from 0; returns how many there were.
-fn rest_of<'a>(parts: &[&'a [u8]; 3], from: usize, mut f: impl FnMut(usize, &'a [u8])) -> usize {
+fn rest_of<'a>(parts: &[&'a [u8]], from: usize, mut f: impl FnMut(usize, &'a [u8])) -> usize {
     let mut skip = from;
     let mut k = 0;
     for part in parts {
