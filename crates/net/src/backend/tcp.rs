@@ -27,6 +27,9 @@ use std::time::{Duration, Instant};
 
 /// Largest payload a frame may announce (a garbage length must not make us reserve gigabytes).
 const MAX_FRAME_PAYLOAD: u32 = 1 << 31;
+/// A frame whose payload is at least this large, completed in the peer's buffer, is handed on
+/// as a slice of that buffer (which then goes with it) instead of a copy.
+const HAND_OVER_PAYLOAD: u32 = 64 * 1024;
 /// How long a node that said goodbye keeps reading for peers' EOF before closing.
 const LINGER: Duration = Duration::from_millis(300);
 
@@ -403,7 +406,7 @@ impl TcpBackend {
         rank: NodeId,
         (id, addr): (NodeId, Option<SocketAddr>),
         bye_received: &mut bool,
-        buf: &[u8],
+        (buf, owner): (&[u8], Option<&Bytes>),
         counters: &mut LinkCounters,
         mut auth: Option<&mut LinkAuth>,
         out: &mut Vec<BackendEvent>,
@@ -443,6 +446,7 @@ impl TcpBackend {
             if avail.len() < total {
                 return Ok((pos, Some(total)));
             }
+            let start = pos;
             pos += total;
             counters.packets_received += 1;
             let payload_end = HEADER_LEN + h.payload_len as usize;
@@ -492,12 +496,27 @@ impl TcpBackend {
                 ty: h.ty,
                 flags: h.flags,
                 request_id: h.request_id,
-                payload: match plain {
-                    Some(p) => Bytes::from(p),
-                    None => Bytes::copy_from_slice(&avail[HEADER_LEN..payload_end]),
+                payload: match (plain, owner) {
+                    (Some(p), _) => Bytes::from(p),
+                    // `owner` holds the bytes of `buf`: a slice of it, no copy.
+                    (None, Some(b)) => b.slice(start + HEADER_LEN..start + payload_end),
+                    (None, None) => Bytes::copy_from_slice(&avail[HEADER_LEN..payload_end]),
                 },
             }));
         }
+    }
+
+    /// The length of the whole frame with a large payload `buf` starts with, if any.
+    fn big_frame_ready(buf: &[u8]) -> Option<usize> {
+        if buf.len() < HEADER_LEN {
+            return None;
+        }
+        let h = decode_header(buf).ok()?;
+        let total = HEADER_LEN + h.body_len();
+        (h.payload_len >= HAND_OVER_PAYLOAD
+            && h.payload_len <= MAX_FRAME_PAYLOAD
+            && buf.len() >= total)
+            .then_some(total)
     }
 
     /// Parses what is buffered for the peer.
@@ -506,15 +525,33 @@ impl TcpBackend {
         rank: NodeId,
         p: &mut Peer,
         counters: &mut LinkCounters,
-        auth: Option<&mut LinkAuth>,
+        mut auth: Option<&mut LinkAuth>,
         out: &mut Vec<BackendEvent>,
     ) -> Result<(), String> {
+        if let Some(total) = Self::big_frame_ready(&p.rbuf[p.rpos..]) {
+            // The buffer goes with the frame's payload (sliced to that frame alone); what
+            // follows the frame is copied back and parsed below.
+            let owned = Bytes::from(std::mem::take(&mut p.rbuf));
+            let frame = owned.slice(p.rpos..p.rpos + total);
+            Self::parse_frames(
+                job,
+                rank,
+                (p.id, p.addr),
+                &mut p.bye_received,
+                (&frame, Some(&frame)),
+                counters,
+                auth.as_deref_mut(),
+                out,
+            )?;
+            p.rbuf.extend_from_slice(&owned[p.rpos + total..]);
+            p.rpos = 0;
+        }
         let (used, need) = Self::parse_frames(
             job,
             rank,
             (p.id, p.addr),
             &mut p.bye_received,
-            &p.rbuf[p.rpos..],
+            (&p.rbuf[p.rpos..], None),
             counters,
             auth,
             out,
@@ -558,7 +595,7 @@ impl TcpBackend {
             rank,
             (p.id, p.addr),
             &mut p.bye_received,
-            data,
+            (data, None),
             counters,
             auth,
             out,
