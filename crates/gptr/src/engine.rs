@@ -305,6 +305,28 @@ impl Engine {
         Ok(op)
     }
 
+    /// [`Engine::put`] whose message the driver sends itself, without copying `data` into it:
+    /// for a remote `to`, returns the message's head ([`Msg::put_head`]); the driver sends the
+    /// head followed by `data` to `to` (message type `GPTR`) after taking this call's actions.
+    /// A put to oneself is applied here and returns no head.
+    pub fn put_split(
+        &mut self,
+        mem: &mut dyn SymMemory,
+        to: NodeId,
+        addr: u64,
+        data: &[u8],
+    ) -> Result<(OpId, Option<Vec<u8>>), GptrError> {
+        if to == self.me {
+            return self.put(mem, to, addr, data).map(|op| (op, None));
+        }
+        self.check_node(to)?;
+        let len = data.len() as u64;
+        let op = self.new_op(to, "a put", addr, len);
+        self.stats.puts += 1;
+        self.stats.bytes_put += len;
+        Ok((op, Some(Msg::put_head(op.0, addr))))
+    }
+
     /// One-way store of `data` at `addr` on `to`: no answer; counted at the target.
     pub fn store(
         &mut self,

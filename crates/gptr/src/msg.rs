@@ -196,6 +196,16 @@ impl Msg<'_> {
         w
     }
 
+    /// The bytes of a `Put` that come before its data: `Msg::Put { op, addr, data }.encode()`
+    /// is this followed by `data`.
+    pub fn put_head(op: u64, addr: u64) -> Vec<u8> {
+        let mut w = Vec::with_capacity(17);
+        w.push(Kind::Put as u8);
+        w.extend_from_slice(&op.to_le_bytes());
+        w.extend_from_slice(&addr.to_le_bytes());
+        w
+    }
+
     fn data_len(&self) -> usize {
         match self {
             Msg::GetReply { data, .. } | Msg::Put { data, .. } | Msg::Store { data, .. } => {
@@ -397,6 +407,21 @@ mod tests {
         let mut long = Msg::PutAck { op: 1 }.encode();
         long.push(0);
         assert!(decode(NodeId(1), &long).is_err());
+    }
+
+    #[test]
+    fn put_head_is_the_put_before_its_data() {
+        for data in [&b""[..], b"q", &[9u8; 300][..]] {
+            let whole = Msg::Put {
+                op: 77,
+                addr: 0x5000_0000_1000,
+                data,
+            }
+            .encode();
+            let mut split = Msg::put_head(77, 0x5000_0000_1000);
+            split.extend_from_slice(data);
+            assert_eq!(split, whole);
+        }
     }
 
     proptest! {

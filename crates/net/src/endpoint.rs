@@ -532,6 +532,62 @@ impl Endpoint {
         self.send_raw(to, ty, Flags::empty(), 0, payload.into())
     }
 
+    /// Sends a one-way message whose payload is `head` followed by `body`, like
+    /// [`Endpoint::send`], without joining them first where the transport can avoid it: tcp
+    /// writes both straight from the caller's buffers to the socket (what the socket does not
+    /// take at once is copied); other transports and sends to oneself join them (one copy).
+    pub fn send_borrowed(
+        &self,
+        to: NodeId,
+        ty: MsgType,
+        head: &[u8],
+        body: &[u8],
+    ) -> Result<(), NetError> {
+        if ty.is_reserved() {
+            return Err(NetError::ReservedType { ty });
+        }
+        if to == self.shared.rank || to.0 >= self.shared.size {
+            let joined = crate::backend::join(head, body);
+            return self.send_raw(to, ty, Flags::empty(), 0, joined);
+        }
+        if self.shared.stopped.load(Ordering::Acquire) {
+            return Err(NetError::Shutdown);
+        }
+        match self.shared.peer_state[to.index()].load(Ordering::Acquire) {
+            PEER_BYE => return Err(NetError::PeerGone { peer: to }),
+            PEER_LOST => {
+                return Err(NetError::PeerLost {
+                    peer: to,
+                    reason: "lost earlier".into(),
+                })
+            }
+            _ => {}
+        }
+        let on_service = self.is_service_thread();
+        self.count_sent(ty, head.len() + body.len(), on_service);
+        let msg = OutMsg {
+            to,
+            ty,
+            flags: Flags::empty(),
+            request_id: 0,
+            payload: Bytes::copy_from_slice(head),
+        };
+        let timer = {
+            let mut d = self.shared.driver.lock();
+            let now = match on_service {
+                true => d.backend.send_clock(),
+                false => None,
+            };
+            d.backend
+                .send_split(now.unwrap_or_else(Instant::now), msg, body)?;
+            Self::timer_for_sleeper(&mut d)
+        };
+        if let Some(t) = timer {
+            self.arm_timer(t);
+        }
+        Ok(())
+    }
+
     /// Sends a request and blocks until its reply arrives. Not callable on the service thread
     /// (it would deadlock): use [`Endpoint::request_async`] there.
     pub fn request(

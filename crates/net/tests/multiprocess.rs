@@ -19,6 +19,23 @@ const T_PING: MsgType = MsgType(104);
 /// A request answered only after a one-way `T_MARK` carrying the same token went first.
 const T_AFTER: MsgType = MsgType(105);
 const T_MARK: MsgType = MsgType(106);
+/// `send_borrowed`: an 8-byte sequence number (the head), then `split_len(seq)` bytes of
+/// `split_byte` (the borrowed body); checked whole and in order by the receiver.
+const T_SPLIT: MsgType = MsgType(107);
+const SPLITS: u64 = 40;
+
+fn split_len(seq: u64) -> usize {
+    match seq % 4 {
+        0 => 0,
+        1 => 1 + seq as usize,
+        2 => 4096 + 3 * seq as usize,
+        _ => (1 << 20) + seq as usize,
+    }
+}
+
+fn split_byte(src: u16, seq: u64, i: usize) -> u8 {
+    (i.wrapping_mul(7) ^ (i >> 9) ^ seq as usize ^ (src as usize) << 3) as u8
+}
 
 const SEQ_PER_PEER: u64 = 2000;
 const BULK: usize = 1 << 20;
@@ -32,6 +49,8 @@ fn bulk_byte(src: u16, i: usize) -> u8 {
 #[derive(Default)]
 struct State {
     next_seq: Vec<u64>,
+    /// Next `T_SPLIT` sequence number expected per source.
+    next_split: Vec<u64>,
     seq_errors: Vec<String>,
     bulk_ok: usize,
     done: usize,
@@ -61,6 +80,7 @@ fn start_node(sh: &Arc<Shared>) -> Endpoint {
     let cfg = NetConfig::from_env().expect("config from env");
     let n = cfg.size as usize;
     sh.st.lock().next_seq = vec![0; n];
+    sh.st.lock().next_split = vec![0; n];
     let s1 = sh.clone();
     bootstrap::start_with(cfg, move |ep| {
         let s = s1.clone();
@@ -92,6 +112,34 @@ fn start_node(sh: &Arc<Shared>) -> Endpoint {
             } else {
                 st.seq_errors.push(format!("bulk from {} corrupt", inc.src));
             }
+            s.cv.notify_all();
+        });
+        let s = s1.clone();
+        ep.register(T_SPLIT, move |_, inc| {
+            let mut st = s.st.lock();
+            let want = st.next_split[inc.src.index()];
+            let seq = inc
+                .payload
+                .get(..8)
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map(u64::from_le_bytes);
+            let body = inc.payload.get(8..).unwrap_or(&[]);
+            let intact = seq == Some(want)
+                && body.len() == split_len(want)
+                && body
+                    .iter()
+                    .enumerate()
+                    .all(|(i, b)| *b == split_byte(inc.src.0, want, i));
+            if !intact {
+                let e = format!(
+                    "split from {}: seq {seq:?} of {} bytes, expected {want} of {}",
+                    inc.src,
+                    body.len(),
+                    split_len(want)
+                );
+                st.seq_errors.push(e);
+            }
+            st.next_split[inc.src.index()] = want + 1;
             s.cv.notify_all();
         });
         let s = s1.clone();
@@ -203,6 +251,34 @@ fn role_message(ep: &Endpoint, sh: &Shared) {
     );
     barrier_and_shutdown(ep, sh);
     println!("message ok on {me}");
+}
+
+/// `send_borrowed` of small and large bodies to every node (itself included), interleaved with
+/// ordinary sends of the same stream type: every message arrives whole and in order.
+fn role_borrowed(ep: &Endpoint, sh: &Shared) {
+    let me = ep.rank();
+    let all: Vec<NodeId> = (0..ep.size()).map(NodeId).collect();
+    for seq in 0..SPLITS {
+        let body: Vec<u8> = (0..split_len(seq))
+            .map(|i| split_byte(me.0, seq, i))
+            .collect();
+        for p in &all {
+            if seq % 3 == 2 {
+                // An ordinary send in the same stream.
+                let mut whole = seq.to_le_bytes().to_vec();
+                whole.extend_from_slice(&body);
+                ep.send(*p, T_SPLIT, whole).expect("send");
+            } else {
+                ep.send_borrowed(*p, T_SPLIT, &seq.to_le_bytes(), &body)
+                    .expect("send_borrowed");
+            }
+        }
+    }
+    sh.wait_until("borrowed sends", Duration::from_secs(100), |st| {
+        st.next_split.iter().all(|v| *v == SPLITS)
+    });
+    barrier_and_shutdown(ep, sh);
+    println!("borrowed ok on {me}");
 }
 
 /// Requests from two application threads to every peer, every other one answered after a
@@ -418,6 +494,7 @@ fn child_entry() {
     match role.as_str() {
         "suite" => role_suite(&ep, &sh),
         "message" => role_message(&ep, &sh),
+        "borrowed" => role_borrowed(&ep, &sh),
         "ordered" => role_ordered(&ep, &sh),
         "victim" => role_victim(&ep),
         "garbage" => role_garbage(&ep, &sh),
@@ -603,6 +680,14 @@ fn suite_tcp_2() {
 #[test]
 fn suite_tcp_4() {
     run(4, "tcp", "suite", &[]);
+}
+#[test]
+fn borrowed_send_tcp_2() {
+    run(2, "tcp", "borrowed", &[]);
+}
+#[test]
+fn borrowed_send_udp_2() {
+    run(2, "udp", "borrowed", &[]);
 }
 #[test]
 fn suite_udp_2() {

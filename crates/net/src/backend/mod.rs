@@ -74,6 +74,14 @@ pub(crate) trait Backend: Send {
     fn register(&mut self, registry: &Registry) -> Result<(), NetError>;
     /// Sends (or queues) one message. Called from any thread under the endpoint's lock.
     fn send(&mut self, now: Instant, msg: OutMsg) -> Result<(), NetError>;
+    /// Sends one message whose payload is `msg.payload` followed by `body`, borrowed from the
+    /// caller. Default: the two joined into one buffer (one copy), then [`Backend::send`]; a
+    /// backend that can write the parts straight to the wire overrides it.
+    fn send_split(&mut self, now: Instant, msg: OutMsg, body: &[u8]) -> Result<(), NetError> {
+        let mut msg = msg;
+        msg.payload = join(&msg.payload, body);
+        self.send(now, msg)
+    }
     /// An instant the backend accepts as "now" for a send from the service thread instead of
     /// a clock read (its clock of the current service-loop pass). Default: none (the endpoint
     /// reads the clock).
@@ -121,4 +129,12 @@ pub(crate) trait Backend: Send {
     fn with_own_mpi(&mut self, _f: &mut dyn FnMut(&::mpi::topology::SimpleCommunicator)) -> bool {
         false
     }
+}
+
+/// `head` followed by `body` in one buffer.
+pub(crate) fn join(head: &[u8], body: &[u8]) -> Bytes {
+    let mut v = Vec::with_capacity(head.len() + body.len());
+    v.extend_from_slice(head);
+    v.extend_from_slice(body);
+    Bytes::from(v)
 }

@@ -27,6 +27,9 @@ use std::time::{Duration, Instant};
 
 /// Largest payload a frame may announce (a garbage length must not make us reserve gigabytes).
 const MAX_FRAME_PAYLOAD: u32 = 1 << 31;
+/// A frame whose payload is at least this large, completed in the peer's buffer, is handed on
+/// as a slice of that buffer (which then goes with it) instead of a copy.
+const HAND_OVER_PAYLOAD: u32 = 64 * 1024;
 /// How long a node that said goodbye keeps reading for peers' EOF before closing.
 const LINGER: Duration = Duration::from_millis(300);
 
@@ -224,15 +227,23 @@ impl TcpBackend {
     /// Fast path: nothing queued for the peer and no fault delay, so write header and payload
     /// straight to the socket (one `writev`, no copy); only a remainder is buffered.
     /// `Ok(None)` means the caller must take the queued path.
-    fn try_write_direct(&mut self, msg: &OutMsg) -> Result<Option<Result<(), NetError>>, NetError> {
-        let len = u32::try_from(msg.payload.len()).map_err(|_| NetError::TooLarge {
-            len: msg.payload.len(),
-        })?;
+    /// `body` (borrowed) follows `msg.payload` in the frame; with it non-empty, a link that
+    /// authenticates takes the queued path (its trailer is computed over one slice).
+    fn try_write_direct(
+        &mut self,
+        msg: &OutMsg,
+        body: &[u8],
+    ) -> Result<Option<Result<(), NetError>>, NetError> {
+        let whole = msg.payload.len() + body.len();
+        let len = u32::try_from(whole).map_err(|_| NetError::TooLarge { len: whole })?;
         let registry = self.registry.as_ref();
         let Some(p) = self.peers.get_mut(msg.to.index()).and_then(Option::as_mut) else {
             return Ok(None);
         };
         if !p.open || p.want_write || p.wpos != p.wbuf.len() || p.delay.is_some() {
+            return Ok(None);
+        }
+        if self.auth.is_some() && !body.is_empty() {
             return Ok(None);
         }
         if self.auth.as_ref().is_some_and(LinkAuth::encrypts) {
@@ -251,11 +262,16 @@ impl TcpBackend {
             .auth
             .as_mut()
             .map(|a| a.trailer(msg.to, &hb, &msg.payload));
-        let parts: [&[u8]; 3] = [&hb, &msg.payload, trailer.as_ref().map_or(&[], |t| &t[..])];
+        let parts: [&[u8]; 4] = [
+            &hb,
+            &msg.payload,
+            body,
+            trailer.as_ref().map_or(&[], |t| &t[..]),
+        ];
         let total: usize = parts.iter().map(|x| x.len()).sum();
         let mut written = 0usize;
         while written < total {
-            let mut bufs = [io::IoSlice::new(&[]); 3];
+            let mut bufs = [io::IoSlice::new(&[]); 4];
             let k = rest_of(&parts, written, |i, part| bufs[i] = io::IoSlice::new(part));
             // MSG_NOSIGNAL: a peer gone meanwhile is an error here, not a SIGPIPE that kills
             // a node whose program has SIGPIPE's default action (C programs: std's writes
@@ -390,7 +406,7 @@ impl TcpBackend {
         rank: NodeId,
         (id, addr): (NodeId, Option<SocketAddr>),
         bye_received: &mut bool,
-        buf: &[u8],
+        (buf, owner): (&[u8], Option<&Bytes>),
         counters: &mut LinkCounters,
         mut auth: Option<&mut LinkAuth>,
         out: &mut Vec<BackendEvent>,
@@ -430,6 +446,7 @@ impl TcpBackend {
             if avail.len() < total {
                 return Ok((pos, Some(total)));
             }
+            let start = pos;
             pos += total;
             counters.packets_received += 1;
             let payload_end = HEADER_LEN + h.payload_len as usize;
@@ -479,12 +496,27 @@ impl TcpBackend {
                 ty: h.ty,
                 flags: h.flags,
                 request_id: h.request_id,
-                payload: match plain {
-                    Some(p) => Bytes::from(p),
-                    None => Bytes::copy_from_slice(&avail[HEADER_LEN..payload_end]),
+                payload: match (plain, owner) {
+                    (Some(p), _) => Bytes::from(p),
+                    // `owner` holds the bytes of `buf`: a slice of it, no copy.
+                    (None, Some(b)) => b.slice(start + HEADER_LEN..start + payload_end),
+                    (None, None) => Bytes::copy_from_slice(&avail[HEADER_LEN..payload_end]),
                 },
             }));
         }
+    }
+
+    /// The length of the whole frame with a large payload `buf` starts with, if any.
+    fn big_frame_ready(buf: &[u8]) -> Option<usize> {
+        if buf.len() < HEADER_LEN {
+            return None;
+        }
+        let h = decode_header(buf).ok()?;
+        let total = HEADER_LEN + h.body_len();
+        (h.payload_len >= HAND_OVER_PAYLOAD
+            && h.payload_len <= MAX_FRAME_PAYLOAD
+            && buf.len() >= total)
+            .then_some(total)
     }
 
     /// Parses what is buffered for the peer.
@@ -493,15 +525,33 @@ impl TcpBackend {
         rank: NodeId,
         p: &mut Peer,
         counters: &mut LinkCounters,
-        auth: Option<&mut LinkAuth>,
+        mut auth: Option<&mut LinkAuth>,
         out: &mut Vec<BackendEvent>,
     ) -> Result<(), String> {
+        if let Some(total) = Self::big_frame_ready(&p.rbuf[p.rpos..]) {
+            // The buffer goes with the frame's payload (sliced to that frame alone); what
+            // follows the frame is copied back and parsed below.
+            let owned = Bytes::from(std::mem::take(&mut p.rbuf));
+            let frame = owned.slice(p.rpos..p.rpos + total);
+            Self::parse_frames(
+                job,
+                rank,
+                (p.id, p.addr),
+                &mut p.bye_received,
+                (&frame, Some(&frame)),
+                counters,
+                auth.as_deref_mut(),
+                out,
+            )?;
+            p.rbuf.extend_from_slice(&owned[p.rpos + total..]);
+            p.rpos = 0;
+        }
         let (used, need) = Self::parse_frames(
             job,
             rank,
             (p.id, p.addr),
             &mut p.bye_received,
-            &p.rbuf[p.rpos..],
+            (&p.rbuf[p.rpos..], None),
             counters,
             auth,
             out,
@@ -545,7 +595,7 @@ impl TcpBackend {
             rank,
             (p.id, p.addr),
             &mut p.bye_received,
-            data,
+            (data, None),
             counters,
             auth,
             out,
@@ -649,9 +699,23 @@ impl Backend for TcpBackend {
             self.cut_drops += 1;
             return Ok(());
         }
-        if let Some(done) = self.try_write_direct(&msg)? {
+        if let Some(done) = self.try_write_direct(&msg, &[])? {
             return done;
         }
+        let frame = self.frame(&msg)?;
+        self.enqueue(now, msg.to, frame)
+    }
+
+    fn send_split(&mut self, now: Instant, mut msg: OutMsg, body: &[u8]) -> Result<(), NetError> {
+        if self.is_cut(msg.to, now) {
+            self.cut_drops += 1;
+            return Ok(());
+        }
+        // Straight from the caller's buffer; only what the socket does not take is copied.
+        if let Some(done) = self.try_write_direct(&msg, body)? {
+            return done;
+        }
+        msg.payload = super::join(&msg.payload, body);
         let frame = self.frame(&msg)?;
         self.enqueue(now, msg.to, frame)
     }
@@ -790,7 +854,7 @@ impl Backend for TcpBackend {
 
 /// Calls `f(i, slice)` for the bytes of `parts` (one frame, in order) from byte `from` on,
 /// numbering the non-empty slices from 0; returns how many there were.
-fn rest_of<'a>(parts: &[&'a [u8]; 3], from: usize, mut f: impl FnMut(usize, &'a [u8])) -> usize {
+fn rest_of<'a>(parts: &[&'a [u8]], from: usize, mut f: impl FnMut(usize, &'a [u8])) -> usize {
     let mut skip = from;
     let mut k = 0;
     for part in parts {

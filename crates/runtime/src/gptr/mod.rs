@@ -498,22 +498,32 @@ impl Gptr {
     /// Blocking put: returns when `data` was applied at `node` (Split-C's blocking write).
     pub fn put(&self, node: NodeId, addr: usize, data: &[u8]) -> Result<()> {
         self.issuer_check(addr, data.len())?;
-        let op = self.with_engine(
-            |e, m| e.put(m, node, addr as u64, data),
-            |op| Some((op.0, Sink::Wait)),
+        let (op, head) = self.with_engine(
+            |e, m| e.put_split(m, node, addr as u64, data),
+            |(op, _)| Some((op.0, Sink::Wait)),
         )?;
+        self.send_put(node, head, data)?;
         self.wait_op(op).map(drop)
+    }
+
+    /// Sends a remote put's message: its head, then the caller's bytes straight from their
+    /// buffer (no copy into a message on tcp).
+    fn send_put(&self, node: NodeId, head: Option<Vec<u8>>, data: &[u8]) -> Result<()> {
+        if let Some(head) = head {
+            self.ep.send_borrowed(node, msg::GPTR, &head, data)?;
+        }
+        Ok(())
     }
 
     /// Split-phase put: `data` is copied before the call returns (the buffer may be reused:
     /// OpenSHMEM's blocking put); completed by [`Gptr::sync`].
     pub fn put_nb(&self, node: NodeId, addr: usize, data: &[u8]) -> Result<()> {
         self.issuer_check(addr, data.len())?;
-        self.with_engine(
-            |e, m| e.put(m, node, addr as u64, data),
-            |op| Some((op.0, Sink::Discard)),
-        )
-        .map(drop)
+        let (_, head) = self.with_engine(
+            |e, m| e.put_split(m, node, addr as u64, data),
+            |(op, _)| Some((op.0, Sink::Discard)),
+        )?;
+        self.send_put(node, head, data)
     }
 
     /// One-way store: no answer; completed at the target by `store_sync` / `all_store_sync`.
