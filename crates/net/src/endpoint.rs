@@ -751,8 +751,7 @@ impl Endpoint {
                 return true;
             }
             // The dispatch lock, only if nothing read earlier waits (see `Shared::dispatch`).
-            let mut order = if d.inbox.is_empty() && !self.shared.svc_busy.load(Ordering::Acquire)
-            {
+            let mut order = if d.inbox.is_empty() && !self.shared.svc_busy.load(Ordering::Acquire) {
                 self.shared.dispatch.try_lock()
             } else {
                 None

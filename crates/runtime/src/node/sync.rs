@@ -14,9 +14,9 @@ use crate::failure;
 use crate::msg;
 use crate::service::Reply;
 use crossbeam_channel::{Receiver, TryRecvError};
-use std::time::Instant;
 use squall_core::LockId;
 use squall_sync::{BarrierCount, BarrierId, CondId, FlagId, Outcome, SyncError};
+use std::time::Instant;
 
 impl Node {
     /// Waits for this thread's wake-up from a service call (`Node::call`). For the endpoint's
