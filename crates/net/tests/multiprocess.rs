@@ -298,7 +298,10 @@ fn role_claimed(ep: &Endpoint, sh: &Arc<Shared>) {
     let s = sh.clone();
     let mut handle = move |_: &Endpoint, inc: squall_net::Incoming| on_claim(&s, &inc, true);
     while sh.st.lock().claimed < want {
-        assert!(Instant::now() < deadline, "{me}: timed out waiting for claims");
+        assert!(
+            Instant::now() < deadline,
+            "{me}: timed out waiting for claims"
+        );
         if !ep.poll_once(&|ty| ty == T_CLAIM, &mut handle) {
             std::thread::sleep(Duration::from_millis(1));
         }
