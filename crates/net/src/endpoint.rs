@@ -16,6 +16,9 @@
 //! first, for `NetConfig::reply_spin`, the waiting thread polls the socket itself (see
 //! [`Endpoint::wait_reply`]): a reply it reads there is handed over with no thread wake-up at
 //! all, and what else it reads goes to the service thread's inbox, in order.
+//! A thread waiting for something else a message brings (the runtime's lock grants and barrier
+//! releases) polls the same way through [`Endpoint::poll_once`], and runs the messages it
+//! claims itself; FIFO with the service thread is kept by the dispatch lock (see `Shared::dispatch`).
 //! After a pass that served input the loop may linger (`NetConfig::poll_spin`): it polls
 //! without sleeping for a few microseconds, so the answer to what it just sent is read without
 //! a wake-up; lingers that end empty are skipped more and more often (see `Linger`).
@@ -345,6 +348,16 @@ struct Shared {
     /// Replies taken by a spinning waiter, and of those, read by the waiter itself.
     replies_spun: AtomicU64,
     replies_polled: AtomicU64,
+    /// Held by whoever runs handlers of events taken from the backend: the service thread
+    /// around each batch (`dispatch_out`), a waiting thread around the messages it claimed
+    /// ([`Endpoint::poll_once`]). With `svc_busy` and the inbox it keeps FIFO per peer: a
+    /// waiter only dispatches when it takes this lock (with `try_lock`, under the driver lock)
+    /// and nothing read earlier is undispatched; what the service thread reads later waits for
+    /// the lock. Order: driver lock → `try_lock` here only; never block on it under the driver
+    /// lock (a dispatcher sends, which takes the driver lock).
+    dispatch: Mutex<()>,
+    /// Messages handled by a waiting thread ([`Endpoint::poll_once`]).
+    waiter_handled: AtomicU64,
 }
 
 /// The node's network handle: cheap to clone, usable from any thread.
@@ -427,6 +440,8 @@ impl Endpoint {
             svc_busy: AtomicBool::new(false),
             replies_spun: AtomicU64::new(0),
             replies_polled: AtomicU64::new(0),
+            dispatch: Mutex::new(()),
+            waiter_handled: AtomicU64::new(0),
         });
         let ep = Endpoint { shared };
         let timer_ep = ep.clone();
@@ -662,7 +677,9 @@ impl Endpoint {
             if !d.backend.poll_input(Instant::now(), from, evs) {
                 return false;
             }
-            let mut in_order = d.inbox.is_empty() && !self.shared.svc_busy.load(Ordering::Acquire);
+            let mut in_order = d.inbox.is_empty()
+                && !self.shared.svc_busy.load(Ordering::Acquire)
+                && !self.shared.dispatch.is_locked();
             let mut wake = false;
             for ev in evs.drain(..) {
                 if in_order {
@@ -735,6 +752,130 @@ impl Endpoint {
             flags: m.flags,
         };
         Ok(Some((m.request_id, slot, inc)))
+    }
+
+    /// How long a thread waiting for a reply polls the network itself before it sleeps
+    /// (`NetConfig::reply_spin`, `SQUALL_REPLY_SPIN_US`); None: it sleeps at once. Layers
+    /// above that wait for other messages ([`Endpoint::poll_once`]) use the same window.
+    pub fn reply_spin(&self) -> Option<Duration> {
+        self.shared.reply_spin
+    }
+
+    /// One look at the network from an application thread that waits for something a message
+    /// will bring (a lock grant, a barrier release), so that the message is read and handled
+    /// by the thread that wants it, with no wake-up of the service thread or of itself.
+    ///
+    /// Reads what has arrived from every peer. The leading messages whose type `claims`
+    /// accepts are given to `handle` on this thread, in order, and replies to blocking
+    /// requests among them go to their waiters (as in [`Endpoint::request`]); the first
+    /// message it may not take, and everything after it, goes to the service thread (which
+    /// is woken). It dispatches only when nothing read earlier is still waiting for the
+    /// service thread or another waiter, and it holds the dispatch lock while `handle` runs,
+    /// so the service thread runs what it reads later afterwards: FIFO per peer holds across
+    /// both threads. `handle` runs without the endpoint's locks other than that one: it may
+    /// send, and take the caller's own locks, but must not block on anything the service
+    /// thread's handlers may hold while they wait (it would stall the service thread too).
+    ///
+    /// Returns false if there is nothing to look at from here (the service thread, a
+    /// stopped endpoint, a backend that cannot be polled by other threads): then sleep
+    /// instead. True otherwise, even when someone else was at the network (look again later).
+    pub fn poll_once(
+        &self,
+        claims: &dyn Fn(MsgType) -> bool,
+        handle: &mut dyn FnMut(&Endpoint, Incoming),
+    ) -> bool {
+        enum Local {
+            Reply(u64, Arc<ReplySlot>, Incoming),
+            Claimed(Incoming),
+        }
+        if self.is_service_thread() || self.shared.stopped.load(Ordering::Acquire) {
+            return false;
+        }
+        let mut evs = Vec::new();
+        let mut mine: Vec<Local> = Vec::new();
+        let (order, timer, wake) = {
+            let Some(mut d) = self.shared.driver.try_lock() else {
+                return true;
+            };
+            let now = Instant::now();
+            for p in (0..self.shared.size).map(NodeId) {
+                if p != self.shared.rank && !d.backend.poll_input(now, p, &mut evs) {
+                    return false;
+                }
+            }
+            if evs.is_empty() {
+                return true;
+            }
+            // The dispatch lock, only if nothing read earlier waits (see `Shared::dispatch`).
+            let mut order = if d.inbox.is_empty() && !self.shared.svc_busy.load(Ordering::Acquire) {
+                self.shared.dispatch.try_lock()
+            } else {
+                None
+            };
+            let mut wake = false;
+            let mut read = std::mem::take(&mut evs).into_iter();
+            while let Some(ev) = read.next() {
+                if order.is_some() {
+                    let ev = match ev {
+                        BackendEvent::Deliver(m)
+                            if !m.ty.is_reserved()
+                                && !m.flags.contains(Flags::REPLY)
+                                && claims(m.ty)
+                                && self.shared.held_len.load(Ordering::Acquire) == 0 =>
+                        {
+                            mine.push(Local::Claimed(Incoming {
+                                src: m.src,
+                                ty: m.ty,
+                                payload: m.payload,
+                                request_id: m.request_id,
+                                flags: m.flags,
+                            }));
+                            continue;
+                        }
+                        ev => ev,
+                    };
+                    match self.take_blocking_reply(ev) {
+                        Ok(r) => {
+                            mine.extend(r.map(|(id, slot, inc)| Local::Reply(id, slot, inc)));
+                            continue;
+                        }
+                        Err(ev) => d.inbox.push(ev),
+                    }
+                } else {
+                    d.inbox.push(ev);
+                }
+                // From here on everything is the service thread's, in order.
+                d.inbox.extend(read.by_ref());
+                wake = true;
+            }
+            if mine.is_empty() {
+                // Nothing taken: the service thread need not wait for this thread.
+                order = None;
+            }
+            (order, Self::timer_for_sleeper(&mut d), wake)
+        };
+        if let Some(t) = timer {
+            self.arm_timer(t);
+        }
+        if wake {
+            let _ = self.shared.waker.wake();
+        }
+        for l in mine {
+            match l {
+                Local::Reply(id, slot, inc) => {
+                    self.shared.by_type.received(inc.ty.0, inc.payload.len());
+                    self.shared.replies_polled.fetch_add(1, Ordering::Relaxed);
+                    slot.put(id, Ok(inc));
+                }
+                Local::Claimed(inc) => {
+                    self.shared.by_type.received(inc.ty.0, inc.payload.len());
+                    self.shared.waiter_handled.fetch_add(1, Ordering::Relaxed);
+                    handle(self, inc);
+                }
+            }
+        }
+        drop(order);
+        true
     }
 
     /// Sends a request; `on_reply` runs on the service thread with the reply (or the error that
@@ -897,6 +1038,7 @@ impl Endpoint {
             poll_spin_hits: self.shared.poll_spin_hits.load(Ordering::Relaxed),
             replies_spun: self.shared.replies_spun.load(Ordering::Relaxed),
             replies_polled: self.shared.replies_polled.load(Ordering::Relaxed),
+            waiter_handled: self.shared.waiter_handled.load(Ordering::Relaxed),
             ..NetStats::default()
         };
         self.shared
@@ -1039,9 +1181,11 @@ impl Endpoint {
         }
     }
 
-    /// Dispatches `out` and ends the busy mark.
+    /// Dispatches `out` (under the dispatch lock: after a waiting thread's dispatch of what
+    /// it read earlier) and ends the busy mark. Not under the driver lock.
     fn dispatch_out(&self, out: &mut Vec<BackendEvent>) {
         if !out.is_empty() {
+            let _order = self.shared.dispatch.lock();
             self.handle_events(out);
             self.shared.svc_busy.store(false, Ordering::Release);
         }

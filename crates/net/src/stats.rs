@@ -71,6 +71,9 @@ pub struct NetStats {
     /// read from the socket itself (no service thread on the path either).
     pub replies_spun: u64,
     pub replies_polled: u64,
+    /// Messages an application thread waiting for something they bring (a lock grant, a
+    /// barrier release) read from the socket and handled itself ([`crate::Endpoint::poll_once`]).
+    pub waiter_handled: u64,
 }
 
 impl NetStats {

@@ -36,6 +36,10 @@ fn split_len(seq: u64) -> usize {
 fn split_byte(src: u16, seq: u64, i: usize) -> u8 {
     (i.wrapping_mul(7) ^ (i >> 9) ^ seq as usize ^ (src as usize) << 3) as u8
 }
+/// Sent after a `T_MARK` with the same token; handled by whichever thread reads it (the
+/// service thread, or a waiting thread through `Endpoint::poll_once`).
+const T_CLAIM: MsgType = MsgType(108);
+const CLAIMS_PER_PEER: u64 = 500;
 
 const SEQ_PER_PEER: u64 = 2000;
 const BULK: usize = 1 << 20;
@@ -56,6 +60,22 @@ struct State {
     done: usize,
     /// Tokens of the `T_MARK` messages handled.
     marks: std::collections::HashSet<u64>,
+    /// `T_CLAIM` messages handled, by the service thread and by a waiting thread.
+    claimed: u64,
+    claimed_by_waiter: u64,
+}
+
+/// A `T_CLAIM` handled (on either thread): its `T_MARK` must have been handled first.
+fn on_claim(s: &Shared, inc: &squall_net::Incoming, by_waiter: bool) {
+    let token = u64::from_le_bytes(inc.payload[..8].try_into().expect("8 bytes"));
+    let mut st = s.st.lock();
+    if !st.marks.contains(&token) {
+        st.seq_errors
+            .push(format!("claim {token:#x} from {} before its mark", inc.src));
+    }
+    st.claimed += 1;
+    st.claimed_by_waiter += u64::from(by_waiter);
+    s.cv.notify_all();
 }
 
 struct Shared {
@@ -160,6 +180,8 @@ fn start_node(sh: &Arc<Shared>) -> Endpoint {
             let token = u64::from_le_bytes(inc.payload[..8].try_into().expect("8 bytes"));
             s.st.lock().marks.insert(token);
         });
+        let s = s1.clone();
+        ep.register(T_CLAIM, move |_, inc| on_claim(&s, &inc, false));
     })
     .expect("join the job")
 }
@@ -329,6 +351,52 @@ fn role_ordered(ep: &Endpoint, sh: &Arc<Shared>) {
     println!("ordered ok on {me}");
 }
 
+/// Every node sends each peer `T_MARK`, `T_CLAIM` pairs while its main thread waits for the
+/// peers' pairs by polling the network itself (`Endpoint::poll_once`, claiming `T_CLAIM`):
+/// whichever thread handles a claim, its mark (handled on the service thread) came first.
+fn role_claimed(ep: &Endpoint, sh: &Arc<Shared>) {
+    let me = ep.rank();
+    let peers: Vec<NodeId> = (0..ep.size()).map(NodeId).filter(|p| *p != me).collect();
+    let want = CLAIMS_PER_PEER * peers.len() as u64;
+    let sender = {
+        let (ep, peers) = (ep.clone(), peers.clone());
+        std::thread::spawn(move || {
+            for i in 0..CLAIMS_PER_PEER {
+                for p in &peers {
+                    let token = (u64::from(me.0) << 32 | i).to_le_bytes().to_vec();
+                    ep.send(*p, T_MARK, token.clone()).expect("send mark");
+                    ep.send(*p, T_CLAIM, token).expect("send claim");
+                }
+            }
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(100);
+    let s = sh.clone();
+    let mut handle = move |_: &Endpoint, inc: squall_net::Incoming| on_claim(&s, &inc, true);
+    while sh.st.lock().claimed < want {
+        assert!(
+            Instant::now() < deadline,
+            "{me}: timed out waiting for claims"
+        );
+        if !ep.poll_once(&|ty| ty == T_CLAIM, &mut handle) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::yield_now();
+    }
+    sender.join().expect("sender thread");
+    let (by_waiter, errors) = {
+        let st = sh.st.lock();
+        (st.claimed_by_waiter, st.seq_errors.clone())
+    };
+    assert!(errors.is_empty(), "{me}: {errors:?}");
+    eprintln!(
+        "{me}: {want} claims, {by_waiter} handled by the waiting thread (stats {})",
+        ep.stats().waiter_handled
+    );
+    barrier_and_shutdown(ep, sh);
+    println!("claimed ok on {me}");
+}
+
 fn role_victim(ep: &Endpoint) {
     // Everybody pings everybody until the launcher kills one node; the others must notice.
     println!("READY {} pid {}", ep.rank().0, std::process::id());
@@ -496,6 +564,7 @@ fn child_entry() {
         "message" => role_message(&ep, &sh),
         "borrowed" => role_borrowed(&ep, &sh),
         "ordered" => role_ordered(&ep, &sh),
+        "claimed" => role_claimed(&ep, &sh),
         "victim" => role_victim(&ep),
         "garbage" => role_garbage(&ep, &sh),
         "forged" => role_forged(&ep, &sh),
@@ -739,6 +808,14 @@ fn replies_read_by_their_waiter_keep_fifo_udp_4_faults() {
             ("SQUALL_NET_FAULTS", "loss=0.05,dup=0.05,reorder=0.1,seed=5"),
         ],
     );
+}
+#[test]
+fn messages_handled_by_a_waiter_keep_fifo_tcp_2() {
+    run(2, "tcp", "claimed", &[]);
+}
+#[test]
+fn messages_handled_by_a_waiter_keep_fifo_udp_4() {
+    run(4, "udp", "claimed", &[]);
 }
 #[test]
 fn message_test_tcp_2() {

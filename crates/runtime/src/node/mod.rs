@@ -403,7 +403,8 @@ impl Node {
             f(&mut s, &self.inner.ep, w);
             s.drain(&self.inner.ep);
         }
-        rx.recv().map_err(|_| SquallError::ShuttingDown)
+        // The service lock is released here: the wait below never holds it while it blocks.
+        self.wait_woken(&rx)
     }
 
     /// Runs `f` timed as sync time (counted while it waits too, for a stats mark meanwhile).

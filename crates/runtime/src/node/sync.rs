@@ -1,14 +1,67 @@
 //! Synchronization through the sync core: barriers, locks (with the lock cache fast path),
-//! conditions and flags, timed as sync time. Must not touch the heap or threads.
+//! conditions and flags, timed as sync time; and how an application thread waits for the
+//! end of any service call (`wait_woken`: polling the network itself for a bounded spin, so a
+//! lock grant or a barrier release is read and handled by the thread it wakes). Must not touch
+//! the heap or threads.
+//!
+//! The rule: never hold the service lock while blocking. A waiting thread takes it only
+//! inside the handling of one message it read (as the service thread's handlers do), never
+//! across a look at the network, a yield or the sleep on its wake-up channel.
 
 use super::{my_waiter, Node};
 use crate::error::{Result, SquallError};
 use crate::failure;
+use crate::msg;
 use crate::service::Reply;
+use crossbeam_channel::{Receiver, TryRecvError};
 use squall_core::LockId;
 use squall_sync::{BarrierCount, BarrierId, CondId, FlagId, Outcome, SyncError};
+use std::time::Instant;
 
 impl Node {
+    /// Waits for this thread's wake-up from a service call (`Node::call`). For the endpoint's
+    /// reply spin (`SQUALL_REPLY_SPIN_US`) the thread, idle anyway, first polls the network
+    /// itself ([`squall_net::Endpoint::poll_once`]), yielding the CPU between looks: the
+    /// protocol and sync messages it reads (a lock grant, a barrier release, the write notices
+    /// before them) it handles here, under the service lock taken per message exactly as the
+    /// service thread's handlers take it, and the wake-up they produce is then already in
+    /// `rx`: no wake-up of the service thread nor of this one. After the window (or if the
+    /// network cannot be polled from here) it sleeps on `rx`.
+    ///
+    /// Never holds the service lock while blocking (see the module doc): `poll_once` runs the
+    /// handler with the lock taken and released inside it, and the yield and the sleep happen
+    /// with no lock held.
+    pub(super) fn wait_woken(&self, rx: &Receiver<Reply>) -> Result<Reply> {
+        let ep = &self.inner.ep;
+        if let Some(window) = ep.reply_spin() {
+            let until = Instant::now() + window;
+            let svc = &self.inner.svc;
+            let claims = |ty| ty == msg::SYNC || ty == msg::PROTO;
+            let mut handle = |ep: &squall_net::Endpoint, m: squall_net::Incoming| {
+                let mut s = svc.lock();
+                if m.ty == msg::SYNC {
+                    s.on_sync_message(ep, m.src, &m.payload);
+                } else {
+                    s.on_protocol_message(ep, m.src, &m.payload);
+                }
+            };
+            loop {
+                match rx.try_recv() {
+                    Ok(r) => return Ok(r),
+                    Err(TryRecvError::Disconnected) => return Err(SquallError::ShuttingDown),
+                    Err(TryRecvError::Empty) => {}
+                }
+                if Instant::now() >= until || !ep.poll_once(&claims, &mut handle) {
+                    break;
+                }
+                if rx.is_empty() {
+                    std::thread::yield_now();
+                }
+            }
+        }
+        rx.recv().map_err(|_| SquallError::ShuttingDown)
+    }
+
     /// The barriers of `finalize`: not application synchronization, so not timed as such.
     pub(super) fn end_barrier(&self) -> Result<()> {
         let r = self.call("finalize", move |s, _, w| {
