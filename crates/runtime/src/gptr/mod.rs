@@ -35,7 +35,7 @@ use squall_net::Endpoint;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Environment variable of the arena's size (OpenSHMEM's name; `k`, `m`, `g` suffixes).
 pub const SYMMETRIC_SIZE_VAR: &str = squall_core::env::SHMEM_SYMMETRIC_SIZE;
@@ -434,15 +434,42 @@ impl Gptr {
     }
 
     fn wait_done(&self, op: OpId) -> Result<Done> {
-        let mut out = None;
-        self.wait_for(|st| {
-            out = st.done.remove(&op.0);
-            out.is_some()
-        });
+        let mut out = self.spin_for_done(op);
+        if out.is_none() {
+            self.wait_for(|st| {
+                out = st.done.remove(&op.0);
+                out.is_some()
+            });
+        }
         match out {
             Some(Done::Outcome(Outcome::Failed(e))) => Err(gerr(e)),
             Some(d) => Ok(d),
             None => Err(SquallError::ShuttingDown),
+        }
+    }
+
+    /// For the endpoint's reply spin (`SQUALL_REPLY_SPIN_US`) the waiting thread, idle anyway,
+    /// polls the network itself ([`Endpoint::poll_once`]) and handles the one-sided messages it
+    /// reads as the service thread would (in order with it), so the answer it waits for costs
+    /// no thread wake-up. Holds no lock across a look at the network or a yield. `None`: the
+    /// window ended (or the network cannot be polled from here) before the answer came.
+    fn spin_for_done(&self, op: OpId) -> Option<Done> {
+        let window = self.ep.reply_spin()?;
+        let until = Instant::now() + window;
+        let claims = |ty| ty == msg::GPTR;
+        let mut handle = |ep: &Endpoint, m: squall_net::Incoming| {
+            if let Err(e) = self.on_message(m.src, m.payload) {
+                eprintln!("squall: {}: {e}", ep.rank());
+            }
+        };
+        loop {
+            if let Some(d) = self.state.lock().done.remove(&op.0) {
+                return Some(d);
+            }
+            if Instant::now() >= until || !self.ep.poll_once(&claims, &mut handle) {
+                return None;
+            }
+            std::thread::yield_now();
         }
     }
 
