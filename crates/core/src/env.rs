@@ -189,7 +189,7 @@ pub const ALL: &[EnvVar] = &[
     EnvVar {
         name: REPLY_SPIN_US,
         default: "200",
-        meaning: "microseconds (1-10000) an application thread waiting for a reply (a blocking request) or for a lock grant, barrier release, condition or flag polls the sockets itself, yielding the CPU between looks, and handles what it reads (in order with the service thread) before it sleeps until the service thread wakes it: a message read this way costs no thread wake-up; 0: sleep at once",
+        meaning: "microseconds (1-10000) an application thread waiting for a reply (a blocking request, a one-sided get or atomic) or for a lock grant, barrier release, condition or flag polls the sockets itself, yielding the CPU between looks, and handles what it reads (in order with the service thread) before it sleeps until the service thread wakes it: a message read this way costs no thread wake-up; 0: sleep at once",
     },
     EnvVar {
         name: BARRIER_EAGER,
