@@ -761,6 +761,32 @@ impl Endpoint {
         self.shared.reply_spin
     }
 
+    /// The waiting loop of an application thread for the reply spin: until `done` yields a
+    /// value, look at the network ([`Endpoint::poll_once`]) and yield the CPU between looks.
+    /// `None` when there is no spin, the window ended, or the network cannot be polled from
+    /// this thread: the caller then sleeps its usual way. Holds no lock across a look or a
+    /// yield.
+    pub fn wait_polling<T>(
+        &self,
+        claims: &dyn Fn(MsgType) -> bool,
+        handle: &mut dyn FnMut(&Endpoint, Incoming),
+        mut done: impl FnMut() -> Option<T>,
+    ) -> Option<T> {
+        let until = Instant::now() + self.reply_spin()?;
+        loop {
+            if let Some(v) = done() {
+                return Some(v);
+            }
+            if Instant::now() >= until || !self.poll_once(claims, handle) {
+                return None;
+            }
+            if let Some(v) = done() {
+                return Some(v);
+            }
+            std::thread::yield_now();
+        }
+    }
+
     /// One look at the network from an application thread that waits for something a message
     /// will bring (a lock grant, a barrier release), so that the message is read and handled
     /// by the thread that wants it, with no wake-up of the service thread or of itself.

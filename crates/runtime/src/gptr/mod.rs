@@ -35,7 +35,7 @@ use squall_net::Endpoint;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Environment variable of the arena's size (OpenSHMEM's name; `k`, `m`, `g` suffixes).
 pub const SYMMETRIC_SIZE_VAR: &str = squall_core::env::SHMEM_SYMMETRIC_SIZE;
@@ -454,23 +454,15 @@ impl Gptr {
     /// no thread wake-up. Holds no lock across a look at the network or a yield. `None`: the
     /// window ended (or the network cannot be polled from here) before the answer came.
     fn spin_for_done(&self, op: OpId) -> Option<Done> {
-        let window = self.ep.reply_spin()?;
-        let until = Instant::now() + window;
         let claims = |ty| ty == msg::GPTR;
         let mut handle = |ep: &Endpoint, m: squall_net::Incoming| {
             if let Err(e) = self.on_message(m.src, m.payload) {
                 eprintln!("squall: {}: {e}", ep.rank());
             }
         };
-        loop {
-            if let Some(d) = self.state.lock().done.remove(&op.0) {
-                return Some(d);
-            }
-            if Instant::now() >= until || !self.ep.poll_once(&claims, &mut handle) {
-                return None;
-            }
-            std::thread::yield_now();
-        }
+        self.ep.wait_polling(&claims, &mut handle, || {
+            self.state.lock().done.remove(&op.0)
+        })
     }
 
     fn wait_op(&self, op: OpId) -> Result<Outcome> {

@@ -16,7 +16,6 @@ use crate::service::Reply;
 use crossbeam_channel::{Receiver, TryRecvError};
 use squall_core::LockId;
 use squall_sync::{BarrierCount, BarrierId, CondId, FlagId, Outcome, SyncError};
-use std::time::Instant;
 
 impl Node {
     /// Waits for this thread's wake-up from a service call (`Node::call`). For the endpoint's
@@ -32,32 +31,26 @@ impl Node {
     /// handler with the lock taken and released inside it, and the yield and the sleep happen
     /// with no lock held.
     pub(super) fn wait_woken(&self, rx: &Receiver<Reply>) -> Result<Reply> {
-        let ep = &self.inner.ep;
-        if let Some(window) = ep.reply_spin() {
-            let until = Instant::now() + window;
-            let svc = &self.inner.svc;
-            let claims = |ty| ty == msg::SYNC || ty == msg::PROTO;
-            let mut handle = |ep: &squall_net::Endpoint, m: squall_net::Incoming| {
-                let mut s = svc.lock();
-                if m.ty == msg::SYNC {
-                    s.on_sync_message(ep, m.src, &m.payload);
-                } else {
-                    s.on_protocol_message(ep, m.src, &m.payload);
-                }
-            };
-            loop {
-                match rx.try_recv() {
-                    Ok(r) => return Ok(r),
-                    Err(TryRecvError::Disconnected) => return Err(SquallError::ShuttingDown),
-                    Err(TryRecvError::Empty) => {}
-                }
-                if Instant::now() >= until || !ep.poll_once(&claims, &mut handle) {
-                    break;
-                }
-                if rx.is_empty() {
-                    std::thread::yield_now();
-                }
+        let svc = &self.inner.svc;
+        let claims = |ty| ty == msg::SYNC || ty == msg::PROTO;
+        let mut handle = |ep: &squall_net::Endpoint, m: squall_net::Incoming| {
+            let mut s = svc.lock();
+            if m.ty == msg::SYNC {
+                s.on_sync_message(ep, m.src, &m.payload);
+            } else {
+                s.on_protocol_message(ep, m.src, &m.payload);
             }
+        };
+        let woken = self
+            .inner
+            .ep
+            .wait_polling(&claims, &mut handle, || match rx.try_recv() {
+                Ok(r) => Some(Ok(r)),
+                Err(TryRecvError::Disconnected) => Some(Err(SquallError::ShuttingDown)),
+                Err(TryRecvError::Empty) => None,
+            });
+        if let Some(r) = woken {
+            return r;
         }
         rx.recv().map_err(|_| SquallError::ShuttingDown)
     }
