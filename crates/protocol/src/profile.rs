@@ -122,6 +122,10 @@ pub struct SharingProfile {
 pub struct Profiler {
     pages: HashMap<u64, PageCounts>,
     history: HashMap<u64, History>,
+    /// Home pages written since their last release without a protocol snapshot (a home
+    /// page's first write after a fetch): their contents at the write fault, kept up to date
+    /// with the other writers' diffs, so the release can tell which blocks the home wrote.
+    snapshots: HashMap<u64, Vec<u8>>,
 }
 
 impl Profiler {
@@ -227,6 +231,36 @@ impl Profiler {
         }
     }
 
+    /// Home side: a write fault on `page`, whose current contents are `data`, that the
+    /// protocol keeps no snapshot of (see [`Self::home_release`]).
+    pub fn home_write_fault(&mut self, page: PageId, data: Vec<u8>) {
+        self.snapshots.entry(page.0).or_insert(data);
+    }
+
+    /// Home side: another writer's `diff` applied to `page` (the snapshot takes it, so it
+    /// shows only the home's own writes).
+    pub fn home_applied(&mut self, page: PageId, diff: &[u8]) {
+        if let Some(s) = self.snapshots.get_mut(&page.0) {
+            // Diffs the home applies were checked before.
+            let _ = crate::shared::diff::apply_diff(s, diff);
+        }
+    }
+
+    /// Home side: `page` released with contents `cur`: the blocks the home wrote since its
+    /// write fault are its interval's writes ([`Self::home_write`]). Without them, data
+    /// that moves between writers (a counter under a lock) whose home stays put would show
+    /// only the other writers, and never the sharing.
+    pub fn home_release(&mut self, page: PageId, me: NodeId, cur: &[u8]) {
+        if let Some(snap) = self.snapshots.remove(&page.0) {
+            self.home_write(page, me, changed_blocks(&snap, cur), 0);
+        }
+    }
+
+    /// Whether a write-fault snapshot of `page` is held.
+    pub fn has_snapshot(&self, page: PageId) -> bool {
+        self.snapshots.contains_key(&page.0)
+    }
+
     /// The profile so far (pages in order).
     pub fn snapshot(&self) -> SharingProfile {
         let mut pages: Vec<(u64, PageCounts)> =
@@ -289,5 +323,39 @@ mod tests {
         assert_eq!(blocks_of(60, 10), 0b11);
         assert_eq!(blocks_of(0, PAGE_SIZE), u64::MAX);
         assert_eq!(diff_blocks(&[1, 2, 3]), 0);
+    }
+
+    #[test]
+    fn a_homes_write_fault_snapshot_shows_its_own_writes_only() {
+        let mut p = Profiler::default();
+        let (home, other, page) = (NodeId(0), NodeId(1), PageId(3));
+        let base = vec![0u8; PAGE_SIZE];
+        // The home faults; the other node's diff (block 20) arrives; the home writes block 5.
+        p.home_write_fault(page, base.clone());
+        let mut theirs = base.clone();
+        theirs[20 * 64] = 1;
+        let d = crate::shared::diff::make_diff(&base, &theirs);
+        p.home_write(page, other, diff_blocks(&d), 8);
+        p.home_applied(page, &d);
+        let mut cur = theirs.clone();
+        cur[5 * 64 + 1] = 7;
+        assert!(p.has_snapshot(page));
+        p.home_release(page, home, &cur);
+        assert!(!p.has_snapshot(page));
+        // Block 20 is not the home's: the two intervals are disjoint (false sharing).
+        let c = p.snapshot().pages[0].1.clone();
+        assert_eq!((c.false_sharing, c.true_sharing), (1, 0));
+        assert_eq!(c.writers, 0b11);
+        // The other node writes block 20 again (disjoint from the home's block 5: false
+        // sharing), then the home writes block 20: true sharing.
+        p.home_write(page, other, 1 << 20, 8);
+        p.home_write_fault(page, cur.clone());
+        let mut next = cur.clone();
+        next[20 * 64 + 2] = 4;
+        p.home_release(page, home, &next);
+        // Released without a snapshot: nothing recorded.
+        p.home_release(page, home, &next);
+        let c = p.snapshot().pages[0].1.clone();
+        assert_eq!((c.false_sharing, c.true_sharing), (2, 1));
     }
 }

@@ -253,6 +253,13 @@ impl<M: PageMemory> Hlrc<M> {
                     st.refaults = st.refaults.saturating_add(1);
                 }
                 st.idle_releases = 0;
+                let unsnapped = st.twin.is_none();
+                if unsnapped && self.profile.is_some() {
+                    let data = self.read(page);
+                    if let Some(p) = self.prof() {
+                        p.home_write_fault(page, data);
+                    }
+                }
                 self.dirty.insert(page);
                 self.mem.set_access(page, Access::ReadWrite);
             } else {

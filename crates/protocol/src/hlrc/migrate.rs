@@ -238,6 +238,14 @@ impl<M: PageMemory> Hlrc<M> {
             }
         }
         let twin = self.st(page).twin.take();
+        if twin.is_some() && self.profile.is_some() {
+            // Profiling: this node's writes since its write fault become the new home's
+            // writes of this interval (see `Profiler::home_release`).
+            let snap = data.clone();
+            if let Some(p) = self.prof() {
+                p.home_write_fault(page, snap);
+            }
+        }
         if let Some(twin) = twin {
             // Written again since the release: merge our new writes over the home's copy.
             self.mem.set_access(page, Access::Read);

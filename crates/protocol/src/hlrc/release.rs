@@ -67,6 +67,7 @@ impl<M: PageMemory> Hlrc<M> {
                     // before handing out the current contents (see `Msg::Fetch`). Its old
                     // snapshot (below) would not show the writes made meanwhile: dropped.
                     st.twin = None;
+                    self.profile_home_release(page);
                     continue;
                 }
                 // A shared home page: its writes need a notice. Written lately, it stays
@@ -91,7 +92,10 @@ impl<M: PageMemory> Hlrc<M> {
                         self.mem.read_page(page, &mut t);
                         (true, t)
                     }
-                    None => (true, self.read(page)),
+                    None => {
+                        self.profile_home_release(page);
+                        (true, self.read(page))
+                    }
                 };
                 let st = self.st(page);
                 st.idle_releases = if changed {
@@ -246,6 +250,21 @@ impl<M: PageMemory> Hlrc<M> {
         Ok(())
     }
 
+    /// Profiling: the home's own writes to `page` since its write fault, at its release.
+    fn profile_home_release(&mut self, page: PageId) {
+        if self
+            .profile
+            .as_deref()
+            .is_some_and(|p| p.has_snapshot(page))
+        {
+            let cur = self.read(page);
+            let me = self.me;
+            if let Some(p) = self.prof() {
+                p.home_release(page, me, &cur);
+            }
+        }
+    }
+
     pub(super) fn send_diff(&mut self, page: PageId, diff: Vec<u8>) -> Result<(), ProtoError> {
         let home = self.dir.cached(page).ok_or(ProtoError::Unexpected {
             from: self.me,
@@ -347,6 +366,7 @@ impl<M: PageMemory> Hlrc<M> {
             if let Some(p) = self.profile.as_deref_mut() {
                 let bytes = diff_payload(diff).unwrap_or(0) as u64;
                 p.home_write(page, origin, profile::diff_blocks(diff), bytes);
+                p.home_applied(page, diff);
             }
             let st = self.st(page);
             if let Some(snapshot) = st.twin.as_mut() {
