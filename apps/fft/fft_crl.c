@@ -22,6 +22,7 @@
 #include "app.h"
 #include "fft_kernel.h"
 #include <crl.h>
+#include "spmd.h" /* after crl.h: its CRL helpers */
 
 /* loc (cs x rsrc, row-major) = rows of src^T owned by `me`: patch (q, me) of every node q of
  * the source (rsrc x csrc, patches rq x cs). */
@@ -106,9 +107,7 @@ int main(int argc, char **argv)
     long ra = n1 / np, rb = n2 / np; /* my rows of T (and X), of U */
     cplx *loc = app_alloc_uninit((size_t)(n / np), sizeof(cplx), "my rows");
     rgn_barrier();
-    double t0 = app_now();
-    if (me == 0)
-        app_stats_mark();
+    double t0 = spmd_clock(me);
     for (long rep = 0; rep < reps; rep++) {
         /* 1-3: my rows j1 of T = x^T; FFT of length n2; twiddle */
         gather_transpose(loc, ids[0], n2, n1, np, me);
@@ -132,9 +131,7 @@ int main(int argc, char **argv)
         scatter_rows(loc, ids[1], n1, n2, np, me);
         rgn_barrier();
     }
-    double t1 = app_now();
-    if (me == 0)
-        app_stats_mark();
+    double t1 = spmd_clock(me);
 
     int ok = 1;
     double check = 0.0;

@@ -19,6 +19,7 @@
  */
 #include "lu_spmd.h"
 #include <crl.h>
+#include "spmd.h" /* after crl.h: its CRL helpers */
 
 int main(int argc, char **argv)
 {
@@ -75,9 +76,7 @@ int main(int argc, char **argv)
 #define BLK(I, J) ids[(I) + (J) * nb]
 
     rgn_barrier();
-    double t0 = app_now();
-    if (me == 0)
-        app_stats_mark();
+    double t0 = spmd_clock(me);
     for (long K = 0; K < nb; K++) {
         double *d = rgn_map(BLK(K, K));
         if (lu_spmd_owner(K, K, pr, pc) == me) {
@@ -128,9 +127,7 @@ int main(int argc, char **argv)
                 }
         rgn_barrier();
     }
-    double t1 = app_now();
-    if (me == 0)
-        app_stats_mark();
+    double t1 = spmd_clock(me);
 
     int ok = 1;
     double check = 0.0;
