@@ -50,20 +50,11 @@ static void transpose_push(cplx *dst, const cplx *src, long rsrc, long csrc, int
 
 int main(int argc, char **argv)
 {
-    static const char *usage = "fft_splitc: 1-D complex FFT, six-step, over Split-C global pointers (SPMD)\n"
-                               "  -m M   log2 of the number of points (n = 2^M, M >= 2)\n"
-                               "  -r R   repetitions of the transform";
-    static const long M[4] = {12, 22, 24, 26};
-    static const long R[4] = {1, 4, 3, 3};
     app_opts o;
-    app_parse_common(argc, argv, &o, usage);
-    int si = app_size_index(&o);
-    long m = app_flag_long(argc, argv, &o, "-m", M[si], 2, 30);
-    long reps = app_flag_long(argc, argv, &o, "-r", R[si], 1, 1L << 20);
-    OK(squall_init());
-    OK(squall_gptr_start());
-    int me = squall_rank(), np = squall_size();
-    o.threads = np;
+    long m, reps;
+    fft_parse(argc, argv, &o, "fft_splitc", "1-D complex FFT, six-step, over Split-C global pointers (SPMD)", &m, &reps);
+    int me, np;
+    spmd_start(&o, &me, &np);
     long n = 1L << m, n1 = 1L << (m / 2), n2 = 1L << (m - m / 2);
     if ((np & (np - 1)) != 0 || np > n1) {
         if (me == 0)
