@@ -35,22 +35,11 @@ static SquallGptr blk(long I, long J)
 
 int main(int argc, char **argv)
 {
-    static const char *usage = "lu_splitc: blocked LU factorisation over Split-C global pointers (SPMD)\n"
-                               "  -n N   matrix order (multiple of B)\n"
-                               "  -b B   block size";
     app_opts o;
-    app_parse_common(argc, argv, &o, usage);
-    int si = app_size_index(&o);
-    long n = app_flag_long(argc, argv, &o, "-n", LU_N[si], 1, 1L << 16);
-    long b = app_flag_long(argc, argv, &o, "-b", LU_BS[si], 1, 4096);
-    if (n % b) {
-        fprintf(stderr, "lu_splitc: matrix order %ld is not a multiple of block size %ld\n", n, b);
-        return 2;
-    }
-    OK(squall_init());
-    OK(squall_gptr_start());
-    int me = squall_rank(), p = squall_size();
-    o.threads = p;
+    long n, b;
+    lu_spmd_parse(argc, argv, &o, "lu_splitc", "blocked LU factorisation over Split-C global pointers (SPMD)", &n, &b);
+    int me, p;
+    spmd_start(&o, &me, &p);
     lu_spmd_grid(p, &pr, &pc);
     nb = n / b;
     bb = b * b;
