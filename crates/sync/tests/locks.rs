@@ -6,22 +6,12 @@ mod common;
 
 use common::*;
 use squall_sync::{Outcome, SyncError};
-use std::cell::RefCell;
-use std::rc::Rc;
 
 /// Issues `op` on thread `t`, delivers until nothing moves, and returns `t`'s last outcome.
 fn step(w: &mut World, t: usize, op: Op) -> Option<&OpResult> {
     w.issue(t, op);
     w.quiesce();
     w.last(t)
-}
-
-fn idle() -> Script {
-    Script {
-        ops: vec![],
-        pos: 0,
-        results: Rc::new(RefCell::new(Vec::new())),
-    }
 }
 
 /// DSM/IP lock_test: every thread increments one counter under one lock, with an interleaving
@@ -109,14 +99,7 @@ fn random_lock_scripts_never_deadlock() {
                     }
                     ops.push(Op::Unlock(lo));
                 }
-                w.spawn(
-                    node,
-                    Script {
-                        ops,
-                        pos: 0,
-                        results: Rc::new(RefCell::new(Vec::new())),
-                    },
-                );
+                w.spawn(node, Script::new(ops));
             }
         }
         w.run(2_000_000);
@@ -173,14 +156,7 @@ fn contended_pairs_cost_at_most_four_messages() {
                 ops.push(Op::Lock(3));
                 ops.push(Op::Unlock(3));
             }
-            w.spawn(
-                node,
-                Script {
-                    ops,
-                    pos: 0,
-                    results: Rc::new(RefCell::new(Vec::new())),
-                },
-            );
+            w.spawn(node, Script::new(ops));
         }
         w.run(1_000_000);
         let pairs = u64::from(nodes) * iters;
@@ -240,14 +216,7 @@ fn fifo_across_nodes_random_runs() {
             let ops = (0..8)
                 .flat_map(|_| [Op::Lock(lock), Op::Yield, Op::Unlock(lock)])
                 .collect();
-            w.spawn(
-                node,
-                Script {
-                    ops,
-                    pos: 0,
-                    results: Rc::new(RefCell::new(Vec::new())),
-                },
-            );
+            w.spawn(node, Script::new(ops));
             node_of.push(node);
         }
         w.run(1_000_000);
@@ -361,14 +330,7 @@ fn hooks_order_holds_in_random_runs() {
     let mut w = World::new(77, 4, 0.7);
     for node in 0..4 {
         let ops = (0..10).flat_map(|_| [Op::Lock(5), Op::Unlock(5)]).collect();
-        w.spawn(
-            node,
-            Script {
-                ops,
-                pos: 0,
-                results: Rc::new(RefCell::new(Vec::new())),
-            },
-        );
+        w.spawn(node, Script::new(ops));
     }
     w.run(1_000_000);
     let tr = w.trace.borrow();
