@@ -40,6 +40,7 @@
 
 #include "barnes_kernel.h"
 #include <crl.h>
+#include "spmd.h" /* after crl.h: its CRL helpers */
 
 enum { BHC_EMPTY = 0, BHC_CELL = 1, BHC_BODY = 2 };
 
@@ -295,9 +296,8 @@ int main(int argc, char **argv)
     double theta;
     bh_parse(argc, argv, &o, "barnes_crl", "Barnes-Hut N-body over CRL regions (SPMD; a region per body and per cell)",
              NULL, &n, &steps, &theta);
-    crl_init();
-    int me = crl_self_addr, p = crl_num_nodes;
-    o.threads = p;
+    int me, p;
+    crl_spmd_start(&o, &me, &p);
 
     /* Every node builds the same initial bodies (deterministic); node q keeps its block. */
     bh_body *init = app_alloc((size_t)n, sizeof(bh_body), "initial bodies");
@@ -310,26 +310,7 @@ int main(int argc, char **argv)
     t.n = n;
     t.theta2 = theta * theta;
     rid_t *ids = app_alloc((size_t)n, sizeof(rid_t), "body region ids");
-    for (long i = lo; i < hi; i++) {
-        ids[i] = rgn_create((unsigned)sizeof(bh_body));
-        bh_body *b = rgn_map(ids[i]);
-        rgn_start_write(b);
-        *b = init[i];
-        rgn_end_write(b);
-        rgn_unmap(b);
-    }
-    for (int q = 0; q < p; q++) { /* node q broadcasts its block's ids */
-        long qlo, qhi;
-        app_block_range(n, p, q, &qlo, &qhi);
-        if (qhi > qlo) {
-            int bytes = (int)((qhi - qlo) * (long)sizeof(rid_t));
-            if (q == me)
-                rgn_bcast_send(bytes, &ids[qlo]);
-            else
-                rgn_bcast_recv(bytes, &ids[qlo]);
-        }
-        rgn_barrier(); /* one broadcast at a time */
-    }
+    crl_block_regions(ids, init, n, sizeof(bh_body), p, me);
     rid_t root_id = 0;
     if (me == 0) {
         root_id = rgn_create((unsigned)sizeof(bhc_cell));
@@ -349,9 +330,7 @@ int main(int argc, char **argv)
     double (*pos)[3] = app_alloc_uninit((size_t)(mine ? mine : 1), sizeof *pos, "own positions");
 
     rgn_barrier();
-    double t0 = app_now();
-    if (me == 0)
-        app_stats_mark();
+    double t0 = spmd_clock(me);
     for (int step = 0; step < steps; step++) {
         /* bounding box of own bodies */
         double blo[3] = {INFINITY, INFINITY, INFINITY}, bhi[3] = {-INFINITY, -INFINITY, -INFINITY};
@@ -431,9 +410,7 @@ int main(int argc, char **argv)
         }
         rgn_barrier();
     }
-    double t1 = app_now();
-    if (me == 0)
-        app_stats_mark();
+    double t1 = spmd_clock(me);
     double maxcells = rgn_reduce_dmax((double)t.pool.maxused);
 
     int ok = 1;

@@ -31,26 +31,9 @@
  * bit-identical, then tree forces vs direct summation at the final positions (RMS <= 2%).
  */
 #include "app.h"
+#include "spmd.h"
 
 #include "barnes_kernel.h"
-
-#define OK(call)                                                                               \
-    do {                                                                                       \
-        if ((call) < 0) {                                                                      \
-            fprintf(stderr, "barnes_splitc: %s: %s\n", #call, squall_last_error());           \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
-
-static void *sym_alloc(size_t bytes, const char *what)
-{
-    void *x = squall_all_alloc(bytes ? bytes : 1);
-    if (x == NULL) {
-        fprintf(stderr, "barnes_splitc: squall_all_alloc for %s: %s\n", what, squall_last_error());
-        exit(1);
-    }
-    return x;
-}
 
 /* A body's position and mass: what the tree is built from (bh_pm's layout). */
 typedef struct {
@@ -67,28 +50,19 @@ int main(int argc, char **argv)
     bh_parse(argc, argv, &o, "barnes_splitc",
              "Barnes-Hut N-body over Split-C global pointers (SPMD; positions pushed with bulk one-way stores)", NULL,
              &n, &steps, &theta);
-    OK(squall_init());
-    OK(squall_gptr_start());
-    int me = squall_rank(), p = squall_size();
-    o.threads = p;
+    int me, p;
+    spmd_start(&o, &me, &p);
 
     bh_body *init = app_alloc((size_t)n, sizeof(bh_body), "initial bodies");
     bh_plummer((char *)init, sizeof(bh_body), n, 123);
-    long *qlo = app_alloc((size_t)p + 1, sizeof(long), "block starts");
-    long chunk = 0;
-    for (int q = 0; q < p; q++) {
-        long a, b;
-        app_block_range(n, p, q, &a, &b);
-        qlo[q] = a;
-        qlo[q + 1] = b;
-        chunk = b - a > chunk ? b - a : chunk;
-    }
+    long chunk;
+    long *qlo = spmd_blocks(n, p, &chunk);
     long lo = qlo[me], hi = qlo[me + 1];
     /* symmetric: my bodies; two replica buffers of every body's position and mass */
-    bh_body *mine = sym_alloc((size_t)chunk * sizeof(bh_body), "bodies");
+    bh_body *mine = spmd_alloc((size_t)chunk * sizeof(bh_body), "bodies");
     bhs_pm *rep[2];
-    rep[0] = sym_alloc((size_t)n * sizeof(bhs_pm), "replica 0");
-    rep[1] = sym_alloc((size_t)n * sizeof(bhs_pm), "replica 1");
+    rep[0] = spmd_alloc((size_t)n * sizeof(bhs_pm), "replica 0");
+    rep[1] = spmd_alloc((size_t)n * sizeof(bhs_pm), "replica 1");
     for (long i = lo; i < hi; i++)
         mine[i - lo] = init[i];
 
@@ -101,9 +75,7 @@ int main(int argc, char **argv)
     t.cells = app_alloc_uninit((size_t)(BH_ROOT + 1 + t.chunk), sizeof(bh_cell), "cells");
 
     OK(squall_barrier());
-    double t0 = app_now();
-    if (me == 0)
-        app_stats_mark();
+    double t0 = spmd_clock(me);
     for (int step = 0; step < steps; step++) {
         bhs_pm *r = rep[step & 1];
         for (long i = lo; i < hi; i++) {
@@ -127,9 +99,7 @@ int main(int argc, char **argv)
         }
     }
     OK(squall_barrier());
-    double t1 = app_now();
-    if (me == 0)
-        app_stats_mark();
+    double t1 = spmd_clock(me);
 
     int ok = 1;
     double check = 0.0;
@@ -137,17 +107,7 @@ int main(int argc, char **argv)
     if (me == 0) {
         ok = 0;
         bh_body *fin = app_alloc((size_t)n, sizeof(bh_body), "gathered bodies");
-        for (int q = 0; q < p; q++) {
-            long cnt = qlo[q + 1] - qlo[q];
-            if (cnt == 0)
-                continue;
-            if (q == me) {
-                memcpy(&fin[qlo[q]], mine, (size_t)cnt * sizeof(bh_body));
-            } else {
-                SquallGptr from = {(uint32_t)q, mine};
-                OK(squall_gptr_read(&fin[qlo[q]], from, (size_t)cnt * sizeof(bh_body)));
-            }
-        }
+        spmd_gather_blocks(fin, mine, qlo, p, me, sizeof(bh_body));
         double ke, pe, ipb;
         bh_summary(fin, n, &ke, &pe, &ipb, &check);
         if (o.verify) {
@@ -165,9 +125,5 @@ int main(int argc, char **argv)
         }
         free(fin);
     }
-    OK(squall_barrier());
-    if (me == 0)
-        app_result("barnes", &o, t1 - t0, ok, check, note);
-    OK(squall_finalize());
-    return (ok || !o.verify) ? 0 : 1;
+    return spmd_finish("barnes", &o, me, t1 - t0, ok, check, note);
 }

@@ -99,16 +99,9 @@ static void *fft_worker(void *p)
 
 int main(int argc, char **argv)
 {
-    static const char *usage = "fft: 1-D complex FFT, six-step (transpose based)\n"
-                               "  -m M   log2 of the number of points (n = 2^M, M >= 2)\n"
-                               "  -r R   repetitions of the transform";
-    static const long M[4] = {12, 22, 24, 26};
-    static const long R[4] = {1, 4, 3, 3};
     app_opts o;
-    app_parse_common(argc, argv, &o, usage);
-    int si = app_size_index(&o);
-    long m = app_flag_long(argc, argv, &o, "-m", M[si], 2, 30);
-    long reps = app_flag_long(argc, argv, &o, "-r", R[si], 1, 1L << 20);
+    long m, reps;
+    fft_parse(argc, argv, &o, "fft", "1-D complex FFT, six-step (transpose based)", &m, &reps);
 
     fft_shared *g = app_alloc(1, sizeof *g, "fft shared state");
     g->m = (int)m;

@@ -22,6 +22,7 @@
 #include "app.h"
 #include "fft_kernel.h"
 #include <crl.h>
+#include "spmd.h" /* after crl.h: its CRL helpers */
 
 /* loc (cs x rsrc, row-major) = rows of src^T owned by `me`: patch (q, me) of every node q of
  * the source (rsrc x csrc, patches rq x cs). */
@@ -55,19 +56,11 @@ static void scatter_rows(const cplx *loc, const rid_t *dst, long r, long c, int 
 
 int main(int argc, char **argv)
 {
-    static const char *usage = "fft_crl: 1-D complex FFT, six-step, over CRL regions (SPMD)\n"
-                               "  -m M   log2 of the number of points (n = 2^M, M >= 2)\n"
-                               "  -r R   repetitions of the transform";
-    static const long M[4] = {12, 22, 24, 26};
-    static const long R[4] = {1, 4, 3, 3};
     app_opts o;
-    app_parse_common(argc, argv, &o, usage);
-    int si = app_size_index(&o);
-    long m = app_flag_long(argc, argv, &o, "-m", M[si], 2, 30);
-    long reps = app_flag_long(argc, argv, &o, "-r", R[si], 1, 1L << 20);
-    crl_init();
-    int me = crl_self_addr, np = crl_num_nodes;
-    o.threads = np;
+    long m, reps;
+    fft_parse(argc, argv, &o, "fft_crl", "1-D complex FFT, six-step, over CRL regions (SPMD)", &m, &reps);
+    int me, np;
+    crl_spmd_start(&o, &me, &np);
     long n = 1L << m, n1 = 1L << (m / 2), n2 = 1L << (m - m / 2);
     if ((np & (np - 1)) != 0 || np > n1) {
         if (me == 0)
@@ -106,9 +99,7 @@ int main(int argc, char **argv)
     long ra = n1 / np, rb = n2 / np; /* my rows of T (and X), of U */
     cplx *loc = app_alloc_uninit((size_t)(n / np), sizeof(cplx), "my rows");
     rgn_barrier();
-    double t0 = app_now();
-    if (me == 0)
-        app_stats_mark();
+    double t0 = spmd_clock(me);
     for (long rep = 0; rep < reps; rep++) {
         /* 1-3: my rows j1 of T = x^T; FFT of length n2; twiddle */
         gather_transpose(loc, ids[0], n2, n1, np, me);
@@ -132,9 +123,7 @@ int main(int argc, char **argv)
         scatter_rows(loc, ids[1], n1, n2, np, me);
         rgn_barrier();
     }
-    double t1 = app_now();
-    if (me == 0)
-        app_stats_mark();
+    double t1 = spmd_clock(me);
 
     int ok = 1;
     double check = 0.0;

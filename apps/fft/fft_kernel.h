@@ -110,4 +110,23 @@ static inline int fft_verify(const cplx *x, const cplx *X, const cplx *w, long n
     return *relfull <= 1e-10 && *worst <= 1e-8;
 }
 
+/* Parses fft's flags for the style `name` (its usage line "name: what"): the common ones, -m
+ * (*m: log2 of the number of points) and -r (*reps: repetitions of the transform). */
+static inline void fft_parse(int argc, char **argv, app_opts *o, const char *name, const char *what, long *m,
+                             long *reps)
+{
+    static char usage[256];
+    snprintf(usage, sizeof usage,
+             "%s: %s\n"
+             "  -m M   log2 of the number of points (n = 2^M, M >= 2)\n"
+             "  -r R   repetitions of the transform",
+             name, what);
+    static const long M[4] = {12, 22, 24, 26};
+    static const long R[4] = {1, 4, 3, 3};
+    app_parse_common(argc, argv, o, usage);
+    int si = app_size_index(o);
+    *m = app_flag_long(argc, argv, o, "-m", M[si], 2, 30);
+    *reps = app_flag_long(argc, argv, o, "-r", R[si], 1, 1L << 20);
+}
+
 #endif /* FFT_KERNEL_H */

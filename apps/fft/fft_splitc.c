@@ -20,15 +20,8 @@
  * sequential radix-2 FFT of the same input and a direct DFT at 4 points (fft_verify).
  */
 #include "app.h"
+#include "spmd.h"
 #include "fft_kernel.h"
-
-#define OK(call)                                                                               \
-    do {                                                                                       \
-        if ((call) < 0) {                                                                      \
-            fprintf(stderr, "fft_splitc: %s: %s\n", #call, squall_last_error());              \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
 
 /* dst (my csrc/np rows of src^T, each rsrc long) from src (my rsrc/np rows of an rsrc x csrc
  * matrix) through the staging buffer `stage` (np slots of `slot` elements, symmetric). */
@@ -57,20 +50,11 @@ static void transpose_push(cplx *dst, const cplx *src, long rsrc, long csrc, int
 
 int main(int argc, char **argv)
 {
-    static const char *usage = "fft_splitc: 1-D complex FFT, six-step, over Split-C global pointers (SPMD)\n"
-                               "  -m M   log2 of the number of points (n = 2^M, M >= 2)\n"
-                               "  -r R   repetitions of the transform";
-    static const long M[4] = {12, 22, 24, 26};
-    static const long R[4] = {1, 4, 3, 3};
     app_opts o;
-    app_parse_common(argc, argv, &o, usage);
-    int si = app_size_index(&o);
-    long m = app_flag_long(argc, argv, &o, "-m", M[si], 2, 30);
-    long reps = app_flag_long(argc, argv, &o, "-r", R[si], 1, 1L << 20);
-    OK(squall_init());
-    OK(squall_gptr_start());
-    int me = squall_rank(), np = squall_size();
-    o.threads = np;
+    long m, reps;
+    fft_parse(argc, argv, &o, "fft_splitc", "1-D complex FFT, six-step, over Split-C global pointers (SPMD)", &m, &reps);
+    int me, np;
+    spmd_start(&o, &me, &np);
     long n = 1L << m, n1 = 1L << (m / 2), n2 = 1L << (m - m / 2);
     if ((np & (np - 1)) != 0 || np > n1) {
         if (me == 0)
@@ -80,32 +64,21 @@ int main(int argc, char **argv)
     }
     long mine = n / np, slot = mine / np; /* elements of my rows; of one node's part of them */
     cplx *stage[2];
-    for (int k = 0; k < 2; k++) {
-        stage[k] = squall_all_alloc((size_t)mine * sizeof(cplx));
-        if (!stage[k]) {
-            fprintf(stderr, "fft_splitc: squall_all_alloc: %s\n", squall_last_error());
-            return 1;
-        }
-    }
-    cplx *out = squall_all_alloc((size_t)mine * sizeof(cplx)); /* my rows of X, read by node 0 */
+    for (int k = 0; k < 2; k++)
+        stage[k] = spmd_alloc((size_t)mine * sizeof(cplx), "staging buffer");
+    cplx *out = spmd_alloc((size_t)mine * sizeof(cplx), "output rows"); /* my rows of X, read by node 0 */
     cplx *w = app_alloc_uninit((size_t)n, sizeof(cplx), "roots of unity");
     cplx *x = app_alloc_uninit((size_t)n, sizeof(cplx), "input");
     cplx *a = app_alloc_uninit((size_t)mine, sizeof(cplx), "my rows");
     cplx *b = app_alloc_uninit((size_t)mine, sizeof(cplx), "my rows");
     cplx *pack = app_alloc_uninit((size_t)slot, sizeof(cplx), "pack buffer");
-    if (!out) {
-        fprintf(stderr, "fft_splitc: squall_all_alloc: %s\n", squall_last_error());
-        return 1;
-    }
     fft_roots(w, n);
     fft_input(x, n);
     const cplx *myx = x + (size_t)me * (size_t)mine; /* my rows of x viewed as n2 x n1 */
     long ra = n1 / np, rb = n2 / np;
     int flip = 0;
     OK(squall_barrier());
-    double t0 = app_now();
-    if (me == 0)
-        app_stats_mark();
+    double t0 = spmd_clock(me);
     for (long rep = 0; rep < reps; rep++) {
         transpose_push(a, myx, n2, n1, np, me, stage[flip], slot, pack); /* 1: T rows */
         flip ^= 1;
@@ -124,9 +97,7 @@ int main(int argc, char **argv)
         flip ^= 1;
     }
     OK(squall_barrier());
-    double t1 = app_now();
-    if (me == 0)
-        app_stats_mark();
+    double t1 = spmd_clock(me);
 
     int ok = 1;
     double check = 0.0;
@@ -152,9 +123,5 @@ int main(int argc, char **argv)
         }
         free(X);
     }
-    OK(squall_barrier());
-    if (me == 0)
-        app_result("fft", &o, t1 - t0, ok, check, note);
-    OK(squall_finalize());
-    return (ok || !o.verify) ? 0 : 1;
+    return spmd_finish("fft", &o, me, t1 - t0, ok, check, note);
 }

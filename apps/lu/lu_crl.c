@@ -19,24 +19,15 @@
  */
 #include "lu_spmd.h"
 #include <crl.h>
+#include "spmd.h" /* after crl.h: its CRL helpers */
 
 int main(int argc, char **argv)
 {
-    static const char *usage = "lu_crl: blocked LU factorisation over CRL regions (SPMD: one process per node)\n"
-                               "  -n N   matrix order (multiple of B)\n"
-                               "  -b B   block size";
     app_opts o;
-    app_parse_common(argc, argv, &o, usage);
-    int si = app_size_index(&o);
-    long n = app_flag_long(argc, argv, &o, "-n", LU_N[si], 1, 1L << 16);
-    long b = app_flag_long(argc, argv, &o, "-b", LU_BS[si], 1, 4096);
-    if (n % b) {
-        fprintf(stderr, "lu_crl: matrix order %ld is not a multiple of block size %ld\n", n, b);
-        return 2;
-    }
-    crl_init();
-    int me = crl_self_addr, p = crl_num_nodes, pr, pc;
-    o.threads = p;
+    long n, b;
+    lu_spmd_parse(argc, argv, &o, "lu_crl", "blocked LU factorisation over CRL regions (SPMD: one process per node)", &n, &b);
+    int me, p, pr, pc;
+    crl_spmd_start(&o, &me, &p);
     lu_spmd_grid(p, &pr, &pc);
     long nb = n / b, bb = b * b, blocks = nb * nb;
     rid_t *ids = app_alloc((size_t)blocks, sizeof(rid_t), "region ids");
@@ -75,9 +66,7 @@ int main(int argc, char **argv)
 #define BLK(I, J) ids[(I) + (J) * nb]
 
     rgn_barrier();
-    double t0 = app_now();
-    if (me == 0)
-        app_stats_mark();
+    double t0 = spmd_clock(me);
     for (long K = 0; K < nb; K++) {
         double *d = rgn_map(BLK(K, K));
         if (lu_spmd_owner(K, K, pr, pc) == me) {
@@ -128,9 +117,7 @@ int main(int argc, char **argv)
                 }
         rgn_barrier();
     }
-    double t1 = app_now();
-    if (me == 0)
-        app_stats_mark();
+    double t1 = spmd_clock(me);
 
     int ok = 1;
     double check = 0.0;

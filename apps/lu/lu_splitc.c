@@ -20,14 +20,7 @@
  * the matrix regenerated sequentially (tolerance 1e-10); `check` is bit-identical to lu.c's.
  */
 #include "lu_spmd.h"
-
-#define OK(call)                                                                               \
-    do {                                                                                       \
-        if ((call) < 0) {                                                                      \
-            fprintf(stderr, "lu_splitc: %s: %s\n", #call, squall_last_error());               \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
+#include "spmd.h"
 
 static long nb, bb, lcols;
 static int pr, pc;
@@ -42,36 +35,21 @@ static SquallGptr blk(long I, long J)
 
 int main(int argc, char **argv)
 {
-    static const char *usage = "lu_splitc: blocked LU factorisation over Split-C global pointers (SPMD)\n"
-                               "  -n N   matrix order (multiple of B)\n"
-                               "  -b B   block size";
     app_opts o;
-    app_parse_common(argc, argv, &o, usage);
-    int si = app_size_index(&o);
-    long n = app_flag_long(argc, argv, &o, "-n", LU_N[si], 1, 1L << 16);
-    long b = app_flag_long(argc, argv, &o, "-b", LU_BS[si], 1, 4096);
-    if (n % b) {
-        fprintf(stderr, "lu_splitc: matrix order %ld is not a multiple of block size %ld\n", n, b);
-        return 2;
-    }
-    OK(squall_init());
-    OK(squall_gptr_start());
-    int me = squall_rank(), p = squall_size();
-    o.threads = p;
+    long n, b;
+    lu_spmd_parse(argc, argv, &o, "lu_splitc", "blocked LU factorisation over Split-C global pointers (SPMD)", &n, &b);
+    int me, p;
+    spmd_start(&o, &me, &p);
     lu_spmd_grid(p, &pr, &pc);
     nb = n / b;
     bb = b * b;
     long lrows = (nb + pr - 1) / pr;
     lcols = (nb + pc - 1) / pc;
     size_t bsz = (size_t)bb * sizeof(double);
-    store = squall_all_alloc((size_t)(lrows * lcols) * bsz);
+    store = spmd_alloc((size_t)(lrows * lcols) * bsz, "blocks");
     double *dbuf = app_alloc_uninit((size_t)bb, sizeof(double), "diagonal block");
     double *colbuf = app_alloc_uninit((size_t)(lrows * bb), sizeof(double), "column panel");
     double *rowbuf = app_alloc_uninit((size_t)(lcols * bb), sizeof(double), "row panel");
-    if (!store) {
-        fprintf(stderr, "lu_splitc: squall_all_alloc: %s\n", squall_last_error());
-        return 1;
-    }
     int myr = me / pc, myc = me % pc;
     for (long J = 0; J < nb; J++)
         for (long I = 0; I < nb; I++) {
@@ -84,9 +62,7 @@ int main(int argc, char **argv)
                     x[i + j * b] = lu_value(I * b + i, J * b + j, n);
         }
     OK(squall_barrier());
-    double t0 = app_now();
-    if (me == 0)
-        app_stats_mark();
+    double t0 = spmd_clock(me);
     for (long K = 0; K < nb; K++) {
         SquallGptr gd = blk(K, K);
         if ((int)gd.node == me)
@@ -151,9 +127,7 @@ int main(int argc, char **argv)
         free(aj);
         OK(squall_barrier());
     }
-    double t1 = app_now();
-    if (me == 0)
-        app_stats_mark();
+    double t1 = spmd_clock(me);
 
     int ok = 1;
     double check = 0.0;
@@ -182,9 +156,5 @@ int main(int argc, char **argv)
         }
         free(f);
     }
-    OK(squall_barrier());
-    if (me == 0)
-        app_result("lu", &o, t1 - t0, ok, check, note);
-    OK(squall_finalize());
-    return (ok || !o.verify) ? 0 : 1;
+    return spmd_finish("lu", &o, me, t1 - t0, ok, check, note);
 }

@@ -13,6 +13,27 @@
 static const long LU_N[4] = {128, 2048, 4096, 6144};
 static const long LU_BS[4] = {16, 32, 32, 32};
 
+/* Parses lu's flags for the SPMD style `name` (its usage line "name: what"): the common ones,
+ * -n (*n: matrix order) and -b (*b: block size); exits (2) if b does not divide n. */
+static inline void lu_spmd_parse(int argc, char **argv, app_opts *o, const char *name, const char *what, long *n,
+                                 long *b)
+{
+    static char usage[256];
+    snprintf(usage, sizeof usage,
+             "%s: %s\n"
+             "  -n N   matrix order (multiple of B)\n"
+             "  -b B   block size",
+             name, what);
+    app_parse_common(argc, argv, o, usage);
+    int si = app_size_index(o);
+    *n = app_flag_long(argc, argv, o, "-n", LU_N[si], 1, 1L << 16);
+    *b = app_flag_long(argc, argv, o, "-b", LU_BS[si], 1, 4096);
+    if (*n % *b) {
+        fprintf(stderr, "%s: matrix order %ld is not a multiple of block size %ld\n", name, *n, *b);
+        exit(2);
+    }
+}
+
 /* Owner of block (I, J) on a pr x pc node grid (lu_driver.h's lu_owner). */
 static inline int lu_spmd_owner(long I, long J, int pr, int pc)
 {

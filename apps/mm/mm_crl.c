@@ -21,6 +21,7 @@
 #include "app.h"
 #include "mm_kernel.h"
 #include <crl.h>
+#include "spmd.h" /* after crl.h: its CRL helpers */
 
 static int arow_owner(long I, int pr, int pc) { return (int)((I % pr) * pc + (I / pr) % pc); }
 static int bcol_owner(long J, int pr, int pc) { return (int)(((J / pc) % pr) * pc + J % pc); }
@@ -31,9 +32,8 @@ int main(int argc, char **argv)
     app_opts o;
     mm_opts mo = mm_parse(argc, argv, &o, "mm_crl", "blocked matrix multiply over CRL regions (SPMD: one process per node)");
     long n = mo.n, b = mo.b, reps = mo.reps;
-    crl_init();
-    int me = crl_self_addr, p = crl_num_nodes, pr, pc;
-    o.threads = p;
+    int me, p, pr, pc;
+    crl_spmd_start(&o, &me, &p);
     mm_grid(p, &pr, &pc);
     long nb = n / b, bb = b * b, blocks = nb * nb;
     unsigned bytes = (unsigned)(bb * (long)sizeof(double));
@@ -101,9 +101,7 @@ int main(int argc, char **argv)
     double *acc = app_alloc_uninit((size_t)bb, sizeof(double), "C accumulator");
     int myr = me / pc, myc = me % pc;
     rgn_barrier();
-    double t0 = app_now();
-    if (me == 0)
-        app_stats_mark();
+    double t0 = spmd_clock(me);
     for (long rep = 0; rep < reps; rep++) {
         for (long I = myr; I < nb; I += pr)
             for (long J = myc; J < nb; J += pc) {
@@ -127,9 +125,7 @@ int main(int argc, char **argv)
             }
         rgn_barrier();
     }
-    double t1 = app_now();
-    if (me == 0)
-        app_stats_mark();
+    double t1 = spmd_clock(me);
 
     int ok = 1;
     double check = 0.0;

@@ -22,25 +22,16 @@
  * against A and B regenerated sequentially (mm_freivalds, tolerance 1e-12).
  */
 #include "app.h"
+#include "spmd.h"
 #include "mm_kernel.h"
-
-#define OK(call)                                                                               \
-    do {                                                                                       \
-        if ((call) < 0) {                                                                      \
-            fprintf(stderr, "mm_splitc: %s: %s\n", #call, squall_last_error());               \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
 
 int main(int argc, char **argv)
 {
     app_opts o;
     mm_opts mo = mm_parse(argc, argv, &o, "mm_splitc", "blocked matrix multiply over Split-C global pointers (SPMD)");
     long n = mo.n, b = mo.b, reps = mo.reps;
-    OK(squall_init());
-    OK(squall_gptr_start());
-    int me = squall_rank(), p = squall_size(), pr, pc;
-    o.threads = p;
+    int me, p, pr, pc;
+    spmd_start(&o, &me, &p);
     mm_grid(p, &pr, &pc);
     long nb = n / b, bb = b * b;
     size_t bsz = (size_t)bb * sizeof(double);
@@ -64,9 +55,7 @@ int main(int argc, char **argv)
     double *acc = app_alloc_uninit((size_t)bb, sizeof(double), "C accumulator");
     int myr = me / pc, myc = me % pc;
     OK(squall_barrier());
-    double t0 = app_now();
-    if (me == 0)
-        app_stats_mark();
+    double t0 = spmd_clock(me);
     for (long rep = 0; rep < reps; rep++) {
         for (long I = myr; I < nb; I += pr)
             for (long J = myc; J < nb; J += pc) {
@@ -108,9 +97,7 @@ int main(int argc, char **argv)
             }
         OK(squall_barrier());
     }
-    double t1 = app_now();
-    if (me == 0)
-        app_stats_mark();
+    double t1 = spmd_clock(me);
 
     int ok = 1;
     double check = 0.0;
@@ -140,9 +127,5 @@ int main(int argc, char **argv)
         }
         free(all);
     }
-    OK(squall_barrier());
-    if (me == 0)
-        app_result("mm", &o, t1 - t0, ok, check, note);
-    OK(squall_finalize());
-    return (ok || !o.verify) ? 0 : 1;
+    return spmd_finish("mm", &o, me, t1 - t0, ok, check, note);
 }

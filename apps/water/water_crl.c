@@ -26,6 +26,7 @@
 
 #include "water_kernel.h"
 #include <crl.h>
+#include "spmd.h" /* after crl.h: its CRL helpers */
 
 int main(int argc, char **argv)
 {
@@ -33,9 +34,8 @@ int main(int argc, char **argv)
     long n;
     int steps;
     wt_parse(argc, argv, &o, "water_crl", "Water-nsquared style molecular dynamics over CRL regions (SPMD)", &n, &steps);
-    crl_init();
-    int me = crl_self_addr, p = crl_num_nodes;
-    o.threads = p;
+    int me, p;
+    crl_spmd_start(&o, &me, &p);
     const double dt = 0.004;
 
     /* Every node builds the same initial state (deterministic); node q keeps its chunk. */
@@ -46,26 +46,7 @@ int main(int argc, char **argv)
     app_block_range(n, p, me, &lo, &hi);
 
     rid_t *ids = app_alloc((size_t)n, sizeof(rid_t), "region ids");
-    for (long i = lo; i < hi; i++) {
-        ids[i] = rgn_create((unsigned)sizeof(wt_mol));
-        wt_mol *m = rgn_map(ids[i]);
-        rgn_start_write(m);
-        *m = init[i];
-        rgn_end_write(m);
-        rgn_unmap(m);
-    }
-    for (int q = 0; q < p; q++) { /* node q broadcasts its chunk's ids */
-        long qlo, qhi;
-        app_block_range(n, p, q, &qlo, &qhi);
-        if (qhi > qlo) {
-            int bytes = (int)((qhi - qlo) * (long)sizeof(rid_t));
-            if (q == me)
-                rgn_bcast_send(bytes, &ids[qlo]);
-            else
-                rgn_bcast_recv(bytes, &ids[qlo]);
-        }
-        rgn_barrier(); /* one broadcast at a time */
-    }
+    crl_block_regions(ids, init, n, sizeof(wt_mol), p, me);
     /* Map every region once: a mapping stays valid for the whole run. */
     wt_mol **mol = app_alloc((size_t)n, sizeof(wt_mol *), "mapped molecules");
     for (long i = 0; i < n; i++)
@@ -81,9 +62,7 @@ int main(int argc, char **argv)
     double *ekin = app_alloc((size_t)steps, sizeof(double), "kinetic energies");
 
     rgn_barrier();
-    double t0 = app_now();
-    if (me == 0)
-        app_stats_mark();
+    double t0 = spmd_clock(me);
     for (int step = 0; step < steps; step++) {
         double upot = 0.0;
         for (long i = lo; i < hi; i++) {
@@ -131,9 +110,7 @@ int main(int argc, char **argv)
         ekin[step] = rgn_reduce_dadd(ke);
         rgn_barrier();
     }
-    double t1 = app_now();
-    if (me == 0)
-        app_stats_mark();
+    double t1 = spmd_clock(me);
 
     int ok = 1;
     double etot = epot[steps - 1] + ekin[steps - 1];

@@ -26,26 +26,9 @@
  * box length, every step's energies within relative 1e-9).
  */
 #include "app.h"
+#include "spmd.h"
 
 #include "water_kernel.h"
-
-#define OK(call)                                                                               \
-    do {                                                                                       \
-        if ((call) < 0) {                                                                      \
-            fprintf(stderr, "water_splitc: %s: %s\n", #call, squall_last_error());            \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
-
-static void *sym_alloc(size_t bytes, const char *what)
-{
-    void *x = squall_all_alloc(bytes ? bytes : 1);
-    if (x == NULL) {
-        fprintf(stderr, "water_splitc: squall_all_alloc for %s: %s\n", what, squall_last_error());
-        exit(1);
-    }
-    return x;
-}
 
 int main(int argc, char **argv)
 {
@@ -53,30 +36,21 @@ int main(int argc, char **argv)
     long n;
     int steps;
     wt_parse(argc, argv, &o, "water_splitc", "Water-nsquared style molecular dynamics over Split-C global pointers (SPMD)", &n, &steps);
-    OK(squall_init());
-    OK(squall_gptr_start());
-    int me = squall_rank(), p = squall_size();
-    o.threads = p;
+    int me, p;
+    spmd_start(&o, &me, &p);
     const double dt = 0.004;
 
     wt_mol *init = app_alloc((size_t)n, sizeof(wt_mol), "initial molecules");
     double box = wt_init(init, n), cutoff2 = 0.25 * box * box;
     wt_initial_forces(init, n, box, cutoff2);
-    long *qlo = app_alloc((size_t)p + 1, sizeof(long), "chunk starts");
-    long chunk = 0;
-    for (int q = 0; q < p; q++) {
-        long a, b;
-        app_block_range(n, p, q, &a, &b);
-        qlo[q] = a;
-        qlo[q + 1] = b;
-        chunk = b - a > chunk ? b - a : chunk;
-    }
+    long chunk;
+    long *qlo = spmd_blocks(n, p, &chunk);
     long lo = qlo[me], hi = qlo[me + 1];
     /* symmetric: my molecules; an inbox slot of 9 doubles per molecule of mine from every
      * node; every node's energy of the current phase */
-    wt_mol *mine = sym_alloc((size_t)chunk * sizeof(wt_mol), "molecules");
-    double *inbox = sym_alloc((size_t)p * (size_t)chunk * 9 * sizeof(double), "force inbox");
-    double *eslot = sym_alloc((size_t)p * sizeof(double), "energy slots");
+    wt_mol *mine = spmd_alloc((size_t)chunk * sizeof(wt_mol), "molecules");
+    double *inbox = spmd_alloc((size_t)p * (size_t)chunk * 9 * sizeof(double), "force inbox");
+    double *eslot = spmd_alloc((size_t)p * sizeof(double), "energy slots");
     for (long i = lo; i < hi; i++)
         mine[i - lo] = init[i];
 
@@ -90,9 +64,7 @@ int main(int argc, char **argv)
     double *ekin = app_alloc((size_t)steps, sizeof(double), "kinetic energies");
 
     OK(squall_barrier());
-    double t0 = app_now();
-    if (me == 0)
-        app_stats_mark();
+    double t0 = spmd_clock(me);
     for (int step = 0; step < steps; step++) {
         double upot = 0.0;
         for (long i = lo; i < hi; i++) {
@@ -168,9 +140,7 @@ int main(int argc, char **argv)
         ekin[step] = e;
         OK(squall_barrier());
     }
-    double t1 = app_now();
-    if (me == 0)
-        app_stats_mark();
+    double t1 = spmd_clock(me);
 
     int ok = 1;
     double etot = epot[steps - 1] + ekin[steps - 1];
@@ -178,17 +148,7 @@ int main(int argc, char **argv)
     if (me == 0) {
         ok = 0;
         wt_mol *fin = app_alloc((size_t)n, sizeof(wt_mol), "gathered molecules");
-        for (int q = 0; q < p; q++) {
-            long cnt = qlo[q + 1] - qlo[q];
-            if (cnt == 0)
-                continue;
-            if (q == me) {
-                memcpy(&fin[qlo[q]], mine, (size_t)cnt * sizeof(wt_mol));
-            } else {
-                SquallGptr from = {(uint32_t)q, mine};
-                OK(squall_gptr_read(&fin[qlo[q]], from, (size_t)cnt * sizeof(wt_mol)));
-            }
-        }
+        spmd_gather_blocks(fin, mine, qlo, p, me, sizeof(wt_mol));
         if (o.verify) {
             double rtot, maxd, de;
             ok = wt_verify(init, fin, n, steps, box, cutoff2, dt, epot, ekin, etot, &rtot, &maxd, &de);
@@ -202,9 +162,5 @@ int main(int argc, char **argv)
         }
         free(fin);
     }
-    OK(squall_barrier());
-    if (me == 0)
-        app_result("water", &o, t1 - t0, ok, etot, note);
-    OK(squall_finalize());
-    return (ok || !o.verify) ? 0 : 1;
+    return spmd_finish("water", &o, me, t1 - t0, ok, etot, note);
 }

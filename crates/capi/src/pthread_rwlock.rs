@@ -270,15 +270,6 @@ fn deadlock(call: &'static str, what: &str) -> CapiError {
     }
 }
 
-/// Turn a lock result into the pthread return value.
-fn lock_rc(got: bool) -> c_int {
-    if got {
-        0
-    } else {
-        libc::EBUSY
-    }
-}
-
 /// `pthread_rwlock_init`: an unlocked rwlock (a process-shared one is `ENOTSUP`).
 ///
 /// # Safety
@@ -311,44 +302,62 @@ pub unsafe extern "C" fn squall_pthread_rwlock_init(l: *mut c_void, attr: *const
     })
 }
 
+/// How a lock call waits when the lock is not free.
+#[derive(Clone, Copy)]
+enum Wait {
+    /// As long as it takes.
+    Block,
+    /// Not at all: `EBUSY`.
+    Try,
+    /// Until this absolute `CLOCK_REALTIME` time (a `struct timespec`, null or valid by the
+    /// caller's contract, checked by `read_abstime`): `ETIMEDOUT`.
+    Until(*const c_void),
+}
+
+/// The six lock calls: a read (`write == false`) or the write lock of the rwlock at `l`,
+/// waiting as `wait` says; 0 once held, else `EBUSY` or `ETIMEDOUT`.
+fn acquire(call: &'static str, l: *mut c_void, write: bool, wait: Wait) -> c_int {
+    pt(call, || {
+        let rw = Rw::new(call, l)?;
+        let (try_only, deadline, missed) = match wait {
+            Wait::Block | Wait::Try => (matches!(wait, Wait::Try), None, libc::EBUSY),
+            Wait::Until(abstime) => (
+                false,
+                Some(Deadline::realtime(read_abstime(call, abstime)?)),
+                libc::ETIMEDOUT,
+            ),
+        };
+        let got = if write {
+            rw.write(call, try_only, deadline)?
+        } else {
+            rw.read(call, try_only, deadline)?
+        };
+        Ok(if got { 0 } else { missed })
+    })
+}
+
 /// `pthread_rwlock_rdlock`: shared with other readers (see the module doc for the policy).
 #[no_mangle]
 pub extern "C" fn squall_pthread_rwlock_rdlock(l: *mut c_void) -> c_int {
-    pt("pthread_rwlock_rdlock", || {
-        Rw::new("pthread_rwlock_rdlock", l)?
-            .read("pthread_rwlock_rdlock", false, None)
-            .map(lock_rc)
-    })
+    acquire("pthread_rwlock_rdlock", l, false, Wait::Block)
 }
 
 /// `pthread_rwlock_wrlock`: exclusive.
 #[no_mangle]
 pub extern "C" fn squall_pthread_rwlock_wrlock(l: *mut c_void) -> c_int {
-    pt("pthread_rwlock_wrlock", || {
-        Rw::new("pthread_rwlock_wrlock", l)?
-            .write("pthread_rwlock_wrlock", false, None)
-            .map(lock_rc)
-    })
+    acquire("pthread_rwlock_wrlock", l, true, Wait::Block)
 }
 
 /// `pthread_rwlock_tryrdlock`: `EBUSY` if a writer holds or waits for it.
 #[no_mangle]
 pub extern "C" fn squall_pthread_rwlock_tryrdlock(l: *mut c_void) -> c_int {
-    pt("pthread_rwlock_tryrdlock", || {
-        Rw::new("pthread_rwlock_tryrdlock", l)?
-            .read("pthread_rwlock_tryrdlock", true, None)
-            .map(lock_rc)
-    })
+    acquire("pthread_rwlock_tryrdlock", l, false, Wait::Try)
 }
 
 /// `pthread_rwlock_trywrlock`: `EBUSY` if anyone holds it.
 #[no_mangle]
 pub extern "C" fn squall_pthread_rwlock_trywrlock(l: *mut c_void) -> c_int {
-    pt("pthread_rwlock_trywrlock", || {
-        Rw::new("pthread_rwlock_trywrlock", l)?
-            .write("pthread_rwlock_trywrlock", true, None)
-            .map(lock_rc)
-    })
+    acquire("pthread_rwlock_trywrlock", l, true, Wait::Try)
 }
 
 /// `pthread_rwlock_timedrdlock`: `ETIMEDOUT` once `abstime` (`CLOCK_REALTIME`) has passed.
@@ -360,15 +369,7 @@ pub unsafe extern "C" fn squall_pthread_rwlock_timedrdlock(
     l: *mut c_void,
     abstime: *const c_void,
 ) -> c_int {
-    pt("pthread_rwlock_timedrdlock", || {
-        let rw = Rw::new("pthread_rwlock_timedrdlock", l)?;
-        let d = Deadline::realtime(read_abstime("pthread_rwlock_timedrdlock", abstime)?);
-        Ok(if rw.read("pthread_rwlock_timedrdlock", false, Some(d))? {
-            0
-        } else {
-            libc::ETIMEDOUT
-        })
-    })
+    acquire("pthread_rwlock_timedrdlock", l, false, Wait::Until(abstime))
 }
 
 /// `pthread_rwlock_timedwrlock`: `ETIMEDOUT` once `abstime` (`CLOCK_REALTIME`) has passed.
@@ -380,15 +381,7 @@ pub unsafe extern "C" fn squall_pthread_rwlock_timedwrlock(
     l: *mut c_void,
     abstime: *const c_void,
 ) -> c_int {
-    pt("pthread_rwlock_timedwrlock", || {
-        let rw = Rw::new("pthread_rwlock_timedwrlock", l)?;
-        let d = Deadline::realtime(read_abstime("pthread_rwlock_timedwrlock", abstime)?);
-        Ok(if rw.write("pthread_rwlock_timedwrlock", false, Some(d))? {
-            0
-        } else {
-            libc::ETIMEDOUT
-        })
-    })
+    acquire("pthread_rwlock_timedwrlock", l, true, Wait::Until(abstime))
 }
 
 /// `pthread_rwlock_unlock`: releases this thread's read or write lock (`EPERM` if it holds

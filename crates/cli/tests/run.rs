@@ -19,127 +19,99 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-fn selftest(nodes: &str, transport: &str) {
-    let out = squall(&[
-        "run",
-        "-n",
-        nodes,
-        "--transport",
-        transport,
-        "--timeout",
-        "60",
-        SQUALL,
-        "__node",
-        "selftest",
-    ]);
+/// `squall run -n n <opts> squall __node selftest`: asserts the job succeeds and every node
+/// reports its selftest passed; returns the job's output.
+fn selftest_with(n: usize, opts: &[&str]) -> String {
+    let nodes = n.to_string();
+    let mut args = vec!["run", "-n", &nodes];
+    args.extend_from_slice(opts);
+    args.extend_from_slice(&[SQUALL, "__node", "selftest"]);
+    let out = squall(&args);
     let (so, se) = (text(&out.stdout), text(&out.stderr));
-    assert!(out.status.success(), "selftest failed: {so}\n{se}");
-    let n: usize = nodes.parse().expect("nodes");
+    assert!(out.status.success(), "selftest {opts:?} failed: {so}\n{se}");
     for r in 0..n {
         let line = format!("[{r}] selftest ok: node {r} of {n}");
         assert!(so.contains(&line), "missing {line:?} in:\n{so}\n{se}");
     }
+    so
+}
+
+fn selftest(nodes: usize, transport: &str) {
+    selftest_with(nodes, &["--transport", transport, "--timeout", "60"]);
 }
 
 #[test]
 fn selftest_2_nodes_tcp() {
-    selftest("2", "tcp");
+    selftest(2, "tcp");
 }
 
 #[test]
 fn selftest_4_nodes_tcp() {
-    selftest("4", "tcp");
+    selftest(4, "tcp");
 }
 
 /// `--transport mpi`: one mpirun starts the nodes (feature `mpi`; Open MPI installed).
 #[cfg(feature = "mpi")]
 #[test]
 fn selftest_2_nodes_mpi() {
-    selftest("2", "mpi");
+    selftest(2, "mpi");
 }
 
 /// `--launcher mpirun` with extra mpirun arguments passed through.
 #[cfg(feature = "mpi")]
 #[test]
 fn selftest_4_nodes_mpirun_with_args() {
-    let out = squall(&[
-        "run",
-        "-n",
-        "4",
-        "--launcher",
-        "mpirun",
-        "--mpirun-args",
-        "--mca btl_vader_single_copy_mechanism none",
-        "--timeout",
-        "120",
-        SQUALL,
-        "__node",
-        "selftest",
-    ]);
-    let (so, se) = (text(&out.stdout), text(&out.stderr));
-    assert!(out.status.success(), "selftest failed: {so}\n{se}");
-    for r in 0..4 {
-        let line = format!("[{r}] selftest ok: node {r} of 4");
-        assert!(so.contains(&line), "missing {line:?} in:\n{so}\n{se}");
-    }
+    selftest_with(
+        4,
+        &[
+            "--launcher",
+            "mpirun",
+            "--mpirun-args",
+            "--mca btl_vader_single_copy_mechanism none",
+            "--timeout",
+            "120",
+        ],
+    );
 }
 
 #[test]
 fn selftest_2_nodes_udp() {
-    selftest("2", "udp");
+    selftest(2, "udp");
 }
 
 #[test]
 fn selftest_4_nodes_udp() {
-    selftest("4", "udp");
+    selftest(4, "udp");
 }
 
 #[test]
 fn selftest_over_lossy_udp_with_injected_faults() {
-    let out = squall(&[
-        "run",
-        "-n",
-        "3",
-        "--transport",
-        "udp",
-        "--net-faults",
-        "loss=0.05,dup=0.02,reorder=0.05,seed=7",
-        "--timeout",
-        "60",
-        SQUALL,
-        "__node",
-        "selftest",
-    ]);
-    let (so, se) = (text(&out.stdout), text(&out.stderr));
-    assert!(out.status.success(), "lossy selftest failed: {so}\n{se}");
-    for r in 0..3 {
-        assert!(
-            so.contains(&format!("[{r}] selftest ok: node {r} of 3")),
-            "{so}"
-        );
-    }
+    selftest_with(
+        3,
+        &[
+            "--transport",
+            "udp",
+            "--net-faults",
+            "loss=0.05,dup=0.02,reorder=0.05,seed=7",
+            "--timeout",
+            "60",
+        ],
+    );
 }
 
 #[test]
 fn selftest_through_a_remote_shell() {
-    let out = squall(&[
-        "run",
-        "-n",
-        "2",
-        "--hosts",
-        "localhost,localhost",
-        "--rsh",
-        "./tests/fake-rsh.sh",
-        "--timeout",
-        "60",
-        SQUALL,
-        "__node",
-        "selftest",
-    ]);
-    let (so, se) = (text(&out.stdout), text(&out.stderr));
-    assert!(out.status.success(), "rsh selftest failed: {so}\n{se}");
-    assert!(so.contains("[0] selftest ok: node 0 of 2"), "{so}");
-    assert!(so.contains("[1] selftest ok: node 1 of 2"), "{so}");
+    let so = selftest_with(
+        2,
+        &[
+            "--hosts",
+            "localhost,localhost",
+            "--rsh",
+            "./tests/fake-rsh.sh",
+            "--timeout",
+            "60",
+        ],
+    );
     // Authentication is on by default for a remote-shell job.
     assert!(authenticated(&so, 2).iter().all(|n| *n > 0), "{so}");
 }
@@ -163,22 +135,10 @@ fn authenticated(so: &str, n: usize) -> Vec<u64> {
 fn auth_on_request_locally_over_tcp_and_udp() {
     for t in ["tcp", "udp"] {
         let run = |auth: &str| {
-            let out = squall(&[
-                "run",
-                "-n",
-                "2",
-                auth,
-                "--transport",
-                t,
-                "--timeout",
-                "60",
-                SQUALL,
-                "__node",
-                "selftest",
-            ]);
-            let (so, se) = (text(&out.stdout), text(&out.stderr));
-            assert!(out.status.success(), "{t} {auth}: {so}\n{se}");
-            authenticated(&so, 2)
+            authenticated(
+                &selftest_with(2, &[auth, "--transport", t, "--timeout", "60"]),
+                2,
+            )
         };
         assert!(run("--auth").iter().all(|n| *n > 0), "{t}: --auth");
         assert!(run("--encrypt").iter().all(|n| *n > 0), "{t}: --encrypt");

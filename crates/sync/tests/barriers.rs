@@ -5,8 +5,6 @@ mod common;
 
 use common::*;
 use squall_sync::{BarrierCount, Outcome, SyncError};
-use std::cell::RefCell;
-use std::rc::Rc;
 
 /// A thread that passes `episodes` barriers, checking that nobody leaves an episode before all
 /// `total` threads arrived at it.
@@ -233,11 +231,6 @@ fn barrier_hooks_order_and_infos() {
 #[test]
 fn barrier_misuse() {
     let mut w = World::new(1, 2, 0.0);
-    let idle = || Script {
-        ops: vec![],
-        pos: 0,
-        results: Rc::new(RefCell::new(Vec::new())),
-    };
     let a = w.spawn(0, idle());
     let b = w.spawn(0, idle());
     let r = w.spawn(1, idle());

@@ -5,8 +5,6 @@ mod common;
 
 use common::*;
 use squall_sync::{Outcome, SyncError};
-use std::cell::RefCell;
-use std::rc::Rc;
 
 const LOCK: u64 = 10;
 const NOT_EMPTY: u64 = 21;
@@ -86,14 +84,6 @@ fn producer_consumer_many_seeds() {
         let signals: u64 = w.cores.iter().map(|c| c.stats().cond_signals).sum();
         assert_eq!(signals as i64, 2 * items * producers);
         assert!(waits <= signals * 8);
-    }
-}
-
-fn idle() -> Script {
-    Script {
-        ops: vec![],
-        pos: 0,
-        results: Rc::new(RefCell::new(Vec::new())),
     }
 }
 

@@ -9,16 +9,7 @@ use common::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use squall_sync::{BarrierCount, Outcome};
-use std::cell::RefCell;
 use std::rc::Rc;
-
-fn idle() -> Script {
-    Script {
-        ops: vec![],
-        pos: 0,
-        results: Rc::new(RefCell::new(Vec::new())),
-    }
-}
 
 /// A thread passing `episodes` episodes of a total-count barrier, checking that nobody
 /// leaves an episode before all `total` threads arrived at it.

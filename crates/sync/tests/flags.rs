@@ -4,16 +4,6 @@ mod common;
 
 use common::*;
 use squall_sync::Outcome;
-use std::cell::RefCell;
-use std::rc::Rc;
-
-fn idle() -> Script {
-    Script {
-        ops: vec![],
-        pos: 0,
-        results: Rc::new(RefCell::new(Vec::new())),
-    }
-}
 
 #[test]
 fn waiters_wake_only_after_set_and_apply_the_setters_info() {

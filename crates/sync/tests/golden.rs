@@ -8,17 +8,7 @@ use common::*;
 use squall_core::NodeId;
 use squall_sync::message::Msg;
 use squall_sync::BarrierCount;
-use std::cell::RefCell;
 use std::fmt::Write as _;
-use std::rc::Rc;
-
-fn idle() -> Script {
-    Script {
-        ops: vec![],
-        pos: 0,
-        results: Rc::new(RefCell::new(Vec::new())),
-    }
-}
 
 fn scenario() -> String {
     let mut w = World::new(0, 3, 0.0);

@@ -6,15 +6,12 @@ mod common;
 
 use common::*;
 use squall_sync::{Outcome, SyncError};
-use std::cell::RefCell;
-use std::rc::Rc;
 
-fn idle() -> Script {
-    Script {
-        ops: vec![],
-        pos: 0,
-        results: Rc::new(RefCell::new(Vec::new())),
-    }
+/// Issues `op` on thread `t`, delivers until nothing moves, and returns `t`'s last outcome.
+fn step(w: &mut World, t: usize, op: Op) -> Option<&OpResult> {
+    w.issue(t, op);
+    w.quiesce();
+    w.last(t)
 }
 
 /// DSM/IP lock_test: every thread increments one counter under one lock, with an interleaving
@@ -102,14 +99,7 @@ fn random_lock_scripts_never_deadlock() {
                     }
                     ops.push(Op::Unlock(lo));
                 }
-                w.spawn(
-                    node,
-                    Script {
-                        ops,
-                        pos: 0,
-                        results: Rc::new(RefCell::new(Vec::new())),
-                    },
-                );
+                w.spawn(node, Script::new(ops));
             }
         }
         w.run(2_000_000);
@@ -125,32 +115,23 @@ fn message_counts_remote_and_local() {
         let a = w.spawn(1, idle());
         let b = w.spawn(2, idle());
         // Lock 0 is managed by node 0 and its token starts there.
-        w.issue(a, Op::Lock(0));
-        w.quiesce();
-        assert_eq!(w.last(a), Some(&Ok(Outcome::Done)));
+        assert_eq!(step(&mut w, a, Op::Lock(0)), Some(&Ok(Outcome::Done)));
         // Node 1 asked node 0 (manager, token holder): request + grant.
         assert_eq!(w.msgs_total(), 2);
-        w.issue(a, Op::Unlock(0));
-        w.quiesce();
+        step(&mut w, a, Op::Unlock(0));
         assert_eq!(w.msgs_total(), 2, "unlock sends nothing");
-        w.issue(a, Op::Lock(0));
-        w.quiesce();
-        w.issue(a, Op::Unlock(0));
-        w.quiesce();
+        step(&mut w, a, Op::Lock(0));
+        step(&mut w, a, Op::Unlock(0));
         assert_eq!(w.msgs_total(), 2, "local re-acquire sends nothing");
         // Node 2 now: request to manager 0, forward to node 1, grant from node 1 to node 2.
-        w.issue(b, Op::Lock(0));
-        w.quiesce();
-        assert_eq!(w.last(b), Some(&Ok(Outcome::Done)));
+        assert_eq!(step(&mut w, b, Op::Lock(0)), Some(&Ok(Outcome::Done)));
         assert_eq!(w.msgs_total(), 5);
         assert_eq!(w.msgs_of("lock_request"), 2);
         assert_eq!(w.msgs_of("lock_forward"), 1);
         assert_eq!(w.msgs_of("lock_grant"), 2);
         for _ in 0..10 {
-            w.issue(b, Op::Unlock(0));
-            w.quiesce();
-            w.issue(b, Op::Lock(0));
-            w.quiesce();
+            step(&mut w, b, Op::Unlock(0));
+            step(&mut w, b, Op::Lock(0));
         }
         assert_eq!(
             w.msgs_total(),
@@ -175,14 +156,7 @@ fn contended_pairs_cost_at_most_four_messages() {
                 ops.push(Op::Lock(3));
                 ops.push(Op::Unlock(3));
             }
-            w.spawn(
-                node,
-                Script {
-                    ops,
-                    pos: 0,
-                    results: Rc::new(RefCell::new(Vec::new())),
-                },
-            );
+            w.spawn(node, Script::new(ops));
         }
         w.run(1_000_000);
         let pairs = u64::from(nodes) * iters;
@@ -206,23 +180,19 @@ fn fifo_across_nodes_in_manager_order() {
     let t3 = w.spawn(3, idle());
     let t0 = w.spawn(0, idle());
     let t1 = w.spawn(1, idle());
-    w.issue(t2, Op::Lock(1));
-    w.quiesce();
-    assert_eq!(w.last(t2), Some(&Ok(Outcome::Done)));
+    assert_eq!(step(&mut w, t2, Op::Lock(1)), Some(&Ok(Outcome::Done)));
     // Requests sent in the order 0, 3, then the manager's own; delivered to the manager 3 first.
     w.issue(t0, Op::Lock(1));
     w.issue(t3, Op::Lock(1));
     assert!(w.deliver(3, 1));
     assert!(w.deliver(0, 1));
-    w.issue(t1, Op::Lock(1));
-    w.quiesce();
+    step(&mut w, t1, Op::Lock(1));
     for t in [t3, t0, t1] {
         assert!(w.is_blocked(t));
     }
     let order_start = w.lock_order.len();
     for holder in [t2, t3, t0, t1] {
-        w.issue(holder, Op::Unlock(1));
-        w.quiesce();
+        step(&mut w, holder, Op::Unlock(1));
     }
     let order: Vec<usize> = w.lock_order[order_start..]
         .iter()
@@ -246,14 +216,7 @@ fn fifo_across_nodes_random_runs() {
             let ops = (0..8)
                 .flat_map(|_| [Op::Lock(lock), Op::Yield, Op::Unlock(lock)])
                 .collect();
-            w.spawn(
-                node,
-                Script {
-                    ops,
-                    pos: 0,
-                    results: Rc::new(RefCell::new(Vec::new())),
-                },
-            );
+            w.spawn(node, Script::new(ops));
             node_of.push(node);
         }
         w.run(1_000_000);
@@ -297,10 +260,8 @@ fn local_batch_then_successor() {
         w.issue(c, Op::Lock(0)); // after the successor is known
         w.quiesce();
         let start = w.lock_order.len();
-        w.issue(a, Op::Unlock(0));
-        w.quiesce();
-        w.issue(b, Op::Unlock(0));
-        w.quiesce();
+        step(&mut w, a, Op::Unlock(0));
+        step(&mut w, b, Op::Unlock(0));
         if cohort == 0 {
             w.issue(r, Op::Unlock(0));
         } else {
@@ -327,13 +288,10 @@ fn consistency_hooks_in_documented_order() {
         let mut w = World::new(5, 3, async_release);
         let holder = w.spawn(1, idle());
         let acq = w.spawn(2, idle());
-        w.issue(holder, Op::Lock(0));
-        w.quiesce();
-        w.issue(holder, Op::Unlock(0));
-        w.quiesce();
+        step(&mut w, holder, Op::Lock(0));
+        step(&mut w, holder, Op::Unlock(0));
         w.trace.borrow_mut().clear();
-        w.issue(acq, Op::Lock(0));
-        w.quiesce();
+        step(&mut w, acq, Op::Lock(0));
         let tr = w.trace.borrow().clone();
         let acq_info = match &tr[0] {
             (2, Ev::AcquireInfo(i)) => i.clone(),
@@ -372,14 +330,7 @@ fn hooks_order_holds_in_random_runs() {
     let mut w = World::new(77, 4, 0.7);
     for node in 0..4 {
         let ops = (0..10).flat_map(|_| [Op::Lock(5), Op::Unlock(5)]).collect();
-        w.spawn(
-            node,
-            Script {
-                ops,
-                pos: 0,
-                results: Rc::new(RefCell::new(Vec::new())),
-            },
-        );
+        w.spawn(node, Script::new(ops));
     }
     w.run(1_000_000);
     let tr = w.trace.borrow();
@@ -417,38 +368,24 @@ fn trylock_semantics() {
     let b = w.spawn(0, idle());
     let r = w.spawn(1, idle());
     // Token of lock 0 is on node 0: trylock succeeds without messages.
-    w.issue(a, Op::TryLock(0));
-    w.quiesce();
-    assert_eq!(w.last(a), Some(&Ok(Outcome::Done)));
+    assert_eq!(step(&mut w, a, Op::TryLock(0)), Some(&Ok(Outcome::Done)));
     // Held locally: busy, no message.
-    w.issue(b, Op::TryLock(0));
-    w.quiesce();
-    assert_eq!(w.last(b), Some(&Ok(Outcome::Busy)));
+    assert_eq!(step(&mut w, b, Op::TryLock(0)), Some(&Ok(Outcome::Busy)));
     assert_eq!(w.msgs_total(), 0);
     // Re-trylock by the holder itself: busy (it holds it).
-    w.issue(a, Op::TryLock(0));
-    w.quiesce();
-    assert_eq!(w.last(a), Some(&Ok(Outcome::Busy)));
+    assert_eq!(step(&mut w, a, Op::TryLock(0)), Some(&Ok(Outcome::Busy)));
     // Node 1: token elsewhere: busy at once, but the token is fetched once node 0 unlocks.
     w.issue(r, Op::TryLock(0));
     w.drain();
     assert_eq!(w.last(r), Some(&Ok(Outcome::Busy)));
     w.quiesce();
-    w.issue(a, Op::Unlock(0));
-    w.quiesce();
-    w.issue(r, Op::TryLock(0));
-    w.quiesce();
-    assert_eq!(w.last(r), Some(&Ok(Outcome::Done)));
+    step(&mut w, a, Op::Unlock(0));
+    assert_eq!(step(&mut w, r, Op::TryLock(0)), Some(&Ok(Outcome::Done)));
     // Now node 0 trylocks: busy (token on node 1).
-    w.issue(b, Op::TryLock(0));
-    w.quiesce();
-    assert_eq!(w.last(b), Some(&Ok(Outcome::Busy)));
-    w.issue(r, Op::Unlock(0));
-    w.quiesce();
+    assert_eq!(step(&mut w, b, Op::TryLock(0)), Some(&Ok(Outcome::Busy)));
+    step(&mut w, r, Op::Unlock(0));
     // The fetch from node 0's busy trylock brought the token back.
-    w.issue(b, Op::TryLock(0));
-    w.quiesce();
-    assert_eq!(w.last(b), Some(&Ok(Outcome::Done)));
+    assert_eq!(step(&mut w, b, Op::TryLock(0)), Some(&Ok(Outcome::Done)));
     assert_eq!(
         w.cores[0].stats().trylock_busy + w.cores[1].stats().trylock_busy,
         4
@@ -462,36 +399,29 @@ fn misuse_is_a_typed_error() {
     let b = w.spawn(0, idle());
     let r = w.spawn(1, idle());
     // Unlock of a never-locked lock.
-    w.issue(a, Op::Unlock(4));
-    w.quiesce();
+    step(&mut w, a, Op::Unlock(4));
     assert!(matches!(w.last(a), Some(Err(SyncError::NotHolder { .. }))));
-    w.issue(a, Op::Lock(4));
-    w.quiesce();
+    step(&mut w, a, Op::Lock(4));
     // Unlock by another thread of the same node, and by a thread of another node.
-    w.issue(b, Op::Unlock(4));
-    w.quiesce();
+    step(&mut w, b, Op::Unlock(4));
     let e = w.last(b).unwrap().clone().unwrap_err();
     assert_eq!(
         e.to_string(),
         "waiter 1 on node 0 unlocked lock 4, which it does not hold"
     );
-    w.issue(r, Op::Unlock(4));
-    w.quiesce();
+    step(&mut w, r, Op::Unlock(4));
     assert!(matches!(w.last(r), Some(Err(SyncError::NotHolder { .. }))));
     // Relock by the holder.
-    w.issue(a, Op::Lock(4));
-    w.quiesce();
+    step(&mut w, a, Op::Lock(4));
     assert!(matches!(w.last(a), Some(Err(SyncError::Deadlock { .. }))));
     // Destroy of a held lock, then of a lock someone waits for, then of a free one.
-    w.issue(b, Op::DestroyLock(4));
-    w.quiesce();
+    step(&mut w, b, Op::DestroyLock(4));
     assert!(matches!(w.last(b), Some(Err(SyncError::LockInUse { .. }))));
-    w.issue(a, Op::Unlock(4));
-    w.quiesce();
-    assert_eq!(w.last(a), Some(&Ok(Outcome::Done)));
-    w.issue(b, Op::DestroyLock(4));
-    w.quiesce();
-    assert_eq!(w.last(b), Some(&Ok(Outcome::Done)));
+    assert_eq!(step(&mut w, a, Op::Unlock(4)), Some(&Ok(Outcome::Done)));
+    assert_eq!(
+        step(&mut w, b, Op::DestroyLock(4)),
+        Some(&Ok(Outcome::Done))
+    );
     // Unknown release token.
     let e = w.cores[0]
         .release_done(&mut w.cons[0], 999_999)

@@ -9,16 +9,6 @@ mod common;
 use common::*;
 use rand::{Rng, SeedableRng};
 use squall_sync::{BarrierCount, Outcome};
-use std::cell::RefCell;
-use std::rc::Rc;
-
-fn idle() -> Script {
-    Script {
-        ops: vec![],
-        pos: 0,
-        results: Rc::new(RefCell::new(Vec::new())),
-    }
-}
 
 /// A Water-like sweep: each thread adds 1 to the counter of every lock in `order` (one
 /// critical section each, with an interleaving point between read and write), then meets the

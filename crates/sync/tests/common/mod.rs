@@ -84,6 +84,22 @@ pub struct Script {
     pub results: Rc<RefCell<Vec<(usize, Op, OpResult)>>>,
 }
 
+impl Script {
+    /// A script of `ops`, run in order, with a fresh results log.
+    pub fn new(ops: Vec<Op>) -> Self {
+        Script {
+            ops,
+            pos: 0,
+            results: Rc::new(RefCell::new(Vec::new())),
+        }
+    }
+}
+
+/// A thread that does nothing until the test issues its operations one by one.
+pub fn idle() -> Script {
+    Script::new(vec![])
+}
+
 impl Program for Script {
     fn step(&mut self, _shared: &mut Shared, me: Me, last: Option<OpResult>) -> Option<Op> {
         if let Some(r) = last {
