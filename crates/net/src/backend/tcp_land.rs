@@ -147,3 +147,82 @@ impl Landing {
         v
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::landing::lend;
+    use squall_core::JobId;
+    use std::cell::RefCell;
+
+    fn frame(ty: u16, payload: &[u8]) -> Vec<u8> {
+        let mut h = Header::new(JobId(7), MsgType(ty), NodeId(1), NodeId(0));
+        h.payload_len = payload.len() as u32;
+        let mut v = vec![0u8; HEADER_LEN];
+        h.write_to(&mut v);
+        v.extend_from_slice(payload);
+        v
+    }
+
+    /// A frame matched by its head lands across reads; one of another head, type or length
+    /// does not; an expectation forgotten half-way gives back the frame's bytes so far.
+    #[test]
+    fn frames_land_by_head_and_come_back_when_forgotten() {
+        let body: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
+        let mut payload = b"HEAD".to_vec();
+        payload.extend_from_slice(&body);
+        let wire = frame(70, &payload);
+        let mut buf = vec![0u8; 1000];
+        let exps = RefCell::new(Expects::default());
+        let delivered = lend(
+            &mut buf,
+            |d| exps.borrow_mut().add(1, NodeId(1), MsgType(70), b"HEAD", d),
+            || {
+                let mut x = exps.borrow_mut();
+                // Other type, other head, other length: no landing.
+                assert!(x.try_land(NodeId(1), &frame(71, &payload)[..300]).is_none());
+                assert!(x.try_land(NodeId(2), &wire[..300]).is_none());
+                let mut other = b"HEAX".to_vec();
+                other.extend_from_slice(&body);
+                assert!(x.try_land(NodeId(1), &frame(70, &other)[..300]).is_none());
+                assert!(x
+                    .try_land(NodeId(1), &frame(70, &payload[..900])[..300])
+                    .is_none());
+                let mut l = x.try_land(NodeId(1), &wire[..300]).expect("lands");
+                let mut rest = &wire[300..];
+                while !l.done() {
+                    let mut part = &rest[..rest.len().min(123)];
+                    let Step::Read(n) = l.read(&mut part) else {
+                        panic!("read");
+                    };
+                    rest = &rest[n..];
+                }
+                let mut out = Vec::new();
+                l.deliver(NodeId(1), &mut out);
+                match out.pop() {
+                    Some(BackendEvent::Deliver(m)) => (m.payload, m.placed),
+                    _ => panic!("no delivery"),
+                }
+            },
+            || drop(exps.borrow_mut().forget(1)),
+        );
+        assert_eq!(delivered, (Bytes::from_static(b"HEAD"), 1000));
+        assert_eq!(buf, body);
+
+        let mut buf = vec![0u8; 1000];
+        let back = lend(
+            &mut buf,
+            |d| exps.borrow_mut().add(2, NodeId(1), MsgType(70), b"HEAD", d),
+            || {
+                let mut l = exps.borrow_mut().try_land(NodeId(1), &wire[..100]);
+                let mut more = &wire[100..400];
+                if let Some(l) = l.as_mut() {
+                    assert!(matches!(l.read(&mut more), Step::Read(300)));
+                }
+                l.map(Landing::unland)
+            },
+            || drop(exps.borrow_mut().forget(2)),
+        );
+        assert_eq!(back.as_deref(), Some(&wire[..400]));
+    }
+}

@@ -84,6 +84,8 @@ struct State {
     /// this to drop to zero (found by apps/mm/mm_splitc.c: a sync returned while the copy of
     /// the last reply was still running, and the program read the previous block).
     delivering: usize,
+    /// Blocking gets whose data the transport read straight into their destination.
+    landed: u64,
 }
 
 /// The node's symmetric memory as the engine checks it: a live allocation of the arena, or
@@ -280,6 +282,7 @@ impl Gptr {
                 done: HashMap::new(),
                 failures: Vec::new(),
                 delivering: 0,
+                landed: 0,
             }),
             space,
             cv: Condvar::new(),
@@ -369,10 +372,7 @@ impl Gptr {
     }
 
     /// [`Gptr::finish`] without the sends: returned to be sent by the caller.
-    fn finish_unsent(
-        &self,
-        mut st: parking_lot::MutexGuard<'_, State>,
-    ) -> Vec<(NodeId, Vec<u8>)> {
+    fn finish_unsent(&self, mut st: parking_lot::MutexGuard<'_, State>) -> Vec<(NodeId, Vec<u8>)> {
         let mut sends = Vec::new();
         let mut deliver = Vec::new();
         let mut wake = false;
@@ -419,6 +419,7 @@ impl Gptr {
         if let Some(op) = st.engine.take_get_reply(from, &payload).map_err(gerr)? {
             match st.sinks.remove(&op.0) {
                 Some(Sink::Wait) if placed > 0 => {
+                    st.landed += 1;
                     st.done.insert(op.0, Done::Placed(placed));
                     drop(st);
                 }
@@ -884,7 +885,7 @@ impl Gptr {
             "served_puts": s.served_puts, "served_stores": s.served_stores,
             "served_atomics": s.served_atomics, "refused": s.refused,
             "all_store_syncs": s.all_store_syncs,
-            "symmetric_bytes_used": st.heap.used_bytes(),
+            "symmetric_bytes_used": st.heap.used_bytes(), "landed_gets": st.landed,
         })
     }
 }
