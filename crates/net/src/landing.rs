@@ -106,7 +106,9 @@ mod tests {
                 });
                 d.unwrap_or(0)
             },
-            || drop(slot.lock().unwrap_or_else(|e| e.into_inner()).take()),
+            || {
+                slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+            },
         );
         assert_eq!(n, 8);
         assert!(slot.lock().unwrap_or_else(|e| e.into_inner()).is_none());

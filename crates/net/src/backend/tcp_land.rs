@@ -204,7 +204,9 @@ mod tests {
                     _ => panic!("no delivery"),
                 }
             },
-            || drop(exps.borrow_mut().forget(1)),
+            || {
+                exps.borrow_mut().forget(1);
+            },
         );
         assert_eq!(delivered, (Bytes::from_static(b"HEAD"), 1000));
         assert_eq!(buf, body);
@@ -221,7 +223,9 @@ mod tests {
                 }
                 l.map(Landing::unland)
             },
-            || drop(exps.borrow_mut().forget(2)),
+            || {
+                exps.borrow_mut().forget(2);
+            },
         );
         assert_eq!(back.as_deref(), Some(&wire[..400]));
     }
