@@ -27,6 +27,15 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 /// Bytes before a `GetReply`'s data (kind and operation id).
 pub const GET_REPLY_HEADER: usize = 9;
 
+/// The first [`GET_REPLY_HEADER`] bytes of the answer to get `op` (its data follow): what a
+/// transport matches to read the data straight into the get's destination.
+pub fn get_reply_head(op: OpId) -> [u8; GET_REPLY_HEADER] {
+    let mut h = [0u8; GET_REPLY_HEADER];
+    h[0] = Kind::GetReply as u8;
+    h[1..].copy_from_slice(&op.0.to_le_bytes());
+    h
+}
+
 /// An operation's id, unique per issuing node, increasing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct OpId(pub u64);
@@ -519,8 +528,7 @@ impl Engine {
                     Err(why) => self.refused_msg(op, addr, len, &why),
                     Ok(n) => {
                         let mut buf = Vec::with_capacity(GET_REPLY_HEADER + n);
-                        buf.push(Kind::GetReply as u8);
-                        buf.extend_from_slice(&op.to_le_bytes());
+                        buf.extend_from_slice(&get_reply_head(OpId(op)));
                         match mem.read_append(addr, n, &mut buf) {
                             Ok(()) => buf,
                             Err(why) => self.refused_msg(op, addr, len, &why),

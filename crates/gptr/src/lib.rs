@@ -20,7 +20,7 @@ pub mod heap;
 pub mod msg;
 
 pub use atomic::{AtomicKind, Width};
-pub use engine::{Action, Engine, OpId, Outcome, SymMemory, GET_REPLY_HEADER};
+pub use engine::{get_reply_head, Action, Engine, OpId, Outcome, SymMemory, GET_REPLY_HEADER};
 pub use heap::{HeapError, SymHeap};
 pub use msg::{Kind, Msg};
 

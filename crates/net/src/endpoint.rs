@@ -143,9 +143,15 @@ pub struct Incoming {
     pub payload: Bytes,
     request_id: u64,
     flags: Flags,
+    placed: usize,
 }
 
 impl Incoming {
+    /// Bytes of the message that follow `payload` and were read straight into the buffer
+    /// lent by [`Endpoint::receive_into`] (0 for every other message).
+    pub fn placed(&self) -> usize {
+        self.placed
+    }
     /// True if the sender waits for a [`Endpoint::reply`].
     pub fn is_request(&self) -> bool {
         self.flags.contains(Flags::REQUEST)
@@ -325,6 +331,8 @@ struct Shared {
     held_len: AtomicUsize,
     pending: Mutex<IntMap<u64, (NodeId, Pending)>>,
     next_request: AtomicU64,
+    /// Names the buffers lent by [`Endpoint::receive_into`].
+    next_landing: AtomicU64,
     /// Per-type counts (lock-free: counted on every message).
     by_type: TypeCounters,
     on_peer_lost: Mutex<Option<PeerLostFn>>,
@@ -426,6 +434,7 @@ impl Endpoint {
             held_len: AtomicUsize::new(0),
             pending: Mutex::new(IntMap::default()),
             next_request: AtomicU64::new(1),
+            next_landing: AtomicU64::new(1),
             by_type: TypeCounters::default(),
             on_peer_lost: Mutex::new(None),
             peer_state: (0..size).map(|_| AtomicU8::new(PEER_UP)).collect(),
@@ -750,8 +759,44 @@ impl Endpoint {
             payload: m.payload,
             request_id: m.request_id,
             flags: m.flags,
+            placed: m.placed,
         };
         Ok(Some((m.request_id, slot, inc)))
+    }
+
+    /// Runs `f` while `dest` is lent to the transport for one expected message from `from`
+    /// of type `ty` whose payload is `head` followed by exactly `dest.len()` bytes: on tcp
+    /// (without authentication) those bytes are read from the socket straight into `dest`,
+    /// and the message reaches its handler with `payload` = `head` and
+    /// [`Incoming::placed`] = `dest.len()`. A message that began arriving before the call, or
+    /// is not complete when `f` returns (its bytes so far are copied back into the
+    /// transport's buffer), and every message on udp (and MPI) arrives whole as usual, with
+    /// `placed() == 0`: the handler must take both forms. After the call the transport no
+    /// longer touches `dest`. The message must be one that is not a reply to a request.
+    pub fn receive_into<R>(
+        &self,
+        from: NodeId,
+        ty: MsgType,
+        head: &[u8],
+        dest: &mut [u8],
+        f: impl FnOnce() -> R,
+    ) -> R {
+        if from == self.shared.rank || from.0 >= self.shared.size {
+            return f();
+        }
+        let id = self.shared.next_landing.fetch_add(1, Ordering::Relaxed);
+        crate::landing::lend(
+            dest,
+            |d| {
+                self.shared
+                    .driver
+                    .lock()
+                    .backend
+                    .expect_into(id, from, ty, head, d)
+            },
+            f,
+            || self.shared.driver.lock().backend.forget_expect(id),
+        )
     }
 
     /// How long a thread waiting for a reply polls the network itself before it sleeps
@@ -855,6 +900,7 @@ impl Endpoint {
                                 payload: m.payload,
                                 request_id: m.request_id,
                                 flags: m.flags,
+                                placed: m.placed,
                             }));
                             continue;
                         }
@@ -1137,6 +1183,7 @@ impl Endpoint {
                 flags,
                 request_id,
                 payload,
+                placed: 0,
             };
             self.post(move |ep| ep.deliver(msg));
             return Ok(());
@@ -1367,6 +1414,7 @@ impl Endpoint {
             payload: msg.payload,
             request_id: msg.request_id,
             flags: msg.flags,
+            placed: msg.placed,
         };
         if msg.flags.contains(Flags::REPLY) {
             let pending = self.shared.pending.lock().remove(&msg.request_id);
@@ -1682,6 +1730,7 @@ mod tests {
             payload: Bytes::from(vec![n]),
             request_id: u64::from(n),
             flags: Flags::REPLY,
+            placed: 0,
         }
     }
 

@@ -7,7 +7,8 @@
 //! are the transport's; see [`endpoint`].
 // No unsafe code, except the MPI backend's posted receive (`backend/mpi_rx.rs`, feature `mpi`):
 // a receive that stays posted across calls is beyond rsmpi's safe, scope-bound requests; and
-// `sched.rs`'s one `sched_setattr` call (no wrapper crate offers it).
+// `sched.rs`'s one `sched_setattr` call (no wrapper crate offers it); and `landing.rs`, a
+// caller's buffer lent to the tcp reader for one call (a get's reply read straight into it).
 #![deny(unsafe_code)]
 
 mod auth;
@@ -17,6 +18,7 @@ pub mod config;
 pub mod endpoint;
 pub mod error;
 pub mod faults;
+mod landing;
 mod sched;
 pub mod stats;
 pub use backend::udp::core as udp_core;

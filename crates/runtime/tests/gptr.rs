@@ -96,6 +96,122 @@ fn get_pipeline(node: &Node) -> Result<(), String> {
     a.free(g).map_err(e)
 }
 
+/// The byte at `i` of node `t`'s pattern in [`landed_gets`].
+fn pattern(t: usize, i: usize) -> u8 {
+    (i.wrapping_mul(131) ^ (i >> 9) ^ t.wrapping_mul(77)) as u8
+}
+
+/// Blocking gets of 0 B to just over 1 MiB (those of 16 KiB and more land straight in the
+/// destination on tcp), two threads at once, at odd offsets, from every other node, between
+/// puts, stores, atomics and split-phase gets to and from the same peers; every byte checked.
+fn landed_gets(node: &Node) -> Result<(), String> {
+    let g = node.gptr().map_err(e)?;
+    let (me, n) = (node.rank().0 as usize, node.size() as usize);
+    const SPAN: usize = (1 << 20) + 4096 + 3;
+    const SIZES: [usize; 11] = [
+        0,
+        1,
+        8,
+        4095,
+        16383,
+        16384,
+        16385,
+        65543,
+        300_001,
+        1 << 20,
+        SPAN,
+    ];
+    let src = g.alloc(SPAN, 64).map_err(e)?;
+    let inbox = g.alloc(4096 * n + 64, 64).map_err(e)?;
+    let mine: Vec<u8> = (0..SPAN).map(|i| pattern(me, i)).collect();
+    g.put(node.rank(), src, &mine).map_err(e)?;
+    node.barrier().map_err(e)?;
+    let right = NodeId(((me + 1) % n) as u16);
+    let worker = |t: usize| -> Result<(), String> {
+        for round in 0..3 {
+            for (k, &len) in SIZES.iter().enumerate() {
+                let peer = (me + 1 + (k + t + round) % (n - 1)) % n;
+                let off = (k * 7 + t * 13 + round) % (SPAN - len + 1);
+                let mut out = vec![0xEEu8; len];
+                g.get(NodeId(peer as u16), src + off, &mut out)
+                    .map_err(|x| format!("get {len} B from {peer}: {x}"))?;
+                if let Some(i) = (0..len).find(|&i| out[i] != pattern(peer, off + i)) {
+                    return Err(format!(
+                        "thread {t}: get of {len} B at {off} from {peer}: byte {i} is {}",
+                        out[i]
+                    ));
+                }
+                // Other traffic to the same peers between the gets.
+                let slot = inbox + 4096 * me + 2048 * t;
+                g.put_nb(right, slot, &[(round * 16 + k) as u8; 2048])
+                    .map_err(e)?;
+                g.store(right, inbox + 4096 * n + 8 * t, &[k as u8; 8])
+                    .map_err(e)?;
+                g.atomic(
+                    NodeId(peer as u16),
+                    inbox,
+                    Width::W8,
+                    AtomicKind::Fetch,
+                    0,
+                    0,
+                )
+                .map_err(e)?;
+                let small = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+                let into = small.clone();
+                g.get_nb(
+                    NodeId(peer as u16),
+                    src + off / 2,
+                    100,
+                    Box::new(move |d| {
+                        into.lock()
+                            .unwrap_or_else(|x| x.into_inner())
+                            .extend_from_slice(d)
+                    }),
+                )
+                .map_err(e)?;
+                g.sync().map_err(e)?;
+                let small = small.lock().unwrap_or_else(|x| x.into_inner()).clone();
+                check(
+                    small.len() == 100
+                        && small
+                            .iter()
+                            .enumerate()
+                            .all(|(i, &b)| b == pattern(peer, off / 2 + i)),
+                    || format!("split-phase get from {peer} at {}", off / 2),
+                )?;
+            }
+        }
+        Ok(())
+    };
+    std::thread::scope(|s| {
+        let other = s.spawn(|| worker(1));
+        let r = worker(0);
+        let r2 = other
+            .join()
+            .unwrap_or_else(|_| Err("worker 1 panicked".into()));
+        r.and(r2)
+    })?;
+    // Over tcp the replies larger than one read (256 KiB) always land: the destination is
+    // lent before the request leaves (2 sizes, 3 rounds, 2 threads).
+    let landed = g.stats_json()["landed_gets"].as_u64().unwrap_or(0);
+    if std::env::var("SQUALL_TRANSPORT").as_deref() == Ok("tcp") {
+        check(landed >= 12, || format!("{landed} gets landed"))?;
+    }
+    node.barrier().map_err(e)?;
+    // The puts of the left neighbour arrived whole (their last round).
+    let left = (me + n - 1) % n;
+    let mut got = vec![0u8; 4096];
+    g.get(node.rank(), inbox + 4096 * left, &mut got)
+        .map_err(e)?;
+    let last = (2 * 16 + SIZES.len() - 1) as u8;
+    check(got.iter().all(|&b| b == last), || {
+        format!("puts from {left}: {:?}", &got[..8])
+    })?;
+    node.barrier().map_err(e)?;
+    g.free(inbox).map_err(e)?;
+    g.free(src).map_err(e)
+}
+
 /// One-way stores counted by `store_sync`, then bulk stores completed by `all_store_sync`.
 fn stores(node: &Node) -> Result<(), String> {
     let g = node.gptr().map_err(e)?;
@@ -264,6 +380,7 @@ fn refused(node: &Node) -> Result<(), String> {
 const SCENARIOS: &[(&str, Scenario, &[&str])] = &[
     ("spread", spread, &["hlrc"]),
     ("get_pipeline", get_pipeline, &["hlrc"]),
+    ("landed_gets", landed_gets, &["hlrc"]),
     ("stores", stores, &["hlrc"]),
     ("atomics", atomics, &["hlrc"]),
     ("collectives", collectives, &["hlrc"]),

@@ -81,7 +81,7 @@ pub fn bench(a: super::dsm::SyncNodeArgs) -> Result<(), NodeError> {
     let stores = a.iters * 20;
     let mut rows: Vec<Value> = Vec::new();
     if node.rank() == NodeId(0) {
-        let data = vec![5u8; MIB];
+        let mut data = vec![5u8; MIB];
         let mut word = [0u8; 8];
         let mut big = vec![0u8; MIB];
         for _ in 0..a.reps {
@@ -98,7 +98,12 @@ pub fn bench(a: super::dsm::SyncNodeArgs) -> Result<(), NodeError> {
             // 1 MiB put and get beside raw 1 MiB requests.
             let (mut put_s, mut rawput_s, mut get_s, mut rawget_s) =
                 (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-            for _ in 0..bw_iters {
+            for it in 0..bw_iters {
+                // Each round's bytes differ (set outside the timings): the get below must
+                // bring this round's put back, every byte of it.
+                let val = 5 + (it % 200) as u8;
+                data.fill(val);
+                big.fill(0);
                 let t = Instant::now();
                 g.put(peer, buf, &data).map_err(dsm)?;
                 put_s.push(t.elapsed().as_secs_f64());
@@ -111,7 +116,7 @@ pub fn bench(a: super::dsm::SyncNodeArgs) -> Result<(), NodeError> {
                 let t = Instant::now();
                 let r = ep.request(peer, BULK_OUT, (MIB as u64).to_le_bytes().to_vec())?;
                 rawget_s.push(t.elapsed().as_secs_f64());
-                if r.len() != MIB || big.iter().any(|&b| b != 5) {
+                if r.len() != MIB || big.iter().any(|&b| b != val) {
                     return Err(NodeError::Check("1 MiB transfer came back wrong".into()));
                 }
             }

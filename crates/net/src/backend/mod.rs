@@ -23,6 +23,7 @@ mod mpi_ring;
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 mod mpi_tag;
 pub(crate) mod tcp;
+mod tcp_land;
 pub(crate) mod udp;
 
 use crate::error::NetError;
@@ -53,6 +54,9 @@ pub(crate) struct InMsg {
     pub flags: Flags,
     pub request_id: u64,
     pub payload: Bytes,
+    /// Bytes of the payload that follow `payload` but were read straight into a lent buffer
+    /// ([`Backend::expect_into`]); 0 usually.
+    pub placed: usize,
 }
 
 /// What a backend reports to the endpoint, in order.
@@ -99,6 +103,23 @@ pub(crate) trait Backend: Send {
     fn poll_input(&mut self, _now: Instant, _from: NodeId, _out: &mut Vec<BackendEvent>) -> bool {
         false
     }
+    /// Expects a message from `from` of type `ty` whose payload is `head` followed by exactly
+    /// `dest.len()` bytes: a backend that can reads those bytes from the wire straight into
+    /// `dest` and delivers the message with `payload` = `head` and `placed` = their number.
+    /// Called under the endpoint's lock; `id` names it for [`Backend::forget_expect`], which
+    /// always follows. Default: nothing (the message arrives whole as usual).
+    fn expect_into(
+        &mut self,
+        _id: u64,
+        _from: NodeId,
+        _ty: MsgType,
+        _head: &[u8],
+        _dest: crate::landing::Dest,
+    ) {
+    }
+    /// Drops expectation `id` and its buffer (never to be touched again); a message partly
+    /// read into it continues in the backend's own buffer and arrives whole. Default: nothing.
+    fn forget_expect(&mut self, _id: u64) {}
     /// Handles timers (retransmission, heartbeats, delayed packets, peer timeouts).
     fn handle_timeout(&mut self, now: Instant, out: &mut Vec<BackendEvent>);
     /// The earliest instant `handle_timeout` has work.

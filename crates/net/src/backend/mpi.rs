@@ -1342,6 +1342,7 @@ impl MpiBackend {
             flags: h.flags,
             request_id: h.request_id,
             payload,
+            placed: 0,
         }));
     }
 

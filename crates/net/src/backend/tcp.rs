@@ -10,6 +10,7 @@
 //! here), and a peer from which no byte came for the peer timeout is lost. The flags behind
 //! this are set without a clock read on the data path; a tick every quarter timeout reads them.
 //! A fault spec's partition ([`Cut`]) drops every frame to and from one peer.
+use super::tcp_land::{Expects, Landing, Step};
 use super::{Backend, BackendEvent, InMsg, OutMsg};
 use crate::auth::LinkAuth;
 use crate::error::NetError;
@@ -52,6 +53,8 @@ struct Peer {
     sent: bool,
     /// The last tick that found `heard` set (or the start).
     last_heard: Instant,
+    /// A frame being read straight into a lent buffer (`rbuf` is empty meanwhile).
+    landing: Option<Landing>,
 }
 
 pub(crate) struct TcpBackend {
@@ -72,6 +75,8 @@ pub(crate) struct TcpBackend {
     cut: Option<Cut>,
     /// Frames dropped by the partition.
     cut_drops: u64,
+    /// Frames expected into lent buffers ([`Backend::expect_into`]).
+    expects: Expects,
 }
 
 fn token(peer: NodeId) -> Token {
@@ -119,6 +124,7 @@ impl TcpBackend {
                         heard: false,
                         sent: false,
                         last_heard: start,
+                        landing: None,
                     })
                 }
             });
@@ -137,6 +143,7 @@ impl TcpBackend {
             next_tick: start + tick_of(peer_timeout),
             cut: Cut::of(faults.as_ref(), rank.0, start),
             cut_drops: 0,
+            expects: Expects::default(),
         })
     }
 
@@ -502,6 +509,7 @@ impl TcpBackend {
                     (None, Some(b)) => b.slice(start + HEADER_LEN..start + payload_end),
                     (None, None) => Bytes::copy_from_slice(&avail[HEADER_LEN..payload_end]),
                 },
+                placed: 0,
             }));
         }
     }
@@ -524,7 +532,7 @@ impl TcpBackend {
         job: JobId,
         rank: NodeId,
         p: &mut Peer,
-        counters: &mut LinkCounters,
+        (counters, expects): (&mut LinkCounters, &mut Expects),
         mut auth: Option<&mut LinkAuth>,
         out: &mut Vec<BackendEvent>,
     ) -> Result<(), String> {
@@ -553,7 +561,7 @@ impl TcpBackend {
             &mut p.bye_received,
             (&p.rbuf[p.rpos..], None),
             counters,
-            auth,
+            auth.as_deref_mut(),
             out,
         )?;
         p.rpos += used;
@@ -563,6 +571,15 @@ impl TcpBackend {
         } else if p.rpos > 256 * 1024 {
             p.rbuf.drain(..p.rpos);
             p.rpos = 0;
+        }
+        if need.is_some() && auth.is_none() && !p.bye_received {
+            if let Some(l) = expects.try_land(p.id, &p.rbuf[p.rpos..]) {
+                // The incomplete frame is all that is buffered: it goes on in the lent buffer.
+                p.landing = Some(l);
+                p.rbuf.clear();
+                p.rpos = 0;
+                return Ok(());
+            }
         }
         if let Some(total) = need {
             let want = p.rpos + total;
@@ -580,14 +597,15 @@ impl TcpBackend {
         rank: NodeId,
         p: &mut Peer,
         data: &[u8],
-        counters: &mut LinkCounters,
+        (counters, expects): (&mut LinkCounters, &mut Expects),
         auth: Option<&mut LinkAuth>,
         out: &mut Vec<BackendEvent>,
     ) -> Result<(), String> {
         if p.rpos != p.rbuf.len() {
             p.rbuf.extend_from_slice(data);
-            return Self::read_frames(job, rank, p, counters, auth, out);
+            return Self::read_frames(job, rank, p, (counters, expects), auth, out);
         }
+        let sealed = auth.is_some();
         p.rbuf.clear();
         p.rpos = 0;
         let (used, need) = Self::parse_frames(
@@ -601,6 +619,12 @@ impl TcpBackend {
             out,
         )?;
         if used < data.len() {
+            if need.is_some() && !sealed && !p.bye_received {
+                if let Some(l) = expects.try_land(p.id, &data[used..]) {
+                    p.landing = Some(l);
+                    return Ok(());
+                }
+            }
             if let Some(total) = need {
                 p.rbuf.reserve(total);
             }
@@ -623,6 +647,33 @@ impl TcpBackend {
             if !p.open {
                 return;
             }
+            if let Some(l) = p.landing.as_mut() {
+                // A frame landing in a lent buffer: its body is read straight into it.
+                match l.read(&mut p.stream) {
+                    Step::Read(n) => {
+                        p.heard |= n > 0;
+                        if l.done() {
+                            self.counters.packets_received += 1;
+                            if let Some(l) = p.landing.take() {
+                                l.deliver(p.id, out);
+                            }
+                        }
+                    }
+                    Step::WouldBlock => return,
+                    Step::Ended(err) => {
+                        // The frame goes back to the read buffer; the end is handled below.
+                        if let Some(l) = p.landing.take() {
+                            p.rbuf = l.unland();
+                            p.rpos = 0;
+                        }
+                        if let Some(e) = err {
+                            Self::lost(p, format!("connection error: {e}"), out, registry);
+                            return;
+                        }
+                    }
+                }
+                continue;
+            }
             match p.stream.read(chunk) {
                 Ok(0) => {
                     // Frames before EOF first, then the verdict.
@@ -630,7 +681,7 @@ impl TcpBackend {
                         self.job,
                         self.rank,
                         p,
-                        &mut self.counters,
+                        (&mut self.counters, &mut self.expects),
                         self.auth.as_mut(),
                         out,
                     ) {
@@ -648,7 +699,7 @@ impl TcpBackend {
                         self.rank,
                         p,
                         &chunk[..n],
-                        &mut self.counters,
+                        (&mut self.counters, &mut self.expects),
                         self.auth.as_mut(),
                         out,
                     ) {
@@ -667,7 +718,7 @@ impl TcpBackend {
                         self.job,
                         self.rank,
                         p,
-                        &mut self.counters,
+                        (&mut self.counters, &mut self.expects),
                         self.auth.as_mut(),
                         out,
                     );
@@ -718,6 +769,35 @@ impl Backend for TcpBackend {
         msg.payload = super::join(&msg.payload, body);
         let frame = self.frame(&msg)?;
         self.enqueue(now, msg.to, frame)
+    }
+
+    fn expect_into(
+        &mut self,
+        id: u64,
+        from: NodeId,
+        ty: MsgType,
+        head: &[u8],
+        dest: crate::landing::Dest,
+    ) {
+        // Sealed frames are checked whole before anything of them is used: no landing.
+        if self.auth.is_none() {
+            self.expects.add(id, from, ty, head, dest);
+        }
+    }
+
+    fn forget_expect(&mut self, id: u64) {
+        if self.expects.forget(id) {
+            return;
+        }
+        for p in self.peers.iter_mut().flatten() {
+            if p.landing.as_ref().is_some_and(|l| l.id() == id) {
+                // Half-landed: the bytes so far go back to the read buffer, reading goes on.
+                if let Some(l) = p.landing.take() {
+                    p.rbuf = l.unland();
+                    p.rpos = 0;
+                }
+            }
+        }
     }
 
     fn handle_event(&mut self, now: Instant, event: &Event, out: &mut Vec<BackendEvent>) {
@@ -884,6 +964,11 @@ impl TcpBackend {
         let Some(p) = self.peers.get_mut(p_idx).and_then(Option::as_mut) else {
             return;
         };
+        if let Some(l) = p.landing.take() {
+            // Its frame is cut off with the rest (the buffer is no longer written).
+            drop(l.unland());
+            self.cut_drops += 1;
+        }
         loop {
             match p.stream.read(&mut self.scratch) {
                 Ok(0) => break,

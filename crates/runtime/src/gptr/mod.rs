@@ -26,8 +26,8 @@ use crate::node::Node;
 use parking_lot::{Condvar, Mutex};
 use squall_core::NodeId;
 use squall_gptr::{
-    Action, AtomicKind, Engine, GptrError, OpId, Outcome, SymHeap, SymMemory, Width,
-    GET_REPLY_HEADER,
+    get_reply_head, Action, AtomicKind, Engine, GptrError, OpId, Outcome, SymHeap, SymMemory,
+    Width, GET_REPLY_HEADER,
 };
 use squall_memory::{SymmetricSpace, WordOp, SYMMETRIC_BASE};
 use squall_net::Bytes;
@@ -41,6 +41,10 @@ use std::time::Duration;
 pub const SYMMETRIC_SIZE_VAR: &str = squall_core::env::SHMEM_SYMMETRIC_SIZE;
 /// Default arena size: address space only until touched.
 pub const DEFAULT_SYMMETRIC_SIZE: usize = 1 << 30;
+/// A blocking get of at least this many bytes lends its destination to the transport, which
+/// reads the reply's data straight into it (tcp: [`Endpoint::receive_into`]); smaller ones
+/// copy the few bytes (lending costs two turns of the endpoint's lock).
+const LAND_MIN: usize = 16 * 1024;
 
 static GPTR: OnceLock<Arc<Gptr>> = OnceLock::new();
 
@@ -63,6 +67,9 @@ enum Sink {
 enum Done {
     Outcome(Outcome),
     Reply(Bytes),
+    /// A get's reply whose this many data bytes the transport read straight into the
+    /// destination the waiter lent ([`Endpoint::receive_into`]).
+    Placed(usize),
 }
 
 struct State {
@@ -77,6 +84,8 @@ struct State {
     /// this to drop to zero (found by apps/mm/mm_splitc.c: a sync returned while the copy of
     /// the last reply was still running, and the program read the previous block).
     delivering: usize,
+    /// Blocking gets whose data the transport read straight into their destination.
+    landed: u64,
 }
 
 /// The node's symmetric memory as the engine checks it: a live allocation of the arena, or
@@ -273,13 +282,15 @@ impl Gptr {
                 done: HashMap::new(),
                 failures: Vec::new(),
                 delivering: 0,
+                landed: 0,
             }),
             space,
             cv: Condvar::new(),
         });
         let h = g.clone();
         node.endpoint().register(msg::GPTR, move |ep, m| {
-            if let Err(e) = h.on_message(m.src, m.payload) {
+            let placed = m.placed();
+            if let Err(e) = h.on_message(m.src, m.payload, placed) {
                 eprintln!("squall: {}: {e}", ep.rank());
             }
         });
@@ -348,7 +359,20 @@ impl Gptr {
 
     /// Carry out the engine's actions: completions under the lock, then (after releasing it)
     /// deliveries and sends.
-    fn finish(&self, mut st: parking_lot::MutexGuard<'_, State>) -> Result<()> {
+    fn finish(&self, st: parking_lot::MutexGuard<'_, State>) -> Result<()> {
+        let sends = self.finish_unsent(st);
+        self.send_all(sends)
+    }
+
+    fn send_all(&self, sends: Vec<(NodeId, Vec<u8>)>) -> Result<()> {
+        for (to, bytes) in sends {
+            self.ep.send(to, msg::GPTR, bytes)?;
+        }
+        Ok(())
+    }
+
+    /// [`Gptr::finish`] without the sends: returned to be sent by the caller.
+    fn finish_unsent(&self, mut st: parking_lot::MutexGuard<'_, State>) -> Vec<(NodeId, Vec<u8>)> {
         let mut sends = Vec::new();
         let mut deliver = Vec::new();
         let mut wake = false;
@@ -384,17 +408,27 @@ impl Gptr {
         if wake {
             self.cv.notify_all();
         }
-        for (to, bytes) in sends {
-            self.ep.send(to, msg::GPTR, bytes)?;
-        }
-        Ok(())
+        sends
     }
 
-    fn on_message(&self, from: NodeId, payload: Bytes) -> Result<()> {
+    /// A `GPTR` message; `placed`: bytes of it after `payload` the transport read into a
+    /// destination lent by a blocking get ([`Incoming::placed`](squall_net::Incoming::placed)).
+    fn on_message(&self, from: NodeId, payload: Bytes, placed: usize) -> Result<()> {
         let mut st = self.state.lock();
         // A get's data go to their waiter or sink without a copy into an outcome.
         if let Some(op) = st.engine.take_get_reply(from, &payload).map_err(gerr)? {
             match st.sinks.remove(&op.0) {
+                Some(Sink::Wait) if placed > 0 => {
+                    st.landed += 1;
+                    st.done.insert(op.0, Done::Placed(placed));
+                    drop(st);
+                }
+                _ if placed > 0 => {
+                    drop(st);
+                    return Err(SquallError::Remote(format!(
+                        "a get reply from {from} was placed into a buffer nobody waits on"
+                    )));
+                }
                 Some(Sink::Deliver(f)) => {
                     st.delivering += 1;
                     drop(st);
@@ -456,7 +490,8 @@ impl Gptr {
     fn spin_for_done(&self, op: OpId) -> Option<Done> {
         let claims = |ty| ty == msg::GPTR;
         let mut handle = |ep: &Endpoint, m: squall_net::Incoming| {
-            if let Err(e) = self.on_message(m.src, m.payload) {
+            let placed = m.placed();
+            if let Err(e) = self.on_message(m.src, m.payload, placed) {
                 eprintln!("squall: {}: {e}", ep.rank());
             }
         };
@@ -469,6 +504,9 @@ impl Gptr {
         match self.wait_done(op)? {
             Done::Outcome(o) => Ok(o),
             Done::Reply(b) => Ok(Outcome::Data(b[GET_REPLY_HEADER..].to_vec())),
+            Done::Placed(n) => Err(SquallError::Remote(format!(
+                "{n} bytes of a get reply answered an operation that is not a get"
+            ))),
         }
     }
 
@@ -478,11 +516,55 @@ impl Gptr {
     pub fn get(&self, node: NodeId, addr: usize, out: &mut [u8]) -> Result<()> {
         self.issuer_check(addr, out.len())?;
         let len = out.len() as u64;
+        if out.len() >= LAND_MIN && node != self.rank() {
+            return self.get_landed(node, addr, out);
+        }
         let op = self.with_engine(
             |e, m| e.get(m, node, addr as u64, len),
             |op| Some((op.0, Sink::Wait)),
         )?;
-        let d = match self.wait_done(op)? {
+        let done = self.wait_done(op)?;
+        Self::take_got(node, done, out)
+    }
+
+    /// A blocking get whose reply the transport reads straight into `out`: the destination
+    /// is lent before the request leaves and taken back when the get completed. Where the
+    /// transport did not place it (udp, a reply that raced the lending), it is copied.
+    fn get_landed(&self, node: NodeId, addr: usize, out: &mut [u8]) -> Result<()> {
+        let len = out.len() as u64;
+        let mut sends = Vec::new();
+        let op = {
+            let mut st = self.state.lock();
+            let State { engine, heap, .. } = &mut *st;
+            let mut mem = Mem {
+                space: &self.space,
+                heap,
+                data_ok: self.data_ok.load(Ordering::Relaxed),
+                me: self.node.rank(),
+            };
+            let op = engine.get(&mut mem, node, addr as u64, len).map_err(gerr)?;
+            st.sinks.insert(op.0, Sink::Wait);
+            sends.extend(self.finish_unsent(st));
+            op
+        };
+        let head = get_reply_head(op);
+        let done = self.ep.receive_into(node, msg::GPTR, &head, out, || {
+            self.send_all(std::mem::take(&mut sends))?;
+            self.wait_done(op)
+        })?;
+        Self::take_got(node, done, out)
+    }
+
+    /// A blocking get's answer into `out` (unless already placed there).
+    fn take_got(node: NodeId, done: Done, out: &mut [u8]) -> Result<()> {
+        let d = match done {
+            Done::Placed(n) if n == out.len() => return Ok(()),
+            Done::Placed(n) => {
+                return Err(SquallError::Remote(format!(
+                    "get from {node}: {n} bytes came back for {}",
+                    out.len()
+                )))
+            }
             Done::Reply(b) => b.slice(GET_REPLY_HEADER.min(b.len())..),
             Done::Outcome(Outcome::Data(d)) => Bytes::from(d),
             Done::Outcome(o) => {
@@ -803,7 +885,7 @@ impl Gptr {
             "served_puts": s.served_puts, "served_stores": s.served_stores,
             "served_atomics": s.served_atomics, "refused": s.refused,
             "all_store_syncs": s.all_store_syncs,
-            "symmetric_bytes_used": st.heap.used_bytes(),
+            "symmetric_bytes_used": st.heap.used_bytes(), "landed_gets": st.landed,
         })
     }
 }

@@ -163,6 +163,7 @@ impl UdpBackend {
                     flags,
                     request_id,
                     payload,
+                    placed: 0,
                 }),
                 CoreEvent::PeerBye(p) => BackendEvent::PeerBye(p),
                 CoreEvent::PeerLost { peer, reason } => BackendEvent::PeerLost { peer, reason },
