@@ -3,29 +3,34 @@
 //! copy of them in place instead of invalidating it and fetching it again at its next access
 //! (the hand-off's page round trip).
 //!
-//! Granter (`grant_pushes`): a page is pushed when this node is its home, the acquirer is in its
-//! copyset (it holds a copy the home knows of: so no `Dropped` of it can be in flight — a copy
-//! fetched after a drop is FIFO behind that drop — and the home keeps noticing its writes to
-//! it), nobody holds it exclusively, it is not part of a unit, and a notice the acquirer lacks
-//! names it; at most [`GRANT_PUSH_PAGES`] per grant. What is pushed is what a fetch would get
-//! now (a home copy holds every published diff), recorded as served (`note_served`).
+//! Granter (`grant_pushes`): at most [`GRANT_PUSH_PAGES`] pages a notice the acquirer lacks
+//! names, not part of a unit. The home of a page pushes its home copy when the acquirer is in
+//! its copyset and nobody holds the page exclusively (recorded as served, `note_served`).
+//! Any other granter pushes its own copy when it is clean (`clean_copy`): readable, not
+//! exclusive, no fetch pending, no diff of it in flight (its last diff acknowledged by the
+//! home before the grant), and no write since its last release. Such a copy holds every
+//! write of the granter's vector time (a notice this node applies invalidates its copy) and
+//! nothing the home lacks.
 //!
 //! Acquirer (`take_grant_pushes`): the pushes are taken only if the granter's vector time in
 //! the grant covers this node's (a grant applied meanwhile, e.g. of another lock, may have
 //! brought newer notices and a newer copy: the pushed bytes would then be older than what this
-//! node must see). A pushed page replaces the copy only if that copy came
-//! from the granter as its home and holds no writes of this node the home has not seen: a
-//! read-only copy, or a writable one whose contents still equal its twin (no writes since
-//! its last release; compared with the page made inaccessible, so no thread of this node
-//! writes meanwhile) with no diff in flight; no fetch, recall or migration pending. The
-//! twin becomes the pushed bytes (later writes diff against them). Such pages are then kept
-//! through the grant's notices (`grant_kept`); any other pushed page is ignored and the
-//! notices invalidate the copy as usual.
+//! node must see) and this node's own released writes are all published (no diff in flight,
+//! no unpublished interval: they are then in the granter's vector time, so in the copy). A
+//! push only updates, in place, a copy this node holds: a read-only copy, or a writable one
+//! whose contents still equal its twin (no writes since its last release; compared with the
+//! page made inaccessible, so no thread of this node writes meanwhile); no fetch, recall or
+//! migration pending. A page this node has no copy of (never fetched, or dropped: its
+//! `Dropped` may be crossing the grant) is ignored, so the home's copyset stays exact: the
+//! copy exists before and after. The twin becomes the pushed bytes (later writes diff
+//! against them). Such pages are then kept through the grant's notices (`grant_kept`); any
+//! other pushed page is ignored and the notices invalidate the copy as usual.
 //!
 //! Wire: a grant info with pushes is `[GRANT_PUSH_TAG][granter u16][sync len u32][sync
 //! info][count u16]([page u64][PAGE_SIZE bytes])*`; without pushes it is the plain sync info.
 //!
-//! Owns: the grant info's push section and `Hlrc::grant_kept`. Must not touch: notices (the
+//! Owns: the grant info's push section, `Hlrc::grant_kept` and `PageState::granted` (cleared by
+//! `invalidate`, read by `on_push`). Must not touch: notices (the
 //! caller applies them), the home's copyset (only read).
 
 use super::Hlrc;
@@ -115,32 +120,75 @@ impl<M: PageMemory> Hlrc<M> {
             if out.len() == GRANT_PUSH_PAGES {
                 break;
             }
-            let fits = to != self.me
-                && self.is_home(p)
-                && !self.dir.in_unit(p)
-                && self.pages.get(&p).is_some_and(|st| {
+            if to == self.me || self.dir.in_unit(p) {
+                continue;
+            }
+            let data = if self.is_home(p) {
+                let fits = self.pages.get(&p).is_some_and(|st| {
                     (st.copyset_all || st.copyset.contains(&to))
                         && st.excl_holder.is_none()
                         && !st.recalling
                 });
-            if !fits {
-                continue;
-            }
-            let data = self.read(p);
-            self.note_served(p, &data);
+                if !fits {
+                    continue;
+                }
+                let data = self.read(p);
+                self.note_served(p, &data);
+                data
+            } else {
+                match self.clean_copy(p) {
+                    Some(data) => data,
+                    None => continue,
+                }
+            };
             out.push((p, data));
         }
         self.stats.grant_pages_pushed += out.len() as u64;
         out
     }
 
+    /// Granter, not the home of `p`: its copy when that copy holds exactly what the home
+    /// has acknowledged from this node and every notice of this node's vector time: a readable
+    /// copy (invalidated by any notice this node applied, so it was fetched or kept since),
+    /// not held exclusively, no fetch pending, no diff of it in flight or held back, and no
+    /// write since this node's last release (a writable copy equals its twin).
+    fn clean_copy(&mut self, p: PageId) -> Option<Vec<u8>> {
+        if self.diffs.per_page.contains_key(&p)
+            || self.diffs.held.contains_key(&p)
+            || self.flushed.contains(&p)
+        {
+            return None;
+        }
+        let st = self.pages.get(&p)?;
+        if st.exclusive || st.probe || st.fetch.is_some() || st.forward.is_some() {
+            return None;
+        }
+        let has_twin = st.twin.is_some();
+        match (self.mem.access(p), has_twin, self.dirty.contains(&p)) {
+            (Access::Read, false, false) => Some(self.read(p)),
+            (Access::ReadWrite, true, true) => {
+                let data = self.read(p);
+                let st = self.pages.get(&p)?;
+                (st.twin.as_deref() == Some(data.as_slice())).then_some(data)
+            }
+            _ => None,
+        }
+    }
+
     /// Acquirer: update this node's copies with the pages `from` pushed along with its grant
     /// where they may be (see the module doc); the updated pages go to `grant_kept`.
     pub(super) fn take_grant_pushes(&mut self, from: NodeId, pushes: &[(PageId, &[u8])]) {
+        // This node's own released writes must all be published (in its vector time, so in
+        // the granter's, which covers it): a pushed copy then holds them.
+        if from == self.me
+            || !self.diffs.outstanding.is_empty()
+            || !self.diffs.unpublished.is_empty()
+        {
+            return;
+        }
         for &(p, data) in pushes {
-            let fits = from != self.me
-                && !self.is_home(p)
-                && self.dir.cached(p).is_some_and(|h| h.node == from)
+            let fits = !self.is_home(p)
+                && self.dir.cached(p).is_some()
                 && !self.dir.in_unit(p)
                 && !self.diffs.per_page.contains_key(&p)
                 && !self.flushed.contains(&p)
@@ -183,6 +231,7 @@ impl<M: PageMemory> Hlrc<M> {
             let st = self.st(p);
             st.pushed = None;
             st.pushes = 0;
+            st.granted = true;
             self.grant_kept.insert(p);
             self.stats.grant_pushes_taken += 1;
         }

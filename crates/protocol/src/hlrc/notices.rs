@@ -254,6 +254,7 @@ impl<M: PageMemory> Hlrc<M> {
             f.stale = true;
         }
         st.pushed = None;
+        st.granted = false;
         let probed = std::mem::take(&mut st.probe);
         let twin = st.twin.take();
         let held = probed || twin.is_some() || self.mem.access(page) != Access::None;

@@ -103,7 +103,9 @@ impl<M: PageMemory> Hlrc<M> {
                 && self
                     .pages
                     .get(&q)
-                    .is_some_and(|st| st.twin.is_none() && st.fetch.is_none() && !st.exclusive);
+                    .is_some_and(|st| {
+                        st.twin.is_none() && st.fetch.is_none() && !st.exclusive && !st.granted
+                    });
             if !fits {
                 continue;
             }
