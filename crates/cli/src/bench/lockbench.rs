@@ -6,9 +6,9 @@
 //! costs beyond the lock's own), and fairness: the slowest other node's loop time over the
 //! home's (node 0 manages the lock and is the counter's home; every node does the same number
 //! of operations); with 3 nodes or more, the acquire of a lock last held by a third node
-//! (time, messages), and the pages pushed with grants and taken per hand-off. Checks from the
-//! statistics that the lock reached every other node from another node and, with hlrc, that
-//! the acquirers took pushed counter pages. Node sides are in `node::lockbench`. Owns this driver only.
+//! (time, messages), and the pages pushed with grants and taken per hand-off (reported, not
+//! checked: an acquirer takes a push only into a clean copy it holds). Checks from the
+//! statistics that the lock reached every other node from another node. Node sides are in `node::lockbench`. Owns this driver only.
 use super::dsm::{p50_p99, DsmBenchArgs};
 use super::report::{emit_json, median, round, run_nodes, Table};
 use serde_json::{json, Value};
@@ -92,20 +92,13 @@ pub fn contended(a: DsmBenchArgs) -> Result<(), String> {
             ));
         }
         let diffs = total(&results, "diffs") as f64 / remote as f64;
-        // The counter's page is written under the lock at every acquire: with hlrc (the
-        // default protocol, one-page units) the granter pushes it with the grant and the
-        // acquirer updates its copy in place; the statistics must show it happened.
+        // The counter's page is written under the lock at every acquire: with hlrc the
+        // granter may push it with the grant (pushed) and an acquirer holding a clean copy
+        // updates it in place (taken) instead of fetching it again.
         let (pushed, taken) = (
             total(&results, "grant_pages_pushed"),
             total(&results, "grant_pushes_taken"),
         );
-        let hlrc = std::env::var(squall_core::env::PROTOCOL).map_or(true, |v| v == "hlrc")
-            && std::env::var(squall_core::env::UNIT_PAGES).map_or(true, |v| v == "1");
-        if hlrc && taken == 0 {
-            return Err(format!(
-                "{n} nodes: {pushed} pages pushed with grants, none taken, over {remote} hand-offs"
-            ));
-        }
         let rtt = median(
             &results
                 .iter()

@@ -41,6 +41,12 @@ use std::collections::BTreeSet;
 /// home, beyond which the acquirer fetches on demand as before.
 pub const GRANT_PUSH_PAGES: usize = 8;
 
+/// Whether a granter that is not a page's home pushes its own clean copy (`clean_copy`).
+/// Off: the simulator passes with it on (hlrc, mixed, --long, --wide: 105,000 seeds), but the
+/// core tests still expect the acquirer's copy invalidated at a hand-off, and in the runtime's
+/// contended lock bench the acquirers took none of the pushed pages (not yet understood).
+const PUSH_CLEAN_COPIES: bool = false;
+
 /// First byte of a grant info carrying pushed pages (a plain sync info starts with
 /// `msg::SYNC_TAG`).
 pub(super) const GRANT_PUSH_TAG: u8 = 0x5b;
@@ -135,11 +141,13 @@ impl<M: PageMemory> Hlrc<M> {
                 let data = self.read(p);
                 self.note_served(p, &data);
                 data
-            } else {
+            } else if PUSH_CLEAN_COPIES {
                 match self.clean_copy(p) {
                     Some(data) => data,
                     None => continue,
                 }
+            } else {
+                continue;
             };
             out.push((p, data));
         }
