@@ -970,3 +970,32 @@ fn a_node_learns_its_own_blocked_pages_from_one_home_query() {
     c.settle();
     assert_eq!(c.load(0, 9, 0), 9);
 }
+
+#[test]
+fn a_home_granting_a_lock_pushes_the_page_it_wrote() {
+    // The contended-counter pattern: page 0's home is node 0; node 1 writes it under a lock,
+    // hands the lock back, node 0 writes it, hands the lock to node 1 with the page inside.
+    let mut c = Cluster::new("hlrc", 2);
+    c.fault(0, 0, true);
+    c.settle();
+    c.store(0, 0, 0, 1);
+    c.release(0, 1);
+    c.handoff(0, 1);
+    c.fault(1, 0, true);
+    c.settle();
+    c.store(1, 0, 0, 2);
+    c.release(1, 2);
+    c.settle();
+    c.handoff(1, 0);
+    c.fault(0, 0, true);
+    c.settle();
+    c.store(0, 0, 0, 3);
+    c.release(0, 3);
+    c.settle();
+    c.handoff(0, 1);
+    let st = c.total_stats();
+    assert_eq!(st.grant_pages_pushed, 1, "{st:?}");
+    assert_eq!(st.grant_pushes_taken, 1, "{st:?}");
+    assert_ne!(c.access(1, 0), Access::None);
+    assert_eq!(c.load(1, 0, 0), 3);
+}
