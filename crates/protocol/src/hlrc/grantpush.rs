@@ -20,7 +20,10 @@
 //! push only updates, in place, a copy this node holds: a read-only copy, or a writable one
 //! whose contents still equal its twin (no writes since its last release; compared with the
 //! page made inaccessible, so no thread of this node writes meanwhile); no fetch, recall or
-//! migration pending. A page this node has no copy of (never fetched, or dropped: its
+//! migration pending. A request for the home to move here (`want_home`) is pending only while
+//! its empty diff is unacked (`diffs.outstanding`): `PageState::want_sent` stays set for the
+//! home's epoch after the answer, so it says nothing about a pending migration (testing it
+//! refused every page the acquirer had written: 0 pushes taken in the runtime). A page this node has no copy of (never fetched, or dropped: its
 //! `Dropped` may be crossing the grant) is ignored, so the home's copyset stays exact: the
 //! copy exists before and after. The twin becomes the pushed bytes (later writes diff
 //! against them). Such pages are then kept through the grant's notices (`grant_kept`); any
@@ -201,11 +204,7 @@ impl<M: PageMemory> Hlrc<M> {
                 && !self.diffs.per_page.contains_key(&p)
                 && !self.flushed.contains(&p)
                 && self.pages.get(&p).is_some_and(|st| {
-                    st.fetch.is_none()
-                        && !st.exclusive
-                        && !st.probe
-                        && st.forward.is_none()
-                        && st.want_sent.is_none()
+                    st.fetch.is_none() && !st.exclusive && !st.probe && st.forward.is_none()
                 });
             if !fits {
                 continue;
