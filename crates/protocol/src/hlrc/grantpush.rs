@@ -23,7 +23,10 @@
 //! migration pending. A request for the home to move here (`want_home`) is pending only while
 //! its empty diff is unacked (`diffs.outstanding`): `PageState::want_sent` stays set for the
 //! home's epoch after the answer, so it says nothing about a pending migration (testing it
-//! refused every page the acquirer had written: 0 pushes taken in the runtime). A page this node has no copy of (never fetched, or dropped: its
+//! refused every page the acquirer had written: 0 pushes taken in the runtime). Nor does a
+//! forward pointer (`PageState::forward`): a former home keeps it for good to redirect stale
+//! requests; its copy, fetched since, is an ordinary copy (a handover to this node still in
+//! flight overwrites it with the home's contents when it arrives). A page this node has no copy of (never fetched, or dropped: its
 //! `Dropped` may be crossing the grant) is ignored, so the home's copyset stays exact: the
 //! copy exists before and after. The twin becomes the pushed bytes (later writes diff
 //! against them). Such pages are then kept through the grant's notices (`grant_kept`); any
@@ -203,9 +206,10 @@ impl<M: PageMemory> Hlrc<M> {
                 && !self.dir.in_unit(p)
                 && !self.diffs.per_page.contains_key(&p)
                 && !self.flushed.contains(&p)
-                && self.pages.get(&p).is_some_and(|st| {
-                    st.fetch.is_none() && !st.exclusive && !st.probe && st.forward.is_none()
-                });
+                && self
+                    .pages
+                    .get(&p)
+                    .is_some_and(|st| st.fetch.is_none() && !st.exclusive && !st.probe);
             if !fits {
                 continue;
             }
