@@ -38,6 +38,12 @@ pub struct ProtoStats {
     pub pushes_taken: u64,
     #[serde(default)]
     pub push_kept: u64,
+    /// hlrc: pages a home sent along with its lock grants, and pages an acquirer updated in
+    /// place from them (instead of invalidating and fetching them again).
+    #[serde(default)]
+    pub grant_pages_pushed: u64,
+    #[serde(default)]
+    pub grant_pushes_taken: u64,
     /// hlrc: faults on probed copies, pushed or fetched at a barrier (granted without a
     /// message).
     #[serde(default)]
@@ -78,6 +84,8 @@ impl ProtoStats {
         self.recalls += other.recalls;
         self.pushes_taken += other.pushes_taken;
         self.push_kept += other.push_kept;
+        self.grant_pages_pushed += other.grant_pages_pushed;
+        self.grant_pushes_taken += other.grant_pushes_taken;
         self.push_probe_hits += other.push_probe_hits;
         self.barrier_fetches += other.barrier_fetches;
         self.homes_computed += other.homes_computed;

@@ -35,31 +35,70 @@ fn message_counts_of_read_miss_write_release_and_acquire() {
         "a shared home page written lately stays writable (its next release compares it \
          with the snapshot taken now)"
     );
-    // Node 1 acquires from node 0: the notice invalidates its copy; the miss refetches.
+    // Node 1 acquires from node 0: the home pushes the page the notice names inside the
+    // grant, and node 1's clean copy (equal to its twin) is updated in place: no refetch.
     c.handoff(0, 1);
+    assert_eq!(c.access(1, 0), Access::ReadWrite);
+    assert_eq!(c.load(1, 0, 16), 22);
+    assert_eq!(c.load(1, 0, 8), 11);
+    let s = c.total_stats();
+    assert_eq!(s.messages_of("home_query"), 1);
+    assert_eq!(s.messages_of("home_reply"), 1);
+    assert_eq!(s.messages_of("fetch"), 1);
+    assert_eq!(s.messages_of("page_data"), 1);
+    assert_eq!(s.messages_of("diff"), 1);
+    assert_eq!(s.messages_of("diff_ack"), 1);
+    assert_eq!(s.messages_of("dropped"), 0, "node 1 keeps its copy");
+    assert_eq!(s.messages(), 6);
+    assert_eq!(s.twins, 1);
+    assert_eq!(s.diffs_created, 1);
+    assert_eq!(s.diffs_applied, 1);
+    assert_eq!(s.diff_bytes, 1, "only the changed byte travels");
+    assert_eq!(s.invalidations, 0);
+    assert_eq!((s.grant_pages_pushed, s.grant_pushes_taken), (1, 1));
+    // Node 1 writes again: the twin is the pushed page, so its diff carries only its byte.
+    c.store(1, 0, 24, 33);
+    c.release(1, 3);
+    c.handoff(1, 0);
+    let s = c.total_stats();
+    assert_eq!(s.diff_bytes, 2);
+    assert_eq!(
+        (c.load(0, 0, 8), c.load(0, 0, 16), c.load(0, 0, 24)),
+        (11, 22, 33)
+    );
+}
+
+#[test]
+fn a_grant_naming_no_acquirer_invalidates_and_the_miss_refetches() {
+    // The same history, the last notice carried by a grant that names no acquirer (a flag):
+    // nothing is pushed, the notice invalidates node 1's copy and its miss refetches.
+    let mut c = Cluster::new("hlrc", 2);
+    c.fault(1, 0, false);
+    c.settle();
+    c.fault(1, 0, true);
+    c.store(1, 0, 8, 11);
+    c.release(1, 1);
+    c.handoff(1, 0);
+    c.fault(0, 0, true);
+    c.store(0, 0, 16, 22);
+    c.release(0, 2);
+    c.notify(0, 1);
     assert_eq!(c.access(1, 0), Access::None);
     c.fault(1, 0, false);
     c.settle();
     assert_eq!(c.load(1, 0, 16), 22);
     assert_eq!(c.load(1, 0, 8), 11);
     let s = c.total_stats();
-    assert_eq!(s.messages_of("home_query"), 1);
-    assert_eq!(s.messages_of("home_reply"), 1);
     assert_eq!(s.messages_of("fetch"), 2);
     assert_eq!(s.messages_of("page_data"), 2);
-    assert_eq!(s.messages_of("diff"), 1);
-    assert_eq!(s.messages_of("diff_ack"), 1);
     assert_eq!(
         s.messages_of("dropped"),
         1,
         "node 1 tells the home its copy is gone"
     );
     assert_eq!(s.messages(), 9);
-    assert_eq!(s.twins, 1);
-    assert_eq!(s.diffs_created, 1);
-    assert_eq!(s.diffs_applied, 1);
-    assert_eq!(s.diff_bytes, 1, "only the changed byte travels");
     assert_eq!(s.invalidations, 1);
+    assert_eq!(s.grant_pages_pushed, 0);
 }
 
 #[test]
@@ -94,8 +133,9 @@ fn multiple_writers_of_one_page_merge_at_the_home() {
     assert_eq!((c.load(0, 0, 0), c.load(0, 0, 8)), (1, 2));
 }
 
-#[test]
-fn transitive_notices_reach_the_third_node() {
+/// Node 2 reads page 0 (homed at node 0); node 1 writes 5 into it under a lock that goes
+/// 1 -> 0 (node 0 releases without writing); the lock is next handed to node 2.
+fn written_two_hops_away() -> Cluster {
     let mut c = Cluster::new("hlrc", 3);
     c.fault(2, 0, false);
     c.settle();
@@ -104,14 +144,29 @@ fn transitive_notices_reach_the_third_node() {
     c.settle();
     c.store(1, 0, 0, 5);
     c.release(1, 1);
-    // Lock goes 1 -> 0 -> 2; node 2 learns node 1's notice through node 0.
     c.handoff(1, 0);
     c.release(0, 2);
+    c
+}
+
+#[test]
+fn transitive_notices_reach_the_third_node() {
+    // Lock goes 1 -> 0 -> 2; node 2 learns node 1's notice through node 0, whose grant
+    // carries the page (node 0 is its home, node 1's diff applied): node 2's copy is updated
+    // in place instead of invalidated.
+    let mut c = written_two_hops_away();
     c.handoff(0, 2);
-    assert_eq!(c.access(2, 0), Access::None);
-    c.fault(2, 0, false);
-    c.settle();
+    assert_eq!(c.access(2, 0), Access::Read);
     assert_eq!(c.load(2, 0, 0), 5);
+    let s = c.total_stats();
+    assert_eq!((s.grant_pushes_taken, s.invalidations), (1, 0));
+    // Without pages pushed (a grant naming no acquirer) the notice invalidates the copy.
+    let mut d = written_two_hops_away();
+    d.notify(0, 2);
+    assert_eq!(d.access(2, 0), Access::None);
+    d.fault(2, 0, false);
+    d.settle();
+    assert_eq!(d.load(2, 0, 0), 5);
 }
 
 #[test]
@@ -199,8 +254,9 @@ fn home_migrates_to_a_sole_writer_and_others_are_redirected() {
     c.store(1, 0, 8, 4);
     c.release(1, 2);
     assert_eq!(c.total_stats().diffs_created, 1);
-    // Node 2 still believes node 0 is the home: redirected once.
-    c.handoff(1, 2);
+    // Node 2 still believes node 0 is the home: redirected once (the notice comes with a
+    // grant naming no acquirer, so no page is pushed with it and node 2's copy is lost).
+    c.notify(1, 2);
     c.fault(2, 0, false);
     c.settle();
     assert_eq!(c.load(2, 0, 0), 3);
@@ -617,15 +673,15 @@ fn early_flushed_writes_are_noticed_at_the_release() {
     assert_eq!(c.load(2, 0, 0), 5);
 }
 
-/// Node 0 writes `base + p` into pages 0..4 and releases (`token`); node 1 acquires from it
-/// and reads page 0.
+/// Node 0 writes `base + p` into pages 0..4 and releases (`token`); node 1 gets its notices
+/// (a grant naming no acquirer, so no page comes pushed with them) and reads page 0.
 fn rewrite_then_reread_page_0(c: &mut Cluster, base: u64, token: u64) {
     for p in 0..4 {
         c.fault(0, p, true);
         c.store(0, p, 0, base + p);
     }
     c.release(0, token);
-    c.handoff(0, 1);
+    c.notify(0, 1);
     c.fault(1, 0, false);
     c.settle();
 }
@@ -682,7 +738,7 @@ fn sequential_reads_and_lost_copies_are_fetched_ahead() {
 
 /// Node 1 reads pages 3, 2, 1, 0 (homed at node 0) one by one, backward: each read is a
 /// fetch of its own (the pages after it are held). Node 0 writes all four and node 1
-/// acquires: its four copies are lost.
+/// gets the notices with no page pushed along (`notify`): its four copies are lost.
 fn read_backward_then_lose_all(kind: &str) -> Cluster {
     let mut c = Cluster::new(kind, 2);
     for p in (0..4).rev() {
@@ -697,7 +753,7 @@ fn read_backward_then_lose_all(kind: &str) -> Cluster {
         c.store(0, p, 0, 30 + p);
     }
     c.release(0, 1);
-    c.handoff(0, 1);
+    c.notify(0, 1);
     for p in 0..4 {
         assert_eq!(c.access(1, p), Access::None);
     }
@@ -969,4 +1025,33 @@ fn a_node_learns_its_own_blocked_pages_from_one_home_query() {
     c.fault(0, 9, false);
     c.settle();
     assert_eq!(c.load(0, 9, 0), 9);
+}
+
+#[test]
+fn a_home_granting_a_lock_pushes_the_page_it_wrote() {
+    // The contended-counter pattern: page 0's home is node 0; node 1 writes it under a lock,
+    // hands the lock back, node 0 writes it, hands the lock to node 1 with the page inside.
+    let mut c = Cluster::new("hlrc", 2);
+    c.fault(0, 0, true);
+    c.settle();
+    c.store(0, 0, 0, 1);
+    c.release(0, 1);
+    c.handoff(0, 1);
+    c.fault(1, 0, true);
+    c.settle();
+    c.store(1, 0, 0, 2);
+    c.release(1, 2);
+    c.settle();
+    c.handoff(1, 0);
+    c.fault(0, 0, true);
+    c.settle();
+    c.store(0, 0, 0, 3);
+    c.release(0, 3);
+    c.settle();
+    c.handoff(0, 1);
+    let st = c.total_stats();
+    assert_eq!(st.grant_pages_pushed, 1, "{st:?}");
+    assert_eq!(st.grant_pushes_taken, 1, "{st:?}");
+    assert_ne!(c.access(1, 0), Access::None);
+    assert_eq!(c.load(1, 0, 0), 3);
 }

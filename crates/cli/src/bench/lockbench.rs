@@ -6,8 +6,9 @@
 //! costs beyond the lock's own), and fairness: the slowest other node's loop time over the
 //! home's (node 0 manages the lock and is the counter's home; every node does the same number
 //! of operations); with 3 nodes or more, the acquire of a lock last held by a third node
-//! (time, messages). Checks from the statistics that the lock reached every other node from
-//! another node. Node sides are in `node::lockbench`. Owns this driver only.
+//! (time, messages), and the pages pushed with grants and taken per hand-off (reported, not
+//! checked: an acquirer takes a push only into a clean copy it holds). Checks from the
+//! statistics that the lock reached every other node from another node. Node sides are in `node::lockbench`. Owns this driver only.
 use super::dsm::{p50_p99, DsmBenchArgs};
 use super::report::{emit_json, median, round, run_nodes, Table};
 use serde_json::{json, Value};
@@ -43,6 +44,8 @@ pub fn contended(a: DsmBenchArgs) -> Result<(), String> {
             "lock_msgs_per_handoff",
             "fetches_per_handoff",
             "diffs_per_handoff",
+            "pushed_per_handoff",
+            "taken_per_handoff",
             "remote_share",
             "remote_over_home",
             "third_node_us",
@@ -89,6 +92,13 @@ pub fn contended(a: DsmBenchArgs) -> Result<(), String> {
             ));
         }
         let diffs = total(&results, "diffs") as f64 / remote as f64;
+        // The counter's page is written under the lock at every acquire: with hlrc the
+        // granter may push it with the grant (pushed) and an acquirer holding a clean copy
+        // updates it in place (taken) instead of fetching it again.
+        let (pushed, taken) = (
+            total(&results, "grant_pages_pushed"),
+            total(&results, "grant_pushes_taken"),
+        );
         let rtt = median(
             &results
                 .iter()
@@ -145,6 +155,8 @@ pub fn contended(a: DsmBenchArgs) -> Result<(), String> {
             format!("{msgs:.2}"),
             format!("{fetches:.2}"),
             format!("{diffs:.2}"),
+            format!("{:.2}", pushed as f64 / remote as f64),
+            format!("{:.2}", taken as f64 / remote as f64),
             format!("{:.2}", remote as f64 / acquires as f64),
             format!("{fairness:.2}"),
             t50,
@@ -155,6 +167,8 @@ pub fn contended(a: DsmBenchArgs) -> Result<(), String> {
             "remote_acquires": remote, "rtt_us": round(rtt, 2),
             "handoff_round_trips": round(handoff_rtts, 3),
             "page_fetches_per_handoff": round(fetches, 3), "diffs_per_handoff": round(diffs, 3),
+            "grant_pages_pushed_per_handoff": round(pushed as f64 / remote as f64, 3),
+            "grant_pushes_taken_per_handoff": round(taken as f64 / remote as f64, 3),
             "remote_over_home_time": round(fairness, 3),
             "third_node_acquire_us": if third_acq > 0 { json!(round(median(&third), 2)) } else { Value::Null },
             "third_node_messages": if third_acq > 0 { json!(round(third_msgs, 3)) } else { Value::Null }}));

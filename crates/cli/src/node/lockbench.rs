@@ -23,6 +23,10 @@ struct Counts {
     fetches: u64,
     /// Diffs this node created (each is a diff/ack round trip to the page's home).
     diffs: u64,
+    /// hlrc: pages this node sent inside its lock grants, and pushed pages it took (its copy
+    /// updated in place instead of fetched again).
+    pushed: u64,
+    taken: u64,
 }
 
 fn counts(node: &Node) -> Counts {
@@ -44,6 +48,8 @@ fn counts(node: &Node) -> Counts {
         remote: key("sync", "lock_acquires_remote"),
         fetches: key("protocol", "page_fetches"),
         diffs: key("protocol", "diffs_created"),
+        pushed: key("protocol", "grant_pages_pushed"),
+        taken: key("protocol", "grant_pushes_taken"),
     }
 }
 
@@ -53,6 +59,8 @@ fn delta(a: Counts, b: Counts) -> Counts {
         remote: b.remote.saturating_sub(a.remote),
         fetches: b.fetches.saturating_sub(a.fetches),
         diffs: b.diffs.saturating_sub(a.diffs),
+        pushed: b.pushed.saturating_sub(a.pushed),
+        taken: b.taken.saturating_sub(a.taken),
     }
 }
 
@@ -61,6 +69,8 @@ fn add(a: &mut Counts, d: Counts) {
     a.remote += d.remote;
     a.fetches += d.fetches;
     a.diffs += d.diffs;
+    a.pushed += d.pushed;
+    a.taken += d.taken;
 }
 
 pub fn contended(a: SyncNodeArgs) -> Result<(), NodeError> {
@@ -144,6 +154,7 @@ pub fn contended(a: SyncNodeArgs) -> Result<(), NodeError> {
         &json!({"rank": me, "per_acquire_us": per_acquire_us, "loop_us": loop_us,
         "acquires": a.iters * a.reps * threads, "lock_msgs": sum.lock_msgs,
         "remote_acquires": sum.remote, "page_fetches": sum.fetches, "diffs": sum.diffs,
+        "grant_pages_pushed": sum.pushed, "grant_pushes_taken": sum.taken,
         "rtt_us": rtt, "third_us": third_us, "third_msgs": third_msgs,
         "third_acquires": if nodes >= 3 { a.reps } else { 0 }}),
     );

@@ -36,6 +36,7 @@
 mod atomics;
 mod dispatch;
 mod fault;
+mod grantpush;
 mod migrate;
 mod msg;
 mod notices;
@@ -47,6 +48,7 @@ mod state;
 mod trace;
 mod unit;
 
+pub use grantpush::GRANT_PUSH_PAGES;
 pub use state::{
     RunHandover, Tuning, DEFAULT_BARRIER_FETCH, DEFAULT_LOST_RUN, DEFAULT_MIGRATE_AFTER,
     DEFAULT_NOTICE_BUDGET,
@@ -118,6 +120,8 @@ pub struct Hlrc<M: PageMemory> {
     ending: bool,
     /// The sharing profile (`squall run --profile`), when on (`Protocol::set_profiling`).
     profile: Option<Box<Profiler>>,
+    /// Pages a lock grant being applied updated in place (`grantpush`): its notices keep them.
+    grant_kept: BTreeSet<PageId>,
 }
 
 impl<M: PageMemory> Hlrc<M> {
@@ -147,6 +151,7 @@ impl<M: PageMemory> Hlrc<M> {
             grants_since_barrier: 0,
             ending: false,
             profile: None,
+            grant_kept: BTreeSet::new(),
         }
     }
 

@@ -7,6 +7,7 @@
 //! published. Must not touch: diffs (a dirty copy a notice names is flushed through
 //! `release`'s `send_diff`), the home side.
 
+use super::grantpush::{encode_acquire, encode_grant, split_acquire, split_grant, GRANT_PUSH_TAG};
 use super::msg::{decode_sync, encode_sync, Msg};
 use super::state::{BARRIER_FETCH_AGE, KEEP_RECENT};
 use super::Hlrc;
@@ -109,10 +110,34 @@ impl<M: PageMemory> Hlrc<M> {
         Some(encode_sync(&vt, &refs))
     }
 
-    /// `Consistency::apply_grant`: apply a granter's notices and merge its vector time.
+    /// `Consistency::apply_grant`: take the pages pushed with the grant (`grantpush`), apply
+    /// the granter's notices and merge its vector time.
     pub(super) fn apply_grant_notices(&mut self, grant_info: &[u8]) {
         self.grants_since_barrier = self.grants_since_barrier.saturating_add(1);
-        match self.apply_notices(grant_info, None) {
+        let sync = if grant_info.first() == Some(&GRANT_PUSH_TAG) {
+            match split_grant(grant_info) {
+                Some((from, sync, pushes)) => {
+                    // The pushed pages are as current as a fetch at the granter when it
+                    // granted: enough only if this node has seen nothing the granter had not
+                    // (another grant applied meanwhile may have brought newer notices).
+                    let covered =
+                        decode_sync(self.me, self.layout.nodes, sync).is_some_and(|(theirs, _)| {
+                            self.wn.vt.iter().zip(&theirs).all(|(mine, t)| mine <= t)
+                        });
+                    if covered {
+                        self.take_grant_pushes(from, &pushes);
+                    }
+                    sync
+                }
+                None => {
+                    self.stats.malformed_sync_info += 1;
+                    return;
+                }
+            }
+        } else {
+            grant_info
+        };
+        match self.apply_notices(sync, None) {
             Some(theirs) => {
                 for (mine, t) in self.wn.vt.iter_mut().zip(theirs) {
                     *mine = (*mine).max(t);
@@ -120,10 +145,13 @@ impl<M: PageMemory> Hlrc<M> {
             }
             None => self.stats.malformed_sync_info += 1,
         }
+        self.grant_kept.clear();
     }
 
-    /// `Consistency::grant_info`: this node's vector time and the notices the acquirer lacks.
+    /// `Consistency::grant_info`: this node's vector time and the notices the acquirer lacks,
+    /// with the pages this node is the home of that they name (`grantpush`).
     pub(super) fn grant_notices(&mut self, acquirer_info: &[u8]) -> Vec<u8> {
+        let (to, acquirer_info) = split_acquire(acquirer_info);
         let theirs = decode_sync(self.me, self.layout.nodes, acquirer_info)
             .map(|(vt, _)| vt)
             .unwrap_or_else(|| vec![0; self.wn.vt.len()]);
@@ -133,12 +161,25 @@ impl<M: PageMemory> Hlrc<M> {
             .iter()
             .filter(|((n, i), _)| *i > theirs[usize::from(*n)])
             .collect();
-        encode_sync(&self.wn.vt, &lacking)
+        let sync = encode_sync(&self.wn.vt, &lacking);
+        let Some(to) = to else {
+            return sync;
+        };
+        let named: BTreeSet<PageId> = lacking
+            .iter()
+            .flat_map(|(_, p)| p.iter().copied())
+            .collect();
+        let pushes = self.grant_pushes(to, &named);
+        if pushes.is_empty() {
+            sync
+        } else {
+            encode_grant(self.me, &sync, &pushes)
+        }
     }
 
-    /// `Consistency::acquire_info`: this node's vector time.
+    /// `Consistency::acquire_info`: this node's vector time, naming this node.
     pub(super) fn acquire_notices(&mut self) -> Vec<u8> {
-        encode_sync(&self.wn.vt, &[])
+        encode_acquire(self.me, &encode_sync(&self.wn.vt, &[]))
     }
 
     /// Bound the notice store without barriers: all but the newest few notices of each node
@@ -213,6 +254,7 @@ impl<M: PageMemory> Hlrc<M> {
             f.stale = true;
         }
         st.pushed = None;
+        st.granted = false;
         let probed = std::mem::take(&mut st.probe);
         let twin = st.twin.take();
         let held = probed || twin.is_some() || self.mem.access(page) != Access::None;
@@ -284,7 +326,7 @@ impl<M: PageMemory> Hlrc<M> {
         }
         let mut unmap = Vec::new();
         for (p, must) in units {
-            if must {
+            if must && !self.grant_kept.contains(&p) {
                 self.invalidate(p, &mut unmap, refetch.as_deref_mut());
             } else {
                 self.stats.push_kept += 1;

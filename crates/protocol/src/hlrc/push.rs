@@ -100,10 +100,9 @@ impl<M: PageMemory> Hlrc<M> {
                 && from != self.me
                 && !self.dirty.contains(&q)
                 && !self.diffs.per_page.contains_key(&q)
-                && self
-                    .pages
-                    .get(&q)
-                    .is_some_and(|st| st.twin.is_none() && st.fetch.is_none() && !st.exclusive);
+                && self.pages.get(&q).is_some_and(|st| {
+                    st.twin.is_none() && st.fetch.is_none() && !st.exclusive && !st.granted
+                });
             if !fits {
                 continue;
             }

@@ -175,6 +175,10 @@ pub(super) struct PageState {
     /// Probe: a pushed copy installed without access to see whether this node still reads
     /// it (a fault grants it locally); a push finding the probe untouched is declined.
     pub(super) probe: bool,
+    /// This node's copy was updated by pages pushed with a lock grant (`grantpush`): a home's
+    /// push still in flight (another channel than the grant's, even from the same home) may
+    /// be older than it, so home pushes are declined until the copy is invalidated.
+    pub(super) granted: bool,
     /// `Hlrc::barriers` when this node last got a copy of the page or a thread faulted on it.
     pub(super) got_at: u32,
     /// Barrier fetches of the page still installed readable without a probe.

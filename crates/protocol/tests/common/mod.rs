@@ -236,6 +236,14 @@ impl Cluster {
         self.drain(to);
     }
 
+    /// Like `handoff`, but through a grant that names no acquirer (`grant_info(&[])`, as a
+    /// flag or a spawn carries): the notices only, no pages pushed with them.
+    pub fn notify(&mut self, from: u16, to: u16) {
+        let g = self.cores[usize::from(from)].grant_info(&[]);
+        self.cores[usize::from(to)].apply_grant(&g);
+        self.drain(to);
+    }
+
     /// Release on `n` and deliver until it completes.
     pub fn release(&mut self, n: u16, token: u64) {
         if !self.cores[usize::from(n)].begin_release(token) {
