@@ -30,6 +30,11 @@ pub struct DsmBenchArgs {
     /// `lock --contended` only: threads per node taking the lock.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
+    /// `fault` only: also time the service thread's share of each fault (the statistics'
+    /// data stall around it). The waiting this takes after each fault disturbs the timing of
+    /// the next one: the fault latencies of such a run run higher than a plain run's.
+    #[arg(long)]
+    pub breakdown: bool,
     /// End the table with one JSON line.
     #[arg(long)]
     pub json: bool,
@@ -78,6 +83,10 @@ fn job(nodes: usize, a: &DsmBenchArgs, kind: &str, default_iters: usize) -> Resu
         "--reps".into(),
         a.reps.to_string(),
     ];
+    let mut args = args;
+    if kind == "bench-fault" && a.breakdown {
+        args.push("--breakdown".into());
+    }
     node0(&run_nodes(
         nodes,
         &a.transport,
@@ -183,6 +192,7 @@ pub fn fault(a: DsmBenchArgs) -> Result<(), String> {
             nodes: a.nodes.clone(),
             contended: false,
             threads: 1,
+            breakdown: a.breakdown,
             json: a.json,
         };
         let v = job(2, &one, "bench-fault", pages)?;
@@ -294,14 +304,16 @@ pub fn fault(a: DsmBenchArgs) -> Result<(), String> {
         (m50, m99),
         Some((w50, w99)),
     );
-    for (name, v) in [
-        ("service thread per cold read fault", rs),
-        ("service thread per twin write fault", ts),
-        ("service thread per write miss", ms),
-    ] {
-        // From the statistics' data stall around each fault: the rest of a fault's latency
-        // is its capture and the thread wake-ups.
-        us_row(&mut table, name, v, None);
+    if a.breakdown {
+        for (name, v) in [
+            ("service thread per cold read fault", rs),
+            ("service thread per twin write fault", ts),
+            ("service thread per write miss", ms),
+        ] {
+            // From the statistics' data stall around each fault: the rest of a fault's
+            // latency is its capture and the thread wake-ups.
+            us_row(&mut table, name, v, None);
+        }
     }
     table.row(vec![
         format!("sequential scan, read-ahead ({ppf:.1} pages per fetch)"),
