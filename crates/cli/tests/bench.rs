@@ -239,7 +239,7 @@ fn lock_json_reports_the_local_uncontended_lock_checked_by_the_statistics() {
 
 #[test]
 fn fault_json_times_real_remote_faults_beside_the_raw_request_reply() {
-    let v = bench_json(&["fault", "--iters", "20", "--reps", "2"]);
+    let v = bench_json(&["fault", "--iters", "20", "--reps", "2", "--breakdown"]);
     assert_eq!(v["bench"], "fault");
     let rows = v["rows"].as_array().expect("rows");
     let row = |op: &str| {
@@ -256,6 +256,10 @@ fn fault_json_times_real_remote_faults_beside_the_raw_request_reply() {
     positive(read, "raw_us");
     positive(read, "ratio");
     positive(row("write_miss"), "squall_us");
+    // The service thread's share of each kind of fault, from the statistics' data stall.
+    positive(read, "service_us");
+    positive(row("write_fault_twin"), "service_us");
+    positive(row("write_miss"), "service_us");
     let scan = row("sequential_scan");
     positive(scan, "squall_mib_s");
     positive(scan, "raw_bulk_mib_s");

@@ -17,6 +17,7 @@ use squall_net::Endpoint;
 use squall_protocol::{Action as PAction, AtomicCall, Protocol, Router};
 use squall_sync::{Action as SAction, Outcome, SyncCore, SyncError, Waiter};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -51,6 +52,10 @@ pub(crate) struct Service {
     /// Faults not yet served, by page, with the time each arrived (for data-stall time).
     pending_faults: HashMap<PageId, Vec<Instant>>,
     pub times: ServiceTimes,
+    /// Faults resumed so far and `times.stall_ns`, readable without the service lock
+    /// (`Node::data_stall`): a thread timing one fault must not wait for the lock, or park
+    /// on it, around the fault.
+    stall_shared: Arc<StallCounter>,
     pub(crate) threads: ThreadTable,
     /// Continuations of releases the runtime itself started (thread create/exit, atomics),
     /// by token; their tokens have [`RUNTIME_TOKEN`] set so they never meet the sync core's.
@@ -66,6 +71,15 @@ pub(crate) struct Service {
     pub(crate) departing: bool,
     /// The sharing profile recorder, when profiling is on (faults over time).
     pub profile: Option<Arc<crate::profile::Recorder>>,
+}
+
+/// The data stall as the service thread last left it (see [`Service::stall_counter`]).
+#[derive(Debug, Default)]
+pub(crate) struct StallCounter {
+    /// Faults resumed so far (raised after `ns` took theirs).
+    pub faults: AtomicU64,
+    /// Sum over them of the time from the service thread taking each to resuming its thread.
+    pub ns: AtomicU64,
 }
 
 /// Most faults a run of missed spins makes the service thread skip spinning for.
@@ -150,6 +164,7 @@ impl Service {
             waiters: HashMap::new(),
             pending_faults: HashMap::new(),
             times: ServiceTimes::default(),
+            stall_shared: Arc::default(),
             threads: ThreadTable::default(),
             releases: HashMap::new(),
             atomics: HashMap::new(),
@@ -158,6 +173,11 @@ impl Service {
             departing: false,
             profile: None,
         }
+    }
+
+    /// The data stall so far (`times.stall_ns`), kept current for reading without the lock.
+    pub fn stall_counter(&self) -> Arc<StallCounter> {
+        self.stall_shared.clone()
     }
 
     /// The heap of this node's arena.
@@ -284,9 +304,13 @@ impl Service {
                         }
                         if let Some(started) = self.pending_faults.remove(&page) {
                             let now = Instant::now();
+                            let n = started.len() as u64;
                             for s in started {
                                 self.times.stall_ns += now.duration_since(s).as_nanos() as u64;
                             }
+                            let c = &self.stall_shared;
+                            c.ns.store(self.times.stall_ns, Ordering::Relaxed);
+                            c.faults.fetch_add(n, Ordering::Release);
                         }
                         if self.pending_faults.is_empty() && self.spin.all_served(Instant::now()) {
                             ep.stop_spin();

@@ -30,6 +30,11 @@ pub struct DsmBenchArgs {
     /// `lock --contended` only: threads per node taking the lock.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
+    /// `fault` only: also time the service thread's share of each fault (the statistics'
+    /// data stall around it). The waiting this takes after each fault disturbs the timing of
+    /// the next one: the fault latencies of such a run run higher than a plain run's.
+    #[arg(long)]
+    pub breakdown: bool,
     /// End the table with one JSON line.
     #[arg(long)]
     pub json: bool,
@@ -78,6 +83,10 @@ fn job(nodes: usize, a: &DsmBenchArgs, kind: &str, default_iters: usize) -> Resu
         "--reps".into(),
         a.reps.to_string(),
     ];
+    let mut args = args;
+    if kind == "bench-fault" && a.breakdown {
+        args.push("--breakdown".into());
+    }
     node0(&run_nodes(
         nodes,
         &a.transport,
@@ -170,6 +179,8 @@ pub fn fault(a: DsmBenchArgs) -> Result<(), String> {
     let pages = a.iters.unwrap_or(200);
     let (mut read, mut twin, mut miss, mut req, mut raw) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Per fault: the service thread's time (taking the fault to resuming the thread).
+    let (mut read_svc, mut twin_svc, mut miss_svc) = (Vec::new(), Vec::new(), Vec::new());
     let (mut scan_mib_s, mut bulk_mib_s, mut per_fetch) = (Vec::new(), Vec::new(), Vec::new());
     // One job per rep, each followed by the raw baselines: a shared machine's speed drifts
     // over seconds, so Squall's reps and the raw ones alternate.
@@ -181,6 +192,7 @@ pub fn fault(a: DsmBenchArgs) -> Result<(), String> {
             nodes: a.nodes.clone(),
             contended: false,
             threads: 1,
+            breakdown: a.breakdown,
             json: a.json,
         };
         let v = job(2, &one, "bench-fault", pages)?;
@@ -188,6 +200,9 @@ pub fn fault(a: DsmBenchArgs) -> Result<(), String> {
         twin.extend(nums(&v, "write_fault_twin_us"));
         miss.extend(nums(&v, "write_miss_us"));
         req.extend(nums(&v, "squall_req_us"));
+        read_svc.extend(nums(&v, "read_fault_service_us"));
+        twin_svc.extend(nums(&v, "write_fault_twin_service_us"));
+        miss_svc.extend(nums(&v, "write_miss_service_us"));
         let scan_pages = v
             .get("scan_pages")
             .and_then(Value::as_f64)
@@ -220,6 +235,7 @@ pub fn fault(a: DsmBenchArgs) -> Result<(), String> {
     let (w50, w99) = p50_p99(&raw);
     let (t50, t99) = p50_p99(&twin);
     let (m50, m99) = p50_p99(&miss);
+    let (rs, ts, ms) = (p50_p99(&read_svc), p50_p99(&twin_svc), p50_p99(&miss_svc));
     let scan = median(&scan_mib_s);
     let bulk = median(&bulk_mib_s);
     let ppf = median(&per_fetch);
@@ -288,6 +304,17 @@ pub fn fault(a: DsmBenchArgs) -> Result<(), String> {
         (m50, m99),
         Some((w50, w99)),
     );
+    if a.breakdown {
+        for (name, v) in [
+            ("service thread per cold read fault", rs),
+            ("service thread per twin write fault", ts),
+            ("service thread per write miss", ms),
+        ] {
+            // From the statistics' data stall around each fault: the rest of a fault's
+            // latency is its capture and the thread wake-ups.
+            us_row(&mut table, name, v, None);
+        }
+    }
     table.row(vec![
         format!("sequential scan, read-ahead ({ppf:.1} pages per fetch)"),
         format!("{scan:.0}"),
@@ -301,12 +328,14 @@ pub fn fault(a: DsmBenchArgs) -> Result<(), String> {
     let mut rows = vec![
         json!({"op": "read_fault", "size": PAGE, "squall_us": round(r50, 2), "squall_p99_us": round(r99, 2),
                "raw_us": round(w50, 2), "raw_p99_us": round(w99, 2),
-               "ratio": round(r50 / w50, 3), "ratio_p99": round(r99 / w99, 3), "samples": read.len()}),
+               "ratio": round(r50 / w50, 3), "ratio_p99": round(r99 / w99, 3), "samples": read.len(),
+               "service_us": round(rs.0, 2), "service_p99_us": round(rs.1, 2)}),
         json!({"op": "request_reply", "size": PAGE, "squall_us": round(q50, 2), "squall_p99_us": round(q99, 2),
                "raw_us": round(w50, 2), "ratio": round(q50 / w50, 3)}),
-        json!({"op": "write_fault_twin", "size": PAGE, "squall_us": round(t50, 2), "squall_p99_us": round(t99, 2)}),
+        json!({"op": "write_fault_twin", "size": PAGE, "squall_us": round(t50, 2), "squall_p99_us": round(t99, 2),
+               "service_us": round(ts.0, 2), "service_p99_us": round(ts.1, 2)}),
         json!({"op": "write_miss", "size": PAGE, "squall_us": round(m50, 2), "squall_p99_us": round(m99, 2),
-               "raw_us": round(w50, 2), "ratio": round(m50 / w50, 3)}),
+               "raw_us": round(w50, 2), "ratio": round(m50 / w50, 3), "service_us": round(ms.0, 2), "service_p99_us": round(ms.1, 2)}),
         json!({"op": "sequential_scan", "squall_mib_s": round(scan, 1), "raw_bulk_mib_s": round(bulk, 1),
                "ratio": round(scan / bulk, 3), "pages_per_fetch": round(ppf, 2)}),
     ];

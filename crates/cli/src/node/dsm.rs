@@ -73,6 +73,9 @@ pub struct FaultNodeArgs {
     /// Repetitions.
     #[arg(long, default_value_t = 5)]
     pub reps: usize,
+    /// Also time the service thread's share of each fault (see `since_stall_us`).
+    #[arg(long)]
+    pub breakdown: bool,
 }
 
 /// A protocol counter's total over the message types it sends (`sent.<kind>.messages`).
@@ -94,6 +97,20 @@ fn memory_faults(node: &Node) -> u64 {
         .and_then(|p| p.get("faults"))
         .and_then(Value::as_u64)
         .unwrap_or(0)
+}
+
+/// Microseconds of data stall since `s0` (`Node::data_stall`, read just before the timed
+/// operation): the service thread's share of the fault the operation took; the rest of its
+/// latency is the fault's capture and the thread wake-ups. The thread may run again a little
+/// before the service thread counts its fault: wait for the count to move (bounded).
+fn since_stall_us(s0: (u64, u64), node: &Node) -> f64 {
+    let t = Instant::now();
+    let mut now = node.data_stall();
+    while now.0 == s0.0 && t.elapsed() < std::time::Duration::from_millis(50) {
+        std::hint::spin_loop();
+        now = node.data_stall();
+    }
+    now.1.saturating_sub(s0.1) as f64 / 1e3
 }
 
 /// The counters a fault measurement is checked against.
@@ -145,8 +162,11 @@ fn scattered(n: usize) -> Vec<usize> {
 /// - cold read faults: the pages of an allocation placed round-robin by single pages, so a
 ///   page's neighbours have the other home and read-ahead has nothing to bring; node 0 reads
 ///   node 1's pages in a scattered order: one fault and one 4 KiB fetch each;
-/// - a write fault on such a read copy (a twin, no message);
+/// - a write fault on such a read copy (a twin, no fetch);
 /// - write misses (a fetch for writing and a twin) on a second such allocation;
+/// - with `--breakdown`, for each of those three the service thread's time per fault (from
+///   taking it to resuming the thread, the data stall of the statistics): the rest of a
+///   fault's latency is its capture and the thread wake-ups;
 /// - a sequential scan of `scan_pages` pages all homed at node 1, with read-ahead: time,
 ///   pages per fetch.
 pub fn fault(a: FaultNodeArgs) -> Result<(), NodeError> {
@@ -155,6 +175,8 @@ pub fn fault(a: FaultNodeArgs) -> Result<(), NodeError> {
     node.barrier().map_err(dsm)?;
     let (mut read, mut twin, mut miss, mut raw) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut scan_s, mut scan_fetches) = (Vec::new(), 0u64);
+    // Per fault: the service thread's time (taking the fault to resuming the thread).
+    let (mut read_svc, mut twin_svc, mut miss_svc) = (Vec::new(), Vec::new(), Vec::new());
     let words = PAGE_SIZE / 8;
     let spread = Placement::RoundRobin { block_pages: 1 };
     let check = |what: &str, ok: bool, c: FaultCounts, want: usize| -> Result<(), NodeError> {
@@ -195,9 +217,13 @@ pub fn fault(a: FaultNodeArgs) -> Result<(), NodeError> {
             let c0 = FaultCounts::now(&node);
             for &p in &order {
                 let i = (2 * p + 1) * words;
+                let s0 = node.data_stall();
                 let t = Instant::now();
                 let v = r1.get(i);
                 read.push(us(t));
+                if a.breakdown {
+                    read_svc.push(since_stall_us(s0, &node));
+                }
                 if v != p as u64 {
                     return Err(NodeError::Check(format!("page {p} read {v}")));
                 }
@@ -216,12 +242,20 @@ pub fn fault(a: FaultNodeArgs) -> Result<(), NodeError> {
             let c0 = FaultCounts::now(&node);
             for &p in &order {
                 let i = (2 * p + 1) * words + 1;
+                let s0 = node.data_stall();
                 let t = Instant::now();
                 r1.set(i, 1);
                 twin.push(us(t));
+                if a.breakdown {
+                    twin_svc.push(since_stall_us(s0, &node));
+                }
+                let s0 = node.data_stall();
                 let t = Instant::now();
                 r2.set(i, 1);
                 miss.push(us(t));
+                if a.breakdown {
+                    miss_svc.push(since_stall_us(s0, &node));
+                }
             }
             let c = c0.since(&node);
             check(
@@ -254,6 +288,8 @@ pub fn fault(a: FaultNodeArgs) -> Result<(), NodeError> {
         emit_result(&json!({
             "read_fault_us": read, "write_fault_twin_us": twin,
             "write_miss_us": miss, "squall_req_us": raw,
+            "read_fault_service_us": read_svc, "write_fault_twin_service_us": twin_svc,
+            "write_miss_service_us": miss_svc,
             "scan_s": scan_s, "scan_pages": a.scan_pages,
             "scan_fetches": scan_fetches,
             "page_fetches": protocol_count(&node, "page_fetches"),

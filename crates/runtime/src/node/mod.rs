@@ -130,6 +130,8 @@ struct Inner {
     ep: Endpoint,
     space: Arc<AddressSpace>,
     svc: Arc<Mutex<Service>>,
+    /// The service's data stall counter (`Service::stall_counter`).
+    stall: Arc<crate::service::StallCounter>,
     cfg: RuntimeConfig,
     layout: HeapLayout,
     faults: Mutex<Option<FaultServing>>,
@@ -296,6 +298,7 @@ impl Node {
                 fast,
                 ep: ep.clone(),
                 space: space.clone(),
+                stall: svc.lock().stall_counter(),
                 svc: svc.clone(),
                 cfg,
                 layout,

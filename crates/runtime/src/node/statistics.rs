@@ -99,6 +99,19 @@ impl Node {
         }
     }
 
+    /// This node's data stall so far: how many faults were resumed, and the sum over them
+    /// of the time from the service thread taking a fault to resuming the faulting thread in
+    /// nanoseconds (`data_stall_s` of [`Node::stats`], without the service lock or the rest
+    /// of the statistics). Read before and after one fault (once its count has moved: the
+    /// thread may run again before the service thread has counted the fault), it gives the
+    /// service thread's share of that fault's latency; the rest is the fault's capture and
+    /// the thread wake-ups.
+    pub fn data_stall(&self) -> (u64, u64) {
+        let c = &self.inner.stall;
+        let faults = c.faults.load(Ordering::Acquire);
+        (faults, c.ns.load(Ordering::Relaxed))
+    }
+
     /// Mark the statistics of the whole job (any one thread calls it; e.g. the first thread
     /// right after the barrier that starts the timed phase, and again right after the one that
     /// ends it). Every node snapshots its counters: this node at once, the others when the
