@@ -329,6 +329,16 @@ impl Gptr {
             .filter(|_| self.data_ok.load(Ordering::Relaxed))
     }
 
+    /// The engine's view of this node's symmetric memory, over `heap`.
+    fn mem<'a>(&'a self, heap: &'a SymHeap) -> Mem<'a> {
+        Mem {
+            space: &self.space,
+            heap,
+            data_ok: self.data_ok.load(Ordering::Relaxed),
+            me: self.node.rank(),
+        }
+    }
+
     fn has_outstanding(&self) -> bool {
         let st = self.state.lock();
         st.engine.outstanding() > 0 || st.delivering > 0
@@ -343,12 +353,7 @@ impl Gptr {
     ) -> Result<R> {
         let mut st = self.state.lock();
         let State { engine, heap, .. } = &mut *st;
-        let mut mem = Mem {
-            space: &self.space,
-            heap,
-            data_ok: self.data_ok.load(Ordering::Relaxed),
-            me: self.node.rank(),
-        };
+        let mut mem = self.mem(heap);
         let r = f(engine, &mut mem).map_err(gerr)?;
         if let Some((op, s)) = sink(&r) {
             st.sinks.insert(op, s);
@@ -445,12 +450,7 @@ impl Gptr {
             return Ok(());
         }
         let State { engine, heap, .. } = &mut *st;
-        let mut mem = Mem {
-            space: &self.space,
-            heap,
-            data_ok: self.data_ok.load(Ordering::Relaxed),
-            me: self.node.rank(),
-        };
+        let mut mem = self.mem(heap);
         let r = engine.on_message(&mut mem, from, &payload);
         self.finish(st)?;
         // Served writes change memory someone may wait on (`wait_until`).
@@ -536,12 +536,7 @@ impl Gptr {
         let op = {
             let mut st = self.state.lock();
             let State { engine, heap, .. } = &mut *st;
-            let mut mem = Mem {
-                space: &self.space,
-                heap,
-                data_ok: self.data_ok.load(Ordering::Relaxed),
-                me: self.node.rank(),
-            };
+            let mut mem = self.mem(heap);
             let op = engine.get(&mut mem, node, addr as u64, len).map_err(gerr)?;
             st.sinks.insert(op.0, Sink::Wait);
             sends.extend(self.finish_unsent(st));
@@ -839,14 +834,9 @@ impl Gptr {
     /// Whether `[addr, addr+len)` is symmetric memory of this node (the reason if not).
     pub fn check_local(&self, addr: usize, len: usize) -> std::result::Result<(), String> {
         let st = self.state.lock();
-        Mem {
-            space: &self.space,
-            heap: &st.heap,
-            data_ok: self.data_ok.load(Ordering::Relaxed),
-            me: self.node.rank(),
-        }
-        .checked(addr as u64, len as u64)
-        .map(drop)
+        self.mem(&st.heap)
+            .checked(addr as u64, len as u64)
+            .map(drop)
     }
 
     /// Collective: make the program's globals reachable by one-sided operations if its data
