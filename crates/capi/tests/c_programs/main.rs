@@ -283,12 +283,13 @@ fn job_output_timeout(
         let why = cap
             .first_complaint()
             .map_or_else(String::new, |c| format!(", first complaint {c:?}"));
+        // Exit code and complaint first: the CI summary keeps the first 300 characters.
         return Err(format!(
-            "job {} {} on {nodes} nodes: exit {}{why}, rank 0 printed {:?} (expected a line with {expect:?})",
+            "exit {}{why}, rank 0 printed {:?} (expected a line with {expect:?}); job {} {} on {nodes} nodes",
+            report.exit_code(),
+            out,
             exe.display(),
             args.join(" "),
-            report.exit_code(),
-            out
         ));
     }
     Ok(out)
