@@ -58,6 +58,19 @@ impl Capture {
             })
             .unwrap_or_default()
     }
+    /// The first line a node printed on stderr that reads as Squall's or the program's
+    /// complaint (an abort's reason, a lost peer, a WRONG answer), as `[rank] text`.
+    fn first_complaint(&self) -> Option<String> {
+        let l = self.lines.lock().ok()?;
+        l.iter()
+            .find(|(_, s, t)| {
+                *s == Stream::Stderr
+                    && ["squall", "WRONG", "error", "panicked"]
+                        .iter()
+                        .any(|w| t.contains(w))
+            })
+            .map(|(r, _, t)| format!("[{r}] {t}"))
+    }
     fn dump(&self) {
         if let Ok(l) = self.lines.lock() {
             for (r, s, t) in l.iter() {
@@ -267,12 +280,16 @@ fn job_output_timeout(
     let ok = report.success() && out.iter().any(|l| l.contains(expect));
     if !ok {
         cap.dump();
+        let why = cap
+            .first_complaint()
+            .map_or_else(String::new, |c| format!(", first complaint {c:?}"));
+        // Exit code and complaint first: the CI summary keeps the first 300 characters.
         return Err(format!(
-            "job {} {} on {nodes} nodes: exit {}, rank 0 printed {:?} (expected a line with {expect:?})",
+            "exit {}{why}, rank 0 printed {:?} (expected a line with {expect:?}); job {} {} on {nodes} nodes",
+            report.exit_code(),
+            out,
             exe.display(),
             args.join(" "),
-            report.exit_code(),
-            out
         ));
     }
     Ok(out)
@@ -553,7 +570,11 @@ fn main() {
         match r {
             Ok(()) => passed += 1,
             Err(e) => {
-                eprintln!("  {e}");
+                // "Error: " first: .ci/run's summary (the only part of a CI log that may be
+                // seen) keeps lines starting so, and the case's reason (which run: protocol,
+                // transport, node count; exit code; what rank 0 printed) is what tells a
+                // wrong answer from an abort or a hang.
+                eprintln!("Error: {label}: {e}");
                 failed += 1
             }
         }
