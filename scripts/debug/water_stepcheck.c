@@ -1,4 +1,11 @@
 /*
+ * water_stepcheck - DEBUG build of apps/water/water.c for the Water wrong-answer hunt (see
+ * README.md here): after every force phase thread 0 recomputes all forces from the shared
+ * positions and names the first wrong molecule and whose locked add it lacks; every thread logs
+ * its critical sections privately (mmap) and prints the wrong molecule's entries, then exit 3.
+ * Below: apps/water/water.c's own header.
+ */
+/*
  * water - Water-nsquared style molecular dynamics (SPLASH-2; Shasta/Cashmere seed 000 §3.2,
  * CRL/Split-C seed 002 §3.2).
  *
