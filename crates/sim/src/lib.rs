@@ -53,7 +53,7 @@ pub fn run_seed(protocol: ProtocolKind, seed: u64, trace: bool) -> Result<SimRep
     run_shaped_seed(protocol, Shape::Short, seed, trace)
 }
 
-/// [`run_seed`] with programs of the given shape (`--long`, `--wide`).
+/// [`run_seed`] with programs of the given shape (`--long`, `--wide`, `--water`).
 pub fn run_shaped_seed(
     protocol: ProtocolKind,
     shape: Shape,
@@ -62,7 +62,7 @@ pub fn run_shaped_seed(
 ) -> Result<SimReport, SimError> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5175_a11d_0000_0000);
     let prog = program_for(protocol, shape, &mut rng);
-    run_program(protocol, false, prog, rng, seed, trace)
+    run_program(protocol, false, shape, prog, rng, seed, trace)
 }
 
 /// Run one seed of a program mixing policies: a data-race-free program whose allocations
@@ -104,7 +104,7 @@ pub fn run_mixed_seed(shape: Shape, seed: u64, trace: bool) -> Result<SimReport,
             )
         })
         .collect();
-    run_program(default, true, prog, rng, seed, trace)
+    run_program(default, true, shape, prog, rng, seed, trace)
 }
 
 /// The user protocols of the simulated nodes, in registration order:
@@ -163,7 +163,7 @@ pub fn run_user_seed(shape: Shape, seed: u64, trace: bool) -> Result<SimReport, 
             )
         })
         .collect();
-    run_program(default, true, prog, rng, seed, trace)
+    run_program(default, true, shape, prog, rng, seed, trace)
 }
 
 /// The command that replays one user-protocol seed of the given shape.
@@ -174,6 +174,7 @@ pub fn replay_user_command(shape: Shape, seed: u64) -> String {
 fn run_program(
     protocol: ProtocolKind,
     mixed: bool,
+    shape: Shape,
     prog: program::Program,
     mut rng: ChaCha8Rng,
     seed: u64,
@@ -204,6 +205,7 @@ fn run_program(
         },
         // Lock cache mode from its own stream too.
         lock_cache: ChaCha8Rng::seed_from_u64(seed ^ 0x10cc_ac4e_0000_0000).gen_bool(0.75),
+        runtime_tuning: shape == Shape::Water,
     };
     world::World::new(cfg, prog, rng)?.run()
 }
@@ -226,6 +228,7 @@ fn replay_shaped_command_named(protocol: &str, shape: Shape, seed: u64) -> Strin
             Shape::Short => "",
             Shape::Long => " --long",
             Shape::Wide => " --wide",
+            Shape::Water => " --water",
         }
     )
 }

@@ -3,7 +3,7 @@
 //! Examples: `squall-sim --protocol hlrc --seed 1234 --trace` (replay one seed with a trace),
 //! `squall-sim --protocol both --seeds 1000000` (a million seeds per protocol),
 //! `squall-sim --protocol hlrc --long --seeds 100000` (longer programs; `--wide`: over runs of
-//! consecutive pages), `squall-sim --scale 64,256,1024` (messages per read fault, lock acquire
+//! consecutive pages; `--water`: Water's sharing pattern), `squall-sim --scale 64,256,1024` (messages per read fault, lock acquire
 //! and barrier, and the barrier's depth, at those node counts: a Markdown table, then JSON).
 
 use clap::Parser;
@@ -36,6 +36,10 @@ struct Args {
     /// Long programs over wide allocations (runs of consecutive pages).
     #[arg(long, conflicts_with = "long")]
     wide: bool,
+    /// Water's pattern (molecules packed ~14 per page, a lock per molecule, every thread
+    /// adding to every molecule's force in turn), hlrc cores with the runtime's knobs.
+    #[arg(long, conflicts_with_all = ["long", "wide"])]
+    water: bool,
     /// Print the summed protocol statistics as JSON.
     #[arg(long)]
     stats: bool,
@@ -94,7 +98,9 @@ fn main() -> ExitCode {
         Some(s) => vec![s],
         None => (args.start..args.start + args.seeds).collect(),
     };
-    let shape = if args.wide {
+    let shape = if args.water {
+        squall_sim::Shape::Water
+    } else if args.wide {
         squall_sim::Shape::Wide
     } else if args.long {
         squall_sim::Shape::Long

@@ -8,7 +8,7 @@
 use rand::seq::SliceRandom;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use squall_core::{AllocInfo, HeapLayout, NodeId, PageId, Placement};
+use squall_core::{AllocInfo, HeapLayout, NodeId, PageId, Placement, PAGE_SIZE};
 use squall_protocol::Coherence;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -73,6 +73,7 @@ pub struct Program {
 
 const SLOTS: &[usize] = &[0, 8, 16, 24, 64, 2048, 4088];
 const PAGES_PER_NODE: u64 = 8;
+const PAGE_BYTES: usize = PAGE_SIZE;
 
 fn random_placement(rng: &mut ChaCha8Rng, nodes: u16) -> Placement {
     match rng.gen_range(0..5) {
@@ -181,10 +182,17 @@ pub enum Shape {
     /// `Long` over allocations of up to 24 pages, half of the seeds with one var per page on
     /// consecutive pages (runs for read-ahead, run handovers and home look-ups).
     Wide,
+    /// Water's sharing pattern (see [`random_water`]): molecules of 288 bytes packed ~14 per
+    /// page, a lock per molecule, every thread adding to every molecule's force in turn,
+    /// owners writing their molecules' positions between barriers.
+    Water,
 }
 
 /// A random data-race-free program.
 pub fn random_drf(rng: &mut ChaCha8Rng, shape: Shape) -> Program {
+    if shape == Shape::Water {
+        return random_water(rng);
+    }
     let long = shape != Shape::Short;
     let nodes: u16 = rng.gen_range(2..=4);
     let threads = if rng.gen_bool(if long { 0.6 } else { 0.3 }) {
@@ -311,6 +319,201 @@ pub fn random_drf(rng: &mut ChaCha8Rng, shape: Shape) -> Program {
     for list in ops.iter_mut() {
         for &v in &plain {
             if rng.gen_bool(0.7) {
+                list.push(Op::Read(v));
+            }
+        }
+    }
+    Program {
+        layout,
+        policies: vec![None; allocs.len()],
+        allocs,
+        vars,
+        threads: tmap,
+        ops,
+        check: Check::Reference,
+    }
+}
+
+/// Bytes of one Water molecule (`struct mol_dummy`: 288 bytes, ~14 per 4 KiB page).
+pub const MOLECULE_BYTES: usize = 288;
+
+/// Water's pattern (SPLASH-2 water-nsquared, the runtime's `apps/water`) as a data-race-free
+/// program: 2-4 nodes (mostly 4) of 1-3 threads each (mostly 2), 8-32 molecules of
+/// [`MOLECULE_BYTES`] in one array over 1-4 pages (plus one if the array starts mid-page),
+/// each with a position word and 1-2 force words, and a lock per molecule. Each of 3-8 rounds:
+/// (a) each thread writes its own (contiguous block of) molecules' positions and now and then
+/// resets or reads their forces, without locks; barrier; (b) each thread reads positions
+/// (without locks: nobody writes them in this phase) and, for every molecule in turn starting at an offset rotated by its thread id
+/// (sometimes twice around), locks the molecule, adds its thread-specific constant to the
+/// force words (`Op::Add`: load, then store) and unlocks; on some seeds a global sum under a
+/// global lock at the end (Water's `PotengLock`); barrier. Final phase: everybody reads
+/// everything. The added constants are one byte's worth each (`1 << 8*(t%8)`), so successive
+/// values of a force agree in most bytes and a diff over a stale base leaves a blend.
+pub fn random_water(rng: &mut ChaCha8Rng) -> Program {
+    let nodes: u16 = if rng.gen_bool(0.7) {
+        4
+    } else {
+        rng.gen_range(2..=3)
+    };
+    let tpn: usize = match rng.gen_range(0..10) {
+        0 | 1 => 1,
+        2 | 3 => 3,
+        _ => 2,
+    };
+    let threads = usize::from(nodes) * tpn;
+    // Water's threads: consecutive ids on one node (mostly), or round-robin over nodes.
+    let block = rng.gen_bool(0.7);
+    let tmap: Vec<NodeId> = (0..threads)
+        .map(|t| {
+            NodeId(if block {
+                (t / tpn) as u16
+            } else {
+                (t % usize::from(nodes)) as u16
+            })
+        })
+        .collect();
+    let pages: u64 = rng.gen_range(1..=4);
+    let per_page = PAGE_BYTES / MOLECULE_BYTES;
+    let nmol = rng
+        .gen_range(8..=32usize)
+        .min(per_page * pages as usize)
+        .max(8.min(per_page * pages as usize));
+    // The array starts at the page start or somewhere in it (word-aligned), like a heap
+    // allocation after others.
+    let start = if rng.gen_bool(0.5) {
+        0
+    } else {
+        8 * rng.gen_range(0..PAGE_BYTES / 8)
+    };
+    let span = start + nmol * MOLECULE_BYTES;
+    let pages = (span as u64).div_ceil(PAGE_BYTES as u64);
+    let layout = HeapLayout {
+        nodes,
+        total_pages: u64::from(nodes) * PAGES_PER_NODE,
+    };
+    let manager = NodeId(if rng.gen_bool(0.6) {
+        0
+    } else {
+        rng.gen_range(0..nodes)
+    });
+    let placement = if rng.gen_bool(0.6) {
+        Placement::FirstTouch
+    } else {
+        random_placement(rng, nodes)
+    };
+    let first = layout.arena_start(manager);
+    let allocs = vec![(
+        manager,
+        AllocInfo {
+            first,
+            pages,
+            placement,
+        },
+    )];
+    // Word offsets inside a molecule: the position, then 1-2 force words elsewhere in it.
+    let words = MOLECULE_BYTES / 8;
+    let pos_word = rng.gen_range(0..words);
+    let nforce = rng.gen_range(1..=2);
+    let mut force_words = Vec::new();
+    while force_words.len() < nforce {
+        let w = rng.gen_range(0..words);
+        if w != pos_word && !force_words.contains(&w) {
+            force_words.push(w);
+        }
+    }
+    let var_at = |m: usize, w: usize| {
+        let byte = start + m * MOLECULE_BYTES + 8 * w;
+        Var {
+            page: PageId(first.0 + (byte / PAGE_BYTES) as u64),
+            offset: byte % PAGE_BYTES,
+        }
+    };
+    // Vars: per molecule its position, then its force words; then the global sum.
+    let mut vars = Vec::new();
+    let mut pos = Vec::new();
+    let mut force: Vec<Vec<usize>> = Vec::new();
+    for m in 0..nmol {
+        pos.push(vars.len());
+        vars.push(var_at(m, pos_word));
+        force.push(
+            force_words
+                .iter()
+                .map(|&w| {
+                    vars.push(var_at(m, w));
+                    vars.len() - 1
+                })
+                .collect(),
+        );
+    }
+    // The global sum (Water's potential energy under `PotengLock`), on some seeds: just
+    // after the molecules in the array's last page, when there is room.
+    let global_lock = nmol as u64;
+    let global = if rng.gen_bool(0.5) && span + 8 <= pages as usize * PAGE_BYTES {
+        let byte = span.next_multiple_of(8);
+        vars.push(Var {
+            page: PageId(first.0 + (byte / PAGE_BYTES) as u64),
+            offset: byte % PAGE_BYTES,
+        });
+        Some(vars.len() - 1)
+    } else {
+        None
+    };
+    // Owners: contiguous blocks of molecules (Water's partition).
+    let owner = |m: usize| m * threads / nmol;
+    let delta = |t: usize| 1u64 << (8 * (t % 8));
+    let rounds = rng.gen_range(3..=8);
+    let mut ops: Vec<Vec<Op>> = vec![Vec::new(); threads];
+    let mut written = 0u64;
+    for _ in 0..rounds {
+        // (a) Owners write their molecules' positions (and reset or read forces), no locks;
+        // nobody else touches them in this phase.
+        for (t, list) in ops.iter_mut().enumerate() {
+            for m in 0..nmol {
+                if owner(m) == t {
+                    if rng.gen_bool(0.5) {
+                        for &f in &force[m] {
+                            list.push(Op::Read(f));
+                        }
+                    }
+                    written += 1;
+                    list.push(Op::Write(pos[m], narrow_value(written)));
+                    if rng.gen_bool(0.4) {
+                        for &f in &force[m] {
+                            written += 1;
+                            list.push(Op::Write(f, narrow_value(written)));
+                        }
+                    }
+                }
+            }
+            list.push(Op::Barrier);
+        }
+        // (b) Every thread adds to every molecule's force under the molecule's lock.
+        for (t, list) in ops.iter_mut().enumerate() {
+            let base = t * nmol / threads;
+            let laps = if rng.gen_bool(0.25) { 2 } else { 1 };
+            for i in 0..laps * nmol {
+                let m = (base + i) % nmol;
+                if rng.gen_bool(0.2) {
+                    list.push(Op::Read(pos[m]));
+                }
+                list.push(Op::Lock(m as u64));
+                for &f in &force[m] {
+                    list.push(Op::Add(f, delta(t)));
+                }
+                list.push(Op::Unlock(m as u64));
+            }
+            if let Some(g) = global {
+                list.push(Op::Lock(global_lock));
+                list.push(Op::Add(g, delta(t)));
+                list.push(Op::Unlock(global_lock));
+            }
+            list.push(Op::Barrier);
+        }
+    }
+    // Final phase: everybody reads everything it likes.
+    for list in ops.iter_mut() {
+        for v in 0..vars.len() {
+            if rng.gen_bool(0.5) {
                 list.push(Op::Read(v));
             }
         }

@@ -108,6 +108,7 @@ fn run(nodes: u16, kind: Kind, seed: u64) -> Result<SimReport, SimError> {
         barrier_total: false,
         barrier_eager_cap: None,
         lock_cache: false,
+        runtime_tuning: false,
     };
     World::new(cfg, program(nodes, &kind), ChaCha8Rng::seed_from_u64(seed))?.run()
 }

@@ -99,6 +99,12 @@ pub struct SimConfig {
     /// With `sync_cores`: the node-local lock cache is on, and threads try it first
     /// (`FastLocks::try_lock` / `try_unlock`, as the runtime does) before calling the core.
     pub lock_cache: bool,
+    /// `hlrc` cores keep the runtime's knobs (`Hlrc::new`'s defaults: migration after
+    /// `DEFAULT_MIGRATE_AFTER` sole-writer diffs, exclusive mode, read-ahead, barrier fetches,
+    /// push updates off; grant pushes are always on) instead of random ones; only the
+    /// migration threshold varies (1-3, mostly the default) and push updates are on for
+    /// some seeds (`SQUALL_PUSH_UPDATES`).
+    pub runtime_tuning: bool,
 }
 
 /// How often the total-count barrier's paths ran (summed over nodes; see `squall-sync`'s
@@ -311,7 +317,14 @@ impl World {
         for n in 0..nodes {
             let mem = SimMemory::new(prog.layout.total_pages);
             let mut h = Hlrc::new(mem.clone(), NodeId(n), prog.layout);
-            if cfg.protocol == ProtocolKind::Hlrc || cfg.mixed {
+            if cfg.runtime_tuning {
+                h.set_migrate_after(match r2.gen_range(0..10) {
+                    0 | 1 => 1,
+                    2 => 3,
+                    _ => squall_protocol::hlrc::DEFAULT_MIGRATE_AFTER,
+                });
+                h.set_push_updates(r2.gen_bool(0.2));
+            } else if cfg.protocol == ProtocolKind::Hlrc || cfg.mixed {
                 h.set_migrate_after(r2.gen_range(0..=3));
                 h.set_exclusive_mode(r2.gen_bool(0.7));
                 h.set_read_ahead(r2.gen_bool(0.8));
