@@ -76,7 +76,7 @@ impl<M: PageMemory> Hlrc<M> {
                 // Compared in place, and the snapshot refreshed in its own buffer: most
                 // kept pages are unchanged in most intervals (CG's vectors: 2 of 3).
                 let served = std::mem::take(&mut self.st(page).served_dirty);
-                let (changed, cur) = match self.st(page).twin.take() {
+                let (mut changed, cur) = match self.st(page).twin.take() {
                     Some(t) if !served && self.mem.page_equals(page, &t) => (false, t),
                     Some(mut t) => {
                         if self.profile.is_some() {
@@ -107,7 +107,15 @@ impl<M: PageMemory> Hlrc<M> {
                     st.twin = Some(cur);
                     self.dirty.insert(page);
                 } else if self.mem.access(page) == Access::ReadWrite {
+                    // Idle long enough: write-protect it and drop the snapshot. The
+                    // comparison above ran while this node's threads could still write the
+                    // page; a write that landed after it and before the protection would
+                    // never be noticed (the page leaves `dirty`, and the next write fault
+                    // starts a new interval). Compare again now that nobody can write.
                     self.mem.set_access(page, Access::Read);
+                    if !changed && !self.mem.page_equals(page, &cur) {
+                        changed = true;
+                    }
                 }
                 if changed {
                     written.push(page);
