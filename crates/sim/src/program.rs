@@ -315,20 +315,37 @@ pub fn random_drf(rng: &mut ChaCha8Rng, shape: Shape) -> Program {
             list.push(Op::Barrier);
         }
     }
-    // Final phase: everybody reads everything it likes.
+    final_reads(&mut ops, &plain, 0.7, rng);
+    drf_program(layout, allocs, vars, tmap, ops)
+}
+
+/// The final phase of a data-race-free program: every thread reads each of `vars` with
+/// probability `p`.
+fn final_reads(ops: &mut [Vec<Op>], vars: &[usize], p: f64, rng: &mut ChaCha8Rng) {
     for list in ops.iter_mut() {
-        for &v in &plain {
-            if rng.gen_bool(0.7) {
+        for &v in vars {
+            if rng.gen_bool(p) {
                 list.push(Op::Read(v));
             }
         }
     }
+}
+
+/// A data-race-free program checked against the sequential reference, every allocation
+/// under the run's default policy.
+fn drf_program(
+    layout: HeapLayout,
+    allocs: Vec<(NodeId, AllocInfo)>,
+    vars: Vec<Var>,
+    threads: Vec<NodeId>,
+    ops: Vec<Vec<Op>>,
+) -> Program {
     Program {
         layout,
         policies: vec![None; allocs.len()],
         allocs,
         vars,
-        threads: tmap,
+        threads,
         ops,
         check: Check::Reference,
     }
@@ -510,23 +527,9 @@ pub fn random_water(rng: &mut ChaCha8Rng) -> Program {
             list.push(Op::Barrier);
         }
     }
-    // Final phase: everybody reads everything it likes.
-    for list in ops.iter_mut() {
-        for v in 0..vars.len() {
-            if rng.gen_bool(0.5) {
-                list.push(Op::Read(v));
-            }
-        }
-    }
-    Program {
-        layout,
-        policies: vec![None; allocs.len()],
-        allocs,
-        vars,
-        threads: tmap,
-        ops,
-        check: Check::Reference,
-    }
+    let all: Vec<usize> = (0..vars.len()).collect();
+    final_reads(&mut ops, &all, 0.5, rng);
+    drf_program(layout, allocs, vars, tmap, ops)
 }
 
 /// A racy litmus program (for `sc`): message passing, store buffering, IRIW, a flag handoff,
