@@ -274,6 +274,50 @@ fn home_migrates_to_a_sole_writer_and_others_are_redirected() {
     assert_eq!(d.load(2, 0, 0), 1);
 }
 
+/// A shared home page written lately stays writable, compared with its snapshot at each
+/// release; once idle it is write-protected. A store of another thread that lands after the
+/// comparison and before the protection must still be noticed (Water's wrong answer: the
+/// next holder of the lock on another node read its old copy).
+#[test]
+fn a_store_landing_while_an_idle_home_page_is_protected_is_noticed() {
+    // The idle releases after which the home write-protects the page (a dry run).
+    let setup = |c: &mut Cluster| {
+        c.fault(1, 0, false);
+        c.settle();
+        c.fault(0, 0, true);
+        c.store(0, 0, 8, 5);
+        c.release(0, 1);
+        c.handoff(0, 1);
+        assert_eq!(c.load(1, 0, 8), 5);
+    };
+    let mut dry = Cluster::new("hlrc", 2);
+    setup(&mut dry);
+    let mut idle = 0;
+    while dry.access(0, 0) == Access::ReadWrite {
+        idle += 1;
+        dry.release(0, 1 + idle);
+        assert!(idle < 100, "the idle home page is never write-protected");
+    }
+    let mut c = Cluster::new("hlrc", 2);
+    setup(&mut c);
+    for t in 1..idle {
+        c.release(0, 1 + t);
+    }
+    assert_eq!(c.access(0, 0), Access::ReadWrite);
+    c.store_at_protect(0, 0, 16, 7);
+    c.release(0, 1 + idle);
+    assert_eq!(c.access(0, 0), Access::Read, "protected at this release");
+    assert_eq!(c.load(0, 0, 16), 7, "the store landed");
+    // The next holder of the lock on node 1 must see it.
+    c.handoff(0, 1);
+    if c.access(1, 0) == Access::None {
+        c.fault(1, 0, false);
+        c.settle();
+    }
+    assert_eq!(c.load(1, 0, 16), 7, "node 1 read a stale copy");
+    assert_eq!(c.load(1, 0, 8), 5);
+}
+
 #[test]
 fn a_write_fault_moves_the_home_when_the_home_is_not_writing() {
     // Cashmere's migration at a write fault: node 0 (home) initialised the page, node 1

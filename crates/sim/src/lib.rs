@@ -1,7 +1,8 @@
 //! A seeded deterministic simulator: N protocol routers (the runtime's, each over an `hlrc`
 //! and an `sc` core; programs with one protocol or mixing policies per allocation) over a virtual network with random
 //! delays and cross-pair reordering (per-pair FIFO kept, as the real transports guarantee),
-//! simulated application threads (several per node on some seeds), a lock/barrier oracle,
+//! simulated application threads (several per node on some seeds; on half of the seeds their
+//! stores may land late, while the node's core works: `memory`), a lock/barrier oracle,
 //! checked against a sequential reference execution (data-race-free programs) or against the
 //! set of sequentially consistent outcomes (racy litmus programs, `sc` only).
 //!
@@ -206,6 +207,8 @@ fn run_program(
         // Lock cache mode from its own stream too.
         lock_cache: ChaCha8Rng::seed_from_u64(seed ^ 0x10cc_ac4e_0000_0000).gen_bool(0.75),
         runtime_tuning: shape == Shape::Water,
+        // Late stores on half of the seeds, from their own stream too.
+        late_stores: ChaCha8Rng::seed_from_u64(seed ^ 0x1a7e_0000_5707_0000).gen_bool(0.5),
     };
     world::World::new(cfg, prog, rng)?.run()
 }

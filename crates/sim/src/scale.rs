@@ -109,6 +109,7 @@ fn run(nodes: u16, kind: Kind, seed: u64) -> Result<SimReport, SimError> {
         barrier_eager_cap: None,
         lock_cache: false,
         runtime_tuning: false,
+        late_stores: false,
     };
     World::new(cfg, program(nodes, &kind), ChaCha8Rng::seed_from_u64(seed))?.run()
 }

@@ -9,7 +9,7 @@ use crate::lossy::{LossyNet, TY_SYNC};
 use crate::memory::SimMemory;
 use crate::oracle::{BarrierOracle, LockOracle};
 use crate::program::{Check, Op, Program};
-use rand::Rng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use squall_core::{Access, NodeId, PageId, PageMemory};
 use squall_core::{Consistency, LockId};
@@ -105,6 +105,10 @@ pub struct SimConfig {
     /// migration threshold varies (1-3, mostly the default) and push updates are on for
     /// some seeds (`SQUALL_PUSH_UPDATES`).
     pub runtime_tuning: bool,
+    /// Half of the threads' stores to writable pages land late (`SimMemory::store_late`):
+    /// while the node's core runs a release or serves the page, as the runtime's threads
+    /// write while its service thread works.
+    pub late_stores: bool,
 }
 
 /// How often the total-count barrier's paths ran (summed over nodes; see `squall-sync`'s
@@ -305,6 +309,8 @@ pub struct World {
     /// Threads of each node waiting at the current barrier.
     at_barrier: Vec<usize>,
     events_run: u64,
+    /// Which stores land late, and when (its own stream: the other draws keep their meaning).
+    late_rng: ChaCha8Rng,
 }
 
 impl World {
@@ -440,6 +446,7 @@ impl World {
             barrier: BarrierOracle::new(nodes),
             at_barrier: vec![0; usize::from(nodes)],
             events_run: 0,
+            late_rng: ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x1a7e_5707_0000_0000),
             prog,
             cfg,
         })
@@ -981,11 +988,32 @@ impl World {
         self.drain(node)
     }
 
+    /// Thread `t`'s store to a writable page: at once, or (`late_stores`) landing late; then
+    /// the extra delay of the thread's next step (a late store's thread was held up before it:
+    /// releases of the node's other threads may run meanwhile).
+    fn store(&mut self, mem: &SimMemory, t: usize, page: PageId, offset: usize, x: u64) -> u64 {
+        if !self.cfg.late_stores || !self.late_rng.gen_bool(0.5) {
+            mem.store(page, offset, x);
+            return 0;
+        }
+        // Now and then no fuse: it lands only when the page loses write access, or at the
+        // thread's next step.
+        let fuse = if self.late_rng.gen_bool(0.3) {
+            u32::MAX
+        } else {
+            self.late_rng.gen_range(1..4)
+        };
+        self.trace(|| format!("thread {t}'s store to {page} lands late (fuse {fuse})"));
+        mem.store_late(t, page, offset, x, fuse);
+        self.late_rng.gen_range(0..40)
+    }
+
     fn step(&mut self, t: usize) -> Result<(), SimError> {
         if self.states[t] != TState::Ready {
             return Ok(());
         }
         let node = self.prog.threads[t];
+        self.mems[node.index()].land(t);
         let Some(&op) = self.prog.ops[t].get(self.pcs[t]) else {
             self.states[t] = TState::Done;
             return Ok(());
@@ -1021,6 +1049,7 @@ impl World {
             }
             Op::Add(v, d) => {
                 let var = self.prog.vars[v];
+                let mut late = 0;
                 match self.loaded[t] {
                     None => {
                         if mem.access(var.page) == Access::None {
@@ -1039,13 +1068,13 @@ impl World {
                         }
                         let x = got.wrapping_add(d);
                         self.trace(|| format!("thread {t} on {node} stores {x:#x} to var {v}"));
-                        mem.store(var.page, var.offset, x);
+                        late = self.store(&mem, t, var.page, var.offset, x);
                         self.reference[v] = x;
                         self.loaded[t] = None;
                         self.pcs[t] += 1;
                     }
                 }
-                let d = self.step_delay();
+                let d = self.step_delay() + late;
                 self.schedule(d, Event::Step(t));
             }
             Op::Write(v, x) => {
@@ -1054,10 +1083,10 @@ impl World {
                     return self.fault(t, var.page, true);
                 }
                 self.trace(|| format!("thread {t} on {node} writes {x:#x} to var {v}"));
-                mem.store(var.page, var.offset, x);
+                let late = self.store(&mem, t, var.page, var.offset, x);
                 self.reference[v] = x;
                 self.pcs[t] += 1;
-                let d = self.step_delay();
+                let d = self.step_delay() + late;
                 self.schedule(d, Event::Step(t));
             }
             Op::Lock(l) if self.sync.is_some() => {

@@ -1,6 +1,6 @@
 //! Runs `SQUALL_SIM_SEEDS` seeds (default 10,000) of each protocol through the simulator, and
 //! `SQUALL_SIM_LONG_SEEDS` seeds of long programs (default 20,000 for hlrc, 5,000 for sc) and
-//! of wide ones (5,000 for hlrc) and Water-shaped ones (1,000 for hlrc), and `SQUALL_SIM_SEEDS` seeds (and 2,000 long ones) of
+//! of wide ones (5,000 for hlrc) and Water-shaped ones (2,000 for hlrc), and `SQUALL_SIM_SEEDS` seeds (and 2,000 long ones) of
 //! programs mixing policies per allocation (hlrc, hlrc with updates, hlrc in units of 2, 4 or 8
 //! pages, sc) through the router.
 //! On failure the seed and the replay command are printed.
@@ -77,7 +77,7 @@ fn hlrc_wide_seeds() {
 
 #[test]
 fn hlrc_water_seeds() {
-    run_many_long(ProtocolKind::Hlrc, Shape::Water, 1_000);
+    run_many_long(ProtocolKind::Hlrc, Shape::Water, 2_000);
 }
 
 #[test]

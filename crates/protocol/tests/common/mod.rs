@@ -14,6 +14,9 @@ use std::rc::Rc;
 pub struct Mem {
     pages: RefCell<BTreeMap<u64, Vec<u8>>>,
     access: RefCell<BTreeMap<u64, Access>>,
+    /// Stores of an application thread that land only when their page is write-protected
+    /// (`Cluster::store_at_protect`): (page, offset, value).
+    late: RefCell<Vec<(u64, usize, u64)>>,
 }
 
 #[derive(Clone)]
@@ -32,6 +35,14 @@ impl PageMemory for MemH {
         p[offset..offset + data.len()].copy_from_slice(data);
     }
     fn set_access(&self, page: PageId, access: Access) {
+        if access != Access::ReadWrite {
+            // The last moment a thread's store to a writable page can land.
+            let mut late = self.0.late.borrow_mut();
+            for (_, offset, v) in late.iter().filter(|l| l.0 == page.0) {
+                self.write_bytes(page, *offset, &v.to_le_bytes());
+            }
+            late.retain(|l| l.0 != page.0);
+        }
         self.0.access.borrow_mut().insert(page.0, access);
     }
     fn access(&self, page: PageId) -> Access {
@@ -209,6 +220,18 @@ impl Cluster {
             "node {n} stores without write access"
         );
         self.mems[usize::from(n)].write_bytes(PageId(page), offset, &v.to_le_bytes());
+    }
+
+    /// A store by one of node `n`'s threads that lands while the core is working: just
+    /// before the page is next write-protected (the runtime's threads write while its
+    /// service thread runs the core).
+    pub fn store_at_protect(&self, n: u16, page: u64, offset: usize, v: u64) {
+        assert_eq!(self.access(n, page), Access::ReadWrite);
+        self.mems[usize::from(n)]
+            .0
+            .late
+            .borrow_mut()
+            .push((page, offset, v));
     }
 
     pub fn load(&self, n: u16, page: u64, offset: usize) -> u64 {
