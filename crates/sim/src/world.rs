@@ -309,7 +309,7 @@ pub struct World {
     /// Threads of each node waiting at the current barrier.
     at_barrier: Vec<usize>,
     events_run: u64,
-    /// Which stores land late, and when (its own stream: the other draws keep their meaning).
+    /// Which stores land late, and when (its own stream: the world's `rng` draws are unchanged).
     late_rng: ChaCha8Rng,
 }
 
