@@ -24,6 +24,7 @@ pub const PROFILE_FILE: &str = "SQUALL_PROFILE_FILE";
 pub const PROTOCOL: &str = "SQUALL_PROTOCOL";
 pub const HEAP_SIZE: &str = "SQUALL_HEAP_SIZE";
 pub const HEAP_BASE: &str = "SQUALL_HEAP_BASE";
+pub const FAULTS: &str = "SQUALL_FAULTS";
 pub const PLACEMENT: &str = "SQUALL_PLACEMENT";
 pub const THREAD_PLACEMENT: &str = "SQUALL_THREAD_PLACEMENT";
 pub const LOCAL_NODES: &str = "SQUALL_LOCAL_NODES";
@@ -140,6 +141,11 @@ pub const ALL: &[EnvVar] = &[
         name: HEAP_BASE,
         default: "0x5000_0000_0000",
         meaning: "virtual address of the global range, identical on every node",
+    },
+    EnvVar {
+        name: FAULTS,
+        default: "thread",
+        meaning: "who serves a page fault: thread (the faulting thread waits in the kernel while the service thread serves it) or signal (the faulting thread serves its own fault from a SIGBUS handler: no thread wake-up for a fault served locally, such as a write to a read copy; but a system call reading or writing shared memory this node cannot access at that moment fails with EFAULT instead of waiting; x86-64, linux userfaultfd with UFFD_FEATURE_SIGBUS)",
     },
     EnvVar {
         name: PLACEMENT,

@@ -63,6 +63,11 @@ pub enum MemoryError {
     #[error("cannot start the fault thread: {0}")]
     Spawn(io::Error),
     #[error(
+        "SQUALL_FAULTS=signal: {why}; unset SQUALL_FAULTS (or set it to `thread`) to serve faults \
+         on the service thread"
+    )]
+    Signal { why: String },
+    #[error(
         "cannot reserve the symmetric arena at {base:#x} ({size} bytes): {source}; lower \
          SHMEM_SYMMETRIC_SIZE"
     )]

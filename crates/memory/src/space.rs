@@ -30,12 +30,13 @@
 //! the caller's business).
 
 use crate::error::MemoryError;
+use crate::signal_sys::{futex_wait, futex_wake_all, UFFD_FEATURE_SIGBUS};
 use crate::sys;
 use crate::table::AccessTable;
 use squall_core::{env, Access, HeapLayout, PageId, PageMemory, PAGE_SIZE};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 
@@ -66,6 +67,10 @@ pub struct SpaceConfig {
     /// Open userfaultfd with `UFFD_USER_MODE_ONLY` (works without privileges on kernels that
     /// allow it; system calls touching a non-resident shared page then fail with EFAULT).
     pub user_mode_only: bool,
+    /// Faults raise SIGBUS in the faulting thread, which serves them itself
+    /// (`SQUALL_FAULTS=signal`, see [`crate::signal`]); system calls touching a page this
+    /// node cannot access then fail with EFAULT.
+    pub signal_faults: bool,
 }
 
 impl Default for SpaceConfig {
@@ -74,6 +79,7 @@ impl Default for SpaceConfig {
             base: DEFAULT_BASE,
             size: DEFAULT_SIZE,
             user_mode_only: false,
+            signal_faults: false,
         }
     }
 }
@@ -101,6 +107,17 @@ impl SpaceConfig {
                 why: "expected a byte count with optional K, M, G or T suffix, e.g. 64G".into(),
             })?;
         }
+        cfg.signal_faults = match get(env::FAULTS).as_deref().map(str::trim) {
+            None | Some("" | "thread") => false,
+            Some("signal") => true,
+            Some(v) => {
+                return Err(MemoryError::Config {
+                    var: env::FAULTS,
+                    value: v.into(),
+                    why: "expected `thread` (the default) or `signal`".into(),
+                })
+            }
+        };
         cfg.validate()?;
         Ok(cfg)
     }
@@ -236,6 +253,11 @@ pub struct AddressSpace {
     faults: AtomicU64,
     write_faults: AtomicU64,
     transitions: AtomicU64,
+    /// Bumped after every kernel call that grants access (signal mode: what a thread waiting
+    /// for its page sleeps on, [`AddressSpace::wait_for_grant`]).
+    grants: AtomicU32,
+    /// Threads sleeping in [`AddressSpace::wait_for_grant`].
+    sleepers: AtomicU32,
 }
 
 impl std::fmt::Debug for AddressSpace {
@@ -292,8 +314,18 @@ impl AddressSpace {
                 missing: missing.join(", "),
             });
         }
-        let want =
+        let mut want =
             REQUIRED_FEATURES.iter().fold(0, |a, (f, _)| a | f) | (OPTIONAL_FEATURES & supported);
+        if cfg.signal_faults {
+            if supported & UFFD_FEATURE_SIGBUS == 0 || !cfg!(target_arch = "x86_64") {
+                return Err(MemoryError::Signal {
+                    why: "this kernel's userfaultfd lacks UFFD_FEATURE_SIGBUS, or the machine \
+                          is not x86-64"
+                        .into(),
+                });
+            }
+            want |= UFFD_FEATURE_SIGBUS;
+        }
         let uffd = sys::userfaultfd_open(cfg.user_mode_only)
             .map_err(|w| MemoryError::Userfaultfd { why: w.join("; ") })?;
         sys::uffd_api(uffd.as_raw_fd(), want).map_err(|e| MemoryError::Userfaultfd {
@@ -345,6 +377,8 @@ impl AddressSpace {
             faults: AtomicU64::new(0),
             write_faults: AtomicU64::new(0),
             transitions: AtomicU64::new(0),
+            grants: AtomicU32::new(0),
+            sleepers: AtomicU32::new(0),
         }))
     }
 
@@ -678,7 +712,9 @@ impl AddressSpace {
             }
         };
         if prev == next {
-            if next != Access::None {
+            if next != Access::None && self.cfg.signal_faults {
+                self.granted();
+            } else if next != Access::None {
                 // A thread may have faulted on a page it can already access (e.g. a duplicate
                 // report); let it retry.
                 retry(|| sys::uffd_wake(fd, start, len)).map_err(|e| {
@@ -709,7 +745,45 @@ impl AddressSpace {
             return Err(e);
         }
         self.transitions.fetch_add(count, Ordering::Relaxed);
+        if wakes && self.cfg.signal_faults {
+            self.granted();
+        }
         Ok(())
+    }
+
+    /// A grant happened: wake the threads waiting for one.
+    fn granted(&self) {
+        self.grants.fetch_add(1, Ordering::Release);
+        if self.sleepers.load(Ordering::Acquire) > 0 {
+            futex_wake_all(&self.grants);
+        }
+    }
+
+    /// Whether faults are served by the faulting threads (`SQUALL_FAULTS=signal`).
+    pub fn signal_faults(&self) -> bool {
+        self.cfg.signal_faults
+    }
+
+    /// Signal mode: count a fault the faulting thread serves itself (the statistics' faults).
+    pub fn count_fault(&self, write: bool) {
+        self.faults.fetch_add(1, Ordering::Relaxed);
+        if write {
+            self.write_faults.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Signal mode: sleep until `ready` holds, looking again after every grant on this node
+    /// (and at least every `every`, a backstop).
+    pub fn wait_for_grant(&self, ready: impl Fn() -> bool, every: std::time::Duration) {
+        self.sleepers.fetch_add(1, Ordering::AcqRel);
+        loop {
+            let seen = self.grants.load(Ordering::Acquire);
+            if ready() {
+                break;
+            }
+            futex_wait(&self.grants, seen, every);
+        }
+        self.sleepers.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// Install page-table entries for unmapped pages (UFFDIO_CONTINUE), populating memfd pages
@@ -828,6 +902,11 @@ impl AddressSpace {
     /// the bit is set before every waking kernel call and cleared as each fault is read.
     pub fn resume(&self, page: PageId) -> Result<(), MemoryError> {
         self.check(page, 1)?;
+        if self.cfg.signal_faults {
+            // Nobody waits in the kernel: the faulting thread looks at the table itself.
+            self.granted();
+            return Ok(());
+        }
         if self.table.woken(page.0) {
             return Ok(());
         }

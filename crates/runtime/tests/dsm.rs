@@ -10,7 +10,7 @@ use squall_launch::MpirunOptions;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{check, launched_as_node, node_exit, run_case, run_matrix, threads, Scenario};
+use common::{check, launched_as_node, node_exit, run_case, run_matrix, threads, Axes, Scenario};
 
 /// Every node writes its block of a shared array, a barrier, every node reads all of it.
 fn array(node: &Node) -> Result<(), String> {
@@ -780,16 +780,24 @@ fn main() {
         node_exit(SCENARIOS, &args);
     }
     let mpirun = std::env::var("SQUALL_DSM_LAUNCHER").is_ok_and(|l| l == "mpirun");
-    run_matrix(SCENARIOS, &args, !mpirun, |label, _, mut spec| {
-        if mpirun {
-            spec.transport = "mpi".into();
-            spec.launcher = squall_launch::LauncherKind::Mpirun(MpirunOptions {
-                extra_args: ["--mca", "btl_vader_single_copy_mechanism", "none"]
-                    .map(String::from)
-                    .to_vec(),
-                ..MpirunOptions::default()
-            });
-        }
-        run_case(label, &spec)
-    })
+    run_matrix(
+        SCENARIOS,
+        &args,
+        Axes {
+            lossy_udp: !mpirun,
+            signal_faults: !mpirun,
+        },
+        |label, _, mut spec| {
+            if mpirun {
+                spec.transport = "mpi".into();
+                spec.launcher = squall_launch::LauncherKind::Mpirun(MpirunOptions {
+                    extra_args: ["--mca", "btl_vader_single_copy_mechanism", "none"]
+                        .map(String::from)
+                        .to_vec(),
+                    ..MpirunOptions::default()
+                });
+            }
+            run_case(label, &spec)
+        },
+    )
 }

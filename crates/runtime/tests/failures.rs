@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{launched_as_node, node_exit, run_matrix, Scenario};
+use common::{launched_as_node, node_exit, run_matrix, Axes, Scenario};
 
 /// How long after rank 0's failure every node must have its error.
 const FAIL_WITHIN: Duration = Duration::from_secs(1);
@@ -191,7 +191,13 @@ fn main() {
     if launched_as_node() {
         node_exit(SCENARIOS, &args);
     }
-    run_matrix(SCENARIOS, &args, false, |label, name, spec| {
-        run(label, name, &spec)
-    })
+    run_matrix(
+        SCENARIOS,
+        &args,
+        Axes {
+            lossy_udp: false,
+            signal_faults: false,
+        },
+        |label, name, spec| run(label, name, &spec),
+    )
 }

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{check, launched_as_node, node_exit, run_case, run_matrix, Scenario};
+use common::{check, launched_as_node, node_exit, run_case, run_matrix, Axes, Scenario};
 
 fn e(x: squall::SquallError) -> String {
     x.to_string()
@@ -241,7 +241,13 @@ fn main() {
     if launched_as_node() {
         node_exit(SCENARIOS, &args);
     }
-    run_matrix(SCENARIOS, &args, true, |label, _, spec| {
-        run_case(label, &spec)
-    })
+    run_matrix(
+        SCENARIOS,
+        &args,
+        Axes {
+            lossy_udp: true,
+            signal_faults: true,
+        },
+        |label, _, spec| run_case(label, &spec),
+    )
 }

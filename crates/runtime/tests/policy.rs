@@ -10,7 +10,7 @@
 use squall::{LockId, Node, NodeId, Placement, Policy, ProtocolKind, PAGE_SIZE};
 
 mod common;
-use common::{check, launched_as_node, node_exit, run_case, run_matrix, Scenario};
+use common::{check, launched_as_node, node_exit, run_case, run_matrix, Axes, Scenario};
 
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
@@ -500,12 +500,20 @@ fn main() {
     if launched_as_node() {
         node_exit(SCENARIOS, &args);
     }
-    run_matrix(SCENARIOS, &args, true, |label, _, mut spec| {
-        // Big enough a range to have a global part (nothing is committed up front).
-        if label.starts_with("beyond_share/") {
-            spec.extra_env
-                .push(("SQUALL_HEAP_SIZE".into(), "256G".into()));
-        }
-        run_case(label, &spec)
-    })
+    run_matrix(
+        SCENARIOS,
+        &args,
+        Axes {
+            lossy_udp: true,
+            signal_faults: true,
+        },
+        |label, _, mut spec| {
+            // Big enough a range to have a global part (nothing is committed up front).
+            if label.starts_with("beyond_share/") {
+                spec.extra_env
+                    .push(("SQUALL_HEAP_SIZE".into(), "256G".into()));
+            }
+            run_case(label, &spec)
+        },
+    )
 }

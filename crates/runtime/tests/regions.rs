@@ -7,7 +7,7 @@ use squall::regions::Region;
 use squall::{Node, NodeId, Placement, RegionId};
 
 mod common;
-use common::{check, launched_as_node, node_exit, run_case, run_matrix, Scenario};
+use common::{check, launched_as_node, node_exit, run_case, run_matrix, Axes, Scenario};
 
 fn e(x: squall::SquallError) -> String {
     x.to_string()
@@ -170,11 +170,19 @@ fn main() {
     if launched_as_node() {
         node_exit(SCENARIOS, &args);
     }
-    run_matrix(SCENARIOS, &args, false, |label, _, spec| {
-        let mut udp = spec.clone();
-        udp.extra_env
-            .push(("SQUALL_TRANSPORT".into(), "udp".into()));
-        let tcp = run_case(&format!("{label}/tcp"), &spec);
-        run_case(&format!("{label}/udp"), &udp) && tcp
-    })
+    run_matrix(
+        SCENARIOS,
+        &args,
+        Axes {
+            lossy_udp: false,
+            signal_faults: false,
+        },
+        |label, _, spec| {
+            let mut udp = spec.clone();
+            udp.extra_env
+                .push(("SQUALL_TRANSPORT".into(), "udp".into()));
+            let tcp = run_case(&format!("{label}/tcp"), &spec);
+            run_case(&format!("{label}/udp"), &udp) && tcp
+        },
+    )
 }

@@ -11,7 +11,7 @@ use squall_example_protocols::{Migratory, WriteUpdate};
 
 mod common;
 use common::{
-    check, launched_as_node, node_exit, on_threads, run_case, run_matrix, write_meet_check,
+    check, launched_as_node, node_exit, on_threads, run_case, run_matrix, write_meet_check, Axes,
     Scenario,
 };
 
@@ -250,7 +250,13 @@ fn main() {
         }
         node_exit(SCENARIOS, &args);
     }
-    run_matrix(SCENARIOS, &args, true, |label, _, spec| {
-        run_case(label, &spec)
-    })
+    run_matrix(
+        SCENARIOS,
+        &args,
+        Axes {
+            lossy_udp: true,
+            signal_faults: true,
+        },
+        |label, _, spec| run_case(label, &spec),
+    )
 }

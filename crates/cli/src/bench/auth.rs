@@ -18,7 +18,7 @@ const MIB: f64 = 1024.0 * 1024.0;
 /// One 2-node job over `t` with authentication `auth`: node 0's rows and the packets both
 /// nodes accepted after checking them (from their statistics).
 fn node0(t: &str, args: Vec<String>, auth: AuthSetting) -> Result<(Vec<Value>, u64), String> {
-    let results = run_nodes_auth(2, t, None, args, Duration::from_secs(600), auth)?;
+    let results = run_nodes_auth(2, t, None, args, Duration::from_secs(600), auth, &[])?;
     let v = results
         .iter()
         .find(|(r, _)| *r == 0)

@@ -3,7 +3,7 @@
 //! `barrier` and `thread` (the CableS basic-cost table). Node sides are in `node::dsm`.
 //! Owns these drivers only.
 use super::raw;
-use super::report::{emit_json, median, round, run_nodes, Table};
+use super::report::{emit_json, median, round, run_nodes, run_nodes_env, Table};
 use clap::Args;
 use serde_json::{json, Value};
 use squall_protocol::diff::{apply_diff, make_diff};
@@ -35,6 +35,11 @@ pub struct DsmBenchArgs {
     /// the next one: the fault latencies of such a run run higher than a plain run's.
     #[arg(long)]
     pub breakdown: bool,
+    /// `fault` only: who serves the faults (`SQUALL_FAULTS`): `thread` (the service thread,
+    /// the default), `signal` (the faulting thread itself), or `both`, alternating the two in
+    /// every repetition.
+    #[arg(long, default_value = "thread", value_parser = ["thread", "signal", "both"])]
+    pub faults: String,
     /// End the table with one JSON line.
     #[arg(long)]
     pub json: bool,
@@ -72,6 +77,16 @@ fn node0(results: &[(u16, Value)]) -> Result<Value, String> {
 }
 
 fn job(nodes: usize, a: &DsmBenchArgs, kind: &str, default_iters: usize) -> Result<Value, String> {
+    job_env(nodes, a, kind, default_iters, &[])
+}
+
+fn job_env(
+    nodes: usize,
+    a: &DsmBenchArgs,
+    kind: &str,
+    default_iters: usize,
+    env: &[(&str, &str)],
+) -> Result<Value, String> {
     let args = vec![
         kind.to_string(),
         if kind == "bench-fault" {
@@ -87,12 +102,12 @@ fn job(nodes: usize, a: &DsmBenchArgs, kind: &str, default_iters: usize) -> Resu
     if kind == "bench-fault" && a.breakdown {
         args.push("--breakdown".into());
     }
-    node0(&run_nodes(
+    node0(&run_nodes_env(
         nodes,
         &a.transport,
-        None,
         args,
         Duration::from_secs(600),
+        env,
     )?)
 }
 
@@ -174,16 +189,44 @@ fn raw_request_reply(
     }
 }
 
+/// One fault mode's latencies in microseconds (`squall bench fault`).
+#[derive(Default)]
+struct FaultSamples {
+    read: Vec<f64>,
+    twin: Vec<f64>,
+    miss: Vec<f64>,
+    req: Vec<f64>,
+    /// Per fault: the service thread's time (taking the fault to resuming the thread).
+    read_svc: Vec<f64>,
+    twin_svc: Vec<f64>,
+    miss_svc: Vec<f64>,
+}
+
+impl FaultSamples {
+    fn add(&mut self, v: &Value) {
+        self.read.extend(nums(v, "read_fault_us"));
+        self.twin.extend(nums(v, "write_fault_twin_us"));
+        self.miss.extend(nums(v, "write_miss_us"));
+        self.req.extend(nums(v, "squall_req_us"));
+        self.read_svc.extend(nums(v, "read_fault_service_us"));
+        self.twin_svc.extend(nums(v, "write_fault_twin_service_us"));
+        self.miss_svc.extend(nums(v, "write_miss_service_us"));
+    }
+}
+
 pub fn fault(a: DsmBenchArgs) -> Result<(), String> {
     let load_before = load_avg();
     let pages = a.iters.unwrap_or(200);
-    let (mut read, mut twin, mut miss, mut req, mut raw) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    // Per fault: the service thread's time (taking the fault to resuming the thread).
-    let (mut read_svc, mut twin_svc, mut miss_svc) = (Vec::new(), Vec::new(), Vec::new());
+    let modes: &[&str] = match a.faults.as_str() {
+        "both" => &["thread", "signal"],
+        "signal" => &["signal"],
+        _ => &["thread"],
+    };
+    let mut samples: Vec<FaultSamples> = modes.iter().map(|_| FaultSamples::default()).collect();
+    let mut raw = Vec::new();
     let (mut scan_mib_s, mut bulk_mib_s, mut per_fetch) = (Vec::new(), Vec::new(), Vec::new());
-    // One job per rep, each followed by the raw baselines: a shared machine's speed drifts
-    // over seconds, so Squall's reps and the raw ones alternate.
+    // One job per rep (and mode), each followed by the raw baselines: a shared machine's
+    // speed drifts over seconds, so Squall's reps, its modes and the raw ones alternate.
     for _ in 0..a.reps {
         let one = DsmBenchArgs {
             transport: a.transport.clone(),
@@ -193,16 +236,16 @@ pub fn fault(a: DsmBenchArgs) -> Result<(), String> {
             contended: false,
             threads: 1,
             breakdown: a.breakdown,
+            faults: a.faults.clone(),
             json: a.json,
         };
-        let v = job(2, &one, "bench-fault", pages)?;
-        read.extend(nums(&v, "read_fault_us"));
-        twin.extend(nums(&v, "write_fault_twin_us"));
-        miss.extend(nums(&v, "write_miss_us"));
-        req.extend(nums(&v, "squall_req_us"));
-        read_svc.extend(nums(&v, "read_fault_service_us"));
-        twin_svc.extend(nums(&v, "write_fault_twin_service_us"));
-        miss_svc.extend(nums(&v, "write_miss_service_us"));
+        let mut first = None;
+        for (mode, s) in modes.iter().zip(samples.iter_mut()) {
+            let v = job_env(2, &one, "bench-fault", pages, &[("SQUALL_FAULTS", mode)])?;
+            s.add(&v);
+            first.get_or_insert(v);
+        }
+        let v = first.unwrap_or_default();
         let scan_pages = v
             .get("scan_pages")
             .and_then(Value::as_f64)
@@ -223,19 +266,14 @@ pub fn fault(a: DsmBenchArgs) -> Result<(), String> {
             bulk_mib_s.push((count * BULK_MSG) as f64 / s / MIB);
         }
     }
-    if read.is_empty() || raw.is_empty() {
+    if samples.iter().any(|s| s.read.is_empty()) || raw.is_empty() {
         return Err("fault: node 0 reported no read faults".into());
     }
     let load = match (load_before, load_avg()) {
         (Some(x), Some(y)) => Some(x.max(y)),
         (x, y) => x.or(y),
     };
-    let (r50, r99) = p50_p99(&read);
-    let (q50, q99) = p50_p99(&req);
     let (w50, w99) = p50_p99(&raw);
-    let (t50, t99) = p50_p99(&twin);
-    let (m50, m99) = p50_p99(&miss);
-    let (rs, ts, ms) = (p50_p99(&read_svc), p50_p99(&twin_svc), p50_p99(&miss_svc));
     let scan = median(&scan_mib_s);
     let bulk = median(&bulk_mib_s);
     let ppf = median(&per_fetch);
@@ -243,9 +281,11 @@ pub fn fault(a: DsmBenchArgs) -> Result<(), String> {
         format!(
             "fault: 2 nodes over {}, {} reps x {pages} pages homed on node 1, touched in a \
              scattered order (each fault checked to be one 4 KiB fetch, nothing read ahead); \
-             baseline: raw {} socket 8 B request / 4 KiB reply in the same run; load average {}",
+             faults served by: {}; baseline: raw {} socket 8 B request / 4 KiB reply in the \
+             same run; load average {}",
             a.transport,
             a.reps,
+            modes.join(" and "),
             a.transport,
             load.map_or("unknown".into(), |l| format!("{l:.2}"))
         ),
@@ -280,40 +320,64 @@ pub fn fault(a: DsmBenchArgs) -> Result<(), String> {
             "us".into(),
         ]);
     };
-    us_row(
-        &mut table,
-        "cold remote 4 KiB read fault",
-        (r50, r99),
-        Some((w50, w99)),
-    );
-    us_row(
-        &mut table,
-        "squall request/reply (8 B / 4 KiB)",
-        (q50, q99),
-        Some((w50, w99)),
-    );
-    us_row(
-        &mut table,
-        "write fault on read copy (twin)",
-        (t50, t99),
-        None,
-    );
-    us_row(
-        &mut table,
-        "write miss (fetch + twin)",
-        (m50, m99),
-        Some((w50, w99)),
-    );
-    if a.breakdown {
-        for (name, v) in [
-            ("service thread per cold read fault", rs),
-            ("service thread per twin write fault", ts),
-            ("service thread per write miss", ms),
-        ] {
-            // From the statistics' data stall around each fault: the rest of a fault's
-            // latency is its capture and the thread wake-ups.
-            us_row(&mut table, name, v, None);
+    let mut rows = Vec::new();
+    for (mode, s) in modes.iter().zip(&samples) {
+        // Rows of the default mode keep their names; the other mode's say which it is.
+        let tag = if *mode == "thread" {
+            String::new()
+        } else {
+            format!(" [{mode}]")
+        };
+        let (r, q) = (p50_p99(&s.read), p50_p99(&s.req));
+        let (t, m) = (p50_p99(&s.twin), p50_p99(&s.miss));
+        let (rs, ts, ms) = (
+            p50_p99(&s.read_svc),
+            p50_p99(&s.twin_svc),
+            p50_p99(&s.miss_svc),
+        );
+        let w = Some((w50, w99));
+        us_row(
+            &mut table,
+            &format!("cold remote 4 KiB read fault{tag}"),
+            r,
+            w,
+        );
+        us_row(
+            &mut table,
+            &format!("squall request/reply (8 B / 4 KiB){tag}"),
+            q,
+            w,
+        );
+        us_row(
+            &mut table,
+            &format!("write fault on read copy (twin){tag}"),
+            t,
+            None,
+        );
+        us_row(&mut table, &format!("write miss (fetch + twin){tag}"), m, w);
+        if a.breakdown {
+            for (name, v) in [
+                ("service thread per cold read fault", rs),
+                ("service thread per twin write fault", ts),
+                ("service thread per write miss", ms),
+            ] {
+                // From the statistics' data stall around each fault: the rest of a fault's
+                // latency is its capture and the thread wake-ups.
+                us_row(&mut table, &format!("{name}{tag}"), v, None);
+            }
         }
+        rows.extend([
+            json!({"op": "read_fault", "faults": mode, "size": PAGE, "squall_us": round(r.0, 2), "squall_p99_us": round(r.1, 2),
+                   "raw_us": round(w50, 2), "raw_p99_us": round(w99, 2),
+                   "ratio": round(r.0 / w50, 3), "ratio_p99": round(r.1 / w99, 3), "samples": s.read.len(),
+                   "service_us": round(rs.0, 2), "service_p99_us": round(rs.1, 2)}),
+            json!({"op": "request_reply", "faults": mode, "size": PAGE, "squall_us": round(q.0, 2), "squall_p99_us": round(q.1, 2),
+                   "raw_us": round(w50, 2), "ratio": round(q.0 / w50, 3)}),
+            json!({"op": "write_fault_twin", "faults": mode, "size": PAGE, "squall_us": round(t.0, 2), "squall_p99_us": round(t.1, 2),
+                   "service_us": round(ts.0, 2), "service_p99_us": round(ts.1, 2)}),
+            json!({"op": "write_miss", "faults": mode, "size": PAGE, "squall_us": round(m.0, 2), "squall_p99_us": round(m.1, 2),
+                   "raw_us": round(w50, 2), "ratio": round(m.0 / w50, 3), "service_us": round(ms.0, 2), "service_p99_us": round(ms.1, 2)}),
+        ]);
     }
     table.row(vec![
         format!("sequential scan, read-ahead ({ppf:.1} pages per fetch)"),
@@ -325,20 +389,10 @@ pub fn fault(a: DsmBenchArgs) -> Result<(), String> {
         "-".into(),
         "MiB/s (raw: TCP bulk)".into(),
     ]);
-    let mut rows = vec![
-        json!({"op": "read_fault", "size": PAGE, "squall_us": round(r50, 2), "squall_p99_us": round(r99, 2),
-               "raw_us": round(w50, 2), "raw_p99_us": round(w99, 2),
-               "ratio": round(r50 / w50, 3), "ratio_p99": round(r99 / w99, 3), "samples": read.len(),
-               "service_us": round(rs.0, 2), "service_p99_us": round(rs.1, 2)}),
-        json!({"op": "request_reply", "size": PAGE, "squall_us": round(q50, 2), "squall_p99_us": round(q99, 2),
-               "raw_us": round(w50, 2), "ratio": round(q50 / w50, 3)}),
-        json!({"op": "write_fault_twin", "size": PAGE, "squall_us": round(t50, 2), "squall_p99_us": round(t99, 2),
-               "service_us": round(ts.0, 2), "service_p99_us": round(ts.1, 2)}),
-        json!({"op": "write_miss", "size": PAGE, "squall_us": round(m50, 2), "squall_p99_us": round(m99, 2),
-               "raw_us": round(w50, 2), "ratio": round(m50 / w50, 3), "service_us": round(ms.0, 2), "service_p99_us": round(ms.1, 2)}),
+    rows.push(
         json!({"op": "sequential_scan", "squall_mib_s": round(scan, 1), "raw_bulk_mib_s": round(bulk, 1),
                "ratio": round(scan / bulk, 3), "pages_per_fetch": round(ppf, 2)}),
-    ];
+    );
     for frac in [0.01, 0.1, 0.5, 1.0] {
         let (mk, ap, size) = diff_throughput(frac, a.reps);
         table.row(vec![

@@ -184,6 +184,26 @@ pub fn run_nodes(
         args,
         timeout,
         squall_launch::AuthSetting::Auto,
+        &[],
+    )
+}
+
+/// [`run_nodes`] with extra environment variables for every node.
+pub fn run_nodes_env(
+    nodes: usize,
+    transport: &str,
+    args: Vec<String>,
+    timeout: Duration,
+    env: &[(&str, &str)],
+) -> Result<Vec<(u16, Value)>, String> {
+    run_nodes_auth(
+        nodes,
+        transport,
+        None,
+        args,
+        timeout,
+        squall_launch::AuthSetting::Auto,
+        env,
     )
 }
 
@@ -195,6 +215,7 @@ pub fn run_nodes_auth(
     args: Vec<String>,
     timeout: Duration,
     auth: squall_launch::AuthSetting,
+    env: &[(&str, &str)],
 ) -> Result<Vec<(u16, Value)>, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the squall binary: {e}"))?;
     let mut full = vec!["__node".to_string()];
@@ -204,6 +225,8 @@ pub fn run_nodes_auth(
     spec.net_faults = net_faults.map(str::to_string);
     spec.timeout = Some(timeout);
     spec.auth = auth;
+    spec.extra_env
+        .extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     if transport == "mpi" {
         if !cfg!(feature = "mpi") {
             return Err(

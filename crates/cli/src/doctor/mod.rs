@@ -298,6 +298,7 @@ fn uffd_facts(vars: &BTreeMap<String, String>) -> UffdFacts {
         },
         size: 2 << 20,
         user_mode_only: false,
+        signal_faults: false,
     };
     let probe = match squall_memory::AddressSpace::reserve(&small) {
         Ok(space) => {
@@ -340,6 +341,7 @@ fn heap_facts(vars: &BTreeMap<String, String>, machine: Machine, bad: &[Bad]) ->
             base: base as usize,
             size: size as usize,
             user_mode_only: false,
+            signal_faults: false,
         };
         match squall_memory::AddressSpace::reserve(&cfg) {
             Ok(space) => {

@@ -1,14 +1,18 @@
 //! Who serves this node's faults: the service thread (the userfaultfd polled beside the
-//! network) or, if the poll refuses it, a separate fault thread. Must not touch the protocol
-//! beyond handing it faults under the service lock.
+//! network), a separate fault thread if the poll refuses it, or, with `SQUALL_FAULTS=signal`,
+//! the faulting thread itself (a SIGBUS handler, `squall_memory::signal`). Must not touch the
+//! protocol beyond handing it faults under the service lock.
 
+use super::sync::{claims, handle_claimed};
 use crate::error::Result;
 use crate::service::{fatal, Service};
 use parking_lot::Mutex;
-use squall_memory::{AddressSpace, FaultThread};
+use squall_core::{Access, PageMemory};
+use squall_memory::{AddressSpace, FaultThread, SignalServer};
 use squall_net::endpoint::SourceId;
 use squall_net::Endpoint;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Who serves this node's faults.
 pub(super) enum FaultServing {
@@ -17,18 +21,28 @@ pub(super) enum FaultServing {
     /// A separate fault thread (only if the poll refused the userfaultfd); dropping it stops
     /// the thread.
     Thread(FaultThread),
+    /// The faulting threads (`SQUALL_FAULTS=signal`); dropping it unregisters the handler's
+    /// server (only after the range is detached: no fault comes any more).
+    Signal(SignalServer),
 }
 
 /// Serve faults on the service thread: the userfaultfd joins the endpoint's poll, so a fault
 /// wakes the thread that sends the page request and then receives the reply (spinning for it
 /// briefly, see `Service::on_fault`), one thread wake-up instead of two on the faulting node.
 /// Faults are served under the service lock like any message. If the poll cannot take the
-/// userfaultfd, a separate fault thread serves them the same way.
+/// userfaultfd, a separate fault thread serves them the same way. In signal mode the faulting
+/// thread serves its own fault ([`serve_own`]).
 pub(super) fn serve_faults(
     ep: &Endpoint,
     space: &Arc<AddressSpace>,
     svc: &Arc<Mutex<Service>>,
 ) -> Result<FaultServing> {
+    if space.signal_faults() {
+        let (ep, sp, svc) = (ep.clone(), space.clone(), svc.clone());
+        let server =
+            SignalServer::register(move |addr, write| serve_own(&ep, &sp, &svc, addr, write))?;
+        return Ok(FaultServing::Signal(server));
+    }
     let source = space.fault_source()?;
     let fd = source.fd();
     let s = svc.clone();
@@ -49,5 +63,64 @@ pub(super) fn serve_faults(
             let ft = space.start_fault_thread(move |f| s.lock().on_fault(&ep, f.page, f.write))?;
             Ok(FaultServing::Thread(ft))
         }
+    }
+}
+
+/// How often a thread sleeping for its page looks again without a grant (a backstop: every
+/// grant wakes it).
+const GRANT_BACKSTOP: Duration = Duration::from_millis(10);
+
+/// Signal mode: serve the fault at `addr` on the faulting thread (from its SIGBUS handler, on
+/// its alternate stack). It hands the fault to the protocol under the service lock as the
+/// service thread would; a fault served locally (a twin) is done when that returns. For a
+/// remote one the thread then waits for the grant as a thread waiting for a lock does: it
+/// polls the network itself for the reply spin, handling the reply it reads there, then sleeps
+/// until a grant on this node. Returns false for an address outside the range (not ours).
+///
+/// Safe to run at any point of the program: the faulting code, like any code that may fault,
+/// holds no lock the fault path takes (the service thread needs the same ones), and Squall's
+/// own code never touches the application view while it holds the service lock.
+fn serve_own(
+    ep: &Endpoint,
+    space: &AddressSpace,
+    svc: &Mutex<Service>,
+    addr: usize,
+    write: bool,
+) -> bool {
+    let Some(page) = space.page_of(addr) else {
+        return false;
+    };
+    if ep.is_service_thread() {
+        fatal(
+            ep.rank(),
+            &format!("the service thread touched shared address {addr:#x} ({page}) itself"),
+        );
+    }
+    let ready = || match space.access(page) {
+        Access::ReadWrite => true,
+        Access::Read => !write,
+        Access::None => false,
+    };
+    space.count_fault(write);
+    svc.lock().on_fault(ep, page, write);
+    if ready() {
+        return true;
+    }
+    let mut handle = |ep: &Endpoint, m| handle_claimed(svc, ep, m);
+    if ep
+        .wait_polling(&claims, &mut handle, || ready().then_some(()))
+        .is_none()
+    {
+        space.wait_for_grant(ready, GRANT_BACKSTOP);
+    }
+    true
+}
+
+/// Give the calling thread what it needs to fault in signal mode (an alternate signal stack);
+/// nothing otherwise. Every thread the runtime starts calls it first.
+pub(super) fn prepare_thread() -> Result<()> {
+    match super::node_ref() {
+        Some(n) if n.inner.space.signal_faults() => Ok(squall_memory::prepare_thread()?),
+        _ => Ok(()),
     }
 }

@@ -99,18 +99,25 @@ impl Node {
         self.depart()?;
         self.inner.ep.shutdown()?;
         // Give the fault stream back; nothing may touch shared memory after this.
-        match self.inner.faults.lock().take() {
+        let signal = match self.inner.faults.lock().take() {
             Some(FaultServing::Poll(id)) => {
                 self.inner.ep.remove_source(id);
+                None
             }
-            Some(FaultServing::Thread(ft)) => drop(ft),
-            None => {}
-        }
+            Some(FaultServing::Thread(ft)) => {
+                drop(ft);
+                None
+            }
+            Some(FaultServing::Signal(s)) => Some(s),
+            None => None,
+        };
         // The program's globals and stacks stay usable by what runs after this (exit handlers,
         // destructors): plain memory from now on (node 0, their home, has the final values).
         if let Err(e) = self.inner.space.detach() {
             eprintln!("squall: {}: {e}", self.rank());
         }
+        // Signal mode: no fault comes from the detached range any more.
+        drop(signal);
         Ok(())
     }
 

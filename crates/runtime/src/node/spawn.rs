@@ -227,6 +227,10 @@ pub(super) fn start_thread(s: &mut Service, sp: SpawnMsg) -> std::result::Result
         .name(format!("squall-{}", tid.0 & 0xffff_ffff))
         .spawn(move || {
             CURRENT.with(|c| c.set(tid.0));
+            if let Err(e) = super::faults::prepare_thread() {
+                eprintln!("squall: {tid}: {e}");
+                std::process::exit(1);
+            }
             let t = Instant::now();
             // Counted as running for the statistics (a stats mark may come while it runs).
             let start_ns = node().ok().map(|n| {

@@ -12,10 +12,29 @@ use super::{my_waiter, Node};
 use crate::error::{Result, SquallError};
 use crate::failure;
 use crate::msg;
-use crate::service::Reply;
+use crate::service::{Reply, Service};
 use crossbeam_channel::{Receiver, TryRecvError};
+use parking_lot::Mutex;
 use squall_core::LockId;
+use squall_net::{Endpoint, Incoming, MsgType};
 use squall_sync::{BarrierCount, BarrierId, CondId, FlagId, Outcome, SyncError};
+
+/// What an application thread waiting for a message takes from the network itself
+/// ([`squall_net::Endpoint::poll_once`]): synchronization and protocol messages.
+pub(super) fn claims(ty: MsgType) -> bool {
+    ty == msg::SYNC || ty == msg::PROTO
+}
+
+/// Handle one message [`claims`] took, under the service lock (as the service thread's
+/// handlers do).
+pub(super) fn handle_claimed(svc: &Mutex<Service>, ep: &Endpoint, m: Incoming) {
+    let mut s = svc.lock();
+    if m.ty == msg::SYNC {
+        s.on_sync_message(ep, m.src, &m.payload);
+    } else {
+        s.on_protocol_message(ep, m.src, &m.payload);
+    }
+}
 
 impl Node {
     /// Waits for this thread's wake-up from a service call (`Node::call`). For the endpoint's
@@ -32,15 +51,7 @@ impl Node {
     /// with no lock held.
     pub(super) fn wait_woken(&self, rx: &Receiver<Reply>) -> Result<Reply> {
         let svc = &self.inner.svc;
-        let claims = |ty| ty == msg::SYNC || ty == msg::PROTO;
-        let mut handle = |ep: &squall_net::Endpoint, m: squall_net::Incoming| {
-            let mut s = svc.lock();
-            if m.ty == msg::SYNC {
-                s.on_sync_message(ep, m.src, &m.payload);
-            } else {
-                s.on_protocol_message(ep, m.src, &m.payload);
-            }
-        };
+        let mut handle = |ep: &squall_net::Endpoint, m| handle_claimed(svc, ep, m);
         let woken = self
             .inner
             .ep

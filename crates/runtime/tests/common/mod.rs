@@ -96,30 +96,47 @@ pub fn job_spec(nodes: usize, name: &str) -> JobSpec {
 /// reordered (the udp transport's reliability layer must hide all of it from the DSM).
 pub const LOSSY_UDP: &str = "loss=0.03,dup=0.02,reorder=0.05";
 
+/// The axes of [`run_matrix`] beyond 2 and 4 nodes over tcp.
+#[derive(Clone, Copy)]
+pub struct Axes {
+    /// Again over udp with [`LOSSY_UDP`] faults injected, at 2 and 4 nodes.
+    pub lossy_udp: bool,
+    /// Again at 2 nodes over tcp with faults served by the faulting threads
+    /// (`SQUALL_FAULTS=signal`).
+    pub signal_faults: bool,
+}
+
 /// Run every scenario of `scenarios` under each of its protocols as jobs of 2 and 4 nodes over
-/// tcp, and, when `lossy_udp`, again over udp with [`LOSSY_UDP`] faults injected (only the cases whose label
-/// `name/protocol/N nodes[/udp-lossy]` contains the first non-option argument of `args`, if
-/// any), print the totals and exit (1 if a case failed). A protocol `P+push` is `P` with push
+/// tcp, and on the further `axes` (only the cases whose label `name/protocol/N
+/// nodes[/udp-lossy|/signal-faults]` contains the first non-option argument of `args`, if any),
+/// print the totals and exit (1 if a case failed). A protocol `P+push` is `P` with push
 /// updates at barriers (`SQUALL_PUSH_UPDATES`). `case(label, name, spec)` runs one job and
 /// says whether it passed.
 pub fn run_matrix(
     scenarios: &[(&str, Scenario, &[&str])],
     args: &[String],
-    lossy_udp: bool,
+    axes: Axes,
     mut case: impl FnMut(&str, &str, JobSpec) -> bool,
 ) -> ! {
     let filter: Option<&String> = args.iter().skip(1).find(|a| !a.starts_with('-'));
     let (mut passed, mut failed) = (0, 0);
     for (name, _, protocols) in scenarios {
         for proto in *protocols {
-            for (nodes, lossy) in [(2usize, false), (4, false), (2, true), (4, true)] {
-                if lossy && !lossy_udp {
+            for (nodes, axis) in [
+                (2usize, ""),
+                (4, ""),
+                (2, "udp-lossy"),
+                (4, "udp-lossy"),
+                (2, "signal-faults"),
+            ] {
+                let (lossy, signal) = (axis == "udp-lossy", axis == "signal-faults");
+                if (lossy && !axes.lossy_udp) || (signal && !axes.signal_faults) {
                     continue;
                 }
-                let label = if lossy {
-                    format!("{name}/{proto}/{nodes} nodes/udp-lossy")
-                } else {
+                let label = if axis.is_empty() {
                     format!("{name}/{proto}/{nodes} nodes")
+                } else {
+                    format!("{name}/{proto}/{nodes} nodes/{axis}")
                 };
                 if filter.is_some_and(|f| !label.contains(f.as_str())) {
                     continue;
@@ -128,6 +145,10 @@ pub fn run_matrix(
                 if lossy {
                     spec.transport = "udp".into();
                     spec.net_faults = Some(format!("{LOSSY_UDP},seed={}", passed + failed));
+                }
+                if signal {
+                    spec.extra_env
+                        .push(("SQUALL_FAULTS".into(), "signal".into()));
                 }
                 let (protocol, push) = match proto.split_once('+') {
                     Some((p, "push")) => (p, true),
