@@ -14,6 +14,9 @@ pub mod atomic;
 pub mod crl;
 pub mod error;
 pub mod gptr;
+/// System-call wrappers (`-Wl,--wrap=read` ...), not in squall.h.
+/// cbindgen:ignore
+pub mod io;
 mod libatomic;
 mod modules;
 pub mod objects;

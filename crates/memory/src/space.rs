@@ -751,12 +751,20 @@ impl AddressSpace {
         Ok(())
     }
 
-    /// A grant happened: wake the threads waiting for one.
+    /// A grant happened (or a fault was resumed): wake the threads waiting for one. SeqCst
+    /// here and in [`wait_for_grant`](Self::wait_for_grant): either the sleeper sees the new
+    /// count or this sees the sleeper.
     fn granted(&self) {
-        self.grants.fetch_add(1, Ordering::Release);
-        if self.sleepers.load(Ordering::Acquire) > 0 {
+        self.grants.fetch_add(1, Ordering::SeqCst);
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
             futex_wake_all(&self.grants);
         }
+    }
+
+    /// Signal mode: how many grants (and resumed faults) this node has had; a thread reads it
+    /// before it hands its fault to the protocol and waits for it to change.
+    pub fn grant_epoch(&self) -> u32 {
+        self.grants.load(Ordering::SeqCst)
     }
 
     /// Whether faults are served by the faulting threads (`SQUALL_FAULTS=signal`).
@@ -772,18 +780,16 @@ impl AddressSpace {
         }
     }
 
-    /// Signal mode: sleep until `ready` holds, looking again after every grant on this node
-    /// (and at least every `every`, a backstop).
-    pub fn wait_for_grant(&self, ready: impl Fn() -> bool, every: std::time::Duration) {
-        self.sleepers.fetch_add(1, Ordering::AcqRel);
-        loop {
-            let seen = self.grants.load(Ordering::Acquire);
-            if ready() {
-                break;
-            }
-            futex_wait(&self.grants, seen, every);
+    /// Signal mode: sleep until a grant or a resumed fault on this node moves the epoch past
+    /// `since` ([`grant_epoch`](Self::grant_epoch)), or `timeout` (a backstop) passes. The
+    /// caller then retries its access, which faults again if it still lacks it, as a thread
+    /// the kernel wakes does.
+    pub fn wait_for_grant(&self, since: u32, timeout: std::time::Duration) {
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        if self.grants.load(Ordering::SeqCst) == since {
+            futex_wait(&self.grants, since, timeout);
         }
-        self.sleepers.fetch_sub(1, Ordering::AcqRel);
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Install page-table entries for unmapped pages (UFFDIO_CONTINUE), populating memfd pages

@@ -19,7 +19,8 @@ pub fn add(v: &mut Cases) {
     // answer at size `small` (issue 6; SQUALL_TEST_APPS_SIZE=tiny|small|medium overrides) on
     // 1, 2 and 4 nodes (2 threads per node) under hlrc — the FINE_GRAIN apps at `tiny` on 2
     // and 4 nodes; tsp (racy bound) and barnes (tree built under locks) also under sc; then
-    // at size `tiny` on 2 and 4 nodes over udp with loss, duplication and reordering injected.
+    // at size `tiny` on 2 and 4 nodes over udp with loss, duplication and reordering injected,
+    // and on 2 nodes with faults served by the faulting threads (`SQUALL_FAULTS=signal`).
     let apps_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../apps");
     let mut apps: Vec<String> = std::fs::read_dir(&apps_dir)
         .map(|d| {
@@ -41,7 +42,7 @@ pub fn add(v: &mut Cases) {
         let app_dir = apps_dir.clone();
         v.add(
             format!(
-                "apps/{app}/{} nodes/{}/udp-lossy",
+                "apps/{app}/{} nodes/{}/udp-lossy/signal-faults",
                 node_counts
                     .iter()
                     .map(|n| n.to_string())
@@ -120,6 +121,21 @@ pub fn add(v: &mut Cases) {
                         t.elapsed().as_secs_f64()
                     );
                 }
+                // Faults served by the faulting threads (`SQUALL_FAULTS=signal`).
+                let t = Instant::now();
+                job_output_timeout(
+                    &exe,
+                    &["-t", "4", "-s", "tiny"],
+                    2,
+                    "verified=1",
+                    &[("SQUALL_FAULTS", "signal")],
+                    Duration::from_secs(480),
+                )
+                .map_err(|e| format!("SQUALL_FAULTS=signal, 2 nodes, size tiny: {e}"))?;
+                println!(
+                    "    {app} tiny hlrc 2 nodes, faults served by signal: verified, job {:.2}s",
+                    t.elapsed().as_secs_f64()
+                );
                 Ok(())
             },
         );

@@ -102,37 +102,30 @@ pub fn add(v: &mut Cases) {
     );
     // stdin reaches rank 0, where main runs (issue 20 item 5): a pthreads program reads 3 MB
     // from stdin and checksums it with threads on every node; the native build of the same
-    // source gives the answer line.
-    v.at_2_and_4("pthreads/stdin", |env: &Env, nodes| {
-        let src = env.src.join("stdin_sum.c");
-        let input: Vec<u8> = (0..3_000_000u32)
-            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
-            .collect();
-        let (want, _) = native_answer(
-            env,
-            "cc",
-            &src,
-            "stdin_sum_native",
-            &["8"],
-            Some(&input),
-            "stdin: ok",
-        )?;
-        let exe = env.build("cc", &src, "stdin_sum", Some("squall-pthread"))?;
-        job_with_input(&exe, &[&(2 * nodes).to_string()], nodes, &want, &input)
-    });
-    // Arguments on main's stack, results on the workers' stacks, pthread_exit, pthread_self.
-    v.at_2_and_4("pthreads/stack args", |env: &Env, nodes| {
-        let exe = env.build_test("cc", "stack_args.c", "stack_args", Some("squall-pthread"))?;
-        // The program counts on the round-robin rule to put its last thread on node 0.
-        job_output_env(
-            &exe,
-            &[&(2 * nodes).to_string()],
-            nodes,
-            "ok stack args",
-            &[("SQUALL_THREAD_PLACEMENT", "round-robin")],
-        )
-        .map(|_| ())
-    });
+    // source gives the answer line. Again with faults served by the faulting threads
+    // (`SQUALL_FAULTS=signal`), where the kernel's own writes into shared memory would fail
+    // with EFAULT but for the `fread` wrapper.
+    for (label, vars) in [
+        ("pthreads/stdin", &[][..]),
+        (
+            "pthreads/stdin/signal-faults",
+            &[("SQUALL_FAULTS", "signal")][..],
+        ),
+    ] {
+        v.at_2_and_4(label, move |env: &Env, nodes| stdin_sum(env, nodes, vars));
+    }
+    // Arguments on main's stack, results on the workers' stacks, pthread_exit, pthread_self
+    // (also with faults served by signal: the handler runs on an alternate stack, never on
+    // the shared one).
+    for (label, vars) in [
+        ("pthreads/stack args", &[][..]),
+        (
+            "pthreads/stack args/signal-faults",
+            &[("SQUALL_FAULTS", "signal")][..],
+        ),
+    ] {
+        v.at_2_and_4(label, move |env: &Env, nodes| stack_args(env, nodes, vars));
+    }
     // The same in C++, `int main()` without arguments (main through -Wl,--wrap=main).
     v.at_2_and_4("pthreads/c++ stack args", |env: &Env, nodes| {
         let exe = env.build_test(
@@ -143,6 +136,48 @@ pub fn add(v: &mut Cases) {
         )?;
         job(&exe, &[], nodes, "ok c++ stack args")
     });
+}
+
+/// stdin_sum: the native build's answer line, then the Squall build's on `nodes` nodes.
+fn stdin_sum(env: &Env, nodes: usize, vars: &[(&str, &str)]) -> Result<(), String> {
+    let src = env.src.join("stdin_sum.c");
+    let input: Vec<u8> = (0..3_000_000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    let (want, _) = native_answer(
+        env,
+        "cc",
+        &src,
+        "stdin_sum_native",
+        &["8"],
+        Some(&input),
+        "stdin: ok",
+    )?;
+    let exe = env.build("cc", &src, "stdin_sum", Some("squall-pthread"))?;
+    job_with_input(
+        &exe,
+        &[&(2 * nodes).to_string()],
+        nodes,
+        &want,
+        &input,
+        vars,
+    )
+}
+
+/// stack_args on `nodes` nodes with 2 threads per node.
+fn stack_args(env: &Env, nodes: usize, vars: &[(&str, &str)]) -> Result<(), String> {
+    let exe = env.build_test("cc", "stack_args.c", "stack_args", Some("squall-pthread"))?;
+    // The program counts on the round-robin rule to put its last thread on node 0.
+    let mut all = vec![("SQUALL_THREAD_PLACEMENT", "round-robin")];
+    all.extend_from_slice(vars);
+    job_output_env(
+        &exe,
+        &[&(2 * nodes).to_string()],
+        nodes,
+        "ok stack args",
+        &all,
+    )
+    .map(|_| ())
 }
 
 /// The placement case for `nodes` nodes and P = `p` threads under `mode` (even,

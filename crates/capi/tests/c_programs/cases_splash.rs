@@ -57,7 +57,7 @@ pub fn add(v: &mut Cases) {
             let exe = env.build("cc", &c, &format!("{prog}_splash"), Some("squall-pthread"))?;
             for &n in &nodes {
                 let t = Instant::now();
-                job_with_input(&exe, &["-p", "4"], n, &want, input.as_bytes())
+                job_with_input(&exe, &["-p", "4"], n, &want, input.as_bytes(), &[])
                     .map_err(|e| format!("{n} node(s): {e}"))?;
                 println!(
                     "    {prog} P=4 on {n} node(s): {want} ({:.2}s)",

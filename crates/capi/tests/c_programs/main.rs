@@ -363,10 +363,14 @@ fn job_with_input(
     nodes: usize,
     expect: &str,
     input: &[u8],
+    vars: &[(&str, &str)],
 ) -> Result<(), String> {
     let mut spec = job_spec(exe, args, nodes, Duration::from_secs(120));
     spec.input = JobInput::Bytes(input.into());
-    let spec = with_test_heap(spec);
+    let mut spec = with_test_heap(spec);
+    for (k, v) in vars {
+        spec.extra_env.push((k.to_string(), v.to_string()));
+    }
     let cap = Arc::new(Capture::default());
     let report = run_job(&spec, cap.clone()).map_err(|e| format!("launch: {e}"))?;
     let out = cap.stdout_of(0);

@@ -66,8 +66,8 @@ pub(super) fn serve_faults(
     }
 }
 
-/// How often a thread sleeping for its page looks again without a grant (a backstop: every
-/// grant wakes it).
+/// How long a thread sleeps for its page without a grant before it retries its access (a
+/// backstop: every grant wakes it).
 const GRANT_BACKSTOP: Duration = Duration::from_millis(10);
 
 /// Signal mode: serve the fault at `addr` on the faulting thread (from its SIGBUS handler, on
@@ -75,7 +75,8 @@ const GRANT_BACKSTOP: Duration = Duration::from_millis(10);
 /// service thread would; a fault served locally (a twin) is done when that returns. For a
 /// remote one the thread then waits for the grant as a thread waiting for a lock does: it
 /// polls the network itself for the reply spin, handling the reply it reads there, then sleeps
-/// until a grant on this node. Returns false for an address outside the range (not ours).
+/// until a grant on this node; then it returns to retry the access. Returns false for an
+/// address outside the range (not ours).
 ///
 /// Safe to run at any point of the program: the faulting code, like any code that may fault,
 /// holds no lock the fault path takes (the service thread needs the same ones), and Squall's
@@ -101,17 +102,22 @@ fn serve_own(
         Access::Read => !write,
         Access::None => false,
     };
+    // Like a thread the kernel wakes, this one retries its access after any grant or resumed
+    // fault on this node since it handed the fault over (it faults again if that was not
+    // enough: its page may have been granted and taken back meanwhile).
+    let since = space.grant_epoch();
     space.count_fault(write);
     svc.lock().on_fault(ep, page, write);
-    if ready() {
+    let done = || ready() || space.grant_epoch() != since;
+    if done() {
         return true;
     }
     let mut handle = |ep: &Endpoint, m| handle_claimed(svc, ep, m);
     if ep
-        .wait_polling(&claims, &mut handle, || ready().then_some(()))
+        .wait_polling(&claims, &mut handle, || done().then_some(()))
         .is_none()
     {
-        space.wait_for_grant(ready, GRANT_BACKSTOP);
+        space.wait_for_grant(since, GRANT_BACKSTOP);
     }
     true
 }
@@ -122,5 +128,44 @@ pub(super) fn prepare_thread() -> Result<()> {
     match super::node_ref() {
         Some(n) if n.inner.space.signal_faults() => Ok(squall_memory::prepare_thread()?),
         _ => Ok(()),
+    }
+}
+
+impl super::Node {
+    /// Whether this node's faults are served by the faulting threads (`SQUALL_FAULTS=signal`).
+    #[inline]
+    pub fn signal_faults(&self) -> bool {
+        self.inner.space.signal_faults()
+    }
+
+    /// Signal mode: give this node the access to `len` bytes from `addr` that a system call
+    /// about to read (`write` false) or write them needs, serving the faults a thread's own
+    /// access would take, one page at a time (the kernel's own accesses do not fault into a
+    /// handler: they fail with EFAULT). Bytes outside Squall memory are skipped; in the default
+    /// mode it does nothing (the kernel waits for the service thread). The access holds until
+    /// the next synchronization of this node takes it back.
+    pub fn prepare_access(&self, addr: usize, len: usize, write: bool) {
+        let space = &self.inner.space;
+        if !space.signal_faults() || len == 0 {
+            return;
+        }
+        let first = addr & !(squall_core::PAGE_SIZE - 1);
+        let end = addr.saturating_add(len);
+        for a in (first..end).step_by(squall_core::PAGE_SIZE) {
+            let Some(page) = space.page_of(a) else {
+                continue;
+            };
+            loop {
+                let ok = match space.access(page) {
+                    Access::ReadWrite => true,
+                    Access::Read => !write,
+                    Access::None => false,
+                };
+                if ok {
+                    break;
+                }
+                serve_own(&self.inner.ep, space, &self.inner.svc, a, write);
+            }
+        }
     }
 }

@@ -1,0 +1,138 @@
+//! System calls on shared memory under `SQUALL_FAULTS=signal`: `read`, `pread`, `recv`,
+//! `fread` into it and `write`, `pwrite`, `send`, `fwrite` from it.
+//!
+//! With faults served by signal, the kernel's own access to a page this node cannot access
+//! fails with EFAULT instead of waiting (the faulting "thread" is the kernel). A pthreads
+//! program linked with `pkg-config --libs squall-pthread` calls these functions through
+//! `-Wl,--wrap=NAME`: each wrapper first gives the node the access the kernel will need to the
+//! buffer (`Node::prepare_access`, a no-op in the default mode and outside Squall memory), then
+//! calls the C library's function unchanged. Other calls that take a buffer of shared memory
+//! (readv, recvmsg, stat into a global ...) are not wrapped: see the README's
+//! `SQUALL_FAULTS` paragraph.
+//!
+//! Owns: the wrappers. Must not touch: the fault path itself (the runtime's).
+use std::ffi::{c_int, c_void};
+
+/// Give this node `len` bytes of access from `buf` for a kernel read (`write` false) or write
+/// of them, on the thread's private stack (a shared stack may fault while Squall holds its
+/// lock).
+fn prepare(buf: *const c_void, len: usize, write: bool) {
+    if let Some(n) = squall::node_ref() {
+        if n.signal_faults() {
+            crate::stack::on_private(|| n.prepare_access(buf as usize, len, write));
+        }
+    }
+}
+
+/// `read` (wrapped): the buffer made writable first.
+///
+/// # Safety
+/// As `read(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn __wrap_read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
+    prepare(buf, n, true);
+    // SAFETY: the caller's arguments, unchanged, as `read(2)` takes them.
+    unsafe { libc::read(fd, buf, n) }
+}
+
+/// `pread` (wrapped).
+///
+/// # Safety
+/// As `pread(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn __wrap_pread(
+    fd: c_int,
+    buf: *mut c_void,
+    n: usize,
+    off: libc::off_t,
+) -> isize {
+    prepare(buf, n, true);
+    // SAFETY: the caller's arguments, unchanged.
+    unsafe { libc::pread(fd, buf, n, off) }
+}
+
+/// `recv` (wrapped).
+///
+/// # Safety
+/// As `recv(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn __wrap_recv(fd: c_int, buf: *mut c_void, n: usize, flags: c_int) -> isize {
+    prepare(buf, n, true);
+    // SAFETY: the caller's arguments, unchanged.
+    unsafe { libc::recv(fd, buf, n, flags) }
+}
+
+/// `fread` (wrapped): the C library reads a large request straight into the buffer.
+///
+/// # Safety
+/// As `fread(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn __wrap_fread(
+    buf: *mut c_void,
+    size: usize,
+    count: usize,
+    f: *mut libc::FILE,
+) -> usize {
+    prepare(buf, size.saturating_mul(count), true);
+    // SAFETY: the caller's arguments, unchanged.
+    unsafe { libc::fread(buf, size, count, f) }
+}
+
+/// `write` (wrapped): the buffer made readable first.
+///
+/// # Safety
+/// As `write(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn __wrap_write(fd: c_int, buf: *const c_void, n: usize) -> isize {
+    prepare(buf, n, false);
+    // SAFETY: the caller's arguments, unchanged.
+    unsafe { libc::write(fd, buf, n) }
+}
+
+/// `pwrite` (wrapped).
+///
+/// # Safety
+/// As `pwrite(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn __wrap_pwrite(
+    fd: c_int,
+    buf: *const c_void,
+    n: usize,
+    off: libc::off_t,
+) -> isize {
+    prepare(buf, n, false);
+    // SAFETY: the caller's arguments, unchanged.
+    unsafe { libc::pwrite(fd, buf, n, off) }
+}
+
+/// `send` (wrapped).
+///
+/// # Safety
+/// As `send(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn __wrap_send(
+    fd: c_int,
+    buf: *const c_void,
+    n: usize,
+    flags: c_int,
+) -> isize {
+    prepare(buf, n, false);
+    // SAFETY: the caller's arguments, unchanged.
+    unsafe { libc::send(fd, buf, n, flags) }
+}
+
+/// `fwrite` (wrapped): the C library writes a large request straight from the buffer.
+///
+/// # Safety
+/// As `fwrite(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn __wrap_fwrite(
+    buf: *const c_void,
+    size: usize,
+    count: usize,
+    f: *mut libc::FILE,
+) -> usize {
+    prepare(buf, size.saturating_mul(count), false);
+    // SAFETY: the caller's arguments, unchanged.
+    unsafe { libc::fwrite(buf, size, count, f) }
+}
