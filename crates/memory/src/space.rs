@@ -9,9 +9,12 @@
 //! * `Read`: mapped and userfaultfd-write-protected: writes raise a WP fault.
 //! * `ReadWrite`: mapped without write protection.
 //!
-//! No signal handler is involved: the kernel blocks a faulting thread until `set_access` grants
-//! what it needs (or `wake` tells it to retry); kernel accesses (e.g. `read(2)` into shared
-//! memory) wait the same way. Fault messages are read either by a fault thread of this crate
+//! By default no signal handler is involved: the kernel blocks a faulting thread until
+//! `set_access` grants what it needs (or `wake` tells it to retry); kernel accesses (e.g.
+//! `read(2)` into shared memory) wait the same way. With `SpaceConfig::signal_faults`
+//! (`SQUALL_FAULTS=signal`) the kernel raises SIGBUS in the faulting thread instead
+//! ([`crate::signal`]); grants then bump a counter such a thread sleeps on
+//! ([`AddressSpace::wait_for_grant`]). Fault messages are read either by a fault thread of this crate
 //! (`start_fault_thread`) or by the caller's own event loop (`fault_source`: the runtime's
 //! service thread polls the userfaultfd beside its sockets); both only read the messages and
 //! hand them to the caller's callback, which runs no code of this crate.
