@@ -270,6 +270,27 @@ fn fault_json_times_real_remote_faults_beside_the_raw_request_reply() {
 }
 
 #[test]
+fn fault_both_times_faults_served_by_the_service_thread_and_by_signal() {
+    let v = bench_json(&["fault", "--iters", "20", "--reps", "1", "--faults", "both"]);
+    let rows = v["rows"].as_array().expect("rows");
+    for mode in ["thread", "signal"] {
+        let row = |op: &str| {
+            rows.iter()
+                .find(|r| r["op"] == op && r["faults"] == mode)
+                .unwrap_or_else(|| panic!("no {op} row for {mode} in {v}"))
+        };
+        // Each node checks from its statistics that every timed read was one fault and one
+        // 4 KiB fetch, in either mode.
+        let read = row("read_fault");
+        assert_eq!(read["samples"].as_u64(), Some(20), "{read}");
+        positive(read, "squall_us");
+        positive(read, "ratio");
+        positive(row("write_fault_twin"), "squall_us");
+        positive(row("write_miss"), "squall_us");
+    }
+}
+
+#[test]
 fn regions_json_reports_misses_checked_by_the_statistics() {
     let v = bench_json(&[
         "regions", "--sizes", "64,8k", "--iters", "20", "--reps", "2",
@@ -359,6 +380,7 @@ fn costs_prints_the_basic_costs_table_from_every_bench() {
         "active-message round trip, 64 B",
         "cold remote 4 KiB read fault",
         "write fault on a read copy",
+        "the same two, faults served by the faulting thread",
         "uncontended remote lock acquire",
         "barrier, 2 / 4 nodes",
         "thread create + join",

@@ -146,7 +146,15 @@ pub fn main(a: CostsArgs) -> Result<(), String> {
         "--reps",
         &reps,
     ]))?;
-    let fault_tcp = child(&s(&["fault", "--transport", "tcp", "--reps", &reps]))?;
+    let fault_tcp = child(&s(&[
+        "fault",
+        "--transport",
+        "tcp",
+        "--reps",
+        &reps,
+        "--faults",
+        "both",
+    ]))?;
     let fault_udp = child(&s(&["fault", "--transport", "udp", "--reps", &reps]))?;
     let lock = child(&s(&["lock", "--reps", &reps]))?;
     let nodes: Vec<String> = a.barrier_nodes.iter().map(|n| n.to_string()).collect();
@@ -197,6 +205,13 @@ pub fn main(a: CostsArgs) -> Result<(), String> {
         ));
     }
     let op = |v: &Value, name: &str| row(v, "op", &json!(name)).cloned();
+    // The same operation with faults served by the faulting thread (`--faults both`).
+    let by_signal = |v: &Value, name: &str| {
+        rows(v)
+            .iter()
+            .find(|r| r["op"] == name && r["faults"] == "signal")
+            .cloned()
+    };
     let (rt, ru) = (op(&fault_tcp, "read_fault"), op(&fault_udp, "read_fault"));
     let (qt, qu) = (
         op(&fault_tcp, "request_reply"),
@@ -216,6 +231,19 @@ pub fn main(a: CostsArgs) -> Result<(), String> {
         "| write fault on a read copy (twin, no message) | {} µs | {} µs | — |\n",
         f(num(twin.as_ref(), "squall_us")),
         f(num(twin.as_ref(), "squall_p99_us")),
+    ));
+    let (rs, ts) = (
+        by_signal(&fault_tcp, "read_fault"),
+        by_signal(&fault_tcp, "write_fault_twin"),
+    );
+    t.push_str(&format!(
+        "| the same two, faults served by the faulting thread (`SQUALL_FAULTS=signal`), tcp | {} / {} µs | {} / {} µs | raw 4 KiB request/reply {} µs (read fault ratio {}) |\n",
+        f(num(rs.as_ref(), "squall_us")),
+        f(num(ts.as_ref(), "squall_us")),
+        f(num(rs.as_ref(), "squall_p99_us")),
+        f(num(ts.as_ref(), "squall_p99_us")),
+        f(num(rs.as_ref(), "raw_us")),
+        f(num(rs.as_ref(), "ratio")),
     ));
     let miss = op(&fault_tcp, "write_miss");
     t.push_str(&format!(
