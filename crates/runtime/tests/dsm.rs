@@ -783,10 +783,7 @@ fn main() {
     run_matrix(
         SCENARIOS,
         &args,
-        Axes {
-            lossy_udp: !mpirun,
-            signal_faults: !mpirun,
-        },
+        if mpirun { Axes::TCP } else { Axes::ALL },
         |label, _, mut spec| {
             if mpirun {
                 spec.transport = "mpi".into();

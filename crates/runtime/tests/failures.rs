@@ -191,13 +191,7 @@ fn main() {
     if launched_as_node() {
         node_exit(SCENARIOS, &args);
     }
-    run_matrix(
-        SCENARIOS,
-        &args,
-        Axes {
-            lossy_udp: false,
-            signal_faults: false,
-        },
-        |label, name, spec| run(label, name, &spec),
-    )
+    run_matrix(SCENARIOS, &args, Axes::TCP, |label, name, spec| {
+        run(label, name, &spec)
+    })
 }

@@ -241,13 +241,7 @@ fn main() {
     if launched_as_node() {
         node_exit(SCENARIOS, &args);
     }
-    run_matrix(
-        SCENARIOS,
-        &args,
-        Axes {
-            lossy_udp: true,
-            signal_faults: true,
-        },
-        |label, _, spec| run_case(label, &spec),
-    )
+    run_matrix(SCENARIOS, &args, Axes::ALL, |label, _, spec| {
+        run_case(label, &spec)
+    })
 }

@@ -500,20 +500,12 @@ fn main() {
     if launched_as_node() {
         node_exit(SCENARIOS, &args);
     }
-    run_matrix(
-        SCENARIOS,
-        &args,
-        Axes {
-            lossy_udp: true,
-            signal_faults: true,
-        },
-        |label, _, mut spec| {
-            // Big enough a range to have a global part (nothing is committed up front).
-            if label.starts_with("beyond_share/") {
-                spec.extra_env
-                    .push(("SQUALL_HEAP_SIZE".into(), "256G".into()));
-            }
-            run_case(label, &spec)
-        },
-    )
+    run_matrix(SCENARIOS, &args, Axes::ALL, |label, _, mut spec| {
+        // Big enough a range to have a global part (nothing is committed up front).
+        if label.starts_with("beyond_share/") {
+            spec.extra_env
+                .push(("SQUALL_HEAP_SIZE".into(), "256G".into()));
+        }
+        run_case(label, &spec)
+    })
 }

@@ -106,6 +106,19 @@ pub struct Axes {
     pub signal_faults: bool,
 }
 
+impl Axes {
+    /// Every axis.
+    pub const ALL: Axes = Axes {
+        lossy_udp: true,
+        signal_faults: true,
+    };
+    /// 2 and 4 nodes over tcp only.
+    pub const TCP: Axes = Axes {
+        lossy_udp: false,
+        signal_faults: false,
+    };
+}
+
 /// Run every scenario of `scenarios` under each of its protocols as jobs of 2 and 4 nodes over
 /// tcp, and on the further `axes` (only the cases whose label `name/protocol/N
 /// nodes[/udp-lossy|/signal-faults]` contains the first non-option argument of `args`, if any),
