@@ -13,7 +13,7 @@
 //! `set_access` grants what it needs (or `wake` tells it to retry); kernel accesses (e.g.
 //! `read(2)` into shared memory) wait the same way. With `SpaceConfig::signal_faults`
 //! (`SQUALL_FAULTS=signal`) the kernel raises SIGBUS in the faulting thread instead
-//! ([`crate::signal`]); grants then bump a counter such a thread sleeps on
+//! ([`crate::signal`]); resumed faults then bump a counter such a thread sleeps on
 //! ([`AddressSpace::wait_for_grant`]). Fault messages are read either by a fault thread of this crate
 //! (`start_fault_thread`) or by the caller's own event loop (`fault_source`: the runtime's
 //! service thread polls the userfaultfd beside its sockets); both only read the messages and
@@ -256,8 +256,8 @@ pub struct AddressSpace {
     faults: AtomicU64,
     write_faults: AtomicU64,
     transitions: AtomicU64,
-    /// Bumped after every kernel call that grants access (signal mode: what a thread waiting
-    /// for its page sleeps on, [`AddressSpace::wait_for_grant`]).
+    /// Signal mode: bumped by every resumed fault (what a thread waiting for its page sleeps
+    /// on, [`AddressSpace::wait_for_grant`]).
     grants: AtomicU32,
     /// Threads sleeping in [`AddressSpace::wait_for_grant`].
     sleepers: AtomicU32,
@@ -748,13 +748,12 @@ impl AddressSpace {
             return Err(e);
         }
         self.transitions.fetch_add(count, Ordering::Relaxed);
-        if wakes && self.cfg.signal_faults {
-            self.granted();
-        }
         Ok(())
     }
 
-    /// A grant happened (or a fault was resumed): wake the threads waiting for one. SeqCst
+    /// Signal mode: a fault was served (`resume`, which the protocol asks for once every
+    /// access change a fault needed is done: a miss that writes is granted read, then
+    /// twinned, then resumed): wake the threads waiting for one. SeqCst
     /// here and in [`wait_for_grant`](Self::wait_for_grant): either the sleeper sees the new
     /// count or this sees the sleeper.
     fn granted(&self) {
@@ -764,8 +763,8 @@ impl AddressSpace {
         }
     }
 
-    /// Signal mode: how many grants (and resumed faults) this node has had; a thread reads it
-    /// before it hands its fault to the protocol and waits for it to change.
+    /// Signal mode: how many faults this node has resumed; a thread reads it before it hands
+    /// its fault to the protocol and waits for it to change.
     pub fn grant_epoch(&self) -> u32 {
         self.grants.load(Ordering::SeqCst)
     }
@@ -783,10 +782,10 @@ impl AddressSpace {
         }
     }
 
-    /// Signal mode: sleep until a grant or a resumed fault on this node moves the epoch past
-    /// `since` ([`grant_epoch`](Self::grant_epoch)), or `timeout` (a backstop) passes. The
-    /// caller then retries its access, which faults again if it still lacks it, as a thread
-    /// the kernel wakes does.
+    /// Signal mode: sleep until a resumed fault on this node moves the epoch past `since`
+    /// ([`grant_epoch`](Self::grant_epoch)), or `timeout` (a backstop) passes. The caller
+    /// then retries its access, which faults again if it still lacks it, as a thread the
+    /// kernel wakes does.
     pub fn wait_for_grant(&self, since: u32, timeout: std::time::Duration) {
         self.sleepers.fetch_add(1, Ordering::SeqCst);
         if self.grants.load(Ordering::SeqCst) == since {

@@ -97,18 +97,16 @@ fn serve_own(
             &format!("the service thread touched shared address {addr:#x} ({page}) itself"),
         );
     }
-    let ready = || match space.access(page) {
-        Access::ReadWrite => true,
-        Access::Read => !write,
-        Access::None => false,
-    };
-    // Like a thread the kernel wakes, this one retries its access after any grant or resumed
-    // fault on this node since it handed the fault over (it faults again if that was not
-    // enough: its page may have been granted and taken back meanwhile).
+    // Like a thread the kernel wakes, this one retries its access after any fault this node
+    // resumed since it handed its own over (it faults again if that was not enough: its page
+    // may have been granted and taken back meanwhile). The epoch moves only once every access
+    // change the resumed fault needed is done; the access table changes before the kernel
+    // does, and a miss that writes is granted read before it is twinned, so a thread that
+    // looked at the table could retry too early and fault again.
     let since = space.grant_epoch();
     space.count_fault(write);
     svc.lock().on_fault(ep, page, write);
-    let done = || ready() || space.grant_epoch() != since;
+    let done = || space.grant_epoch() != since;
     if done() {
         return true;
     }
