@@ -52,6 +52,7 @@ fn space() -> Arc<AddressSpace> {
         base: BASE,
         size: 64 << 20,
         user_mode_only: false,
+        signal_faults: false,
     })
     .expect("reserve the global range")
 }

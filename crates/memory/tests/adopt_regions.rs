@@ -65,6 +65,7 @@ fn data_and_bss_regions() {
         base: BASE,
         size: 64 << 20,
         user_mode_only: false,
+        signal_faults: false,
     })
     .unwrap();
     let regions = [
@@ -144,6 +145,7 @@ fn overlapping_regions_are_refused() {
         base: BASE + (1 << 30),
         size: 64 << 20,
         user_mode_only: false,
+        signal_faults: false,
     })
     .unwrap();
     // Two regions over the same (unmapped, never touched) address: refused before any mapping.
@@ -178,6 +180,7 @@ fn runs_across_a_protected_page_are_installed() {
         base,
         size: 64 << 20,
         user_mode_only: false,
+        signal_faults: false,
     })
     .unwrap();
     let guard = base + 11 * PAGE_SIZE;
