@@ -261,6 +261,8 @@ pub struct AddressSpace {
     grants: AtomicU32,
     /// Threads sleeping in [`AddressSpace::wait_for_grant`].
     sleepers: AtomicU32,
+    /// Set by [`AddressSpace::detach`]: the views are plain memory from then on.
+    detached: AtomicBool,
 }
 
 impl std::fmt::Debug for AddressSpace {
@@ -382,6 +384,7 @@ impl AddressSpace {
             transitions: AtomicU64::new(0),
             grants: AtomicU32::new(0),
             sleepers: AtomicU32::new(0),
+            detached: AtomicBool::new(false),
         }))
     }
 
@@ -600,7 +603,13 @@ impl AddressSpace {
                 }
             })?;
         }
+        self.detached.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// Whether [`detach`](Self::detach) made the views plain memory (no fault comes any more).
+    pub fn detached(&self) -> bool {
+        self.detached.load(Ordering::Acquire)
     }
 
     /// One past the last page of the run of pages from `p` (below `end`) whose application

@@ -144,7 +144,8 @@ impl super::Node {
     /// the next synchronization of this node takes it back.
     pub fn prepare_access(&self, addr: usize, len: usize, write: bool) {
         let space = &self.inner.space;
-        if !space.signal_faults() || len == 0 {
+        // After the node's end the range is plain memory (exit handlers may still write).
+        if !space.signal_faults() || len == 0 || space.detached() {
             return;
         }
         let first = addr & !(squall_core::PAGE_SIZE - 1);
