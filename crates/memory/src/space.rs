@@ -13,8 +13,8 @@
 //! `set_access` grants what it needs (or `wake` tells it to retry); kernel accesses (e.g.
 //! `read(2)` into shared memory) wait the same way. With `SpaceConfig::signal_faults`
 //! (`SQUALL_FAULTS=signal`) the kernel raises SIGBUS in the faulting thread instead
-//! ([`crate::signal`]); resumed faults then bump a counter such a thread sleeps on
-//! ([`AddressSpace::wait_for_grant`]). Fault messages are read either by a fault thread of this crate
+//! ([`crate::signal`]); where the default mode would wake blocked threads, a counter such a
+//! thread sleeps on is bumped instead ([`AddressSpace::wait_for_wake`]). Fault messages are read either by a fault thread of this crate
 //! (`start_fault_thread`) or by the caller's own event loop (`fault_source`: the runtime's
 //! service thread polls the userfaultfd beside its sockets); both only read the messages and
 //! hand them to the caller's callback, which runs no code of this crate.
@@ -256,10 +256,11 @@ pub struct AddressSpace {
     faults: AtomicU64,
     write_faults: AtomicU64,
     transitions: AtomicU64,
-    /// Signal mode: bumped by every resumed fault (what a thread waiting for its page sleeps
-    /// on, [`AddressSpace::wait_for_grant`]).
-    grants: AtomicU32,
-    /// Threads sleeping in [`AddressSpace::wait_for_grant`].
+    /// Signal mode: bumped wherever the default mode wakes threads blocked on a fault (a
+    /// resumed fault, an access set to what it already was); what a thread waiting for its
+    /// page sleeps on ([`AddressSpace::wait_for_wake`]).
+    wakes: AtomicU32,
+    /// Threads sleeping in [`AddressSpace::wait_for_wake`].
     sleepers: AtomicU32,
     /// Set by [`AddressSpace::detach`]: the views are plain memory from then on.
     detached: AtomicBool,
@@ -382,7 +383,7 @@ impl AddressSpace {
             faults: AtomicU64::new(0),
             write_faults: AtomicU64::new(0),
             transitions: AtomicU64::new(0),
-            grants: AtomicU32::new(0),
+            wakes: AtomicU32::new(0),
             sleepers: AtomicU32::new(0),
             detached: AtomicBool::new(false),
         }))
@@ -724,11 +725,11 @@ impl AddressSpace {
             }
         };
         if prev == next {
+            // A thread may have faulted on a page it can already access (e.g. a duplicate
+            // report); let it retry.
             if next != Access::None && self.cfg.signal_faults {
-                self.granted();
+                self.wake_waiters();
             } else if next != Access::None {
-                // A thread may have faulted on a page it can already access (e.g. a duplicate
-                // report); let it retry.
                 retry(|| sys::uffd_wake(fd, start, len)).map_err(|e| {
                     unwoken();
                     kerr("wake", e)
@@ -760,22 +761,23 @@ impl AddressSpace {
         Ok(())
     }
 
-    /// Signal mode: a fault was served (`resume`, which the protocol asks for once every
-    /// access change a fault needed is done: a miss that writes is granted read, then
-    /// twinned, then resumed): wake the threads waiting for one. SeqCst
-    /// here and in [`wait_for_grant`](Self::wait_for_grant): either the sleeper sees the new
-    /// count or this sees the sleeper.
-    fn granted(&self) {
-        self.grants.fetch_add(1, Ordering::SeqCst);
+    /// Signal mode: wake the threads waiting for their fault to be served, to retry their
+    /// access. Called only where the default mode wakes blocked threads once the protocol is
+    /// done with a fault (`resume`, after every access change it needed: a miss that writes
+    /// is granted read, then twinned, then resumed), not at each grant. SeqCst here and in
+    /// [`wait_for_wake`](Self::wait_for_wake): either the sleeper sees the new count or this
+    /// sees the sleeper.
+    fn wake_waiters(&self) {
+        self.wakes.fetch_add(1, Ordering::SeqCst);
         if self.sleepers.load(Ordering::SeqCst) > 0 {
-            futex_wake_all(&self.grants);
+            futex_wake_all(&self.wakes);
         }
     }
 
-    /// Signal mode: how many faults this node has resumed; a thread reads it before it hands
-    /// its fault to the protocol and waits for it to change.
-    pub fn grant_epoch(&self) -> u32 {
-        self.grants.load(Ordering::SeqCst)
+    /// Signal mode: how many times this node woke waiting threads; a thread reads it before it
+    /// hands its fault to the protocol and waits for it to change.
+    pub fn wake_epoch(&self) -> u32 {
+        self.wakes.load(Ordering::SeqCst)
     }
 
     /// Whether faults are served by the faulting threads (`SQUALL_FAULTS=signal`).
@@ -783,7 +785,8 @@ impl AddressSpace {
         self.cfg.signal_faults
     }
 
-    /// Signal mode: count a fault the faulting thread serves itself (the statistics' faults).
+    /// Count a fault (the statistics' faults): one read from the userfaultfd, or in signal
+    /// mode one a faulting thread serves itself.
     pub fn count_fault(&self, write: bool) {
         self.faults.fetch_add(1, Ordering::Relaxed);
         if write {
@@ -791,14 +794,14 @@ impl AddressSpace {
         }
     }
 
-    /// Signal mode: sleep until a resumed fault on this node moves the epoch past `since`
-    /// ([`grant_epoch`](Self::grant_epoch)), or `timeout` (a backstop) passes. The caller
-    /// then retries its access, which faults again if it still lacks it, as a thread the
-    /// kernel wakes does.
-    pub fn wait_for_grant(&self, since: u32, timeout: std::time::Duration) {
+    /// Signal mode: sleep until this node wakes waiting threads after `since`
+    /// ([`wake_epoch`](Self::wake_epoch)), or `timeout` (a backstop) passes. The caller then
+    /// retries its access, which faults again if it still lacks it, as a thread the kernel
+    /// wakes does.
+    pub fn wait_for_wake(&self, since: u32, timeout: std::time::Duration) {
         self.sleepers.fetch_add(1, Ordering::SeqCst);
-        if self.grants.load(Ordering::SeqCst) == since {
-            futex_wait(&self.grants, since, timeout);
+        if self.wakes.load(Ordering::SeqCst) == since {
+            futex_wait(&self.wakes, since, timeout);
         }
         self.sleepers.fetch_sub(1, Ordering::SeqCst);
     }
@@ -920,8 +923,8 @@ impl AddressSpace {
     pub fn resume(&self, page: PageId) -> Result<(), MemoryError> {
         self.check(page, 1)?;
         if self.cfg.signal_faults {
-            // Nobody waits in the kernel: the faulting thread looks at the table itself.
-            self.granted();
+            // Nobody waits in the kernel: the faulting threads wait for this.
+            self.wake_waiters();
             return Ok(());
         }
         if self.table.woken(page.0) {
@@ -1073,10 +1076,7 @@ impl AddressSpace {
             self.table.set_woken(page.0, false);
             let write =
                 msg.flags & (sys::UFFD_PAGEFAULT_FLAG_WRITE | sys::UFFD_PAGEFAULT_FLAG_WP) != 0;
-            self.faults.fetch_add(1, Ordering::Relaxed);
-            if write {
-                self.write_faults.fetch_add(1, Ordering::Relaxed);
-            }
+            self.count_fault(write);
             let fault = Fault {
                 page,
                 addr,

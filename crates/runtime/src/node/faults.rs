@@ -66,16 +66,16 @@ pub(super) fn serve_faults(
     }
 }
 
-/// How long a thread sleeps for its page without a grant before it retries its access (a
-/// backstop: every grant wakes it).
-const GRANT_BACKSTOP: Duration = Duration::from_millis(10);
+/// How long a thread sleeps for its page without a wake-up before it retries its access (a
+/// backstop: every resumed fault wakes it).
+const WAKE_BACKSTOP: Duration = Duration::from_millis(10);
 
 /// Signal mode: serve the fault at `addr` on the faulting thread (from its SIGBUS handler, on
 /// its alternate stack). It hands the fault to the protocol under the service lock as the
 /// service thread would; a fault served locally (a twin) is done when that returns. For a
 /// remote one the thread then waits for the grant as a thread waiting for a lock does: it
 /// polls the network itself for the reply spin, handling the reply it reads there, then sleeps
-/// until a grant on this node; then it returns to retry the access. Returns false for an
+/// until this node resumes a fault; then it returns to retry the access. Returns false for an
 /// address outside the range (not ours).
 ///
 /// Safe to run at any point of the program: the faulting code, like any code that may fault,
@@ -103,10 +103,10 @@ fn serve_own(
     // change the resumed fault needed is done; the access table changes before the kernel
     // does, and a miss that writes is granted read before it is twinned, so a thread that
     // looked at the table could retry too early and fault again.
-    let since = space.grant_epoch();
+    let since = space.wake_epoch();
     space.count_fault(write);
     svc.lock().on_fault(ep, page, write);
-    let done = || space.grant_epoch() != since;
+    let done = || space.wake_epoch() != since;
     if done() {
         return true;
     }
@@ -115,7 +115,7 @@ fn serve_own(
         .wait_polling(&claims, &mut handle, || done().then_some(()))
         .is_none()
     {
-        space.wait_for_grant(since, GRANT_BACKSTOP);
+        space.wait_for_wake(since, WAKE_BACKSTOP);
     }
     true
 }
