@@ -34,7 +34,7 @@ fn prepare(buf: *const c_void, len: usize, write: bool) {
 pub unsafe extern "C" fn __wrap_read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     prepare(buf, n, true);
     // SAFETY: the caller's arguments, unchanged, as `read(2)` takes them.
-    unsafe { libc::read(fd, buf, n) }
+    unsafe { crate::libc_next::read()(fd, buf, n) }
 }
 
 /// `pread` (wrapped).
@@ -50,7 +50,7 @@ pub unsafe extern "C" fn __wrap_pread(
 ) -> isize {
     prepare(buf, n, true);
     // SAFETY: the caller's arguments, unchanged.
-    unsafe { libc::pread(fd, buf, n, off) }
+    unsafe { crate::libc_next::pread()(fd, buf, n, off) }
 }
 
 /// `fread` (wrapped): the C library reads a large request straight into the buffer.
@@ -66,7 +66,7 @@ pub unsafe extern "C" fn __wrap_fread(
 ) -> usize {
     prepare(buf, size.saturating_mul(count), true);
     // SAFETY: the caller's arguments, unchanged.
-    unsafe { libc::fread(buf, size, count, f) }
+    unsafe { crate::libc_next::fread()(buf, size, count, f) }
 }
 
 /// `write` (wrapped): the buffer made readable first.
@@ -77,7 +77,7 @@ pub unsafe extern "C" fn __wrap_fread(
 pub unsafe extern "C" fn __wrap_write(fd: c_int, buf: *const c_void, n: usize) -> isize {
     prepare(buf, n, false);
     // SAFETY: the caller's arguments, unchanged.
-    unsafe { libc::write(fd, buf, n) }
+    unsafe { crate::libc_next::write()(fd, buf, n) }
 }
 
 /// `pwrite` (wrapped).
@@ -93,7 +93,7 @@ pub unsafe extern "C" fn __wrap_pwrite(
 ) -> isize {
     prepare(buf, n, false);
     // SAFETY: the caller's arguments, unchanged.
-    unsafe { libc::pwrite(fd, buf, n, off) }
+    unsafe { crate::libc_next::pwrite()(fd, buf, n, off) }
 }
 
 /// `fwrite` (wrapped): the C library writes a large request straight from the buffer.
@@ -109,7 +109,7 @@ pub unsafe extern "C" fn __wrap_fwrite(
 ) -> usize {
     prepare(buf, size.saturating_mul(count), false);
     // SAFETY: the caller's arguments, unchanged.
-    unsafe { libc::fwrite(buf, size, count, f) }
+    unsafe { crate::libc_next::fwrite()(buf, size, count, f) }
 }
 
 extern "C" {

@@ -18,6 +18,7 @@ pub mod gptr;
 /// cbindgen:ignore
 pub mod io;
 mod libatomic;
+mod libc_next;
 mod modules;
 pub mod objects;
 /// The OpenMP runtime (GOMP_* and omp_* symbols, declared by gcc's <omp.h>, not squall.h).

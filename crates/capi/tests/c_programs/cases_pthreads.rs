@@ -126,6 +126,23 @@ pub fn add(v: &mut Cases) {
     ] {
         v.at_2_and_4(label, move |env: &Env, nodes| stack_args(env, nodes, vars));
     }
+    // A program with functions of its own named like the C library's socket calls (send,
+    // recv, poll, connect, socket, shutdown): Squall's network layer must not call them, and
+    // the program's calls must reach them (libsquall.so is linked with -Wl,--wrap for those
+    // names, src/libc_next.rs). Over udp too (other socket calls).
+    for (label, vars) in [
+        ("pthreads/own socket names", &[][..]),
+        (
+            "pthreads/own socket names/udp",
+            &[("SQUALL_TRANSPORT", "udp")][..],
+        ),
+    ] {
+        v.at_2_and_4(label, move |env: &Env, nodes| {
+            let exe = env.build_test("cc", "own_names.c", "own_names", Some("squall-pthread"))?;
+            job_output_env(&exe, &[], nodes, "own names ok: sum=400.0 stopped=4", vars)?;
+            Ok(())
+        });
+    }
     // The same in C++, `int main()` without arguments (main through -Wl,--wrap=main).
     v.at_2_and_4("pthreads/c++ stack args", |env: &Env, nodes| {
         let exe = env.build_test(

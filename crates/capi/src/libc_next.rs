@@ -1,0 +1,138 @@
+//! libsquall's own calls into the C library, kept away from the program's functions of the
+//! same names.
+//!
+//! A program linked with libsquall.so may define functions named like the C library's: a
+//! message-passing helper `send(int to, double v)`, `recv`, `poll`, a `shutdown()` of its own.
+//! The linker then exports the program's definition (libsquall.so refers to the name), and
+//! the dynamic linker binds libsquall's references to it: Squall's network layer would call
+//! the program's `send` instead of the socket call, and crash. So libsquall.so is linked with
+//! `-Wl,--wrap=NAME` for every name in `build.rs`'s `WRAPPED`: its references, Rust's
+//! standard library and mio included, go to the `__wrap_NAME` below, which calls the C
+//! library's own definition, found with `dlsym(RTLD_NEXT, ...)` (the next definition after
+//! libsquall.so: never the program's). libsquall.so then imports none of these names, so the
+//! program's functions stay the program's. The `read`/`write` family's `__wrap_` functions
+//! are the pthreads layer's system-call wrappers (`io.rs`); they call [`real`] too.
+//!
+//! Owns: the list of such names and their calls into the C library. Must not touch: what a
+//! call means (each forwards its arguments unchanged).
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+/// The C library's definition of `name` (resolved once into `slot`); the job ends with a
+/// message if there is none.
+pub(crate) fn real(slot: &AtomicPtr<c_void>, name: &CStr) -> *mut c_void {
+    let p = slot.load(Ordering::Acquire);
+    if !p.is_null() {
+        return p;
+    }
+    // SAFETY: `dlsym` with the RTLD_NEXT pseudo-handle and a NUL-terminated name.
+    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+    if p.is_null() {
+        let msg = format!(
+            "squall: the C library has no `{}`: libsquall.so cannot call it\n",
+            name.to_string_lossy()
+        );
+        // SAFETY: writes a byte buffer to stderr (a raw system call, no wrapped name).
+        unsafe {
+            libc::syscall(libc::SYS_write, 2, msg.as_ptr(), msg.len());
+            libc::abort();
+        }
+    }
+    slot.store(p, Ordering::Release);
+    p
+}
+
+/// `NAME()`: the C library's function of that name, typed (resolved at the first call).
+macro_rules! libc_fn {
+    ($(fn $name:ident ($($ty:ty),*) -> $ret:ty;)*) => {$(
+        pub(crate) fn $name() -> unsafe extern "C" fn($($ty),*) -> $ret {
+            static SLOT: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+            let name = concat!(stringify!($name), "\0");
+            let p = real(&SLOT, CStr::from_bytes_with_nul(name.as_bytes()).unwrap_or_default());
+            // SAFETY: `p` is the C library's definition of this function, whose C signature
+            // the types above spell.
+            unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($ty),*) -> $ret>(p) }
+        }
+    )*};
+}
+
+/// `NAME()` as `libc_fn!`, and `__wrap_NAME` calling it with the same arguments.
+macro_rules! next {
+    ($(fn $name:ident / $wrap:ident ($($arg:ident : $ty:ty),*) -> $ret:ty;)*) => {$(
+        libc_fn! { fn $name($($ty),*) -> $ret; }
+        /// libsquall's own call of the C library's function of this name.
+        ///
+        /// # Safety
+        /// As the C library's function.
+        #[no_mangle]
+        pub unsafe extern "C" fn $wrap($($arg: $ty),*) -> $ret {
+            // SAFETY: the caller's arguments, unchanged.
+            unsafe { $name()($($arg),*) }
+        }
+    )*};
+}
+
+use libc::{msghdr, nfds_t, pollfd, sockaddr, socklen_t};
+next! {
+    fn accept4 / __wrap_accept4(fd: c_int, a: *mut sockaddr, l: *mut socklen_t, f: c_int) -> c_int;
+    fn bind / __wrap_bind(fd: c_int, a: *const sockaddr, l: socklen_t) -> c_int;
+    fn close / __wrap_close(fd: c_int) -> c_int;
+    fn connect / __wrap_connect(fd: c_int, a: *const sockaddr, l: socklen_t) -> c_int;
+    fn listen / __wrap_listen(fd: c_int, backlog: c_int) -> c_int;
+    fn pause / __wrap_pause() -> c_int;
+    fn poll / __wrap_poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int;
+    fn recv / __wrap_recv(fd: c_int, b: *mut c_void, n: usize, f: c_int) -> isize;
+    fn recvfrom / __wrap_recvfrom(
+        fd: c_int, b: *mut c_void, n: usize, f: c_int, a: *mut sockaddr, l: *mut socklen_t
+    ) -> isize;
+    fn send / __wrap_send(fd: c_int, b: *const c_void, n: usize, f: c_int) -> isize;
+    fn sendmsg / __wrap_sendmsg(fd: c_int, m: *const msghdr, f: c_int) -> isize;
+    fn sendto / __wrap_sendto(
+        fd: c_int, b: *const c_void, n: usize, f: c_int, a: *const sockaddr, l: socklen_t
+    ) -> isize;
+    fn shutdown / __wrap_shutdown(fd: c_int, how: c_int) -> c_int;
+    fn socket / __wrap_socket(domain: c_int, ty: c_int, proto: c_int) -> c_int;
+    fn writev / __wrap_writev(fd: c_int, iov: *const libc::iovec, n: c_int) -> isize;
+}
+
+/// The C library's `open` and `open64` take a mode only with `O_CREAT` or `O_TMPFILE`
+/// (variadic); the wrappers pass the third argument on either way (ignored without those).
+type OpenFn = unsafe extern "C" fn(*const c_char, c_int, ...) -> c_int;
+
+fn open_fn(slot: &AtomicPtr<c_void>, name: &CStr) -> OpenFn {
+    let p = real(slot, name);
+    // SAFETY: the C library's `open`/`open64`, variadic after the flags.
+    unsafe { std::mem::transmute::<*mut c_void, OpenFn>(p) }
+}
+
+/// libsquall's own `open` (its callers pass a mode whenever the flags need one).
+///
+/// # Safety
+/// As `open(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn __wrap_open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    static SLOT: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+    // SAFETY: the caller's arguments, unchanged.
+    unsafe { open_fn(&SLOT, c"open")(path, flags, mode) }
+}
+
+/// libsquall's own `open64`.
+///
+/// # Safety
+/// As `open64(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn __wrap_open64(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    static SLOT: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+    // SAFETY: the caller's arguments, unchanged.
+    unsafe { open_fn(&SLOT, c"open64")(path, flags, mode) }
+}
+
+// The pthreads layer's wrappers of these (`io.rs`) are also libsquall's own `__wrap_` of them.
+libc_fn! {
+    fn read(c_int, *mut c_void, usize) -> isize;
+    fn write(c_int, *const c_void, usize) -> isize;
+    fn pread(c_int, *mut c_void, usize, libc::off_t) -> isize;
+    fn pwrite(c_int, *const c_void, usize, libc::off_t) -> isize;
+    fn fread(*mut c_void, usize, usize, *mut libc::FILE) -> usize;
+    fn fwrite(*const c_void, usize, usize, *mut libc::FILE) -> usize;
+}
