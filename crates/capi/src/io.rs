@@ -1,64 +1,70 @@
-//! System calls on shared memory under `SQUALL_FAULTS=signal`: `read`, `pread`, `fread` into
-//! it (and their `_FORTIFY_SOURCE` forms `__read_chk`, `__pread_chk`, `__fread_chk`) and
-//! `write`, `pwrite`, `fwrite` from it.
+//! System calls on shared memory under `SQUALL_FAULTS=signal`: libsquall.so defines (and so
+//! interposes for the whole process, the program and its libraries alike) `read`, `pread`,
+//! `readv`, `preadv`, `fread`, `recv`, `recvfrom` into memory, their `_FORTIFY_SOURCE` forms
+//! `__read_chk`, `__pread_chk`, `__fread_chk`, `__recv_chk`, `__recvfrom_chk`, and `write`,
+//! `pwrite`, `writev`, `pwritev`, `fwrite`, `send`, `sendto` from it.
 //!
 //! With faults served by signal, the kernel's own access to a page this node cannot access
-//! fails with EFAULT instead of waiting (the faulting "thread" is the kernel). A pthreads
-//! program linked with `pkg-config --libs squall-pthread` calls these functions through
-//! `-Wl,--wrap=NAME`: each wrapper first gives the node the access the kernel will need to the
-//! buffer (`Node::prepare_access`, a no-op in the default mode and outside Squall memory), then
-//! calls the C library's function unchanged. Other calls that take a buffer of shared memory
-//! (recv, send, readv, stat into a global ...) are not wrapped: see `SQUALL_FAULTS` in
-//! docs/env.md. (`send` and `recv` are left alone on purpose: programs in message-passing
-//! style define functions of those names themselves, and `--wrap` would reroute their calls.)
+//! fails with EFAULT instead of waiting (the faulting "thread" is the kernel). Each function
+//! here first gives the node the access the kernel will need to the buffers
+//! (`Node::prepare_access`, a no-op in the default mode and outside Squall memory), then calls
+//! the C library's function unchanged (`libc_next`). A program that defines a function of one
+//! of these names itself keeps its own: the executable's definition comes first. Other calls
+//! that take a buffer of shared memory (`recvmsg`, `stat` into a global ...) are not covered:
+//! see `SQUALL_FAULTS` in docs/env.md. libsquall's own calls of these names never come here
+//! (`libc_next`).
 //!
-//! Owns: the wrappers. Must not touch: the fault path itself (the runtime's).
+//! Owns: the interposed functions. Must not touch: the fault path itself (the runtime's).
 use std::ffi::{c_int, c_void};
 
 /// Give this node `len` bytes of access from `buf` for a kernel read (`write` false) or write
 /// of them, on the thread's private stack (a shared stack may fault while Squall holds its
-/// lock).
+/// lock). Every call of the process comes here: a buffer outside Squall memory, or the
+/// default mode, costs a few compares.
 fn prepare(buf: *const c_void, len: usize, write: bool) {
-    if let Some(n) = squall::node_ref() {
-        if n.signal_faults() {
-            crate::stack::on_private(|| n.prepare_access(buf as usize, len, write));
-        }
+    let Some(n) = squall::node_ref() else {
+        return;
+    };
+    if !n.signal_faults() || len == 0 {
+        return;
     }
+    // A buffer in Squall memory starts or ends there (the global range or a region it
+    // adopted, such as the program's globals).
+    let start = buf as usize;
+    if !n.is_shared(start) && !n.is_shared(start.saturating_add(len - 1)) {
+        return;
+    }
+    crate::stack::on_private(|| n.prepare_access(start, len, write));
 }
 
-/// `read` (wrapped): the buffer made writable first.
+/// `read` (interposed): the buffer made writable first.
 ///
 /// # Safety
 /// As `read(2)`.
 #[no_mangle]
-pub unsafe extern "C" fn __wrap_read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
+pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     prepare(buf, n, true);
     // SAFETY: the caller's arguments, unchanged, as `read(2)` takes them.
     unsafe { crate::libc_next::read()(fd, buf, n) }
 }
 
-/// `pread` (wrapped).
+/// `pread` (interposed).
 ///
 /// # Safety
 /// As `pread(2)`.
 #[no_mangle]
-pub unsafe extern "C" fn __wrap_pread(
-    fd: c_int,
-    buf: *mut c_void,
-    n: usize,
-    off: libc::off_t,
-) -> isize {
+pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: usize, off: libc::off_t) -> isize {
     prepare(buf, n, true);
     // SAFETY: the caller's arguments, unchanged.
     unsafe { crate::libc_next::pread()(fd, buf, n, off) }
 }
 
-/// `fread` (wrapped): the C library reads a large request straight into the buffer.
+/// `fread` (interposed): the C library reads a large request straight into the buffer.
 ///
 /// # Safety
 /// As `fread(3)`.
 #[no_mangle]
-pub unsafe extern "C" fn __wrap_fread(
+pub unsafe extern "C" fn fread(
     buf: *mut c_void,
     size: usize,
     count: usize,
@@ -69,23 +75,23 @@ pub unsafe extern "C" fn __wrap_fread(
     unsafe { crate::libc_next::fread()(buf, size, count, f) }
 }
 
-/// `write` (wrapped): the buffer made readable first.
+/// `write` (interposed): the buffer made readable first.
 ///
 /// # Safety
 /// As `write(2)`.
 #[no_mangle]
-pub unsafe extern "C" fn __wrap_write(fd: c_int, buf: *const c_void, n: usize) -> isize {
+pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: usize) -> isize {
     prepare(buf, n, false);
     // SAFETY: the caller's arguments, unchanged.
     unsafe { crate::libc_next::write()(fd, buf, n) }
 }
 
-/// `pwrite` (wrapped).
+/// `pwrite` (interposed).
 ///
 /// # Safety
 /// As `pwrite(2)`.
 #[no_mangle]
-pub unsafe extern "C" fn __wrap_pwrite(
+pub unsafe extern "C" fn pwrite(
     fd: c_int,
     buf: *const c_void,
     n: usize,
@@ -96,12 +102,12 @@ pub unsafe extern "C" fn __wrap_pwrite(
     unsafe { crate::libc_next::pwrite()(fd, buf, n, off) }
 }
 
-/// `fwrite` (wrapped): the C library writes a large request straight from the buffer.
+/// `fwrite` (interposed): the C library writes a large request straight from the buffer.
 ///
 /// # Safety
 /// As `fwrite(3)`.
 #[no_mangle]
-pub unsafe extern "C" fn __wrap_fwrite(
+pub unsafe extern "C" fn fwrite(
     buf: *const c_void,
     size: usize,
     count: usize,
@@ -112,41 +118,23 @@ pub unsafe extern "C" fn __wrap_fwrite(
     unsafe { crate::libc_next::fwrite()(buf, size, count, f) }
 }
 
-extern "C" {
-    fn __read_chk(fd: c_int, buf: *mut c_void, n: usize, buflen: usize) -> isize;
-    fn __pread_chk(fd: c_int, buf: *mut c_void, n: usize, off: libc::off_t, buflen: usize)
-        -> isize;
-    fn __fread_chk(
-        buf: *mut c_void,
-        buflen: usize,
-        size: usize,
-        count: usize,
-        f: *mut libc::FILE,
-    ) -> usize;
-}
-
-/// `__read_chk` (wrapped): `read` under `_FORTIFY_SOURCE`.
+/// `__read_chk` (interposed): `read` under `_FORTIFY_SOURCE`.
 ///
 /// # Safety
 /// As `__read_chk` (the C library's checked `read`).
 #[no_mangle]
-pub unsafe extern "C" fn __wrap___read_chk(
-    fd: c_int,
-    buf: *mut c_void,
-    n: usize,
-    buflen: usize,
-) -> isize {
+pub unsafe extern "C" fn __read_chk(fd: c_int, buf: *mut c_void, n: usize, buflen: usize) -> isize {
     prepare(buf, n.min(buflen), true);
     // SAFETY: the caller's arguments, unchanged.
-    unsafe { __read_chk(fd, buf, n, buflen) }
+    unsafe { crate::libc_next::__read_chk()(fd, buf, n, buflen) }
 }
 
-/// `__pread_chk` (wrapped): `pread` under `_FORTIFY_SOURCE`.
+/// `__pread_chk` (interposed): `pread` under `_FORTIFY_SOURCE`.
 ///
 /// # Safety
 /// As `__pread_chk`.
 #[no_mangle]
-pub unsafe extern "C" fn __wrap___pread_chk(
+pub unsafe extern "C" fn __pread_chk(
     fd: c_int,
     buf: *mut c_void,
     n: usize,
@@ -155,15 +143,15 @@ pub unsafe extern "C" fn __wrap___pread_chk(
 ) -> isize {
     prepare(buf, n.min(buflen), true);
     // SAFETY: the caller's arguments, unchanged.
-    unsafe { __pread_chk(fd, buf, n, off, buflen) }
+    unsafe { crate::libc_next::__pread_chk()(fd, buf, n, off, buflen) }
 }
 
-/// `__fread_chk` (wrapped): `fread` under `_FORTIFY_SOURCE`.
+/// `__fread_chk` (interposed): `fread` under `_FORTIFY_SOURCE`.
 ///
 /// # Safety
 /// As `__fread_chk`.
 #[no_mangle]
-pub unsafe extern "C" fn __wrap___fread_chk(
+pub unsafe extern "C" fn __fread_chk(
     buf: *mut c_void,
     buflen: usize,
     size: usize,
@@ -172,5 +160,174 @@ pub unsafe extern "C" fn __wrap___fread_chk(
 ) -> usize {
     prepare(buf, size.saturating_mul(count).min(buflen), true);
     // SAFETY: the caller's arguments, unchanged.
-    unsafe { __fread_chk(buf, buflen, size, count, f) }
+    unsafe { crate::libc_next::__fread_chk()(buf, buflen, size, count, f) }
+}
+
+/// Prepares every buffer of an `iovec` array (the array itself first: the kernel reads it).
+fn prepare_iov(iov: *const libc::iovec, n: c_int, write: bool) {
+    let Ok(n) = usize::try_from(n) else {
+        return;
+    };
+    if iov.is_null() || squall::node_ref().is_none_or(|node| !node.signal_faults()) {
+        return;
+    }
+    prepare(
+        iov.cast(),
+        n.saturating_mul(std::mem::size_of::<libc::iovec>()),
+        false,
+    );
+    for i in 0..n {
+        // SAFETY: the caller passes `n` iovecs at `iov` (as the system call requires); the
+        // array was made readable above.
+        let v = unsafe { *iov.add(i) };
+        prepare(v.iov_base, v.iov_len, write);
+    }
+}
+
+/// `readv` (interposed): every buffer made writable first.
+///
+/// # Safety
+/// As `readv(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn readv(fd: c_int, iov: *const libc::iovec, n: c_int) -> isize {
+    prepare_iov(iov, n, true);
+    // SAFETY: the caller's arguments, unchanged.
+    unsafe { crate::libc_next::readv()(fd, iov, n) }
+}
+
+/// `preadv` (interposed).
+///
+/// # Safety
+/// As `preadv(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn preadv(
+    fd: c_int,
+    iov: *const libc::iovec,
+    n: c_int,
+    off: libc::off_t,
+) -> isize {
+    prepare_iov(iov, n, true);
+    // SAFETY: the caller's arguments, unchanged.
+    unsafe { crate::libc_next::preadv()(fd, iov, n, off) }
+}
+
+/// `writev` (interposed): every buffer made readable first.
+///
+/// # Safety
+/// As `writev(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn writev(fd: c_int, iov: *const libc::iovec, n: c_int) -> isize {
+    prepare_iov(iov, n, false);
+    // SAFETY: the caller's arguments, unchanged.
+    unsafe { crate::libc_next::writev()(fd, iov, n) }
+}
+
+/// `pwritev` (interposed).
+///
+/// # Safety
+/// As `pwritev(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn pwritev(
+    fd: c_int,
+    iov: *const libc::iovec,
+    n: c_int,
+    off: libc::off_t,
+) -> isize {
+    prepare_iov(iov, n, false);
+    // SAFETY: the caller's arguments, unchanged.
+    unsafe { crate::libc_next::pwritev()(fd, iov, n, off) }
+}
+
+/// `recv` (interposed): the buffer made writable first.
+///
+/// # Safety
+/// As `recv(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: usize, flags: c_int) -> isize {
+    prepare(buf, n, true);
+    // SAFETY: the caller's arguments, unchanged.
+    unsafe { crate::libc_next::recv()(fd, buf, n, flags) }
+}
+
+/// `recvfrom` (interposed).
+///
+/// # Safety
+/// As `recvfrom(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn recvfrom(
+    fd: c_int,
+    buf: *mut c_void,
+    n: usize,
+    flags: c_int,
+    addr: *mut libc::sockaddr,
+    len: *mut libc::socklen_t,
+) -> isize {
+    prepare(buf, n, true);
+    // SAFETY: the caller's arguments, unchanged.
+    unsafe { crate::libc_next::recvfrom()(fd, buf, n, flags, addr, len) }
+}
+
+/// `__recv_chk` (interposed): `recv` under `_FORTIFY_SOURCE`.
+///
+/// # Safety
+/// As `__recv_chk`.
+#[no_mangle]
+pub unsafe extern "C" fn __recv_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: usize,
+    buflen: usize,
+    flags: c_int,
+) -> isize {
+    prepare(buf, n.min(buflen), true);
+    // SAFETY: the caller's arguments, unchanged.
+    unsafe { crate::libc_next::__recv_chk()(fd, buf, n, buflen, flags) }
+}
+
+/// `__recvfrom_chk` (interposed).
+///
+/// # Safety
+/// As `__recvfrom_chk`.
+#[no_mangle]
+pub unsafe extern "C" fn __recvfrom_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: usize,
+    buflen: usize,
+    flags: c_int,
+    addr: *mut libc::sockaddr,
+    len: *mut libc::socklen_t,
+) -> isize {
+    prepare(buf, n.min(buflen), true);
+    // SAFETY: the caller's arguments, unchanged.
+    unsafe { crate::libc_next::__recvfrom_chk()(fd, buf, n, buflen, flags, addr, len) }
+}
+
+/// `send` (interposed): the buffer made readable first.
+///
+/// # Safety
+/// As `send(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: usize, flags: c_int) -> isize {
+    prepare(buf, n, false);
+    // SAFETY: the caller's arguments, unchanged.
+    unsafe { crate::libc_next::send()(fd, buf, n, flags) }
+}
+
+/// `sendto` (interposed).
+///
+/// # Safety
+/// As `sendto(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn sendto(
+    fd: c_int,
+    buf: *const c_void,
+    n: usize,
+    flags: c_int,
+    addr: *const libc::sockaddr,
+    len: libc::socklen_t,
+) -> isize {
+    prepare(buf, n, false);
+    // SAFETY: the caller's arguments, unchanged.
+    unsafe { crate::libc_next::sendto()(fd, buf, n, flags, addr, len) }
 }

@@ -14,7 +14,7 @@ pub mod atomic;
 pub mod crl;
 pub mod error;
 pub mod gptr;
-/// System-call wrappers (`-Wl,--wrap=read` ...), not in squall.h.
+/// System calls interposed for `SQUALL_FAULTS=signal` (`read`, `recv` ...), not in squall.h.
 /// cbindgen:ignore
 pub mod io;
 mod libatomic;

@@ -60,6 +60,13 @@ macro_rules! libc_fn {
 macro_rules! next {
     ($(fn $name:ident / $wrap:ident ($($arg:ident : $ty:ty),*) -> $ret:ty;)*) => {$(
         libc_fn! { fn $name($($ty),*) -> $ret; }
+        wrap_only! { fn $name / $wrap($($arg: $ty),*) -> $ret; }
+    )*};
+}
+
+/// `__wrap_NAME` calling the C library's `NAME()` (defined by `libc_fn!`).
+macro_rules! wrap_only {
+    ($(fn $name:ident / $wrap:ident ($($arg:ident : $ty:ty),*) -> $ret:ty;)*) => {$(
         /// libsquall's own call of the C library's function of this name.
         ///
         /// # Safety
@@ -77,6 +84,7 @@ next! {
     fn accept4 / __wrap_accept4(fd: c_int, a: *mut sockaddr, l: *mut socklen_t, f: c_int) -> c_int;
     fn bind / __wrap_bind(fd: c_int, a: *const sockaddr, l: socklen_t) -> c_int;
     fn close / __wrap_close(fd: c_int) -> c_int;
+    fn gettid / __wrap_gettid() -> libc::pid_t;
     fn connect / __wrap_connect(fd: c_int, a: *const sockaddr, l: socklen_t) -> c_int;
     fn listen / __wrap_listen(fd: c_int, backlog: c_int) -> c_int;
     fn pause / __wrap_pause() -> c_int;
@@ -127,7 +135,7 @@ pub unsafe extern "C" fn __wrap_open64(path: *const c_char, flags: c_int, mode: 
     unsafe { open_fn(&SLOT, c"open64")(path, flags, mode) }
 }
 
-// The pthreads layer's wrappers of these (`io.rs`) are also libsquall's own `__wrap_` of them.
+// The C library's functions `io.rs` interposes, called after it prepared the buffers.
 libc_fn! {
     fn read(c_int, *mut c_void, usize) -> isize;
     fn write(c_int, *const c_void, usize) -> isize;
@@ -135,4 +143,25 @@ libc_fn! {
     fn pwrite(c_int, *const c_void, usize, libc::off_t) -> isize;
     fn fread(*mut c_void, usize, usize, *mut libc::FILE) -> usize;
     fn fwrite(*const c_void, usize, usize, *mut libc::FILE) -> usize;
+    fn readv(c_int, *const libc::iovec, c_int) -> isize;
+    fn preadv(c_int, *const libc::iovec, c_int, libc::off_t) -> isize;
+    fn pwritev(c_int, *const libc::iovec, c_int, libc::off_t) -> isize;
+    fn __read_chk(c_int, *mut c_void, usize, usize) -> isize;
+    fn __pread_chk(c_int, *mut c_void, usize, libc::off_t, usize) -> isize;
+    fn __fread_chk(*mut c_void, usize, usize, usize, *mut libc::FILE) -> usize;
+    fn __recv_chk(c_int, *mut c_void, usize, usize, c_int) -> isize;
+    fn __recvfrom_chk(
+        c_int, *mut c_void, usize, usize, c_int, *mut sockaddr, *mut socklen_t
+    ) -> isize;
+}
+
+// libsquall's own calls of these (`build.rs` wraps them too): straight to the C library,
+// without `io.rs`'s preparing.
+wrap_only! {
+    fn read / __wrap_read(fd: c_int, b: *mut c_void, n: usize) -> isize;
+    fn write / __wrap_write(fd: c_int, b: *const c_void, n: usize) -> isize;
+    fn pread / __wrap_pread(fd: c_int, b: *mut c_void, n: usize, off: libc::off_t) -> isize;
+    fn pwrite / __wrap_pwrite(fd: c_int, b: *const c_void, n: usize, off: libc::off_t) -> isize;
+    fn fread / __wrap_fread(b: *mut c_void, s: usize, n: usize, f: *mut libc::FILE) -> usize;
+    fn fwrite / __wrap_fwrite(b: *const c_void, s: usize, n: usize, f: *mut libc::FILE) -> usize;
 }

@@ -145,7 +145,7 @@ pub const ALL: &[EnvVar] = &[
     EnvVar {
         name: FAULTS,
         default: "thread",
-        meaning: "who serves a page fault: thread (the faulting thread waits in the kernel while the service thread serves it) or signal (the faulting thread serves its own fault from a SIGBUS handler: no thread wake-up for a fault served locally, such as a write to a read copy, and the thread reads its own page reply; x86-64, userfaultfd with UFFD_FEATURE_SIGBUS). With signal the kernel's own accesses do not wait: the pthreads layer's read, pread, fread, write, pwrite, fwrite (and their _FORTIFY_SOURCE forms) take the access first, but other system calls on shared memory this node cannot access at that moment (recv, send, readv, stat into a global ...) fail with EFAULT; and a thread must not block SIGBUS",
+        meaning: "who serves a page fault: thread (the faulting thread waits in the kernel while the service thread serves it) or signal (the faulting thread serves its own fault from a SIGBUS handler: no thread wake-up for a fault served locally, such as a write to a read copy, and the thread reads its own page reply; x86-64, userfaultfd with UFFD_FEATURE_SIGBUS). With signal the kernel's own accesses do not wait: libsquall's read, pread, readv, preadv, fread, recv, recvfrom, write, pwrite, writev, pwritev, fwrite, send, sendto (and their _FORTIFY_SOURCE forms), which the program and its libraries call in place of the C library's, take the access first, but other system calls on shared memory this node cannot access at that moment (recvmsg, sendmsg, stat into a global ...) fail with EFAULT; and a thread must not block SIGBUS",
     },
     EnvVar {
         name: PLACEMENT,
