@@ -5,11 +5,36 @@
 /// The names wrapped; `src/libc_next.rs` (and, for the `read`/`write` family, `src/io.rs`)
 /// defines `__wrap_NAME` for each.
 const WRAPPED: &[&str] = &[
-    "accept4", "bind", "close", "connect", "gettid", "listen", "open", "open64", "pause", "poll", "read",
-    "recv", "recvfrom", "send", "sendmsg", "sendto", "shutdown", "socket", "write", "writev",
-    "pread", "pwrite", "fread", "fwrite",
+    "accept4",
+    "bind",
+    "close",
+    "connect",
+    "gettid",
+    "listen",
+    "open",
+    "open64",
+    "pause",
+    "poll",
+    "read",
+    "recv",
+    "recvfrom",
+    "send",
+    "sendmsg",
+    "sendto",
+    "shutdown",
+    "socket",
+    "write",
+    "writev",
+    "pread",
+    "pwrite",
+    "fread",
+    "fwrite",
+    "sigaction",
+    "signal",
+    "pthread_sigmask",
+    "sigprocmask",
 ];
-// (`src/io.rs` defines `read`, `send` ... for the program: libsquall's own references to those
+// (`src/io.rs` defines `read`, `send` ..., `src/signals.rs` `sigaction` ... for the program: libsquall's own references to those
 // names must not reach them either, hence the same list.)
 
 fn main() {

@@ -34,6 +34,9 @@ pub mod semaphore;
 /// The OpenSHMEM layer (declared by the hand-written include/shmem.h, not squall.h).
 /// cbindgen:ignore
 pub mod shmem;
+/// Signal calls interposed for `SQUALL_FAULTS=signal` (SIGBUS stays Squall's), not in squall.h.
+/// cbindgen:ignore
+pub mod signals;
 mod stack;
 
 pub use api::*;

@@ -155,6 +155,14 @@ libc_fn! {
     ) -> isize;
 }
 
+// The C library's signal calls `signals.rs` interposes.
+libc_fn! {
+    fn sigaction(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
+    fn signal(c_int, libc::sighandler_t) -> libc::sighandler_t;
+    fn pthread_sigmask(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int;
+    fn sigprocmask(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int;
+}
+
 // libsquall's own calls of these (`build.rs` wraps them too): straight to the C library,
 // without `io.rs`'s preparing.
 wrap_only! {
@@ -164,4 +172,14 @@ wrap_only! {
     fn pwrite / __wrap_pwrite(fd: c_int, b: *const c_void, n: usize, off: libc::off_t) -> isize;
     fn fread / __wrap_fread(b: *mut c_void, s: usize, n: usize, f: *mut libc::FILE) -> usize;
     fn fwrite / __wrap_fwrite(b: *const c_void, s: usize, n: usize, f: *mut libc::FILE) -> usize;
+    fn sigaction / __wrap_sigaction(
+        sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction
+    ) -> c_int;
+    fn signal / __wrap_signal(sig: c_int, h: libc::sighandler_t) -> libc::sighandler_t;
+    fn pthread_sigmask / __wrap_pthread_sigmask(
+        how: c_int, set: *const libc::sigset_t, old: *mut libc::sigset_t
+    ) -> c_int;
+    fn sigprocmask / __wrap_sigprocmask(
+        how: c_int, set: *const libc::sigset_t, old: *mut libc::sigset_t
+    ) -> c_int;
 }

@@ -15,7 +15,10 @@
 //! (threads' own stacks may be shared memory); a thread that may fault calls
 //! [`prepare_thread`] once (the runtime does for every thread it starts and for the thread that
 //! starts the node). A fault the server does not take (an address outside the range) goes to
-//! the program's previous SIGBUS action, or ends the process as SIGBUS would.
+//! the program's previous SIGBUS action, or ends the process as SIGBUS would. A program's later
+//! `sigaction(SIGBUS)` can replace that action without removing the handler
+//! ([`program_sigbus_action`], which the C layer's interposed `sigaction` calls), and a mask
+//! about to be blocked can be stripped of SIGBUS ([`keep_sigbus_deliverable`]).
 //!
 //! Owns: the process's one server registration and the per-thread alternate stacks. Must not
 //! touch: the protocol (the server is the caller's) or page states (the `AddressSpace` does).
@@ -100,4 +103,25 @@ impl Drop for SignalServer {
     fn drop(&mut self) {
         *SERVER.write().unwrap_or_else(|p| p.into_inner()) = None;
     }
+}
+
+/// The program's own `sigaction(SIGBUS, new, old)` once the handler is installed: the
+/// handler stays, `new` (if given) becomes the action faults that are not ours go to, and
+/// `old` receives the one they went to. `false` if the handler is not installed (the caller
+/// then calls the C library).
+pub fn program_sigbus_action(
+    new: Option<&libc::sigaction>,
+    old: Option<&mut libc::sigaction>,
+) -> bool {
+    if !signal_sys::installed() {
+        return false;
+    }
+    signal_sys::set_chained(new, old);
+    true
+}
+
+/// Takes SIGBUS out of a mask the program is about to block, once the handler is installed
+/// (a fault with SIGBUS blocked would end the process). `true` if it was in the mask.
+pub fn keep_sigbus_deliverable(set: &mut libc::sigset_t) -> bool {
+    signal_sys::unblock_sigbus(set)
 }

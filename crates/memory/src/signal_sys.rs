@@ -9,7 +9,7 @@
 
 use std::ffi::c_void;
 use std::io;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -17,20 +17,19 @@ use std::time::Duration;
 /// thread instead of queueing a message and blocking it.
 pub const UFFD_FEATURE_SIGBUS: u64 = 1 << 7;
 
-/// SIGBUS's action before ours, for faults that are not ours (plain data, copied once).
-struct Previous(libc::sigaction);
-// SAFETY: a `sigaction` is plain data (a handler address, flags and a signal mask); it is
-// written once before it is shared and only read afterwards.
-unsafe impl Sync for Previous {}
-// SAFETY: as above; nothing in it refers to thread-local state.
-unsafe impl Send for Previous {}
+/// The program's SIGBUS action, for faults that are not ours: the one ours replaced, or one
+/// the program set since (`set_chained`). A leaked copy, swapped whole, so the handler reads
+/// it without a lock; a replaced copy is never freed (the handler may be reading it), a few
+/// bytes per `sigaction(SIGBUS)` call of the program.
+static CHAINED: AtomicPtr<libc::sigaction> = AtomicPtr::new(std::ptr::null_mut());
 
-static PREVIOUS: OnceLock<Result<Previous, i32>> = OnceLock::new();
+/// Whether the handler is installed (the outcome of the first installation).
+static INSTALLED: OnceLock<Result<(), i32>> = OnceLock::new();
 
 /// Install the SIGBUS handler for the whole process (once; later calls return the first
 /// outcome). It runs on the thread's alternate stack when it has one (`SA_ONSTACK`).
 pub fn install_sigbus() -> io::Result<()> {
-    let r = PREVIOUS.get_or_init(|| {
+    let r = INSTALLED.get_or_init(|| {
         // SAFETY: an all-zero `sigaction` is a valid value (no handler, no flags, empty mask).
         let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
         act.sa_sigaction = on_sigbus as *const () as usize;
@@ -41,16 +40,55 @@ pub fn install_sigbus() -> io::Result<()> {
         let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
         // SAFETY: both pointers are to live `sigaction` values of this frame.
         match unsafe { libc::sigaction(libc::SIGBUS, &act, &mut old) } {
-            0 => Ok(Previous(old)),
+            0 => {
+                CHAINED.store(Box::into_raw(Box::new(old)), Ordering::Release);
+                Ok(())
+            }
             _ => Err(io::Error::last_os_error()
                 .raw_os_error()
                 .unwrap_or(libc::EINVAL)),
         }
     });
     match r {
-        Ok(_) => Ok(()),
+        Ok(()) => Ok(()),
         Err(e) => Err(io::Error::from_raw_os_error(*e)),
     }
+}
+
+/// Whether the handler is installed.
+pub fn installed() -> bool {
+    matches!(INSTALLED.get(), Some(Ok(())))
+}
+
+/// The program's own `sigaction(SIGBUS, new, old)` while the handler is installed: `old`
+/// receives the program's action (the one faults that are not ours go to), and `new`, if
+/// given, becomes it; the handler itself stays.
+pub fn set_chained(new: Option<&libc::sigaction>, old: Option<&mut libc::sigaction>) {
+    if let Some(old) = old {
+        let p = CHAINED.load(Ordering::Acquire);
+        // SAFETY: a non-null `CHAINED` points to a leaked, never freed `sigaction`.
+        *old = if p.is_null() {
+            // SAFETY: an all-zero `sigaction` is the default action.
+            unsafe { std::mem::zeroed() }
+        } else {
+            unsafe { *p }
+        };
+    }
+    if let Some(new) = new {
+        CHAINED.store(Box::into_raw(Box::new(*new)), Ordering::Release);
+    }
+}
+
+/// Takes SIGBUS out of `set` (a mask a program is about to block) while the handler is
+/// installed: a fault with SIGBUS blocked would end the process. `true` if it was in.
+pub fn unblock_sigbus(set: &mut libc::sigset_t) -> bool {
+    // SAFETY: `set` is a live, initialised sigset_t.
+    if !installed() || unsafe { libc::sigismember(set, libc::SIGBUS) } != 1 {
+        return false;
+    }
+    // SAFETY: as above.
+    unsafe { libc::sigdelset(set, libc::SIGBUS) };
+    true
 }
 
 /// The SIGBUS handler: a fault the server takes returns to the faulting instruction, which
@@ -93,10 +131,12 @@ fn fault_was_write(_ctx: *mut c_void) -> bool {
 /// ignore), restore the default, so that the instruction, run again, ends the process with
 /// SIGBUS as it would have without us.
 fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
-    let prev = match PREVIOUS.get() {
-        Some(Ok(p)) => p.0,
-        _ => return,
-    };
+    let p = CHAINED.load(Ordering::Acquire);
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: a non-null `CHAINED` points to a leaked, never freed `sigaction`.
+    let prev = unsafe { *p };
     let h = prev.sa_sigaction;
     if h == libc::SIG_DFL || h == libc::SIG_IGN {
         // SAFETY: an all-zero `sigaction` is the default action with an empty mask.

@@ -160,6 +160,25 @@ pub fn add(v: &mut Cases) {
             Ok(())
         });
     }
+    // A program that blocks every signal before starting its workers and handles SIGBUS
+    // itself (reading an mmap'd file past its end): with faults served by signal, Squall's
+    // handler must keep SIGBUS (the program's handler gets only its own faults) and the
+    // blocked mask must leave SIGBUS deliverable (libsquall.so interposes sigaction, signal,
+    // pthread_sigmask and sigprocmask, src/signals.rs).
+    for (label, vars) in [
+        ("pthreads/own sigbus handler", &[][..]),
+        (
+            "pthreads/own sigbus handler/signal-faults",
+            &[("SQUALL_FAULTS", "signal")][..],
+        ),
+    ] {
+        v.at_2_and_4(label, move |env: &Env, nodes| {
+            let exe = env.build_test("cc", "sigbus_own.c", "sigbus_own", Some("squall-pthread"))?;
+            let want = "sigbus own: total=130879296 caught=1 handler=kept past-end=0";
+            job_output_env(&exe, &[], nodes, want, vars)?;
+            Ok(())
+        });
+    }
     // The same in C++, `int main()` without arguments (main through -Wl,--wrap=main).
     v.at_2_and_4("pthreads/c++ stack args", |env: &Env, nodes| {
         let exe = env.build_test(
