@@ -10,8 +10,11 @@
 //! standard library and mio included, go to the `__wrap_NAME` below, which calls the C
 //! library's own definition, found with `dlsym(RTLD_NEXT, ...)` (the next definition after
 //! libsquall.so: never the program's). libsquall.so then imports none of these names, so the
-//! program's functions stay the program's. The `read`/`write` family's `__wrap_` functions
-//! are the pthreads layer's system-call wrappers (`io.rs`); they call [`real`] too.
+//! program's functions stay the program's. The functions `io.rs` and `signals.rs` interpose
+//! for the program (`read`, `sigaction` ...) call the C library's through the same accessors.
+//! Every function is looked up once, when the library is loaded (an `.init_array` entry): the
+//! signal-mode fault handler, which receives from sockets, must not be the first to call
+//! `dlsym`.
 //!
 //! Owns: the list of such names and their calls into the C library. Must not touch: what a
 //! call means (each forwards its arguments unchanged).
@@ -42,9 +45,11 @@ pub(crate) fn real(slot: &AtomicPtr<c_void>, name: &CStr) -> *mut c_void {
     p
 }
 
-/// `NAME()`: the C library's function of that name, typed (resolved at the first call).
+/// `NAME()`: the C library's function of that name, typed (looked up at the first call), and
+/// `$group()`, which looks up every function of the invocation.
 macro_rules! libc_fn {
-    ($(fn $name:ident ($($ty:ty),*) -> $ret:ty;)*) => {$(
+    ($group:ident; $(fn $name:ident ($($ty:ty),*) -> $ret:ty;)*) => {
+        $(
         pub(crate) fn $name() -> unsafe extern "C" fn($($ty),*) -> $ret {
             static SLOT: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
             let name = concat!(stringify!($name), "\0");
@@ -53,15 +58,20 @@ macro_rules! libc_fn {
             // the types above spell.
             unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($ty),*) -> $ret>(p) }
         }
-    )*};
+        )*
+        /// Looks up every function of this group.
+        fn $group() {
+            $(let _ = $name();)*
+        }
+    };
 }
 
-/// `NAME()` as `libc_fn!`, and `__wrap_NAME` calling it with the same arguments.
+/// `libc_fn!`, and `__wrap_NAME` calling `NAME()` with the same arguments.
 macro_rules! next {
-    ($(fn $name:ident / $wrap:ident ($($arg:ident : $ty:ty),*) -> $ret:ty;)*) => {$(
-        libc_fn! { fn $name($($ty),*) -> $ret; }
-        wrap_only! { fn $name / $wrap($($arg: $ty),*) -> $ret; }
-    )*};
+    ($group:ident; $(fn $name:ident / $wrap:ident ($($arg:ident : $ty:ty),*) -> $ret:ty;)*) => {
+        libc_fn! { $group; $(fn $name($($ty),*) -> $ret;)* }
+        wrap_only! { $(fn $name / $wrap($($arg: $ty),*) -> $ret;)* }
+    };
 }
 
 /// `__wrap_NAME` calling the C library's `NAME()` (defined by `libc_fn!`).
@@ -79,8 +89,22 @@ macro_rules! wrap_only {
     )*};
 }
 
+/// Looks up every function when the library is loaded.
+extern "C" fn look_up_all() {
+    sockets();
+    interposed();
+    signal_calls();
+    let _ = open_fn(&OPEN, c"open");
+    let _ = open_fn(&OPEN64, c"open64");
+}
+
+#[used]
+#[link_section = ".init_array"]
+static LOOK_UP_AT_LOAD: extern "C" fn() = look_up_all;
+
 use libc::{msghdr, nfds_t, pollfd, sockaddr, socklen_t};
 next! {
+    sockets;
     fn accept4 / __wrap_accept4(fd: c_int, a: *mut sockaddr, l: *mut socklen_t, f: c_int) -> c_int;
     fn bind / __wrap_bind(fd: c_int, a: *const sockaddr, l: socklen_t) -> c_int;
     fn close / __wrap_close(fd: c_int) -> c_int;
@@ -106,6 +130,8 @@ next! {
 /// The C library's `open` and `open64` take a mode only with `O_CREAT` or `O_TMPFILE`
 /// (variadic); the wrappers pass the third argument on either way (ignored without those).
 type OpenFn = unsafe extern "C" fn(*const c_char, c_int, ...) -> c_int;
+static OPEN: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+static OPEN64: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 
 fn open_fn(slot: &AtomicPtr<c_void>, name: &CStr) -> OpenFn {
     let p = real(slot, name);
@@ -119,9 +145,8 @@ fn open_fn(slot: &AtomicPtr<c_void>, name: &CStr) -> OpenFn {
 /// As `open(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn __wrap_open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
-    static SLOT: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
     // SAFETY: the caller's arguments, unchanged.
-    unsafe { open_fn(&SLOT, c"open")(path, flags, mode) }
+    unsafe { open_fn(&OPEN, c"open")(path, flags, mode) }
 }
 
 /// libsquall's own `open64`.
@@ -130,13 +155,13 @@ pub unsafe extern "C" fn __wrap_open(path: *const c_char, flags: c_int, mode: c_
 /// As `open64(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn __wrap_open64(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
-    static SLOT: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
     // SAFETY: the caller's arguments, unchanged.
-    unsafe { open_fn(&SLOT, c"open64")(path, flags, mode) }
+    unsafe { open_fn(&OPEN64, c"open64")(path, flags, mode) }
 }
 
 // The C library's functions `io.rs` interposes, called after it prepared the buffers.
 libc_fn! {
+    interposed;
     fn read(c_int, *mut c_void, usize) -> isize;
     fn write(c_int, *const c_void, usize) -> isize;
     fn pread(c_int, *mut c_void, usize, libc::off_t) -> isize;
@@ -157,6 +182,7 @@ libc_fn! {
 
 // The C library's signal calls `signals.rs` interposes.
 libc_fn! {
+    signal_calls;
     fn sigaction(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
     fn signal(c_int, libc::sighandler_t) -> libc::sighandler_t;
     fn pthread_sigmask(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int;
