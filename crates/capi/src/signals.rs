@@ -57,14 +57,30 @@ pub unsafe extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc
     unsafe { crate::libc_next::signal()(sig, handler) }
 }
 
-/// `set` for the C library, with SIGBUS kept deliverable when the mask is being blocked.
-fn deliverable(how: c_int, set: *const libc::sigset_t) -> Option<libc::sigset_t> {
-    if set.is_null() || (how != libc::SIG_BLOCK && how != libc::SIG_SETMASK) {
-        return None;
+/// Type of `pthread_sigmask` and `sigprocmask`.
+type MaskFn = unsafe extern "C" fn(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int;
+
+/// Calls `real` with the caller's mask, SIGBUS taken out of it when it is being blocked.
+///
+/// # Safety
+/// `set` and `old` as `pthread_sigmask(3)` takes them.
+unsafe fn mask(
+    real: MaskFn,
+    how: c_int,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> c_int {
+    let mut copy = None;
+    if !set.is_null() && (how == libc::SIG_BLOCK || how == libc::SIG_SETMASK) {
+        // SAFETY: the caller passes a valid sigset_t (checked non-null).
+        let mut c = unsafe { *set };
+        if squall_memory::signal::keep_sigbus_deliverable(&mut c) {
+            copy = Some(c);
+        }
     }
-    // SAFETY: the caller passes a valid sigset_t (checked non-null above).
-    let mut copy = unsafe { *set };
-    squall_memory::signal::keep_sigbus_deliverable(&mut copy).then_some(copy)
+    let set = copy.as_ref().map_or(set, |c| c as *const libc::sigset_t);
+    // SAFETY: the caller's arguments, the mask possibly without SIGBUS.
+    unsafe { real(how, set, old) }
 }
 
 /// `pthread_sigmask` (interposed): SIGBUS stays deliverable in signal mode.
@@ -77,10 +93,8 @@ pub unsafe extern "C" fn pthread_sigmask(
     set: *const libc::sigset_t,
     old: *mut libc::sigset_t,
 ) -> c_int {
-    let copy = deliverable(how, set);
-    let set = copy.as_ref().map_or(set, |c| c as *const libc::sigset_t);
-    // SAFETY: the caller's arguments, the mask possibly without SIGBUS.
-    unsafe { crate::libc_next::pthread_sigmask()(how, set, old) }
+    // SAFETY: the caller's arguments.
+    unsafe { mask(crate::libc_next::pthread_sigmask(), how, set, old) }
 }
 
 /// `sigprocmask` (interposed): as `pthread_sigmask`.
@@ -93,8 +107,6 @@ pub unsafe extern "C" fn sigprocmask(
     set: *const libc::sigset_t,
     old: *mut libc::sigset_t,
 ) -> c_int {
-    let copy = deliverable(how, set);
-    let set = copy.as_ref().map_or(set, |c| c as *const libc::sigset_t);
-    // SAFETY: the caller's arguments, the mask possibly without SIGBUS.
-    unsafe { crate::libc_next::sigprocmask()(how, set, old) }
+    // SAFETY: the caller's arguments.
+    unsafe { mask(crate::libc_next::sigprocmask(), how, set, old) }
 }
