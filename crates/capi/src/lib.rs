@@ -18,6 +18,8 @@ pub mod gptr;
 /// cbindgen:ignore
 pub mod io;
 mod libatomic;
+/// libsquall's own calls of the C library (`__wrap_*`), not in squall.h.
+/// cbindgen:ignore
 mod libc_next;
 mod modules;
 pub mod objects;

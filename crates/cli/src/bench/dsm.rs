@@ -30,6 +30,13 @@ pub struct DsmBenchArgs {
     /// `lock --contended` only: threads per node taking the lock.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
+    /// `lock --contended` only: microseconds each thread works (busy) outside the lock
+    /// between two acquires. With 0 a node re-acquires the lock at once, so a node whose
+    /// re-acquires stay local may finish its loop before another node's request arrives
+    /// (few hand-offs: see `remote_share`); a think time of about a round trip lets the
+    /// other nodes' requests in, and nearly every acquire becomes a hand-off.
+    #[arg(long, default_value_t = 0)]
+    pub think_us: u64,
     /// `fault` only: also time the service thread's share of each fault (the statistics'
     /// data stall around it). The waiting this takes after each fault disturbs the timing of
     /// the next one: the fault latencies of such a run run higher than a plain run's.
@@ -235,6 +242,7 @@ pub fn fault(a: DsmBenchArgs) -> Result<(), String> {
             nodes: a.nodes.clone(),
             contended: false,
             threads: 1,
+            think_us: 0,
             breakdown: a.breakdown,
             faults: a.faults.clone(),
             json: a.json,

@@ -31,8 +31,8 @@ fn total(results: &[(u16, Value)], key: &str) -> u64 {
 pub fn contended(a: DsmBenchArgs) -> Result<(), String> {
     let mut table = Table::new(
         format!(
-            "contended lock over {}, {} thread(s) per node, {} reps (per acquire: job time / all acquires)",
-            a.transport, a.threads.max(1), a.reps
+            "contended lock over {}, {} thread(s) per node, {} us outside the lock between acquires, {} reps (per acquire: job time / all acquires)",
+            a.transport, a.threads.max(1), a.think_us, a.reps
         ),
         &[
             "nodes",
@@ -65,6 +65,8 @@ pub fn contended(a: DsmBenchArgs) -> Result<(), String> {
             a.reps.to_string(),
             "--threads".into(),
             a.threads.max(1).to_string(),
+            "--think-us".into(),
+            a.think_us.to_string(),
         ];
         let results = run_nodes(n, &a.transport, None, args, Duration::from_secs(600))?;
         if results.len() != n {
@@ -175,7 +177,9 @@ pub fn contended(a: DsmBenchArgs) -> Result<(), String> {
     }
     table.print();
     if a.json {
-        emit_json(&json!({"bench": "lock_contended", "transport": a.transport, "rows": rows}));
+        emit_json(
+            &json!({"bench": "lock_contended", "transport": a.transport, "think_us": a.think_us, "rows": rows}),
+        );
     }
     Ok(())
 }

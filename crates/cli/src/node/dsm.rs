@@ -309,6 +309,9 @@ pub struct SyncNodeArgs {
     /// Threads per node (`bench-lock-contended` only).
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
+    /// Busy microseconds outside the lock between two acquires (`bench-lock-contended` only).
+    #[arg(long, default_value_t = 0)]
+    pub think_us: u64,
 }
 
 fn sync_count(node: &Node, key: &str) -> u64 {

@@ -73,6 +73,17 @@ fn add(a: &mut Counts, d: Counts) {
     a.taken += d.taken;
 }
 
+/// Works (spins) for `us` microseconds outside the lock.
+fn think(us: u64) {
+    if us == 0 {
+        return;
+    }
+    let until = Instant::now() + std::time::Duration::from_micros(us);
+    while Instant::now() < until {
+        std::hint::spin_loop();
+    }
+}
+
 pub fn contended(a: SyncNodeArgs) -> Result<(), NodeError> {
     let node = squall::init().map_err(dsm)?;
     serve_fetch(&node);
@@ -96,6 +107,7 @@ pub fn contended(a: SyncNodeArgs) -> Result<(), NodeError> {
                 node.lock(l).map_err(dsm)?;
                 counter.set(rep, counter.get(rep) + 1);
                 node.unlock(l).map_err(dsm)?;
+                think(a.think_us);
             }
             Ok(())
         };
