@@ -33,8 +33,9 @@ pub struct DsmBenchArgs {
     /// `lock --contended` only: microseconds each thread works (busy) outside the lock
     /// between two acquires. With 0 a node re-acquires the lock at once, so a node whose
     /// re-acquires stay local may finish its loop before another node's request arrives
-    /// (few hand-offs: see `remote_share`); a think time of about a round trip lets the
-    /// other nodes' requests in, and nearly every acquire becomes a hand-off.
+    /// (few hand-offs: see `remote_share`). A think time longer than a hand-off lets the
+    /// other nodes' requests in (2 nodes, 200: about half the acquires are hand-offs); the
+    /// per-acquire and hand-off times then include it.
     #[arg(long, default_value_t = 0)]
     pub think_us: u64,
     /// `fault` only: also time the service thread's share of each fault (the statistics'
