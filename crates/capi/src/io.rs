@@ -17,15 +17,20 @@
 //! Owns: the interposed functions. Must not touch: the fault path itself (the runtime's).
 use std::ffi::{c_int, c_void};
 
+/// This process's node if its faults are served by signal (nothing to prepare otherwise).
+fn signal_node() -> Option<&'static squall::Node> {
+    squall::node_ref().filter(|n| n.signal_faults())
+}
+
 /// Give this node `len` bytes of access from `buf` for a kernel read (`write` false) or write
 /// of them, on the thread's private stack (a shared stack may fault while Squall holds its
 /// lock). Every call of the process comes here: a buffer outside Squall memory, or the
 /// default mode, costs a few compares.
 fn prepare(buf: *const c_void, len: usize, write: bool) {
-    let Some(n) = squall::node_ref() else {
+    let Some(n) = signal_node() else {
         return;
     };
-    if !n.signal_faults() || len == 0 {
+    if len == 0 {
         return;
     }
     // A buffer in Squall memory starts or ends there (the global range or a region it
@@ -168,7 +173,7 @@ fn prepare_iov(iov: *const libc::iovec, n: c_int, write: bool) {
     let Ok(n) = usize::try_from(n) else {
         return;
     };
-    if iov.is_null() || squall::node_ref().is_none_or(|node| !node.signal_faults()) {
+    if iov.is_null() || signal_node().is_none() {
         return;
     }
     prepare(
