@@ -49,6 +49,8 @@ pub struct NetStats {
     pub packets_sent: u64,
     /// Datagrams or frames read from the network.
     pub packets_received: u64,
+    /// Frames a batch ([`crate::Endpoint::batch`]) held and wrote together with others (tcp).
+    pub frames_batched: u64,
     /// Datagrams sent again after a timeout or a nack (udp).
     pub retransmissions: u64,
     /// Duplicate datagrams dropped (udp).
@@ -95,6 +97,7 @@ impl NetStats {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LinkCounters {
     pub packets_sent: u64,
+    pub frames_batched: u64,
     pub packets_received: u64,
     pub retransmissions: u64,
     pub drops: BTreeMap<DropReason, u64>,
@@ -109,6 +112,7 @@ impl LinkCounters {
     }
     pub fn merge_into(&self, s: &mut NetStats) {
         s.packets_sent += self.packets_sent;
+        s.frames_batched += self.frames_batched;
         s.packets_received += self.packets_received;
         s.retransmissions += self.retransmissions;
         s.faults_injected += self.faults_injected;

@@ -303,6 +303,75 @@ fn role_borrowed(ep: &Endpoint, sh: &Shared) {
     println!("borrowed ok on {me}");
 }
 
+/// Sends in batches ([`Endpoint::batch`], nested too, with a blocking request inside some)
+/// while another thread sends a second stream unbatched, small and large, to every node: both
+/// streams arrive whole and in order, the requests are answered (a batch writes what it holds
+/// before its thread waits), and over tcp the batches held frames.
+fn role_batched(ep: &Endpoint, sh: &Shared) {
+    const CHUNK: u64 = 50;
+    let me = ep.rank();
+    let peers: Vec<NodeId> = (0..ep.size()).map(NodeId).filter(|p| *p != me).collect();
+    let all: Vec<NodeId> = (0..ep.size()).map(NodeId).collect();
+    let other = {
+        let ep = ep.clone();
+        std::thread::spawn(move || {
+            for seq in 0..SPLITS {
+                let body: Vec<u8> = (0..split_len(seq))
+                    .map(|i| split_byte(me.0, seq, i))
+                    .collect();
+                for p in &all {
+                    ep.send_borrowed(*p, T_SPLIT, &seq.to_le_bytes(), &body)
+                        .expect("send_borrowed");
+                }
+            }
+        })
+    };
+    for (c, start) in (0..SEQ_PER_PEER).step_by(CHUNK as usize).enumerate() {
+        ep.batch(|| {
+            for i in start..(start + CHUNK).min(SEQ_PER_PEER) {
+                if i == start + CHUNK / 2 {
+                    // A nested batch: its end writes nothing; the outer one's does.
+                    ep.batch(|| {
+                        for p in &peers {
+                            let mut b = i.to_le_bytes().to_vec();
+                            b.resize(8 + (i as usize % 300), 7);
+                            ep.send(*p, T_SEQ, b).expect("send seq");
+                        }
+                    });
+                    continue;
+                }
+                for p in &peers {
+                    let mut b = i.to_le_bytes().to_vec();
+                    b.resize(8 + (i as usize % 300), 7);
+                    ep.send(*p, T_SEQ, b).expect("send seq");
+                }
+            }
+            if c % 8 == 0 {
+                for p in &peers {
+                    let data = (c as u64).to_le_bytes().to_vec();
+                    let r = ep.request(*p, T_ECHO, data.clone()).expect("request");
+                    assert_eq!(&r[..], &data[..], "echo from {p} inside a batch");
+                }
+            }
+        });
+    }
+    other.join().expect("unbatched sender");
+    sh.wait_until("batched and unbatched streams", Duration::from_secs(100), |st| {
+        st.next_split.iter().all(|v| *v == SPLITS)
+            && st
+                .next_seq
+                .iter()
+                .enumerate()
+                .all(|(i, v)| i == me.index() || *v == SEQ_PER_PEER)
+    });
+    let held = ep.stats().frames_batched;
+    if std::env::var("SQUALL_TRANSPORT").is_ok_and(|t| t == "tcp") {
+        assert!(held > 0, "{me}: no frame held by a batch over tcp");
+    }
+    barrier_and_shutdown(ep, sh);
+    println!("batched ok on {me} ({held} frames held)");
+}
+
 /// Requests from two application threads to every peer, every other one answered after a
 /// one-way message sent first: when the reply is back, that message's handler has run (FIFO per
 /// peer holds between the messages the service thread handles and the replies a waiting
@@ -563,6 +632,7 @@ fn child_entry() {
         "suite" => role_suite(&ep, &sh),
         "message" => role_message(&ep, &sh),
         "borrowed" => role_borrowed(&ep, &sh),
+        "batched" => role_batched(&ep, &sh),
         "ordered" => role_ordered(&ep, &sh),
         "claimed" => role_claimed(&ep, &sh),
         "victim" => role_victim(&ep),
@@ -757,6 +827,18 @@ fn borrowed_send_tcp_2() {
 #[test]
 fn borrowed_send_udp_2() {
     run(2, "udp", "borrowed", &[]);
+}
+#[test]
+fn batched_sends_tcp_2() {
+    run(2, "tcp", "batched", &[]);
+}
+#[test]
+fn batched_sends_tcp_4() {
+    run(4, "tcp", "batched", &[]);
+}
+#[test]
+fn batched_sends_udp_2() {
+    run(2, "udp", "batched", &[]);
 }
 #[test]
 fn suite_udp_2() {

@@ -287,8 +287,14 @@ impl Service {
         self.protocol.register_allocation(info);
     }
 
-    /// Route every pending action of both cores until neither has any.
+    /// Route every pending action of both cores until neither has any. The messages they
+    /// send leave together at the end (one write per peer: a release's diffs, a barrier's
+    /// fetches).
     pub fn drain(&mut self, ep: &Endpoint) {
+        ep.batch(|| self.drain_actions(ep))
+    }
+
+    fn drain_actions(&mut self, ep: &Endpoint) {
         loop {
             let mut progressed = false;
             while let Some(a) = self.protocol.poll_action() {

@@ -86,6 +86,14 @@ pub(crate) trait Backend: Send {
         msg.payload = join(&msg.payload, body);
         self.send(now, msg)
     }
+    /// Sends one message of a batch ([`crate::Endpoint::batch`]): like [`Backend::send`], but
+    /// the backend may hold it until [`Backend::flush_batched`]. Default: sent at once.
+    fn send_batched(&mut self, now: Instant, msg: OutMsg) -> Result<(), NetError> {
+        self.send(now, msg)
+    }
+    /// Writes what [`Backend::send_batched`] held. A write that fails is found by the read
+    /// side, which reports the peer lost. Default: nothing held.
+    fn flush_batched(&mut self) {}
     /// An instant the backend accepts as "now" for a send from the service thread instead of
     /// a clock read (its clock of the current service-loop pass). Default: none (the endpoint
     /// reads the clock).

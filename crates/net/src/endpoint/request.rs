@@ -90,6 +90,10 @@ impl Endpoint {
             }
             return Err(e);
         }
+        if self.in_batch() {
+            // Nothing held may wait behind this thread's wait (the reply could depend on it).
+            self.flush_batch();
+        }
         self.wait_reply(&slot, id, to).map(|inc| inc.payload)
     }
 

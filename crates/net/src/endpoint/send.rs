@@ -1,15 +1,41 @@
 //! One-way sends: [`Endpoint::send`], [`Endpoint::send_borrowed`] and `send_raw`, the one path
 //! every message (requests and replies too) takes to the backend or, to oneself, through the
-//! service thread; the per-type send counts. Must not touch the pending table, the handler
-//! table or the service loop (a send only lowers the timer thread's deadline, `timer`).
+//! service thread; the per-type send counts; batches of sends ([`Endpoint::batch`]). Must not
+//! touch the pending table, the handler table or the service loop (a send only lowers the
+//! timer thread's deadline, `timer`).
 use super::Endpoint;
 use crate::backend::{Backend, InMsg, OutMsg};
 use crate::error::NetError;
 use bytes::Bytes;
 use squall_core::NodeId;
 use squall_wire::{Flags, MsgType};
+use std::cell::Cell;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
+
+thread_local! {
+    /// The endpoint this thread is in a [`Endpoint::batch`] of (its id; 0: none) and how
+    /// deeply batches nest.
+    static BATCH: Cell<(usize, u32)> = const { Cell::new((0, 0)) };
+}
+
+/// Ends a batch (also when its closure unwinds): the outermost one writes what it held.
+struct BatchGuard<'a> {
+    ep: &'a Endpoint,
+    outer: bool,
+}
+
+impl Drop for BatchGuard<'_> {
+    fn drop(&mut self) {
+        BATCH.with(|b| {
+            let (id, depth) = b.get();
+            b.set(if depth <= 1 { (0, 0) } else { (id, depth - 1) });
+        });
+        if self.outer {
+            self.ep.flush_batch();
+        }
+    }
+}
 
 impl Endpoint {
     /// Sends a one-way message of any size. FIFO per destination, delivered exactly once.
@@ -54,6 +80,44 @@ impl Endpoint {
             payload: Bytes::copy_from_slice(head),
         };
         self.to_backend(on_service, |b, now| b.send_split(now, msg, body))
+    }
+
+    /// Runs `f`; the messages this thread sends meanwhile are held by the backend and written
+    /// together when `f` returns (tcp: one write per peer instead of one per message, so the
+    /// receiver reads them in one pass too). For bursts: a release's diffs, a barrier's
+    /// fetches, the replies to what one pass of the service thread read. Order is kept (a send
+    /// of another thread to the same peer writes what is held first). Batches nest (the
+    /// outermost one writes); a blocking [`Endpoint::request`] inside one writes what is held
+    /// before it waits. Batches of one endpoint do not hold another's sends.
+    pub fn batch<R>(&self, f: impl FnOnce() -> R) -> R {
+        let me = self.id();
+        let outer = BATCH.with(|b| {
+            let (id, depth) = b.get();
+            if depth > 0 && id != me {
+                // Inside another endpoint's batch: this one's sends are not held.
+                return None;
+            }
+            b.set((me, depth + 1));
+            Some(depth == 0)
+        });
+        let _guard = outer.map(|outer| BatchGuard { ep: self, outer });
+        f()
+    }
+
+    /// True while this thread is in a batch of this endpoint.
+    pub(super) fn in_batch(&self) -> bool {
+        BATCH.with(|b| {
+            let (id, depth) = b.get();
+            depth > 0 && id == self.id()
+        })
+    }
+
+    /// Writes what the backend holds for this thread's batch.
+    pub(super) fn flush_batch(&self) {
+        if self.shared.stopped.load(Ordering::Acquire) {
+            return;
+        }
+        self.shared.driver.lock().backend.flush_batched();
     }
 
     fn count_sent(&self, ty: MsgType, len: usize, on_service: bool) {
@@ -103,7 +167,11 @@ impl Endpoint {
             request_id,
             payload,
         };
-        self.to_backend(on_service, |b, now| b.send(now, msg))
+        if self.in_batch() {
+            self.to_backend(on_service, |b, now| b.send_batched(now, msg))
+        } else {
+            self.to_backend(on_service, |b, now| b.send(now, msg))
+        }
     }
 
     /// Hands one message to the backend with `send` under the driver lock, then lets the timer

@@ -126,7 +126,8 @@ impl Endpoint {
     fn dispatch_out(&self, out: &mut Vec<BackendEvent>) {
         if !out.is_empty() {
             let _order = self.shared.dispatch.lock();
-            self.handle_events(out);
+            // The replies to what one pass read leave together (one write per peer).
+            self.batch(|| self.handle_events(out));
             self.shared.svc_busy.store(false, Ordering::Release);
         }
     }

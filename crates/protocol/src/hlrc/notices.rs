@@ -71,7 +71,7 @@ impl<M: PageMemory> Hlrc<M> {
         let locks_used = std::mem::take(&mut self.grants_since_barrier) > 0;
         if self.tuning.barrier_fetch > 0 && !self.ending && !locks_used && !refetch.is_empty() {
             refetch.sort_unstable();
-            refetch.dedup();
+            refetch.dedup_by_key(|(p, _)| *p);
             self.barrier_fetch(&refetch);
         }
         self.barriers = self.barriers.wrapping_add(1);
@@ -228,7 +228,7 @@ impl<M: PageMemory> Hlrc<M> {
         &mut self,
         page: PageId,
         unmap: &mut Vec<PageId>,
-        refetch: Option<&mut Vec<PageId>>,
+        refetch: Option<&mut Vec<(PageId, bool)>>,
     ) {
         if self.is_home(page) || self.pages.get(&page).is_some_and(|s| s.exclusive) {
             // Home copies are current; an exclusive copy is newer than any notice (nobody else
@@ -237,16 +237,28 @@ impl<M: PageMemory> Hlrc<M> {
         }
         let readable = self.mem.access(page) == Access::Read;
         let now = self.barriers;
+        // A copy kept writable with a twin (written lately, `release`) comes back writable
+        // with a fresh twin: the node will likely write it again (two nodes writing disjoint
+        // parts of one page at every step, as Gauss's cyclic rows do, otherwise cost a fetch
+        // round trip and a twin fault per page and step). Only if its diff below is empty:
+        // an unacked diff holds the fetch back (`can_read_ahead`).
+        let written = self
+            .pages
+            .get(&page)
+            .and_then(|st| st.twin.as_ref())
+            .is_some_and(|t| {
+                self.mem.access(page) == Access::ReadWrite && self.mem.page_equals(page, t)
+            });
         let st = self.st(page);
         if let Some(refetch) = refetch {
-            if readable
+            if (readable || written)
                 && st.used
                 && !st.probe
-                && st.twin.is_none()
+                && (st.twin.is_none() || written)
                 && st.fetch.is_none()
                 && now.saturating_sub(st.got_at) <= BARRIER_FETCH_AGE
             {
-                refetch.push(page);
+                refetch.push((page, written));
             }
         }
         let st = self.st(page);
@@ -295,7 +307,7 @@ impl<M: PageMemory> Hlrc<M> {
     pub(super) fn apply_notices(
         &mut self,
         info: &[u8],
-        mut refetch: Option<&mut Vec<PageId>>,
+        mut refetch: Option<&mut Vec<(PageId, bool)>>,
     ) -> Option<Vec<u32>> {
         let (their_vt, notices) = decode_sync(self.me, self.layout.nodes, info)?;
         // Page -> whether some notice requires invalidating it (a copy a push of node `n`

@@ -157,12 +157,14 @@ impl<M: PageMemory> Hlrc<M> {
 
     /// Fetch, in one message per run of consecutive pages of one home, the copies a barrier's
     /// notices just took from this node that it will likely read again (see
-    /// `set_barrier_fetch`; `lost` in ascending order).
-    pub(super) fn barrier_fetch(&mut self, lost: &[PageId]) {
+    /// `set_barrier_fetch`; `lost` in ascending order of page). A page marked `true` was
+    /// writable with a twin: it comes back writable with a fresh twin (`on_page_run`), no
+    /// twin fault.
+    pub(super) fn barrier_fetch(&mut self, lost: &[(PageId, bool)]) {
         let mut i = 0;
         let mut budget = self.tuning.barrier_fetch;
         while i < lost.len() && budget > 0 {
-            let first = lost[i];
+            let (first, _) = lost[i];
             i += 1;
             let Some(home) = self.dir.cached(first) else {
                 continue;
@@ -170,11 +172,12 @@ impl<M: PageMemory> Hlrc<M> {
             if home.node == self.me || !self.can_read_ahead(first, home) {
                 continue;
             }
+            let start = i - 1;
             let mut n = 1usize;
             while i < lost.len()
                 && n < budget
-                && lost[i].0 == first.0 + n as u64
-                && self.can_read_ahead(lost[i], home)
+                && lost[i].0 .0 == first.0 + n as u64
+                && self.can_read_ahead(lost[i].0, home)
             {
                 n += 1;
                 i += 1;
@@ -183,11 +186,11 @@ impl<M: PageMemory> Hlrc<M> {
             // together by one fault): readable while any of its pages is still trusted.
             let readable = (first.0..first.0 + n as u64)
                 .any(|q| self.pages.get(&PageId(q)).is_some_and(|st| st.trust > 0));
-            for q in first.0..first.0 + n as u64 {
-                let st = self.st(PageId(q));
+            for &(q, write) in &lost[start..i] {
+                let st = self.st(q);
                 st.trust = st.trust.saturating_sub(1);
                 st.fetch = Some(FetchState {
-                    write: false,
+                    write,
                     sent: true,
                     stale: false,
                     demand: false,

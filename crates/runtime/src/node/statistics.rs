@@ -174,6 +174,7 @@ pub(super) fn net_counts(ep: &Endpoint) -> Value {
         "messages_received": st.messages_received(),
         "bytes_sent": st.by_type.values().map(|c| c.sent_bytes).sum::<u64>(),
         "packets_sent": st.packets_sent,
+        "frames_batched": st.frames_batched,
         "retransmissions": st.retransmissions,
         "dropped": drops,
         "per_type": by_type,

@@ -62,6 +62,8 @@ struct Peer {
     last_heard: Instant,
     /// A frame being read straight into a lent buffer (`rbuf` is empty meanwhile).
     landing: Option<Landing>,
+    /// `wbuf` holds frames of a batch not written yet (`send_batched`).
+    held: bool,
 }
 
 pub(crate) struct TcpBackend {
@@ -132,6 +134,7 @@ impl TcpBackend {
                         sent: false,
                         last_heard: start,
                         landing: None,
+                        held: false,
                     })
                 }
             });
@@ -180,6 +183,19 @@ impl Backend for TcpBackend {
         }
         let frame = self.frame(&msg)?;
         self.enqueue(now, msg.to, frame)
+    }
+
+    fn send_batched(&mut self, now: Instant, msg: OutMsg) -> Result<(), NetError> {
+        if self.is_cut(msg.to, now) {
+            self.cut_drops += 1;
+            return Ok(());
+        }
+        let frame = self.frame(&msg)?;
+        self.enqueue_held(now, msg.to, frame)
+    }
+
+    fn flush_batched(&mut self) {
+        self.flush_held();
     }
 
     fn send_split(&mut self, now: Instant, mut msg: OutMsg, body: &[u8]) -> Result<(), NetError> {

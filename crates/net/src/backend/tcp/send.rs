@@ -14,6 +14,9 @@ use squall_wire::{Flags, Header, HEADER_LEN};
 use std::io::{self, Write};
 use std::time::Instant;
 
+/// Most bytes a batch holds for one peer before it writes them anyway.
+const HELD_MAX: usize = 256 << 10;
+
 impl TcpBackend {
     pub(super) fn frame(&mut self, msg: &OutMsg) -> Result<Vec<u8>, NetError> {
         let len = u32::try_from(msg.payload.len()).map_err(|_| NetError::TooLarge {
@@ -158,6 +161,45 @@ impl TcpBackend {
             Self::set_interest(registry, p, true);
         }
         Ok(())
+    }
+
+    /// Queues a frame of a batch without writing it (unless the peer's buffer has grown past
+    /// [`HELD_MAX`]): [`TcpBackend::flush_held`] writes it with the rest of the batch.
+    pub(super) fn enqueue_held(
+        &mut self,
+        now: Instant,
+        to: NodeId,
+        frame: Vec<u8>,
+    ) -> Result<(), NetError> {
+        let held = self
+            .peers
+            .get(to.index())
+            .and_then(Option::as_ref)
+            .is_some_and(|p| p.open && p.delay.is_none() && p.wbuf.len() < HELD_MAX);
+        if !held {
+            return self.enqueue(now, to, frame);
+        }
+        if let Some(p) = self.peers.get_mut(to.index()).and_then(Option::as_mut) {
+            p.sent = true;
+            p.held = true;
+            p.wbuf.extend_from_slice(&frame);
+            self.counters.packets_sent += 1;
+            self.counters.frames_batched += 1;
+        }
+        Ok(())
+    }
+
+    /// Writes what batches hold for every peer (as much as the sockets take; the rest waits
+    /// for write readiness as usual).
+    pub(super) fn flush_held(&mut self) {
+        let registry = self.registry.as_ref();
+        for p in self.peers.iter_mut().flatten() {
+            if !std::mem::take(&mut p.held) || !p.open || p.want_write {
+                continue;
+            }
+            // A broken connection is found by the read side, which reports the peer lost.
+            let _ = Self::flush(registry, p);
+        }
     }
 
     pub(super) fn enqueue(

@@ -258,6 +258,7 @@ impl Backend for UdpBackend {
             drops: s.drops.clone(),
             faults_injected: self.faults.as_ref().map_or(0, |f| f.injected) + self.cut_drops,
             send_failures: 0,
+            frames_batched: 0,
             authenticated: s.authenticated,
         };
         c.send_failures = self.send_failures;
