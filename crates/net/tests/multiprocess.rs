@@ -1020,6 +1020,10 @@ fn suite_tcp_2_auth() {
     run(2, "tcp", "suite", &AUTH_ON);
 }
 #[test]
+fn batched_sends_tcp_2_auth() {
+    run(2, "tcp", "batched", &AUTH_ON);
+}
+#[test]
 fn suite_udp_2_auth() {
     run(2, "udp", "suite", &AUTH_ON);
 }

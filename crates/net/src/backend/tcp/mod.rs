@@ -190,8 +190,7 @@ impl Backend for TcpBackend {
             self.cut_drops += 1;
             return Ok(());
         }
-        let frame = self.frame(&msg)?;
-        self.enqueue_held(now, msg.to, frame)
+        self.enqueue_held(now, &msg)
     }
 
     fn flush_batched(&mut self) {

@@ -19,22 +19,9 @@ const HELD_MAX: usize = 256 << 10;
 
 impl TcpBackend {
     pub(super) fn frame(&mut self, msg: &OutMsg) -> Result<Vec<u8>, NetError> {
-        let len = u32::try_from(msg.payload.len()).map_err(|_| NetError::TooLarge {
-            len: msg.payload.len(),
-        })?;
-        let mut h = Header::new(self.job, msg.ty, self.rank, msg.to);
-        h.flags = msg.flags;
-        h.request_id = msg.request_id;
-        h.payload_len = len;
         let mut v =
             Vec::with_capacity(HEADER_LEN + msg.payload.len() + squall_wire::AUTH_TRAILER_LEN);
-        match self.auth.as_mut() {
-            Some(a) => a.seal_into(&h, &msg.payload, &mut v),
-            None => {
-                v.extend_from_slice(&h.to_bytes());
-                v.extend_from_slice(&msg.payload);
-            }
-        }
+        frame_into(self.auth.as_mut(), self.job, self.rank, msg, &mut v)?;
         Ok(v)
     }
 
@@ -165,28 +152,23 @@ impl TcpBackend {
 
     /// Queues a frame of a batch without writing it (unless the peer's buffer has grown past
     /// [`HELD_MAX`]): [`TcpBackend::flush_held`] writes it with the rest of the batch.
-    pub(super) fn enqueue_held(
-        &mut self,
-        now: Instant,
-        to: NodeId,
-        frame: Vec<u8>,
-    ) -> Result<(), NetError> {
-        let held = self
-            .peers
-            .get(to.index())
-            .and_then(Option::as_ref)
-            .is_some_and(|p| p.open && p.delay.is_none() && p.wbuf.len() < HELD_MAX);
-        if !held {
-            return self.enqueue(now, to, frame);
+    pub(super) fn enqueue_held(&mut self, now: Instant, msg: &OutMsg) -> Result<(), NetError> {
+        let to = msg.to;
+        match self.peers.get_mut(to.index()).and_then(Option::as_mut) {
+            Some(p) if p.open && p.delay.is_none() && p.wbuf.len() < HELD_MAX => {
+                // Framed straight into the peer's buffer (no frame of its own).
+                frame_into(self.auth.as_mut(), self.job, self.rank, msg, &mut p.wbuf)?;
+                p.sent = true;
+                p.held = true;
+                self.counters.packets_sent += 1;
+                self.counters.frames_batched += 1;
+                Ok(())
+            }
+            _ => {
+                let frame = self.frame(msg)?;
+                self.enqueue(now, to, frame)
+            }
         }
-        if let Some(p) = self.peers.get_mut(to.index()).and_then(Option::as_mut) {
-            p.sent = true;
-            p.held = true;
-            p.wbuf.extend_from_slice(&frame);
-            self.counters.packets_sent += 1;
-            self.counters.frames_batched += 1;
-        }
-        Ok(())
     }
 
     /// Writes what batches hold for every peer (as much as the sockets take; the rest waits
@@ -243,6 +225,32 @@ impl TcpBackend {
             !p.open || (p.wpos == p.wbuf.len() && p.delay.as_ref().is_none_or(|d| d.held() == 0))
         })
     }
+}
+
+/// Appends `msg`'s frame (header, payload and, with authentication on, the sealed form) to
+/// `out`.
+fn frame_into(
+    auth: Option<&mut LinkAuth>,
+    job: squall_core::JobId,
+    rank: NodeId,
+    msg: &OutMsg,
+    out: &mut Vec<u8>,
+) -> Result<(), NetError> {
+    let len = u32::try_from(msg.payload.len()).map_err(|_| NetError::TooLarge {
+        len: msg.payload.len(),
+    })?;
+    let mut h = Header::new(job, msg.ty, rank, msg.to);
+    h.flags = msg.flags;
+    h.request_id = msg.request_id;
+    h.payload_len = len;
+    match auth {
+        Some(a) => a.seal_into(&h, &msg.payload, out),
+        None => {
+            out.extend_from_slice(&h.to_bytes());
+            out.extend_from_slice(&msg.payload);
+        }
+    }
+    Ok(())
 }
 
 /// Calls `f(i, slice)` for the bytes of `parts` (one frame, in order) from byte `from` on,
