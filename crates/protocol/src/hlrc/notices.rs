@@ -223,7 +223,8 @@ impl<M: PageMemory> Hlrc<M> {
     /// A write notice names `page`: drop this node's copy (keeping its own modifications). A
     /// copy with no own writes is only pushed to `unmap` (the caller removes access in runs).
     /// A readable copy this node used lately is also pushed to `refetch` when given (a
-    /// barrier: see `set_barrier_fetch`).
+    /// barrier: see `set_barrier_fetch`), and so is a writable one with no writes since its
+    /// twin was taken (marked `true`: it comes back writable).
     pub(super) fn invalidate(
         &mut self,
         page: PageId,
@@ -242,13 +243,14 @@ impl<M: PageMemory> Hlrc<M> {
         // parts of one page at every step, as Gauss's cyclic rows do, otherwise cost a fetch
         // round trip and a twin fault per page and step). Only if its diff below is empty:
         // an unacked diff holds the fetch back (`can_read_ahead`).
-        let written = self
-            .pages
-            .get(&page)
-            .and_then(|st| st.twin.as_ref())
-            .is_some_and(|t| {
-                self.mem.access(page) == Access::ReadWrite && self.mem.page_equals(page, t)
-            });
+        let written = refetch.is_some()
+            && self
+                .pages
+                .get(&page)
+                .and_then(|st| st.twin.as_ref())
+                .is_some_and(|t| {
+                    self.mem.access(page) == Access::ReadWrite && self.mem.page_equals(page, t)
+                });
         let st = self.st(page);
         if let Some(refetch) = refetch {
             if (readable || written)
