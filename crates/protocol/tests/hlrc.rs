@@ -425,6 +425,38 @@ fn barrier(c: &mut Cluster, token: u64) {
 }
 
 #[test]
+fn a_copy_written_lately_comes_back_writable_from_the_barrier_fetch() {
+    // Write-write false sharing at every step (Gauss's cyclic rows): node 0 (home of page 0)
+    // writes the first word, node 1 the second, then a barrier. Node 1's copy, kept writable
+    // with a twin since its first write, is lost to node 0's notice and comes back at the
+    // barrier writable with a fresh twin: each later step costs node 1 no fault at all.
+    let mut c = Cluster::new("hlrc", 2);
+    c.fault(0, 0, true);
+    c.store(0, 0, 0, 1);
+    c.fault(1, 0, true);
+    c.settle();
+    c.store(1, 0, 8, 1);
+    barrier(&mut c, 1);
+    let faults = c.total_stats().write_faults;
+    for step in 2..6u64 {
+        assert_eq!(c.access(1, 0), Access::ReadWrite, "step {step}: node 1's copy");
+        c.store(0, 0, 0, step);
+        c.store(1, 0, 8, step);
+        barrier(&mut c, step);
+        // Both writers' words, on both nodes.
+        for n in 0..2 {
+            assert_eq!((c.load(n, 0, 0), c.load(n, 0, 8)), (step, step), "node {n}");
+        }
+    }
+    let s = c.total_stats();
+    assert_eq!(s.write_faults, faults, "no write fault after the first step");
+    // Per step from step 2: node 1's diff and its ack, the `dropped` for its lost copy, and
+    // the barrier fetch with its page data (the first step's copy came by demand).
+    assert!(s.barrier_fetches >= 4, "{} barrier fetches", s.barrier_fetches);
+    assert_eq!(s.messages_of("fetch"), 1 + s.barrier_fetches);
+}
+
+#[test]
 fn a_home_pushes_what_it_wrote_to_readers_at_barriers() {
     // Node 0 (home of page 0) writes it every barrier interval; node 1 reads it once.
     let mut c = Cluster::new("hlrc-push", 2);
