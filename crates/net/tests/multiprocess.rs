@@ -356,14 +356,18 @@ fn role_batched(ep: &Endpoint, sh: &Shared) {
         });
     }
     other.join().expect("unbatched sender");
-    sh.wait_until("batched and unbatched streams", Duration::from_secs(100), |st| {
-        st.next_split.iter().all(|v| *v == SPLITS)
-            && st
-                .next_seq
-                .iter()
-                .enumerate()
-                .all(|(i, v)| i == me.index() || *v == SEQ_PER_PEER)
-    });
+    sh.wait_until(
+        "batched and unbatched streams",
+        Duration::from_secs(100),
+        |st| {
+            st.next_split.iter().all(|v| *v == SPLITS)
+                && st
+                    .next_seq
+                    .iter()
+                    .enumerate()
+                    .all(|(i, v)| i == me.index() || *v == SEQ_PER_PEER)
+        },
+    );
     let held = ep.stats().frames_batched;
     if std::env::var("SQUALL_TRANSPORT").is_ok_and(|t| t == "tcp") {
         assert!(held > 0, "{me}: no frame held by a batch over tcp");

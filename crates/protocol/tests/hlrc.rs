@@ -439,7 +439,11 @@ fn a_copy_written_lately_comes_back_writable_from_the_barrier_fetch() {
     barrier(&mut c, 1);
     let faults = c.total_stats().write_faults;
     for step in 2..6u64 {
-        assert_eq!(c.access(1, 0), Access::ReadWrite, "step {step}: node 1's copy");
+        assert_eq!(
+            c.access(1, 0),
+            Access::ReadWrite,
+            "step {step}: node 1's copy"
+        );
         c.store(0, 0, 0, step);
         c.store(1, 0, 8, step);
         barrier(&mut c, step);
@@ -449,10 +453,17 @@ fn a_copy_written_lately_comes_back_writable_from_the_barrier_fetch() {
         }
     }
     let s = c.total_stats();
-    assert_eq!(s.write_faults, faults, "no write fault after the first step");
+    assert_eq!(
+        s.write_faults, faults,
+        "no write fault after the first step"
+    );
     // Per step from step 2: node 1's diff and its ack, the `dropped` for its lost copy, and
     // the barrier fetch with its page data (the first step's copy came by demand).
-    assert!(s.barrier_fetches >= 4, "{} barrier fetches", s.barrier_fetches);
+    assert!(
+        s.barrier_fetches >= 4,
+        "{} barrier fetches",
+        s.barrier_fetches
+    );
     assert_eq!(s.messages_of("fetch"), 1 + s.barrier_fetches);
 }
 

@@ -19,11 +19,11 @@ pub fn make_diff(twin: &[u8], cur: &[u8]) -> Vec<u8> {
     let mut i = 0usize;
     while i < n {
         // Skip equal blocks, then equal words, then equal bytes.
-        if i % 64 == 0 && i + 64 <= n && twin[i..i + 64] == cur[i..i + 64] {
+        if i.is_multiple_of(64) && i + 64 <= n && twin[i..i + 64] == cur[i..i + 64] {
             i += 64;
             continue;
         }
-        if i % 8 == 0 && i + 8 <= n && word(twin, i) == word(cur, i) {
+        if i.is_multiple_of(8) && i + 8 <= n && word(twin, i) == word(cur, i) {
             i += 8;
             continue;
         }
@@ -35,10 +35,10 @@ pub fn make_diff(twin: &[u8], cur: &[u8]) -> Vec<u8> {
         // A run holds changed bytes only: an unchanged byte inside a run would carry this
         // writer's stale copy of a byte another writer may have changed (false sharing).
         let mut end = i + 1;
-        while end < n && end % 8 != 0 && twin[end] != cur[end] {
+        while end < n && !end.is_multiple_of(8) && twin[end] != cur[end] {
             end += 1;
         }
-        if end % 8 == 0 {
+        if end.is_multiple_of(8) {
             while end + 8 <= n && !has_zero_byte(word(twin, end) ^ word(cur, end)) {
                 end += 8;
             }
