@@ -68,6 +68,9 @@ fn notify_peers(ep: &Endpoint, me: NodeId, what: &str) {
         .filter(|&p| p != me.0)
         .filter(|&p| ep.send(NodeId(p), msg::ABORT, text.clone()).is_ok())
         .count();
+    // A failure found while handling a message or routing protocol actions ends the process
+    // inside a batch of sends (`Endpoint::batch`), which would otherwise hold the notices.
+    ep.flush_batch();
     if ep.is_service_thread() {
         std::thread::sleep(SERVICE_LINGER);
         return;

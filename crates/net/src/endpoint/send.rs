@@ -112,8 +112,9 @@ impl Endpoint {
         })
     }
 
-    /// Writes what the backend holds for this thread's batch.
-    pub(super) fn flush_batch(&self) {
+    /// Writes now what the backend holds for batches (this thread's included): for a thread
+    /// that is about to end the process inside a batch (whose end would never come).
+    pub fn flush_batch(&self) {
         if self.shared.stopped.load(Ordering::Acquire) {
             return;
         }
