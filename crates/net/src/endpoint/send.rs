@@ -13,25 +13,43 @@ use std::cell::Cell;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-thread_local! {
-    /// The endpoint this thread is in a [`Endpoint::batch`] of (its id; 0: none) and how
-    /// deeply batches nest.
-    static BATCH: Cell<(usize, u32)> = const { Cell::new((0, 0)) };
+/// This thread's [`Endpoint::batch`]: of which endpoint (its id; 0: none), how deeply batches
+/// nest, and whether it sent anything the backend may hold.
+#[derive(Clone, Copy)]
+struct BatchState {
+    ep: usize,
+    depth: u32,
+    held: bool,
 }
 
-/// Ends a batch (also when its closure unwinds): the outermost one writes what it held.
+const NO_BATCH: BatchState = BatchState {
+    ep: 0,
+    depth: 0,
+    held: false,
+};
+
+thread_local! {
+    static BATCH: Cell<BatchState> = const { Cell::new(NO_BATCH) };
+}
+
+/// Ends a batch (also when its closure unwinds): the outermost one writes what it held (a
+/// batch that sent nothing costs no look at the backend).
 struct BatchGuard<'a> {
     ep: &'a Endpoint,
-    outer: bool,
 }
 
 impl Drop for BatchGuard<'_> {
     fn drop(&mut self) {
-        BATCH.with(|b| {
-            let (id, depth) = b.get();
-            b.set(if depth <= 1 { (0, 0) } else { (id, depth - 1) });
-        });
-        if self.outer {
+        let b = BATCH.get();
+        if b.depth > 1 {
+            BATCH.set(BatchState {
+                depth: b.depth - 1,
+                ..b
+            });
+            return;
+        }
+        BATCH.set(NO_BATCH);
+        if b.held {
             self.ep.flush_batch();
         }
     }
@@ -91,25 +109,32 @@ impl Endpoint {
     /// before it waits. Batches of one endpoint do not hold another's sends.
     pub fn batch<R>(&self, f: impl FnOnce() -> R) -> R {
         let me = self.id();
-        let outer = BATCH.with(|b| {
-            let (id, depth) = b.get();
-            if depth > 0 && id != me {
-                // Inside another endpoint's batch: this one's sends are not held.
-                return None;
-            }
-            b.set((me, depth + 1));
-            Some(depth == 0)
+        let b = BATCH.get();
+        if b.depth > 0 && b.ep != me {
+            // Inside another endpoint's batch: this one's sends are not held.
+            return f();
+        }
+        BATCH.set(BatchState {
+            ep: me,
+            depth: b.depth + 1,
+            held: b.held,
         });
-        let _guard = outer.map(|outer| BatchGuard { ep: self, outer });
+        let _guard = BatchGuard { ep: self };
         f()
     }
 
     /// True while this thread is in a batch of this endpoint.
     pub(super) fn in_batch(&self) -> bool {
-        BATCH.with(|b| {
-            let (id, depth) = b.get();
-            depth > 0 && id == self.id()
-        })
+        let b = BATCH.get();
+        b.depth > 0 && b.ep == self.id()
+    }
+
+    /// This thread's batch sent a message the backend may hold (its end writes them).
+    fn mark_held() {
+        BATCH.set(BatchState {
+            held: true,
+            ..BATCH.get()
+        });
     }
 
     /// Writes now what the backend holds for batches (this thread's included): for a thread
@@ -169,6 +194,7 @@ impl Endpoint {
             payload,
         };
         if self.in_batch() {
+            Self::mark_held();
             self.to_backend(on_service, |b, now| b.send_batched(now, msg))
         } else {
             self.to_backend(on_service, |b, now| b.send(now, msg))

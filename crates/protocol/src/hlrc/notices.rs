@@ -236,34 +236,16 @@ impl<M: PageMemory> Hlrc<M> {
             // held the page when it was granted).
             return;
         }
-        let readable = self.mem.access(page) == Access::Read;
+        let acc = self.mem.access(page);
         let now = self.barriers;
-        // A copy kept writable with a twin (written lately, `release`) comes back writable
-        // with a fresh twin: the node will likely write it again (two nodes writing disjoint
-        // parts of one page at every step, as Gauss's cyclic rows do, otherwise cost a fetch
-        // round trip and a twin fault per page and step). Only if its diff below is empty:
-        // an unacked diff holds the fetch back (`can_read_ahead`).
-        let written = refetch.is_some()
-            && self
-                .pages
-                .get(&page)
-                .and_then(|st| st.twin.as_ref())
-                .is_some_and(|t| {
-                    self.mem.access(page) == Access::ReadWrite && self.mem.page_equals(page, t)
-                });
         let st = self.st(page);
-        if let Some(refetch) = refetch {
-            if (readable || written)
-                && st.used
-                && !st.probe
-                && (st.twin.is_none() || written)
-                && st.fetch.is_none()
-                && now.saturating_sub(st.got_at) <= BARRIER_FETCH_AGE
-            {
-                refetch.push((page, written));
-            }
-        }
-        let st = self.st(page);
+        // Used lately: worth fetching again at a barrier if it is a readable copy, or a
+        // writable one unchanged since its twin was taken (below).
+        let recent = st.used
+            && !st.probe
+            && st.fetch.is_none()
+            && now.saturating_sub(st.got_at) <= BARRIER_FETCH_AGE;
+        let mut again = acc == Access::Read && st.twin.is_none();
         if let Some(f) = st.fetch.as_mut() {
             f.stale = true;
         }
@@ -271,7 +253,8 @@ impl<M: PageMemory> Hlrc<M> {
         st.granted = false;
         let probed = std::mem::take(&mut st.probe);
         let twin = st.twin.take();
-        let held = probed || twin.is_some() || self.mem.access(page) != Access::None;
+        let written = twin.is_some();
+        let held = probed || written || acc != Access::None;
         if held {
             let st = self.st(page);
             st.lost = st.used;
@@ -286,6 +269,12 @@ impl<M: PageMemory> Hlrc<M> {
             self.mem.set_access(page, Access::None);
             let cur = self.read(page);
             let d = make_diff(&twin, &cur);
+            // A copy kept writable with a twin (written lately, `release`) and not written
+            // since comes back writable with a fresh twin: the node will likely write it again
+            // (two nodes writing disjoint parts of one page at every step, as Gauss's cyclic
+            // rows do, otherwise cost a fetch round trip and a twin fault per page and step).
+            // With a diff sent, its unacked diff holds the fetch back (`can_read_ahead`).
+            again = acc == Access::ReadWrite && d.is_empty();
             if !d.is_empty() {
                 // The home is known for a dirty page, so this cannot fail.
                 let _ = self.send_diff(page, d);
@@ -295,11 +284,16 @@ impl<M: PageMemory> Hlrc<M> {
             if let Some(p) = self.prof() {
                 p.invalidate(page);
             }
-        } else if self.mem.access(page) != Access::None {
+        } else if acc != Access::None {
             unmap.push(page);
             self.stats.invalidations += 1;
             if let Some(p) = self.prof() {
                 p.invalidate(page);
+            }
+        }
+        if let Some(refetch) = refetch {
+            if recent && again {
+                refetch.push((page, written));
             }
         }
     }
