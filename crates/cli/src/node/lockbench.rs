@@ -98,7 +98,8 @@ pub fn contended(a: SyncNodeArgs) -> Result<(), NodeError> {
     let mut sum = Counts::default();
     let (mut third_us, mut third_msgs) = (Vec::new(), 0u64);
     for rep in 0..a.reps {
-        let l = LockId(500 + u64::from(nodes) * rep as u64);
+        // Managed by node 0 (`manager_of`: id mod nodes), where the token starts.
+        let l = LockId(u64::from(nodes) * (500 + rep as u64));
         node.barrier().map_err(dsm)?;
         let c0 = counts(&node);
         let t = Instant::now();
