@@ -124,6 +124,14 @@ pub trait Protocol: Consistency {
     /// not appear in its diffs). Default: nothing to do (a protocol whose home-executed
     /// atomics invalidate every copy).
     fn observe_atomic(&mut self, _page: PageId, _offset: usize, _value: &[u8]) {}
+    /// At the node of an acquiring atomic: apply one of the `infos` its `AtomicDone`
+    /// carried (the writes released through the word) before the caller resumes. Default: as
+    /// a lock grant (`Consistency::apply_grant`). `hlrc` applies it the same way but does not
+    /// count it as a lock grant: a program that synchronizes with locks between barriers gets
+    /// no barrier fetches, one that bumps a C11 atomic counter between them still does.
+    fn apply_atomic_grant(&mut self, info: &[u8]) {
+        self.apply_grant(info)
+    }
     /// This core's counters.
     fn stats(&self) -> ProtoStats;
     /// `ending`: the node has entered its finalization and runs no application thread, so

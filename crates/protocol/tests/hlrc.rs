@@ -6,7 +6,7 @@ mod common;
 // fresh twin (`KEEP_WRITABLE_IDLE`), so the writer's access after a release is ReadWrite.
 use common::Cluster;
 use squall_core::{Access, NodeId, PageId};
-use squall_protocol::{AtomicOp, ProtoError};
+use squall_protocol::{AtomicCall, AtomicOp, ProtoError};
 
 #[test]
 fn message_counts_of_read_miss_write_release_and_acquire() {
@@ -1044,6 +1044,65 @@ fn a_read_of_a_page_of_a_barrier_fetch_in_flight_trusts_the_whole_run() {
         assert_eq!(c.load(1, p, 0), 50 + p);
     }
     assert_eq!(c.total_stats().barrier_fetches, 2);
+}
+
+#[test]
+fn an_acquiring_atomic_since_the_last_barrier_leaves_the_barrier_fetch_on() {
+    let mut c = Cluster::new("hlrc", 2);
+    c.fault(1, 0, false);
+    c.settle();
+    // Node 0 writes page 0 and releases through an atomic (a C11 `atomic_fetch_add` with
+    // release order); node 1's acquiring load of the word brings node 0's notice, which takes
+    // page 0; node 1 reads it again on demand.
+    c.fault(0, 0, true);
+    c.store(0, 0, 0, 5);
+    c.release(0, 1);
+    let info = c.cores[0].grant_info(&[]);
+    let release = AtomicCall {
+        op: AtomicOp::FetchAdd(1),
+        width: 8,
+        acquire: false,
+        release: Some(info),
+    };
+    c.cores[0]
+        .atomic(PageId(2), 16, release, 1)
+        .expect("atomic accepted");
+    c.drain(0);
+    c.settle();
+    let acquire = AtomicCall {
+        op: AtomicOp::Load,
+        width: 8,
+        acquire: true,
+        release: None,
+    };
+    c.cores[1]
+        .atomic(PageId(2), 16, acquire, 2)
+        .expect("atomic accepted");
+    c.drain(1);
+    c.settle();
+    let infos = c
+        .atomic_infos
+        .iter()
+        .find(|a| a.0 == 1 && a.1 == 2)
+        .map(|a| a.2.clone())
+        .expect("the acquiring atomic completed");
+    assert_eq!(infos.len(), 1);
+    for i in &infos {
+        c.cores[1].apply_atomic_grant(i);
+    }
+    c.drain(1);
+    assert_eq!(c.access(1, 0), Access::None, "the atomic's notice took it");
+    c.fault(1, 0, false);
+    c.settle();
+    assert_eq!(c.load(1, 0, 0), 5);
+    // Not a lock grant: the barrier still fetches page 0 (contrast with the next test).
+    rewrite_all_then_barrier(&mut c, 10, 2);
+    let s = c.total_stats();
+    assert_eq!(s.barrier_fetches, 1, "an atomic is not a lock grant");
+    assert_eq!(s.pages_barrier_fetched, 1);
+    c.fault(1, 0, false);
+    c.settle();
+    assert_eq!(c.load(1, 0, 0), 10);
 }
 
 #[test]

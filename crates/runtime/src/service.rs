@@ -341,7 +341,7 @@ impl Service {
                         // this node's copy of its page (which may be older), so a plain read
                         // after the atomic sees it.
                         for info in &infos {
-                            self.protocol.apply_grant(info);
+                            self.protocol.apply_atomic_grant(info);
                         }
                         if let Some((page, offset, call)) = self.atomics.remove(&token) {
                             let value = call.result_bytes(old);

@@ -170,6 +170,12 @@ impl<M: PageMemory> Protocol for Hlrc<M> {
         self.observe_atomic_value(page, offset, value)
     }
 
+    fn apply_atomic_grant(&mut self, info: &[u8]) {
+        let locks = self.grants_since_barrier;
+        self.apply_grant_notices(info);
+        self.grants_since_barrier = locks;
+    }
+
     fn stats(&self) -> ProtoStats {
         self.stats.clone()
     }

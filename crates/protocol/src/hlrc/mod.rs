@@ -113,7 +113,8 @@ pub struct Hlrc<M: PageMemory> {
     barriers: u32,
     /// Lock grants applied since the last barrier: a node that synchronizes with locks between
     /// barriers does not fetch at barriers (copies fetched then are often invalidated by a
-    /// grant before they are read: Water).
+    /// grant before they are read: Water). Acquiring atomics' infos are not counted
+    /// (`Protocol::apply_atomic_grant`).
     grants_since_barrier: u32,
     /// The node is ending with no application thread (`Protocol::set_ending`): no barrier
     /// fetches, a peer past the last barrier may have left.

@@ -512,6 +512,13 @@ impl<P: ?Sized + Protocol> Protocol for Router<P> {
         self.cores[i].observe_atomic(page, offset, value)
     }
 
+    fn apply_atomic_grant(&mut self, info: &[u8]) {
+        for (i, b) in self.parts(info) {
+            self.engaged[i] = true;
+            self.cores[i].apply_atomic_grant(b);
+        }
+    }
+
     fn stats(&self) -> ProtoStats {
         let mut s = self.stats.clone();
         for c in &self.cores {
