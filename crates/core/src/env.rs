@@ -41,6 +41,7 @@ pub const REPLY_SPIN_US: &str = "SQUALL_REPLY_SPIN_US";
 pub const BARRIER_EAGER: &str = "SQUALL_BARRIER_EAGER";
 pub const BARRIER_FETCH: &str = "SQUALL_BARRIER_FETCH";
 pub const PUSH_UPDATES: &str = "SQUALL_PUSH_UPDATES";
+pub const WATCH_SHARED: &str = "SQUALL_WATCH_SHARED";
 pub const UNIT_PAGES: &str = "SQUALL_UNIT_PAGES";
 pub const LOCK_CACHE: &str = "SQUALL_LOCK_CACHE";
 pub const LOCK_COHORT: &str = "SQUALL_LOCK_COHORT";
@@ -221,6 +222,11 @@ pub const ALL: &[EnvVar] = &[
         name: PUSH_UPDATES,
         default: "0",
         meaning: "hlrc: the update policy of allocations that name none: 1: at each barrier a home sends the pages it wrote since the last one to the nodes holding copies, which keep them up to date (an update protocol for producer/consumer sharing); 0: those copies are invalidated and fetched again (per allocation: Policy::updates, squall_policy.updates)",
+    },
+    EnvVar {
+        name: WATCH_SHARED,
+        default: "1",
+        meaning: "hlrc: 1: a home page the home wrote lately stays writable when another node first takes a copy, the copy handed out kept as its snapshot (the home's next writes cost no write fault; its releases compare the page to the snapshot, until it stays unchanged for a few of them); 0: such a page is write-protected and the home's next write faults",
     },
     EnvVar {
         name: UNIT_PAGES,

@@ -655,15 +655,16 @@ fn exclusive_mode_skips_twins_and_diffs_until_recalled() {
 #[test]
 fn notices_are_collected_one_barrier_later() {
     use common::{Mem, MemH};
-    use squall_core::{AllocInfo, Consistency, HeapLayout, Placement};
+    use squall_core::{AllocInfo, Consistency, HeapLayout, PageMemory, Placement};
     use squall_protocol::{Hlrc, Protocol};
     use std::rc::Rc;
     let layout = HeapLayout {
         nodes: 2,
         total_pages: 32,
     };
+    let mems: Vec<Rc<Mem>> = (0..2).map(|_| Rc::new(Mem::default())).collect();
     let mut cores: Vec<Hlrc<MemH>> = (0..2)
-        .map(|n| Hlrc::new(MemH(Rc::new(Mem::default())), NodeId(n), layout))
+        .map(|n| Hlrc::new(MemH(mems[n].clone()), NodeId(n as u16), layout))
         .collect();
     cores[0].register_allocation(AllocInfo {
         first: PageId(0),
@@ -708,14 +709,14 @@ fn notices_are_collected_one_barrier_later() {
     assert_eq!(pump(&mut cores), 1, "the home's fault was served");
     barrier(&mut cores);
     assert_eq!(cores[0].notices_held(), 0, "unshared home write: no notice");
-    // Once node 1 holds a copy, the home's next write is noticed.
+    // Once node 1 holds a copy, the home's next write is noticed (the home page stays
+    // writable, watched: its release compares it to the copy handed out).
     cores[1]
         .handle_fault(PageId(0), false)
         .expect("fault accepted");
     assert_eq!(pump(&mut cores), 1, "node 1's read was served");
-    cores[0]
-        .handle_fault(PageId(0), true)
-        .expect("fault accepted");
+    assert_eq!(MemH(mems[0].clone()).access(PageId(0)), Access::ReadWrite);
+    MemH(mems[0].clone()).write_bytes(PageId(0), 0, &[7]);
     pump(&mut cores);
     barrier(&mut cores);
     assert_eq!(cores[0].notices_held(), 1);

@@ -147,6 +147,9 @@ pub struct RuntimeConfig {
     /// hlrc: homes push the pages they wrote to the copy holders at barriers
     /// (`SQUALL_PUSH_UPDATES`; `Hlrc::set_push_updates`).
     pub push_updates: bool,
+    /// hlrc: a home page written lately stays writable when first shared, with a snapshot
+    /// (`SQUALL_WATCH_SHARED`, default on; `Hlrc::set_watch_shared`).
+    pub watch_shared: bool,
     /// hlrc: the coherence unit in pages of allocations that name no policy
     /// (`SQUALL_UNIT_PAGES`, default 1; `Policy::unit_pages`).
     pub unit_pages: u32,
@@ -282,6 +285,12 @@ impl RuntimeConfig {
             false,
             "1 (homes push updates at barriers) or 0 (invalidate)",
         )?;
+        let watch_shared = switch(
+            &get,
+            env::WATCH_SHARED,
+            true,
+            "1 (shared home pages stay writable, with a snapshot) or 0 (write-protect them)",
+        )?;
         let unit_pages = match get(env::UNIT_PAGES).as_deref().map(str::trim) {
             None | Some("") => 1,
             Some(v) => v
@@ -316,6 +325,7 @@ impl RuntimeConfig {
             barrier_eager,
             barrier_fetch,
             push_updates,
+            watch_shared,
             unit_pages,
             lock_cache,
             lock_cohort,

@@ -356,6 +356,7 @@ impl World {
                 if r2.gen_bool(0.3) {
                     h.set_notice_budget(r2.gen_range(1..6));
                 }
+                h.set_watch_shared(r2.gen_bool(0.8));
             }
             // The two example user protocols after the built-in cores, as
             // `ProtocolKind::User(0)` and `User(1)` (a program registers them in this order).

@@ -22,8 +22,34 @@ impl<M: PageMemory> Hlrc<M> {
             && epoch < WANT_HOME_EPOCHS
             && !self.atomic_infos.holds(page)
             && !self.dirty.contains(&page)
-            && self.mem.access(page) != Access::ReadWrite
+            && (self.mem.access(page) != Access::ReadWrite || self.watched.contains(&page))
             && !self.parked.contains_key(&page)
+    }
+
+    /// Home side, before a watched page (`watched`) may migrate: write-protect it and
+    /// compare it to its snapshot. Unchanged (and no copy handed out since differs from
+    /// it), it leaves the watch as if it had been write-protected when first shared, and
+    /// `false` is returned. Changed, the home has been writing it: it goes back to writable
+    /// and into `dirty` (its next release notices it), and `true` says it must not move.
+    /// Not watched: `false`.
+    pub(super) fn settle_watch(&mut self, page: PageId) -> bool {
+        if !self.watched.remove(&page) {
+            return false;
+        }
+        self.mem.set_access(page, Access::Read);
+        let st = self.st(page);
+        let (snapshot, served) = (st.twin.take(), st.served_dirty);
+        let unchanged = !served
+            && snapshot
+                .as_ref()
+                .is_some_and(|t| self.mem.page_equals(page, t));
+        if unchanged {
+            return false;
+        }
+        self.st(page).twin = snapshot;
+        self.mem.set_access(page, Access::ReadWrite);
+        self.dirty.insert(page);
+        true
     }
 
     /// Home side, after applying a diff of `page` from `origin`: count `origin`'s streak of
@@ -154,7 +180,7 @@ impl<M: PageMemory> Hlrc<M> {
         if sequential {
             while items.len() < MAX_RUN {
                 let q = PageId(page.0 + 1 + items.len() as u64);
-                if !self.can_hand_over(q, origin) {
+                if !self.can_hand_over(q, origin) || self.settle_watch(q) {
                     break;
                 }
                 items.push(self.hand_over(q, origin));
@@ -183,7 +209,7 @@ impl<M: PageMemory> Hlrc<M> {
                 .is_some_and(|h| h.node == self.me && h.epoch < WANT_HOME_EPOCHS)
             || self.dirty.contains(&q)
             || self.atomic_infos.holds(q)
-            || self.mem.access(q) == Access::ReadWrite
+            || (self.mem.access(q) == Access::ReadWrite && !self.watched.contains(&q))
             || self.parked.contains_key(&q)
             || self.diffs.per_page.contains_key(&q)
             || self.resolving.contains_key(&q)

@@ -89,6 +89,12 @@ pub struct Hlrc<M: PageMemory> {
     page_tuning: BTreeMap<u64, (u64, Tuning)>,
     /// Pages written in the current interval (`release` closes it; writers anywhere add).
     dirty: BTreeSet<PageId>,
+    /// Home pages kept writable when another node first took a copy (`serve`), the bytes
+    /// handed out kept as the page's snapshot (`twin`): instead of a write-protect and a write
+    /// fault at the home's next write, the next release compares the page to the snapshot
+    /// (`release`). Not `dirty`: the home is not known to be writing them (migration may
+    /// still take them, after `settle_watch`).
+    watched: BTreeSet<PageId>,
     /// Dirty pages whose writes were already sent to the home by an early flush in this
     /// interval (they need a notice even if the twin made afterwards shows no change).
     flushed: BTreeSet<PageId>,
@@ -140,6 +146,7 @@ impl<M: PageMemory> Hlrc<M> {
             tuning: Tuning::default(),
             page_tuning: BTreeMap::new(),
             dirty: BTreeSet::new(),
+            watched: BTreeSet::new(),
             flushed: BTreeSet::new(),
             resolving: BTreeMap::new(),
             parked: BTreeMap::new(),

@@ -51,8 +51,15 @@ impl<M: PageMemory> Hlrc<M> {
     /// `Consistency::begin_release`: close this node's interval (diffs of written copies to
     /// their homes, snapshots of shared home pages); `true` if it completed at once.
     pub(super) fn release(&mut self, token: u64) -> bool {
-        let dirty = std::mem::take(&mut self.dirty);
+        let mut dirty = std::mem::take(&mut self.dirty);
         let flushed = std::mem::take(&mut self.flushed);
+        // Watched home pages are compared to their snapshots as written ones are; one the
+        // home wrote this interval is in `dirty` as well, and leaves the watch.
+        let watched: BTreeSet<PageId> = std::mem::take(&mut self.watched)
+            .into_iter()
+            .filter(|p| !dirty.contains(p))
+            .collect();
+        dirty.extend(watched.iter().copied());
         let mut written = Vec::new();
         let mut home_written = Vec::new();
         let mut keep = Vec::new();
@@ -105,7 +112,11 @@ impl<M: PageMemory> Hlrc<M> {
                 };
                 if st.idle_releases <= keep_limit(st.refaults) {
                     st.twin = Some(cur);
-                    self.dirty.insert(page);
+                    if changed || !watched.contains(&page) {
+                        self.dirty.insert(page);
+                    } else {
+                        self.watched.insert(page);
+                    }
                 } else if self.mem.access(page) == Access::ReadWrite {
                     // Idle long enough: write-protect it and drop the snapshot. The
                     // comparison above ran while this node's threads could still write the
@@ -361,7 +372,7 @@ impl<M: PageMemory> Hlrc<M> {
         // the whole page would put back the old value of whatever they wrote meanwhile.
         let migrate = if diff.is_empty() {
             // A writer asks for the home.
-            self.grants_want_home(page)
+            self.grants_want_home(page) && !self.settle_watch(page)
         } else {
             let mem = &self.mem;
             for_each_run(diff, |off, bytes| mem.write_bytes(page, off, bytes)).ok_or_else(
@@ -385,7 +396,7 @@ impl<M: PageMemory> Hlrc<M> {
                 // The diff is well formed (applied just above).
                 let _ = apply_diff(snapshot, diff);
             }
-            self.migrates_after_diff(page, origin)
+            self.migrates_after_diff(page, origin) && !self.settle_watch(page)
         };
         self.ack_diff(page, origin, id, diff.is_empty(), migrate);
         Ok(())

@@ -202,7 +202,7 @@ impl<M: PageMemory> Hlrc<M> {
             self.share_grant(from, q, false, false);
             let r = run.get_or_insert_with(|| RunBuf::new(q));
             r.push(&self.mem, q);
-            if self.dirty.contains(&q) {
+            if self.dirty.contains(&q) || self.watched.contains(&q) {
                 let served = r.last_page().to_vec();
                 self.note_served(q, &served);
             }
@@ -242,12 +242,17 @@ impl<M: PageMemory> Hlrc<M> {
     /// every copy fetched from a page kept writable was noticed again at the next release,
     /// fetched again at that barrier and noticed again, for as long as the page stayed
     /// writable (CG: its vector `p` fetched at each of the 3 barriers of an iteration).
+    ///
+    /// A page `watched` since this serve takes `data` as its snapshot.
     pub(super) fn note_served(&mut self, page: PageId, data: &[u8]) {
-        if !self.dirty.contains(&page) {
+        let watched = self.watched.contains(&page);
+        if !self.dirty.contains(&page) && !watched {
             return;
         }
         let st = self.st(page);
-        if st.twin.as_deref() != Some(data) {
+        if watched && st.twin.is_none() && !st.served_dirty {
+            st.twin = Some(data.to_vec());
+        } else if st.twin.as_deref() != Some(data) {
             st.served_dirty = true;
         }
     }
@@ -281,9 +286,18 @@ impl<M: PageMemory> Hlrc<M> {
             && self.is_home(page)
             && self.mem.access(page) == Access::ReadWrite
         {
-            // An unshared home page kept writable across releases: from now on
-            // its writes must be noticed, so catch the next one.
-            self.mem.set_access(page, Access::Read);
+            // An unshared home page kept writable across releases: from now on its writes
+            // must be noticed. Kept writable, the bytes handed out (`note_served`) are its
+            // snapshot for the next releases to compare to; or write-protected, to catch
+            // the next write.
+            if self.tuning_for(page).watch_shared && !self.dir.in_unit(page) {
+                let st = self.st(page);
+                st.twin = None;
+                st.idle_releases = 0;
+                self.watched.insert(page);
+            } else {
+                self.mem.set_access(page, Access::Read);
+            }
         }
         let st = self.st(page);
         if exclusive && !again {

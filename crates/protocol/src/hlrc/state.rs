@@ -224,6 +224,9 @@ pub struct Tuning {
     pub run_handover: RunHandover,
     /// Home side: push updates at barriers (see `Hlrc::set_push_updates`).
     pub push_updates: bool,
+    /// Home side: a home page kept writable stays writable when first shared, with a
+    /// snapshot (see `Hlrc::set_watch_shared`).
+    pub watch_shared: bool,
     /// Pushes a copy takes before it is probed (see `PUSH_PROBE`).
     pub push_probe: u8,
     /// Node-wide: most notices held before old ones are merged.
@@ -241,6 +244,7 @@ impl Default for Tuning {
             lost_run: DEFAULT_LOST_RUN,
             run_handover: RunHandover::Sequential,
             push_updates: false,
+            watch_shared: true,
             push_probe: PUSH_PROBE,
             notice_budget: DEFAULT_NOTICE_BUDGET,
             barrier_fetch: DEFAULT_BARRIER_FETCH,
@@ -274,6 +278,7 @@ impl<M: PageMemory> Hlrc<M> {
             t.read_ahead = false;
             t.run_handover = RunHandover::Off;
             t.push_updates = false;
+            t.watch_shared = false;
             self.dir.set_unit(first, pages, coherence.unit_pages);
         }
         self.page_tuning
@@ -318,6 +323,15 @@ impl<M: PageMemory> Hlrc<M> {
     /// (producer/consumer sharing repeated every barrier interval; see the crate README).
     pub fn set_push_updates(&mut self, on: bool) {
         self.tuning.push_updates = on;
+    }
+
+    /// Whether a home page that is writable here (written lately, nobody else holding a
+    /// copy) stays writable when another node first takes a copy, the bytes handed out kept
+    /// as its snapshot for the next releases to compare to (on by default), or is
+    /// write-protected so the home's next write faults. Watched pages that stay unchanged for
+    /// a few releases are write-protected then (as idle written pages are).
+    pub fn set_watch_shared(&mut self, on: bool) {
+        self.tuning.watch_shared = on;
     }
 
     /// Pushes a copy takes after a fault on it before the next one is installed as a probe
@@ -385,6 +399,7 @@ mod tests {
         h.set_lost_run(usize::MAX);
         h.set_run_handover(RunHandover::Always);
         h.set_push_updates(true);
+        h.set_watch_shared(false);
         h.set_push_probe(3);
         h.set_notice_budget(0);
         h.set_barrier_fetch(usize::MAX);
@@ -396,6 +411,7 @@ mod tests {
             lost_run: usize::from(u16::MAX),
             run_handover: RunHandover::Always,
             push_updates: true,
+            watch_shared: false,
             push_probe: 3,
             notice_budget: 1,
             barrier_fetch: usize::from(u16::MAX),

@@ -241,6 +241,7 @@ impl Node {
         let mut hlrc = Hlrc::new(space.clone(), me, layout);
         hlrc.set_barrier_fetch(cfg.barrier_fetch);
         hlrc.set_push_updates(cfg.push_updates);
+        hlrc.set_watch_shared(cfg.watch_shared);
         let mut cores: Vec<Box<dyn Protocol + Send>> =
             vec![Box::new(hlrc), Box::new(Sc::new(space.clone(), me, layout))];
         // User protocols after the built-in cores, as `ProtocolKind::User(i)`.
