@@ -116,6 +116,20 @@ pub fn add(v: &mut Cases) {
             stdin_job(env, nodes, vars, "stdin_sum.c", true, "stdin: ok")
         });
     }
+    // An outsider's program (plain global matrix, cyclic rows falsely sharing pages,
+    // pthread_barrier, stdin, a C11 atomic counter between the barriers), 2 threads per
+    // node, faults served by the service thread and by signal. Its answer must be right,
+    // and the atomic must not turn off the barrier's fetch of the pages written by others
+    // (statistics: barrier fetches on every node but the home of the matrix's pages).
+    for (label, vars) in [
+        ("pthreads/cyclic rows", &[][..]),
+        (
+            "pthreads/cyclic rows/signal-faults",
+            &[("SQUALL_FAULTS", "signal")][..],
+        ),
+    ] {
+        v.at_2_and_4(label, move |env: &Env, nodes| cyclic_rows(env, nodes, vars));
+    }
     // stdin read with readv(2) into plain global arrays that threads on every node wrote
     // first: with faults served by signal the kernel writes pages main's node cannot write,
     // which works only because libsquall.so interposes readv (src/io.rs). The native build
@@ -221,6 +235,35 @@ fn stdin_job(
     let per_node = (2 * nodes).to_string();
     let args: &[&str] = if threads { &[&per_node] } else { &[] };
     job_with_input(&exe, args, nodes, &want, &input, vars)
+}
+
+/// cyclic_rows.c on `nodes` nodes, 2 threads per node, 40 steps read from stdin; checks its
+/// answer line and the job's barrier fetches (`SQUALL_STATS_FILE`).
+fn cyclic_rows(env: &Env, nodes: usize, vars: &[(&str, &str)]) -> Result<(), String> {
+    let exe = env.build_test("cc", "cyclic_rows.c", "cyclic_rows", Some("squall-pthread"))?;
+    let stats = env.bin.join(format!(
+        "cyclic-rows-{nodes}-{}.json",
+        vars.len()
+    ));
+    let _ = std::fs::remove_file(&stats);
+    let stats_s = stats.display().to_string();
+    let mut all = vec![("SQUALL_STATS", "1"), ("SQUALL_STATS_FILE", stats_s.as_str())];
+    all.extend_from_slice(vars);
+    let threads = (2 * nodes).to_string();
+    let want = "cyclic rows: 3840 of 3840 rows, residual 0: ok";
+    job_with_input(&exe, &[&threads], nodes, want, b"40\n", &all)?;
+    let text = std::fs::read_to_string(&stats).map_err(|e| format!("{stats_s}: {e}"))?;
+    let doc: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    let fetched = doc["total"]["counts"]["protocol"]["barrier_fetches"]
+        .as_u64()
+        .ok_or_else(|| format!("no protocol.barrier_fetches in {stats_s}"))?;
+    // 40 steps; the atomic's grants used to turn the fetch off at every barrier.
+    if fetched < 40 {
+        return Err(format!(
+            "{fetched} barrier fetches in 80 barriers: the C11 atomic turned them off"
+        ));
+    }
+    Ok(())
 }
 
 /// stack_args on `nodes` nodes with 2 threads per node.
