@@ -257,10 +257,13 @@ fn cyclic_rows(env: &Env, nodes: usize, vars: &[(&str, &str)]) -> Result<(), Str
     let fetched = doc["total"]["counts"]["protocol"]["barrier_fetches"]
         .as_u64()
         .ok_or_else(|| format!("no protocol.barrier_fetches in {stats_s}"))?;
-    // 40 steps; the atomic's grants used to turn the fetch off at every barrier.
-    if fetched < 40 {
+    // 80 barriers. Measured: 99-118 fetches (2 nodes) and 1.1-1.2k (4 nodes); with the
+    // atomic's grants counted as lock grants (which turn the next barrier's fetch off), 39
+    // and 370-400: only the barriers after the check, with no atomic before them, fetched.
+    let least = if nodes == 2 { 60 } else { 600 };
+    if fetched < least {
         return Err(format!(
-            "{fetched} barrier fetches in 80 barriers: the C11 atomic turned them off"
+            "{fetched} barrier fetches on {nodes} nodes in 80 barriers (want {least} or more): the C11 atomic turned them off"
         ));
     }
     Ok(())
