@@ -241,13 +241,15 @@ fn stdin_job(
 /// answer line and the job's barrier fetches (`SQUALL_STATS_FILE`).
 fn cyclic_rows(env: &Env, nodes: usize, vars: &[(&str, &str)]) -> Result<(), String> {
     let exe = env.build_test("cc", "cyclic_rows.c", "cyclic_rows", Some("squall-pthread"))?;
-    let stats = env.bin.join(format!(
-        "cyclic-rows-{nodes}-{}.json",
-        vars.len()
-    ));
+    let stats = env
+        .bin
+        .join(format!("cyclic-rows-{nodes}-{}.json", vars.len()));
     let _ = std::fs::remove_file(&stats);
     let stats_s = stats.display().to_string();
-    let mut all = vec![("SQUALL_STATS", "1"), ("SQUALL_STATS_FILE", stats_s.as_str())];
+    let mut all = vec![
+        ("SQUALL_STATS", "1"),
+        ("SQUALL_STATS_FILE", stats_s.as_str()),
+    ];
     all.extend_from_slice(vars);
     let threads = (2 * nodes).to_string();
     let want = "cyclic rows: 3840 of 3840 rows, residual 0: ok";
