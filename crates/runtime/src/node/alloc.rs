@@ -307,9 +307,19 @@ impl Node {
     }
 
     /// Free memory from any `alloc` on any node.
+    ///
+    /// A release first, as the allocator's lock makes `free` in a pthreads program: the
+    /// chunk may be handed out again at once, to a thread of any node, and a write this node
+    /// made to it as a copy of a page homed elsewhere (its diff still held for this node's
+    /// next release) must reach the home before the new owner's writes, or it would land over
+    /// them later (a task queue whose nodes one thread links, another frees and a third
+    /// allocates again: the freed node's old `next` put back into the new one).
     pub fn free(&self, ptr: *mut u8) -> Result<()> {
         let addr = ptr as usize;
         let page = self.page_of(addr)?;
+        self.call("free", move |s, ep, w| {
+            s.release_then(ep, Box::new(move |s, _| s.wake(w, Reply::Value(0))))
+        })?;
         let manager = self.heap_owner(page);
         if manager == self.rank() {
             match self.call("free", move |s, _, w| {
