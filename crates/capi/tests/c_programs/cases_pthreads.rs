@@ -130,6 +130,28 @@ pub fn add(v: &mut Cases) {
     ] {
         v.at_2_and_4(label, move |env: &Env, nodes| cyclic_rows(env, nodes, vars));
     }
+    // An outsider's work queue (malloc'd tasks linked under a mutex, a condition variable,
+    // each task freed by its consumer and its memory handed out again at once), 4 consumers:
+    // every task taken once, every answer right. Also with one critical section at most
+    // passed among a node's threads before the lock leaves (`SQUALL_LOCK_COHORT=1`, where a
+    // free that did not release first lost links 9 runs in 10) and with faults served by
+    // signal.
+    for (label, vars) in [
+        ("pthreads/work queue", &[][..]),
+        (
+            "pthreads/work queue/cohort 1",
+            &[("SQUALL_LOCK_COHORT", "1")][..],
+        ),
+        (
+            "pthreads/work queue/signal-faults",
+            &[("SQUALL_FAULTS", "signal")][..],
+        ),
+    ] {
+        v.at_2_and_4(label, move |env: &Env, nodes| {
+            let exe = env.build_test("cc", "work_queue.c", "work_queue", Some("squall-pthread"))?;
+            job_output_env(&exe, &["4"], nodes, "bad labels: ok", vars).map(|_| ())
+        });
+    }
     // stdin read with readv(2) into plain global arrays that threads on every node wrote
     // first: with faults served by signal the kernel writes pages main's node cannot write,
     // which works only because libsquall.so interposes readv (src/io.rs). The native build
