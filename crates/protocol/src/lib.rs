@@ -124,6 +124,13 @@ pub trait Protocol: Consistency {
     /// not appear in its diffs). Default: nothing to do (a protocol whose home-executed
     /// atomics invalidate every copy).
     fn observe_atomic(&mut self, _page: PageId, _offset: usize, _value: &[u8]) {}
+    /// Whether writes this node made to `page` may still be on their way to the page's
+    /// home, or held for this node's next release (a diff not sent or not acknowledged): the
+    /// runtime releases before it frees memory of such a page, so they cannot land over
+    /// what the memory's next owner writes. Default: `true` (always release first).
+    fn holds_writes_for_home(&self, _page: PageId) -> bool {
+        true
+    }
     /// At the node of an acquiring atomic: apply one of the `infos` its `AtomicDone`
     /// carried (the writes released through the word) before the caller resumes. Default: as
     /// a lock grant (`Consistency::apply_grant`). `hlrc` applies it the same way but does not

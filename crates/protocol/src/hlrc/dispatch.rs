@@ -170,6 +170,14 @@ impl<M: PageMemory> Protocol for Hlrc<M> {
         self.observe_atomic_value(page, offset, value)
     }
 
+    fn holds_writes_for_home(&self, page: PageId) -> bool {
+        // A home's writes are in place; a copy's go by diff: held while it is dirty (with a
+        // twin, or flushed early), on their way until acked.
+        self.diffs.per_page.contains_key(&page)
+            || self.diffs.held.contains_key(&page)
+            || (!self.is_home(page) && (self.dirty.contains(&page) || self.flushed.contains(&page)))
+    }
+
     fn apply_atomic_grant(&mut self, info: &[u8]) {
         let locks = self.grants_since_barrier;
         self.apply_grant_notices(info);

@@ -512,6 +512,10 @@ impl<P: ?Sized + Protocol> Protocol for Router<P> {
         self.cores[i].observe_atomic(page, offset, value)
     }
 
+    fn holds_writes_for_home(&self, page: PageId) -> bool {
+        self.cores[core_index(self.coherence_of(page).protocol)].holds_writes_for_home(page)
+    }
+
     fn apply_atomic_grant(&mut self, info: &[u8]) {
         for (i, b) in self.parts(info) {
             self.engaged[i] = true;

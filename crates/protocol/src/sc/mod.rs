@@ -549,6 +549,11 @@ impl<M: PageMemory> Protocol for Sc<M> {
         "sc"
     }
 
+    fn holds_writes_for_home(&self, _page: PageId) -> bool {
+        // A single writer writes in place; its copy goes back whole when recalled.
+        false
+    }
+
     fn handle_fault(&mut self, page: PageId, write: bool) -> Result<(), ProtoError> {
         check_page(&self.layout, page)?;
         self.stats.count_fault(write);

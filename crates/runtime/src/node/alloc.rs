@@ -308,8 +308,9 @@ impl Node {
 
     /// Free memory from any `alloc` on any node.
     ///
-    /// A release first, as the allocator's lock makes `free` in a pthreads program: the
-    /// chunk may be handed out again at once, to a thread of any node, and a write this node
+    /// A release first (when this node may hold writes to the chunk's page for its home,
+    /// `Protocol::holds_writes_for_home`), as the allocator's lock makes `free` in a pthreads
+    /// program: the chunk may be handed out again at once, to a thread of any node, and a write this node
     /// made to it as a copy of a page homed elsewhere (its diff still held for this node's
     /// next release) must reach the home before the new owner's writes, or it would land over
     /// them later (a task queue whose nodes one thread links, another frees and a third
@@ -317,8 +318,16 @@ impl Node {
     pub fn free(&self, ptr: *mut u8) -> Result<()> {
         let addr = ptr as usize;
         let page = self.page_of(addr)?;
+        // A chunk that does not start a page lies in that page (small objects); one that
+        // does may be a large allocation of several pages: then release in any case.
+        let in_one_page = addr % squall_core::PAGE_SIZE != 0;
         self.call("free", move |s, ep, w| {
-            s.release_then(ep, Box::new(move |s, _| s.wake(w, Reply::Value(0))))
+            if in_one_page && !squall_protocol::Protocol::holds_writes_for_home(&*s.protocol, page)
+            {
+                s.wake(w, Reply::Value(0));
+            } else {
+                s.release_then(ep, Box::new(move |s, _| s.wake(w, Reply::Value(0))));
+            }
         })?;
         let manager = self.heap_owner(page);
         if manager == self.rank() {
