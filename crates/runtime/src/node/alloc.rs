@@ -320,7 +320,7 @@ impl Node {
         let page = self.page_of(addr)?;
         // A chunk that does not start a page lies in that page (small objects); one that
         // does may be a large allocation of several pages: then release in any case.
-        let in_one_page = addr % squall_core::PAGE_SIZE != 0;
+        let in_one_page = !addr.is_multiple_of(squall_core::PAGE_SIZE);
         self.call("free", move |s, ep, w| {
             if in_one_page && !squall_protocol::Protocol::holds_writes_for_home(&*s.protocol, page)
             {
