@@ -1047,17 +1047,23 @@ fn a_read_of_a_page_of_a_barrier_fetch_in_flight_trusts_the_whole_run() {
     assert_eq!(c.total_stats().barrier_fetches, 2);
 }
 
-#[test]
-fn an_acquiring_atomic_since_the_last_barrier_leaves_the_barrier_fetch_on() {
+/// Node 1 reads page 0 (homed at node 0); node 0 then writes 5 into it and releases.
+fn read_then_home_writes() -> Cluster {
     let mut c = Cluster::new("hlrc", 2);
     c.fault(1, 0, false);
     c.settle();
-    // Node 0 writes page 0 and releases through an atomic (a C11 `atomic_fetch_add` with
-    // release order); node 1's acquiring load of the word brings node 0's notice, which takes
-    // page 0; node 1 reads it again on demand.
     c.fault(0, 0, true);
     c.store(0, 0, 0, 5);
     c.release(0, 1);
+    c
+}
+
+#[test]
+fn an_acquiring_atomic_since_the_last_barrier_leaves_the_barrier_fetch_on() {
+    // Node 0 releases through an atomic (a C11 `atomic_fetch_add` with release order); node
+    // 1's acquiring load of the word brings node 0's notice, which takes page 0; node 1 reads
+    // it again on demand.
+    let mut c = read_then_home_writes();
     let info = c.cores[0].grant_info(&[]);
     let release = AtomicCall {
         op: AtomicOp::FetchAdd(1),
@@ -1108,14 +1114,9 @@ fn an_acquiring_atomic_since_the_last_barrier_leaves_the_barrier_fetch_on() {
 
 #[test]
 fn a_node_that_took_a_lock_grant_since_its_last_barrier_fetches_nothing_at_the_next() {
-    let mut c = Cluster::new("hlrc", 2);
-    c.fault(1, 0, false);
-    c.settle();
     // A lock handed from node 0 to node 1 between the barriers: its notice takes page 0,
     // which node 1 reads again on demand.
-    c.fault(0, 0, true);
-    c.store(0, 0, 0, 5);
-    c.release(0, 1);
+    let mut c = read_then_home_writes();
     c.handoff(0, 1);
     c.settle();
     c.fault(1, 0, false);
