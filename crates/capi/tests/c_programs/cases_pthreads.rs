@@ -105,31 +105,15 @@ pub fn add(v: &mut Cases) {
     // source gives the answer line. Again with faults served by the faulting threads
     // (`SQUALL_FAULTS=signal`), where the kernel's own writes into shared memory would fail
     // with EFAULT but for the `fread` wrapper.
-    for (label, vars) in [
-        ("pthreads/stdin", &[][..]),
-        (
-            "pthreads/stdin/signal-faults",
-            &[("SQUALL_FAULTS", "signal")][..],
-        ),
-    ] {
-        v.at_2_and_4(label, move |env: &Env, nodes| {
-            stdin_job(env, nodes, vars, "stdin_sum.c", true, "stdin: ok")
-        });
-    }
+    v.with_signal_faults("pthreads/stdin", |env: &Env, nodes, vars| {
+        stdin_job(env, nodes, vars, "stdin_sum.c", true, "stdin: ok")
+    });
     // An outsider's program (plain global matrix, cyclic rows falsely sharing pages,
     // pthread_barrier, stdin, a C11 atomic counter between the barriers), 2 threads per
     // node, faults served by the service thread and by signal. Its answer must be right,
     // and the atomic must not turn off the barrier's fetch of the pages written by others
     // (statistics: barrier fetches on every node but the home of the matrix's pages).
-    for (label, vars) in [
-        ("pthreads/cyclic rows", &[][..]),
-        (
-            "pthreads/cyclic rows/signal-faults",
-            &[("SQUALL_FAULTS", "signal")][..],
-        ),
-    ] {
-        v.at_2_and_4(label, move |env: &Env, nodes| cyclic_rows(env, nodes, vars));
-    }
+    v.with_signal_faults("pthreads/cyclic rows", cyclic_rows);
     // An outsider's work queue (malloc'd tasks linked under a mutex, a condition variable,
     // each task freed by its consumer and its memory handed out again at once), 4 consumers:
     // every task taken once, every answer right. Also with one critical section at most
@@ -156,29 +140,13 @@ pub fn add(v: &mut Cases) {
     // first: with faults served by signal the kernel writes pages main's node cannot write,
     // which works only because libsquall.so interposes readv (src/io.rs). The native build
     // gives the answer line.
-    for (label, vars) in [
-        ("pthreads/readv stdin", &[][..]),
-        (
-            "pthreads/readv stdin/signal-faults",
-            &[("SQUALL_FAULTS", "signal")][..],
-        ),
-    ] {
-        v.at_2_and_4(label, move |env: &Env, nodes| {
-            stdin_job(env, nodes, vars, "readv_sum.c", false, "readv sum:")
-        });
-    }
+    v.with_signal_faults("pthreads/readv stdin", |env: &Env, nodes, vars| {
+        stdin_job(env, nodes, vars, "readv_sum.c", false, "readv sum:")
+    });
     // Arguments on main's stack, results on the workers' stacks, pthread_exit, pthread_self
     // (also with faults served by signal: the handler runs on an alternate stack, never on
     // the shared one).
-    for (label, vars) in [
-        ("pthreads/stack args", &[][..]),
-        (
-            "pthreads/stack args/signal-faults",
-            &[("SQUALL_FAULTS", "signal")][..],
-        ),
-    ] {
-        v.at_2_and_4(label, move |env: &Env, nodes| stack_args(env, nodes, vars));
-    }
+    v.with_signal_faults("pthreads/stack args", stack_args);
     // A program with functions of its own named like the C library's socket calls (send,
     // recv, poll, connect, socket, shutdown): Squall's network layer must not call them, and
     // the program's calls must reach them (libsquall.so is linked with -Wl,--wrap for those

@@ -516,6 +516,20 @@ impl Cases {
         self.0.push((label.into(), Box::new(case)));
     }
 
+    /// `at_2_and_4` twice: faults served as configured (`NAME/N nodes`), and by the faulting
+    /// thread (`NAME/signal-faults/N nodes`, `SQUALL_FAULTS=signal`); `case` gets the extra
+    /// environment.
+    fn with_signal_faults<F>(&mut self, name: &str, case: F)
+    where
+        F: Fn(&Env, usize, &[(&str, &str)]) -> Result<(), String> + Clone + 'static,
+    {
+        let plain = case.clone();
+        self.at_2_and_4(name, move |env: &Env, nodes| plain(env, nodes, &[]));
+        self.at_2_and_4(&format!("{name}/signal-faults"), move |env: &Env, nodes| {
+            case(env, nodes, &[("SQUALL_FAULTS", "signal")])
+        });
+    }
+
     /// A case per node count 2 and 4, labelled `NAME/N nodes`.
     fn at_2_and_4<F>(&mut self, name: &str, case: F)
     where

@@ -88,6 +88,7 @@ impl<M: PageMemory> Consistency for Hlrc<M> {
     }
 
     fn apply_grant(&mut self, grant_info: &[u8]) {
+        self.grants_since_barrier = self.grants_since_barrier.saturating_add(1);
         self.apply_grant_notices(grant_info)
     }
 
@@ -179,9 +180,8 @@ impl<M: PageMemory> Protocol for Hlrc<M> {
     }
 
     fn apply_atomic_grant(&mut self, info: &[u8]) {
-        let locks = self.grants_since_barrier;
-        self.apply_grant_notices(info);
-        self.grants_since_barrier = locks;
+        // The same notices, not counted in `grants_since_barrier`.
+        self.apply_grant_notices(info)
     }
 
     fn stats(&self) -> ProtoStats {

@@ -113,7 +113,6 @@ impl<M: PageMemory> Hlrc<M> {
     /// `Consistency::apply_grant`: take the pages pushed with the grant (`grantpush`), apply
     /// the granter's notices and merge its vector time.
     pub(super) fn apply_grant_notices(&mut self, grant_info: &[u8]) {
-        self.grants_since_barrier = self.grants_since_barrier.saturating_add(1);
         let sync = if grant_info.first() == Some(&GRANT_PUSH_TAG) {
             match split_grant(grant_info) {
                 Some((from, sync, pushes)) => {
